@@ -1,0 +1,153 @@
+// Command pyobs observes a running Python process from the outside.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pyobs/pyobs/internal/capability"
+	"github.com/pyobs/pyobs/internal/pyframes"
+	"github.com/pyobs/pyobs/internal/session"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+// Exit codes (README "Exit status").
+const (
+	exitOK         = 0
+	exitError      = 1
+	exitUsage      = 2
+	exitNoTarget   = 3 // no such pid, zombie, kernel thread, exited mid-read
+	exitPermission = 4
+	exitNotPython  = 5 // not Python, or a version pyobs does not support
+)
+
+// global flags shared by every command (DESIGN.md CLI contract).
+type globals struct {
+	pid    int
+	format string
+	output string
+}
+
+// exitError carries an exit status without an extra message (the spawned command's).
+type exitStatus struct{ code int }
+
+func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+// usageError marks bad flags or arguments.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
+
+func newRoot(g *globals) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "pyobs",
+		Short: "Observe a running Python process from the outside",
+		Long: `pyobs observes a running CPython process (3.10–3.15) without its cooperation.
+Every command says which price it pays: counting (free), sampling (~1%),
+tracing (costly), or introspection (reading the interpreter's memory).`,
+		Version:       version,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	pf := root.PersistentFlags()
+	pf.IntVarP(&g.pid, "pid", "p", 0, "target process id (or give `-- CMD ARGS` to spawn one)")
+	pf.StringVar(&g.format, "format", "", "output format (per command; see its help)")
+	pf.StringVarP(&g.output, "output", "o", "", "write the output to this file (atomically) instead of stdout")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.AddCommand(newDump(g))
+	return root
+}
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	var g globals
+	root := newRoot(&g)
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	var es exitStatus
+	if errors.As(err, &es) {
+		return es.code
+	}
+	fmt.Fprintln(os.Stderr, "pyobs: "+oneLine(err.Error()))
+	return exitCode(err)
+}
+
+func exitCode(err error) int {
+	var ue usageError
+	var ge *capability.GateError
+	var ve *pyframes.UnsupportedVersionError
+	switch {
+	case errors.As(err, &ue):
+		return exitUsage
+	case errors.As(err, &ge):
+		return exitPermission
+	case errors.Is(err, session.ErrNoProcess), errors.Is(err, session.ErrZombie),
+		errors.Is(err, session.ErrKernelThread), errors.Is(err, session.ErrExited):
+		return exitNoTarget
+	case errors.Is(err, session.ErrNotPython), errors.As(err, &ve):
+		return exitNotPython
+	case isUnknownCommand(err):
+		return exitUsage
+	}
+	return exitError
+}
+
+func isUnknownCommand(err error) bool {
+	s := err.Error()
+	return len(s) > 16 && (s[:16] == "unknown command " || s[:15] == "unknown flag: -" || s[:15] == "unknown shortha")
+}
+
+func oneLine(s string) string {
+	out := []rune{}
+	for _, r := range s {
+		if r == '\n' {
+			r = ' '
+		}
+		out = append(out, r)
+	}
+	return string(out)
+}
+
+// target resolves -p PID or `-- CMD ARGS` into a session.
+func target(cmd *cobra.Command, g *globals, args []string) (*session.Session, error) {
+	dash := cmd.ArgsLenAtDash()
+	var argv []string
+	if dash >= 0 {
+		if dash > 0 {
+			return nil, usagef("unexpected arguments before --: %q", args[:dash])
+		}
+		argv = args[dash:]
+	} else if len(args) > 0 {
+		return nil, usagef("unexpected arguments %q (to spawn a command, put it after --)", args)
+	}
+	switch {
+	case g.pid != 0 && len(argv) > 0:
+		return nil, usagef("give either -p PID or -- CMD ARGS, not both")
+	case g.pid < 0:
+		return nil, usagef("invalid pid %d", g.pid)
+	case g.pid > 0:
+		return session.Attach(g.pid)
+	case len(argv) > 0:
+		return session.Spawn(argv)
+	}
+	return nil, usagef("no target: give -p PID or -- CMD ARGS")
+}

@@ -1,0 +1,166 @@
+package procfs
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/prometheus/procfs"
+)
+
+// FS is a proc filesystem rooted at a mount point (tests use fixture trees).
+type FS struct {
+	root string
+	fs   procfs.FS
+}
+
+// NewFS returns an FS rooted at mount (normally /proc).
+func NewFS(mount string) (FS, error) {
+	fs, err := procfs.NewFS(mount)
+	if err != nil {
+		return FS{}, fmt.Errorf("can't open proc filesystem %s: %w", mount, err)
+	}
+	return FS{root: mount, fs: fs}, nil
+}
+
+// Default is /proc.
+func Default() FS {
+	fs, _ := NewFS("/proc")
+	return fs
+}
+
+// ErrNoProcess: /proc has no such pid.
+var ErrNoProcess = errors.New("no such process")
+
+// pfKthread is PF_KTHREAD in the per-task flags (include/linux/sched.h).
+const pfKthread = 0x00200000
+
+// Process is what the session needs to know before attaching.
+type Process struct {
+	Pid     int
+	Comm    string
+	State   string // one letter: R S D Z T t X I
+	Kernel  bool   // a kernel thread: no user memory, nothing to read
+	Threads int
+}
+
+// Process reads /proc/PID/stat.
+func (f FS) Process(pid int) (Process, error) {
+	p, err := f.fs.Proc(pid)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return Process{}, fmt.Errorf("pid %d: %w", pid, ErrNoProcess)
+		}
+		return Process{}, fmt.Errorf("pid %d: %w", pid, err)
+	}
+	st, err := p.Stat()
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return Process{}, fmt.Errorf("pid %d: %w", pid, ErrNoProcess)
+		}
+		return Process{}, fmt.Errorf("can't read /proc/%d/stat: %w", pid, err)
+	}
+	return Process{Pid: pid, Comm: st.Comm, State: st.State, Kernel: st.Flags&pfKthread != 0, Threads: st.NumThreads}, nil
+}
+
+// Tasks lists the TIDs of pid, sorted.
+func (f FS) Tasks(pid int) ([]int, error) {
+	ents, err := os.ReadDir(filepath.Join(f.root, strconv.Itoa(pid), "task"))
+	if err != nil {
+		return nil, fmt.Errorf("can't list /proc/%d/task: %w", pid, err)
+	}
+	var tids []int
+	for _, e := range ents {
+		if tid, err := strconv.Atoi(e.Name()); err == nil {
+			tids = append(tids, tid)
+		}
+	}
+	sort.Ints(tids)
+	return tids, nil
+}
+
+// TaskState is a thread's scheduler state at the moment of reading.
+type TaskState struct {
+	Tid     int
+	Comm    string
+	State   string // one letter
+	Wchan   string // kernel function it sleeps in, "" when running
+	Syscall int    // syscall number it is blocked in; -1 running in user space; -2 unknown
+}
+
+// TaskState reads task/TID/{stat,wchan,syscall}.
+func (f FS) TaskState(pid, tid int) (TaskState, error) {
+	t, err := f.fs.Thread(pid, tid)
+	if err != nil {
+		return TaskState{}, fmt.Errorf("pid %d tid %d: %w", pid, tid, err)
+	}
+	st, err := t.Stat()
+	if err != nil {
+		return TaskState{}, fmt.Errorf("can't read /proc/%d/task/%d/stat: %w", pid, tid, err)
+	}
+	ts := TaskState{Tid: tid, Comm: st.Comm, State: st.State, Syscall: -2}
+	if ts.State != "R" {
+		if w, err := t.Wchan(); err == nil && w != "0" {
+			ts.Wchan = w
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(f.root, strconv.Itoa(pid), "task", strconv.Itoa(tid), "syscall")); err == nil {
+		ts.Syscall = ParseSyscallFile(string(b))
+	}
+	return ts, nil
+}
+
+// ParseSyscallFile reads /proc/PID/task/TID/syscall: "running", or the
+// syscall number followed by arguments and sp/pc; -2 for anything else.
+func ParseSyscallFile(s string) int {
+	s = strings.TrimSpace(s)
+	if s == "running" {
+		return -1
+	}
+	fields := strings.Fields(s)
+	if len(fields) == 0 {
+		return -2
+	}
+	n, err := strconv.Atoi(fields[0])
+	if err != nil || n < -1 || n > 1<<16 {
+		return -2
+	}
+	return n
+}
+
+// Describe renders a state for people: "running", "sleeping in
+// futex_wait_queue (futex)", "disk in io_schedule (read)", …
+func (t TaskState) Describe() string {
+	var s string
+	switch t.State {
+	case "R":
+		return "running"
+	case "S":
+		s = "sleeping"
+	case "D":
+		s = "disk"
+	case "T":
+		s = "stopped"
+	case "t":
+		s = "tracing stop"
+	case "Z":
+		return "zombie"
+	case "X":
+		return "dead"
+	case "I":
+		s = "idle"
+	default:
+		s = "state " + t.State
+	}
+	if t.Wchan != "" {
+		s += " in " + t.Wchan
+	}
+	if t.Syscall >= 0 {
+		s += " (" + SyscallName(t.Syscall) + ")"
+	}
+	return s
+}

@@ -1,0 +1,250 @@
+package pyframes
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// Local is one local variable of a frame, rendered only for simple types.
+type Local struct {
+	Name  string `json:"name"`
+	Type  string `json:"type"`
+	Value string `json:"value,omitempty"` // repr for None/bool/int/float/str/bytes; "len N" for containers
+}
+
+// Kinds of localsplus slots (Include/internal/pycore_code.h).
+const (
+	coFastCell = 0x40
+	coFastFree = 0x80
+)
+
+const maxLocals = 512
+
+func (p *Process) locals(frame uint64, ci *codeInfo) []Local {
+	l, r := p.Layout, &p.objs
+	if ci.localNames == nil {
+		p.loadLocalNames(ci)
+	}
+	n := len(ci.localNames)
+	if n == 0 {
+		return nil
+	}
+	raw := make([]byte, 8*n)
+	if err := r.mem.Read(frame+l.FrameLocalsplus, raw); err != nil {
+		return nil
+	}
+	var out []Local
+	for i, name := range ci.localNames {
+		v := le64(raw, uint64(8*i))
+		if l.CodeTagged {
+			v &^= 3
+		}
+		if v == 0 {
+			continue // unbound
+		}
+		if i < len(ci.localKinds) && ci.localKinds[i]&(coFastCell|coFastFree) != 0 {
+			if tp, err := r.typeOf(v); err == nil && tp == p.Info.Syms["PyCell_Type"] && tp != 0 {
+				v, _ = r.u64(v + l.CellRef)
+				if v == 0 {
+					continue
+				}
+			}
+		}
+		typ, val := p.render(v)
+		out = append(out, Local{Name: name, Type: typ, Value: val})
+	}
+	return out
+}
+
+func (p *Process) loadLocalNames(ci *codeInfo) {
+	l, r := p.Layout, &p.objs
+	ci.localNames = []string{}
+	tuple := le64(ci.hdr, l.CodeLocalsplusNames)
+	items, err := p.tupleItems(tuple)
+	if err != nil {
+		return
+	}
+	if l.Version.Minor == 10 {
+		nl := int(int32(le32(ci.hdr, l.CodeNlocals)))
+		if nl >= 0 && nl < len(items) {
+			items = items[:nl]
+		}
+	} else if kinds := le64(ci.hdr, l.CodeLocalsplusKinds); kinds != 0 {
+		ci.localKinds, _, _ = r.bytesObj(kinds, maxLocals)
+	}
+	for _, it := range items {
+		s, err := r.str(it, maxNameChars)
+		if err != nil {
+			s = "?"
+		}
+		ci.localNames = append(ci.localNames, s)
+	}
+}
+
+func (p *Process) tupleItems(t uint64) ([]uint64, error) {
+	l, r := p.Layout, &p.objs
+	hdr := make([]byte, l.TupleItems)
+	if err := r.mem.Read(t, hdr); err != nil {
+		return nil, err
+	}
+	if le64(hdr, l.ObType) != r.types.tuple {
+		return nil, fmt.Errorf("tuple at 0x%x: %w", t, errWrongType)
+	}
+	n := le64(hdr, l.TupleSize)
+	if n > maxLocals {
+		return nil, fmt.Errorf("tuple at 0x%x: %d items", t, n)
+	}
+	raw := make([]byte, 8*n)
+	if err := r.mem.Read(t+l.TupleItems, raw); err != nil {
+		return nil, err
+	}
+	out := make([]uint64, n)
+	for i := range out {
+		out[i] = le64(raw, uint64(8*i))
+	}
+	return out, nil
+}
+
+// render gives (type name, value) for an object; only simple types get a value.
+func (p *Process) render(obj uint64) (string, string) {
+	l, r := p.Layout, &p.objs
+	t := r.types
+	tp, err := r.typeOf(obj)
+	if err != nil {
+		return "?", ""
+	}
+	switch tp {
+	case 0:
+		return "?", ""
+	case t.none:
+		return "NoneType", "None"
+	case t.bool_:
+		if obj == t.trueObj {
+			return "bool", "True"
+		}
+		return "bool", "False"
+	case t.long:
+		if v, ok, err := r.long(obj); err == nil && ok {
+			return "int", strconv.FormatInt(v, 10)
+		}
+		return "int", ""
+	case t.float:
+		if v, err := r.u64(obj + l.FloatValue); err == nil {
+			return "float", pyFloat(math.Float64frombits(v))
+		}
+	case t.unicode:
+		if s, err := r.str(obj, maxLocalChars); err == nil {
+			return "str", pyRepr(s)
+		}
+	case t.bytes:
+		if b, n, err := r.bytesObj(obj, maxLocalChars); err == nil {
+			s := pyBytesRepr(b)
+			if n > len(b) {
+				s += "…"
+			}
+			return "bytes", s
+		}
+	case t.tuple, t.list:
+		off := l.TupleSize
+		name := "tuple"
+		if tp == t.list {
+			off, name = l.ListSize, "list"
+		}
+		if n, err := r.u64(obj + off); err == nil {
+			return name, fmt.Sprintf("len %d", int64(n))
+		}
+	case t.dict:
+		if n, err := r.u64(obj + l.DictUsed); err == nil {
+			return "dict", fmt.Sprintf("len %d", int64(n))
+		}
+	}
+	return p.typeName(tp), ""
+}
+
+func (p *Process) typeName(tp uint64) string {
+	r := &p.objs
+	ptr, err := r.u64(tp + p.Layout.TypeName)
+	if err != nil {
+		return "?"
+	}
+	b := make([]byte, 64)
+	if err := r.mem.Read(ptr, b); err != nil {
+		return "?"
+	}
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		b = b[:i]
+	}
+	return string(b)
+}
+
+func pyFloat(f float64) string {
+	switch {
+	case math.IsInf(f, 1):
+		return "inf"
+	case math.IsInf(f, -1):
+		return "-inf"
+	case math.IsNaN(f):
+		return "nan"
+	}
+	if f == math.Trunc(f) && math.Abs(f) < 1e16 {
+		return strconv.FormatFloat(f, 'f', 1, 64)
+	}
+	s := strconv.FormatFloat(f, 'g', -1, 64)
+	return strings.Replace(s, "e-0", "e-", 1)
+}
+
+func pyRepr(s string) string {
+	q := "'"
+	if strings.Contains(s, "'") && !strings.Contains(s, `"`) {
+		q = `"`
+	}
+	var b strings.Builder
+	b.WriteString(q)
+	for _, c := range s {
+		switch {
+		case c == '\\':
+			b.WriteString(`\\`)
+		case string(c) == q:
+			b.WriteString(`\` + q)
+		case c == '\n':
+			b.WriteString(`\n`)
+		case c == '\t':
+			b.WriteString(`\t`)
+		case c == '\r':
+			b.WriteString(`\r`)
+		case c < 0x20 || c == 0x7f:
+			fmt.Fprintf(&b, `\x%02x`, c)
+		default:
+			b.WriteRune(c)
+		}
+	}
+	b.WriteString(q)
+	return b.String()
+}
+
+func pyBytesRepr(v []byte) string {
+	var b strings.Builder
+	b.WriteString("b'")
+	for _, c := range v {
+		switch {
+		case c == '\\' || c == '\'':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c == '\n':
+			b.WriteString(`\n`)
+		case c == '\t':
+			b.WriteString(`\t`)
+		case c == '\r':
+			b.WriteString(`\r`)
+		case c < 0x20 || c >= 0x7f:
+			fmt.Fprintf(&b, `\x%02x`, c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteString("'")
+	return b.String()
+}

@@ -1,0 +1,72 @@
+package pyframes
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// ProcessMemory reads another process with process_vm_readv, falling back to
+// /proc/PID/mem when the syscall is refused (e.g. seccomp in a container)
+// but the file is readable.
+type ProcessMemory struct {
+	Pid int
+
+	once    sync.Once
+	memFile *os.File
+	useFile bool
+}
+
+// NewProcessMemory returns a reader of pid's address space.
+func NewProcessMemory(pid int) *ProcessMemory { return &ProcessMemory{Pid: pid} }
+
+func (m *ProcessMemory) Read(addr uint64, p []byte) error {
+	if len(p) == 0 {
+		return nil
+	}
+	if !m.useFile {
+		local := []unix.Iovec{{Base: &p[0], Len: uint64(len(p))}}
+		remote := []unix.RemoteIovec{{Base: uintptr(addr), Len: len(p)}}
+		n, err := unix.ProcessVMReadv(m.Pid, local, remote, 0)
+		if err == nil && n == len(p) {
+			return nil
+		}
+		if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EPERM) && m.fileWorks() {
+			m.useFile = true
+		} else {
+			if err == nil {
+				err = ErrUnmapped // a partial read stops at an unmapped page
+			}
+			return &MemError{Pid: m.Pid, Addr: addr, Want: len(p), Got: n, Err: err}
+		}
+	}
+	n, err := m.memFile.ReadAt(p, int64(addr))
+	if n == len(p) {
+		return nil
+	}
+	if err == nil {
+		err = ErrUnmapped
+	}
+	return &MemError{Pid: m.Pid, Addr: addr, Want: len(p), Got: n, Err: err}
+}
+
+func (m *ProcessMemory) fileWorks() bool {
+	m.once.Do(func() {
+		f, err := os.Open(fmt.Sprintf("/proc/%d/mem", m.Pid))
+		if err == nil {
+			m.memFile = f
+		}
+	})
+	return m.memFile != nil
+}
+
+// Close releases the /proc/PID/mem handle if one was opened.
+func (m *ProcessMemory) Close() error {
+	if m.memFile != nil {
+		return m.memFile.Close()
+	}
+	return nil
+}

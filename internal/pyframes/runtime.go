@@ -1,0 +1,219 @@
+package pyframes
+
+import (
+	"debug/elf"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/prometheus/procfs"
+)
+
+// ErrNotPython: no mapped ELF file defines _PyRuntime.
+var ErrNotPython = errors.New("not a Python process: no mapped file defines _PyRuntime")
+
+// Mapping is one line of /proc/PID/maps that is backed by a file.
+type Mapping struct {
+	Start, End, Offset uint64
+	Perms              string
+	Path               string
+}
+
+// RuntimeInfo is what the detector found: the ELF that holds the interpreter
+// and the target addresses of the symbols the walker uses.
+type RuntimeInfo struct {
+	Binary  string // path as the target maps it
+	Bias    uint64 // load bias: target address = symbol value + Bias
+	Runtime uint64 // &_PyRuntime in the target
+	Syms    map[string]uint64
+	ELFType elf.Type
+}
+
+// Symbols the walker resolves (all exported by every CPython 3.10+ build).
+var wantSyms = []string{
+	"_PyRuntime", "Py_Version", "PyCode_Type", "PyFrame_Type", "PyUnicode_Type", "PyBytes_Type",
+	"PyLong_Type", "PyBool_Type", "PyFloat_Type", "PyTuple_Type", "PyList_Type", "PyDict_Type",
+	"_Py_NoneStruct", "_Py_TrueStruct", "PyModule_Type", "PySet_Type", "PyCell_Type",
+}
+
+// ReadMaps returns pid's file-backed mappings.
+func ReadMaps(pid int) ([]Mapping, error) {
+	p, err := procfs.NewProc(pid)
+	if err != nil {
+		return nil, fmt.Errorf("can't open /proc/%d: %w", pid, err)
+	}
+	ms, err := p.ProcMaps()
+	if err != nil {
+		return nil, fmt.Errorf("can't read /proc/%d/maps: %w", pid, err)
+	}
+	var out []Mapping
+	for _, m := range ms {
+		if m.Pathname == "" || strings.HasPrefix(m.Pathname, "[") {
+			continue
+		}
+		perms := ""
+		if m.Perms != nil {
+			for _, x := range []struct {
+				on bool
+				c  string
+			}{{m.Perms.Read, "r"}, {m.Perms.Write, "w"}, {m.Perms.Execute, "x"}} {
+				if x.on {
+					perms += x.c
+				} else {
+					perms += "-"
+				}
+			}
+		}
+		out = append(out, Mapping{Start: uint64(m.StartAddr), End: uint64(m.EndAddr), Offset: uint64(m.Offset), Perms: perms, Path: m.Pathname})
+	}
+	return out, nil
+}
+
+// candidates orders mapped files: names containing "python" first (libpython,
+// python3.X), then the others (an embedding binary), each once.
+func candidates(maps []Mapping) []string {
+	seen := map[string]bool{}
+	var py, other []string
+	for _, m := range maps {
+		if seen[m.Path] {
+			continue
+		}
+		seen[m.Path] = true
+		base := filepath.Base(m.Path)
+		if strings.Contains(base, "python") {
+			py = append(py, m.Path)
+		} else {
+			other = append(other, m.Path)
+		}
+	}
+	return append(py, other...)
+}
+
+// openMapped opens a mapped file as the target sees it (its root, its mount
+// namespace); falls back to map_files when the path is gone.
+func openMapped(pid int, path string, maps []Mapping) (*elf.File, error) {
+	p := strings.TrimSuffix(path, " (deleted)")
+	f, err := elf.Open(fmt.Sprintf("/proc/%d/root%s", pid, p))
+	if err == nil {
+		return f, nil
+	}
+	for _, m := range maps {
+		if m.Path == path {
+			if f2, err2 := elf.Open(fmt.Sprintf("/proc/%d/map_files/%x-%x", pid, m.Start, m.End)); err2 == nil {
+				return f2, nil
+			}
+		}
+	}
+	return nil, err
+}
+
+// FindRuntime locates _PyRuntime in pid by ELF symbols (or the .PyRuntime
+// section), never trusting /proc/PID/exe (which can be the dynamic loader).
+func FindRuntime(pid int, maps []Mapping) (*RuntimeInfo, error) {
+	var firstErr error
+	for _, path := range candidates(maps) {
+		f, err := openMapped(pid, path, maps)
+		if err != nil {
+			continue // not ELF, or not readable: not ours
+		}
+		info, err := runtimeFromELF(f, path, maps)
+		f.Close()
+		if err == nil {
+			return info, nil
+		}
+		if !errors.Is(err, errNoRuntimeHere) && firstErr == nil {
+			firstErr = err
+		}
+	}
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	return nil, ErrNotPython
+}
+
+var errNoRuntimeHere = errors.New("no _PyRuntime in this file")
+
+func runtimeFromELF(f *elf.File, path string, maps []Mapping) (*RuntimeInfo, error) {
+	syms := map[string]uint64{}
+	want := map[string]bool{}
+	for _, s := range wantSyms {
+		want[s] = true
+	}
+	collect := func(ss []elf.Symbol) {
+		for _, s := range ss {
+			if want[s.Name] && s.Value != 0 && s.Section != elf.SHN_UNDEF {
+				if _, ok := syms[s.Name]; !ok {
+					syms[s.Name] = s.Value
+				}
+			}
+		}
+	}
+	if ds, err := f.DynamicSymbols(); err == nil {
+		collect(ds)
+	}
+	if _, ok := syms["_PyRuntime"]; !ok {
+		if sec := f.Section(".PyRuntime"); sec != nil && sec.Addr != 0 {
+			syms["_PyRuntime"] = sec.Addr
+		}
+	}
+	if _, ok := syms["_PyRuntime"]; !ok {
+		return nil, errNoRuntimeHere
+	}
+	if len(syms) < len(wantSyms)-2 { // some (e.g. PyFrame_Type) are optional; a stripped dynsym is not
+		if ss, err := f.Symbols(); err == nil {
+			collect(ss)
+		}
+	}
+	bias, err := loadBias(f, path, maps)
+	if err != nil {
+		return nil, err
+	}
+	info := &RuntimeInfo{Binary: path, Bias: bias, Syms: map[string]uint64{}, ELFType: f.Type}
+	for k, v := range syms {
+		info.Syms[k] = v + bias
+	}
+	info.Runtime = info.Syms["_PyRuntime"]
+	return info, nil
+}
+
+// loadBias: for the first PT_LOAD segment, the mapping of its page-aligned
+// file offset gives bias = map.start - (vaddr aligned down). EXEC files have
+// bias 0 by construction; PIE and shared objects get their real base.
+func loadBias(f *elf.File, path string, maps []Mapping) (uint64, error) {
+	var loads []*elf.Prog
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_LOAD {
+			loads = append(loads, p)
+		}
+	}
+	if len(loads) == 0 {
+		return 0, fmt.Errorf("%s: no PT_LOAD segment", path)
+	}
+	sort.Slice(loads, func(i, j int) bool { return loads[i].Off < loads[j].Off })
+	const page = 4096
+	seg := loads[0]
+	off := seg.Off &^ (page - 1)
+	for _, m := range maps {
+		if m.Path == path && m.Offset == off {
+			return m.Start - (seg.Vaddr &^ (page - 1)), nil
+		}
+	}
+	return 0, fmt.Errorf("%s: no mapping at file offset 0x%x", path, off)
+}
+
+var versionInName = regexp.MustCompile(`python(\d)\.(\d+)`)
+
+// versionFromName reads "3.10" out of libpython3.10.so / python3.10.
+func versionFromName(path string) (Version, bool) {
+	m := versionInName.FindStringSubmatch(filepath.Base(path))
+	if m == nil {
+		return Version{}, false
+	}
+	maj, _ := strconv.Atoi(m[1])
+	min, _ := strconv.Atoi(m[2])
+	return Version{Major: maj, Minor: min, Micro: -1}, true
+}

@@ -1,0 +1,146 @@
+package session
+
+import (
+	"encoding/binary"
+	"sort"
+	"time"
+
+	"github.com/pyobs/pyobs/internal/pyframes"
+)
+
+// DumpVersion is the JSON schema version of a dump (docs/json.md).
+const DumpVersion = 1
+
+// Dump is every thread's Python stack at one moment.
+type Dump struct {
+	Schema  int          `json:"schema"`
+	Pid     int          `json:"pid"`
+	Python  PythonInfo   `json:"python"`
+	Threads []ThreadDump `json:"threads"`
+	Read    ReadInfo     `json:"read"`
+}
+
+// PythonInfo says which interpreter was read and how its layout was known.
+type PythonInfo struct {
+	Version string `json:"version"`
+	Binary  string `json:"binary"`
+	Layout  string `json:"layout"`
+}
+
+// ReadInfo is the dump's own perturbation report.
+type ReadInfo struct {
+	Method      string  `json:"method"` // "unsynchronised" or "ptrace-stopped"
+	DurationUS  float64 `json:"duration_us"`
+	StoppedUS   float64 `json:"target_stopped_us"`
+	TornRetries uint64  `json:"torn_retries"`
+	Torn        int     `json:"threads_inconsistent"`
+}
+
+// ThreadDump is one thread.
+type ThreadDump struct {
+	Tid        int         `json:"tid"`
+	ThreadID   uint64      `json:"thread_id"`
+	Name       string      `json:"name"`
+	HoldsGIL   bool        `json:"holds_gil"`
+	State      string      `json:"state"`
+	Interp     int64       `json:"interpreter"`
+	Consistent bool        `json:"consistent"`
+	Error      string      `json:"error,omitempty"`
+	Frames     []FrameDump `json:"frames"`
+}
+
+// FrameDump is one frame, innermost first.
+type FrameDump struct {
+	Function string           `json:"function"`
+	File     string           `json:"file"`
+	Line     int              `json:"line"`
+	Entry    bool             `json:"entry,omitempty"`
+	Locals   []pyframes.Local `json:"locals,omitempty"`
+}
+
+// DumpOptions select what a dump reads.
+type DumpOptions struct {
+	Locals bool
+	Lock   bool // stop the threads for a frozen snapshot
+}
+
+// Dump reads every thread's stack once.
+func (s *Session) Dump(opt DumpOptions) (*Dump, error) {
+	d := &Dump{Schema: DumpVersion, Pid: s.Pid, Python: PythonInfo{
+		Version: s.Py.Version().String(), Binary: s.Py.Info.Binary, Layout: s.Py.Layout.Source,
+	}, Read: ReadInfo{Method: "unsynchronised"}}
+	before := s.Py.Stats
+	start := time.Now()
+	var threads []pyframes.Thread
+	var err error
+	if opt.Lock {
+		d.Read.Method = "ptrace-stopped"
+		f, ferr := s.Freeze()
+		if ferr != nil {
+			return nil, ferr
+		}
+		threads, err = s.Py.Threads(pyframes.Options{Names: true, Locals: opt.Locals, Retries: 1})
+		f.Thaw()
+		d.Read.StoppedUS = float64(f.Held.Nanoseconds()) / 1e3
+	} else {
+		threads, err = s.Py.Threads(pyframes.Options{Names: true, Locals: opt.Locals})
+	}
+	d.Read.DurationUS = float64(time.Since(start).Nanoseconds()) / 1e3
+	if err != nil {
+		return nil, s.explain("read the Python threads", err)
+	}
+	d.Read.TornRetries = s.Py.Stats.TornRetries - before.TornRetries
+	tids, _ := s.FS.Tasks(s.Pid)
+	for _, t := range threads {
+		td := ThreadDump{ThreadID: t.ThreadID, Name: t.Name, HoldsGIL: t.HoldsGIL, Interp: t.Interp,
+			Consistent: t.Consistent, Tid: t.NativeID, Frames: []FrameDump{}}
+		if td.Tid == 0 {
+			td.Tid = s.tidFromPthread(t.ThreadID, tids)
+		}
+		if t.Err != nil {
+			td.Error = t.Err.Error()
+			d.Read.Torn++
+		}
+		if td.Tid > 0 {
+			if st, err := s.FS.TaskState(s.Pid, td.Tid); err == nil {
+				td.State = st.Describe()
+			}
+		}
+		for _, f := range t.Frames {
+			td.Frames = append(td.Frames, FrameDump{Function: f.Function, File: f.File, Line: f.Line, Entry: f.Entry, Locals: f.Locals})
+		}
+		d.Threads = append(d.Threads, td)
+	}
+	// Oldest thread (the main one) first, like /proc/PID/task.
+	sort.SliceStable(d.Threads, func(i, j int) bool {
+		a, b := d.Threads[i].Tid, d.Threads[j].Tid
+		if a == 0 || b == 0 {
+			return b == 0 && a != 0
+		}
+		return a < b
+	})
+	return d, nil
+}
+
+// glibcTidOffset is offsetof(struct pthread, tid) in glibc 2.x on x86_64
+// (nptl/descr.h: the TCB header, then the list_t, then tid). Used only on
+// 3.10, whose thread state has no native_thread_id, and only when the value
+// read is one of the target's TIDs.
+const glibcTidOffset = 0x2d0
+
+func (s *Session) tidFromPthread(pthread uint64, tids []int) int {
+	if pthread == 0 {
+		return 0
+	}
+	var b [4]byte
+	if err := pyframes.NewProcessMemory(s.Pid).Read(pthread+glibcTidOffset, b[:]); err != nil {
+		return 0
+	}
+	tid := int(binary.LittleEndian.Uint32(b[:]))
+	for _, t := range tids {
+		if t == tid {
+			return tid
+		}
+	}
+	return 0
+}

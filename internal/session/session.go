@@ -1,0 +1,249 @@
+// Package session owns the target: it attaches to a pid or spawns a command,
+// checks that the target is a live user-space Python process we may read,
+// and gives the engines what they need (threads, maps, the frame walker).
+// Whatever happens, the target is left running: the session never stops it
+// except inside Freeze/Thaw, and the kernel resumes seized threads if pyobs dies.
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"syscall"
+	"time"
+
+	"github.com/pyobs/pyobs/internal/capability"
+	"github.com/pyobs/pyobs/internal/procfs"
+	"github.com/pyobs/pyobs/internal/ptrace"
+	"github.com/pyobs/pyobs/internal/pyframes"
+)
+
+// Errors the CLI maps to one line and an exit code.
+var (
+	ErrNoProcess    = procfs.ErrNoProcess
+	ErrZombie       = errors.New("is a zombie (it exited; its parent has not reaped it): nothing to read")
+	ErrKernelThread = errors.New("is a kernel thread: it has no user memory and no Python")
+	ErrExited       = errors.New("exited while it was being read")
+	ErrNotPython    = pyframes.ErrNotPython
+)
+
+// Session is one observed target.
+type Session struct {
+	Pid int
+	FS  procfs.FS
+	Py  *pyframes.Process
+
+	cmd     *exec.Cmd
+	waited  chan struct{}
+	waitErr error
+}
+
+// Attach checks pid and finds its interpreter.
+func Attach(pid int) (*Session, error) {
+	if pid <= 0 {
+		return nil, fmt.Errorf("invalid pid %d", pid)
+	}
+	s := &Session{Pid: pid, FS: procfs.Default()}
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	if err := s.openPython(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Session) check() error {
+	p, err := s.FS.Process(s.Pid)
+	if err != nil {
+		return err
+	}
+	if p.Kernel {
+		return fmt.Errorf("pid %d (%s) %w", s.Pid, p.Comm, ErrKernelThread)
+	}
+	if p.State == "Z" || p.State == "X" {
+		return fmt.Errorf("pid %d (%s) %w", s.Pid, p.Comm, ErrZombie)
+	}
+	return nil
+}
+
+func (s *Session) openPython() error {
+	maps, err := pyframes.ReadMaps(s.Pid)
+	if err != nil {
+		return s.explain("read /proc/"+fmt.Sprint(s.Pid)+"/maps", err)
+	}
+	info, err := pyframes.FindRuntime(s.Pid, maps)
+	if err != nil {
+		if errors.Is(err, pyframes.ErrNotPython) {
+			comm := ""
+			if p, perr := s.FS.Process(s.Pid); perr == nil {
+				comm = " (" + p.Comm + ")"
+			}
+			return fmt.Errorf("pid %d%s is %w", s.Pid, comm, errNotPythonShort)
+		}
+		return s.explain("find the Python runtime", err)
+	}
+	py, err := pyframes.New(pyframes.NewProcessMemory(s.Pid), s.Pid, info)
+	if err != nil {
+		return s.explain("read the Python runtime", err)
+	}
+	s.Py = py
+	return nil
+}
+
+var errNotPythonShort = fmt.Errorf("%w", pyframes.ErrNotPython)
+
+// explain turns EPERM into the gate that refused, and a vanished target into ErrExited.
+func (s *Session) explain(op string, err error) error {
+	if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES) {
+		return capability.ExplainPtrace(fmt.Sprintf("%s of pid %d", op, s.Pid), s.Pid, sameUID(s.Pid), err)
+	}
+	if !s.Alive() {
+		return fmt.Errorf("pid %d %w: %v", s.Pid, ErrExited, err)
+	}
+	return err
+}
+
+// Explain is explain for callers that read through the session's walker.
+func (s *Session) Explain(op string, err error) error { return s.explain(op, err) }
+
+func sameUID(pid int) bool {
+	fi, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
+	if err != nil {
+		return false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && int(st.Uid) == os.Geteuid()
+}
+
+// Alive reports whether the target still exists and is not a zombie.
+func (s *Session) Alive() bool {
+	p, err := s.FS.Process(s.Pid)
+	return err == nil && p.State != "Z" && p.State != "X"
+}
+
+// Spawn starts argv with the caller's stdio and returns once it runs; call
+// WaitPython before reading it.
+func Spawn(argv []string) (*Session, error) {
+	if len(argv) == 0 {
+		return nil, errors.New("no command after --")
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("can't start %s: %w", argv[0], err)
+	}
+	s := &Session{Pid: cmd.Process.Pid, FS: procfs.Default(), cmd: cmd, waited: make(chan struct{})}
+	go func() { s.waitErr = cmd.Wait(); close(s.waited) }()
+	return s, nil
+}
+
+// Spawned reports whether the session started the target.
+func (s *Session) Spawned() bool { return s.cmd != nil }
+
+// WaitPython polls until the spawned target's interpreter is up and its
+// main thread runs Python code, then waits `after` more.
+func (s *Session) WaitPython(ctx context.Context, after time.Duration) error {
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	var lastErr error
+	for s.Py == nil || !s.hasFrames() {
+		select {
+		case <-s.waited:
+			code := s.ExitCode()
+			if lastErr != nil && !errors.Is(lastErr, pyframes.ErrNotPython) {
+				return fmt.Errorf("pid %d exited (status %d) before its interpreter could be read: %w", s.Pid, code, lastErr)
+			}
+			return fmt.Errorf("pid %d exited (status %d) before a Python frame ran", s.Pid, code)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+		if s.Py == nil {
+			if err := s.openPython(); err != nil {
+				lastErr = err
+				var ge *capability.GateError
+				var ue *pyframes.UnsupportedVersionError
+				if errors.As(err, &ge) || errors.As(err, &ue) {
+					return err
+				}
+			}
+		}
+	}
+	select {
+	case <-time.After(after):
+	case <-s.waited:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
+}
+
+func (s *Session) hasFrames() bool {
+	ts, err := s.Py.Threads(pyframes.Options{})
+	if err != nil {
+		return false
+	}
+	for _, t := range ts {
+		if len(t.Frames) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// Wait blocks until a spawned target exits.
+func (s *Session) Wait(ctx context.Context) (int, error) {
+	if s.cmd == nil {
+		return 0, errors.New("not spawned")
+	}
+	select {
+	case <-s.waited:
+	case <-ctx.Done():
+		return -1, ctx.Err()
+	}
+	return s.ExitCode(), nil
+}
+
+// Exited is closed when a spawned target has exited.
+func (s *Session) Exited() <-chan struct{} { return s.waited }
+
+// ExitCode of a spawned target that has exited (128+signal when killed).
+func (s *Session) ExitCode() int {
+	if s.cmd == nil || s.cmd.ProcessState == nil {
+		return -1
+	}
+	if ws, ok := s.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return s.cmd.ProcessState.ExitCode()
+}
+
+// Kill ends a spawned target (SIGTERM, then SIGKILL after a grace period).
+func (s *Session) Kill(grace time.Duration) {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.waited:
+	case <-time.After(grace):
+		_ = s.cmd.Process.Kill()
+		<-s.waited
+	}
+}
+
+// Freeze stops every thread of the target (PTRACE_SEIZE + INTERRUPT).
+func (s *Session) Freeze() (*ptrace.Frozen, error) {
+	tids, err := s.FS.Tasks(s.Pid)
+	if err != nil {
+		return nil, s.explain("list threads", err)
+	}
+	f, err := ptrace.Freeze(s.Pid, tids)
+	if err != nil {
+		return nil, s.explain("stop threads", err)
+	}
+	return f, nil
+}
