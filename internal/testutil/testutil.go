@@ -1,0 +1,262 @@
+// Package testutil holds what the real-target tests share: the interpreter
+// manifest written by scripts/pythons.sh, spawning targets that report
+// their own truth, building the pyobs binary, and skips that name the
+// missing capability (and fail instead under CI=true).
+package testutil
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// InCI is true when the CI runner set CI=true: a skip there is a failure.
+func InCI() bool { return os.Getenv("CI") == "true" }
+
+// Skip skips with the reason, or fails under CI, where the machine is
+// expected to have every capability the tests use.
+func Skip(t testing.TB, reason string) {
+	t.Helper()
+	if InCI() {
+		t.Fatalf("CI=true and this capability is missing: %s", reason)
+	}
+	t.Skip(reason)
+}
+
+// RequireRoot skips (fails in CI) unless we run as root.
+func RequireRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		Skip(t, "needs root (CAP_SYS_PTRACE over targets of other users, ptrace of children is not enough)")
+	}
+}
+
+// Interp is one line of the manifest.
+type Interp struct {
+	Label   string // pyenv-3.12, debian-3.11, sid-3.14, …
+	Version string // X.Y.Z
+	Argv    []string
+}
+
+// Minor returns Y of X.Y.Z.
+func (i Interp) Minor() int {
+	var maj, min int
+	fmt.Sscanf(i.Version, "%d.%d", &maj, &min)
+	return min
+}
+
+// Expected is every interpreter the tests must cover on this machine kind.
+var Expected = []string{"pyenv-3.10", "pyenv-3.11", "pyenv-3.12", "pyenv-3.13", "debian-3.11", "sid-3.14", "sid-3.15"}
+
+// ManifestPath is where scripts/pythons.sh wrote the manifest.
+func ManifestPath() string {
+	if p := os.Getenv("PYOBS_INTERPRETERS"); p != "" {
+		return p
+	}
+	c := os.Getenv("PYOBS_PYTHONS_CACHE")
+	if c == "" {
+		c = "/var/cache/pyobs-pythons"
+	}
+	return filepath.Join(c, "interpreters.tsv")
+}
+
+// Interpreters reads the manifest; a missing interpreter skips (fails in CI).
+func Interpreters(t testing.TB) []Interp {
+	t.Helper()
+	b, err := os.ReadFile(ManifestPath())
+	if err != nil {
+		Skip(t, fmt.Sprintf("no interpreter manifest (%v): run scripts/pythons.sh", err))
+	}
+	var out []Interp
+	have := map[string]bool{}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Split(line, "\t")
+		if len(f) < 3 {
+			continue
+		}
+		out = append(out, Interp{Label: f[0], Version: f[1], Argv: strings.Fields(f[2])})
+		have[f[0]] = true
+	}
+	var missing []string
+	for _, e := range Expected {
+		if !have[e] {
+			missing = append(missing, e)
+		}
+	}
+	if len(missing) > 0 && InCI() {
+		t.Fatalf("CI=true and interpreters are missing from %s: %v", ManifestPath(), missing)
+	}
+	if len(out) == 0 {
+		Skip(t, "the interpreter manifest lists no interpreter")
+	}
+	return out
+}
+
+// Find returns the interpreter with this label, skipping when absent.
+func Find(t testing.TB, label string) Interp {
+	t.Helper()
+	for _, i := range Interpreters(t) {
+		if i.Label == label {
+			return i
+		}
+	}
+	Skip(t, "interpreter "+label+" is not installed: run scripts/pythons.sh")
+	return Interp{}
+}
+
+// Repo returns the repository root (where go.mod is).
+func Repo() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// Target is a spawned test process.
+type Target struct {
+	Cmd   *exec.Cmd
+	Pid   int
+	Lines chan string // stdout lines after READY
+}
+
+// Start runs argv with the script and args, and waits for a line starting
+// with "READY" on stdout. The process is killed at the end of the test.
+func Start(t testing.TB, interp Interp, script string, args ...string) *Target {
+	t.Helper()
+	argv := append(append(append([]string{}, interp.Argv...), filepath.Join(Repo(), "testdata", "targets", script)), args...)
+	return StartArgv(t, argv, 30*time.Second)
+}
+
+// StartArgv runs argv and waits for READY.
+func StartArgv(t testing.TB, argv []string, timeout time.Duration) *Target {
+	t.Helper()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("can't start %v: %v", argv, err)
+	}
+	tg := &Target{Cmd: cmd, Pid: cmd.Process.Pid, Lines: make(chan string, 1024)}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_, _ = cmd.Process.Wait()
+	})
+	ready := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(out)
+		seen := false
+		for sc.Scan() {
+			if !seen && strings.HasPrefix(sc.Text(), "READY") {
+				seen = true
+				close(ready)
+				continue
+			}
+			if seen {
+				select {
+				case tg.Lines <- sc.Text():
+				default:
+				}
+			}
+		}
+		if !seen {
+			close(ready)
+		}
+	}()
+	select {
+	case <-ready:
+	case <-time.After(timeout):
+		t.Fatalf("target %v did not print READY within %v", argv, timeout)
+	}
+	return tg
+}
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// Binary builds bin/pyobs once per test process into a world-readable
+// temporary folder (so tests can run it as another user) and returns its path.
+func Binary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "pyobs-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		_ = os.Chmod(dir, 0o755)
+		binPath = filepath.Join(dir, "pyobs")
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", binPath, "./cmd/pyobs")
+		cmd.Dir = Repo()
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// Result of running pyobs.
+type Result struct {
+	Stdout, Stderr string
+	Code           int
+}
+
+// Run runs the pyobs binary with args and a timeout.
+func Run(t testing.TB, timeout time.Duration, args ...string) Result {
+	t.Helper()
+	return RunCmd(t, timeout, exec.Command(Binary(t), args...))
+}
+
+// RunCmd runs a prepared command (e.g. with credentials set).
+func RunCmd(t testing.TB, timeout time.Duration, cmd *exec.Cmd) Result {
+	t.Helper()
+	var so, se strings.Builder
+	cmd.Stdout, cmd.Stderr = &so, &se
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("can't run %v: %v", cmd.Args, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(timeout):
+		_ = cmd.Process.Kill()
+		<-done
+		t.Fatalf("%v did not finish within %v\nstderr: %s", cmd.Args, timeout, se.String())
+	}
+	return Result{Stdout: so.String(), Stderr: se.String(), Code: cmd.ProcessState.ExitCode()}
+}
+
+// ProcStatus returns fields of /proc/PID/status (State, TracerPid, …).
+func ProcStatus(pid int) map[string]string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return nil
+	}
+	m := map[string]string{}
+	for _, l := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok {
+			m[k] = strings.TrimSpace(v)
+		}
+	}
+	return m
+}
