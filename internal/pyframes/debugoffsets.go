@@ -67,8 +67,29 @@ var debugLayout314 = []offGroup{
 	{name: "debugger_support", fields: []string{"eval_breaker", "remote_debugger_support", "remote_debugging_enabled", "debugger_pending_call", "debugger_script_path", "debugger_script_path_size"}, noSize: true, mixedBases: true},
 }
 
-// debugLayout315 is filled in by debugoffsets315.go.
-var debugLayout315 []offGroup
+var debugLayout315 = []offGroup{
+	{name: "runtime_state", fields: []string{"finalizing", "interpreters_head"}},
+	{name: "interpreter_state", fields: []string{"id", "next", "threads_head", "threads_main", "gc", "imports_modules", "sysdict", "builtins", "ceval_gil", "gil_runtime_state", "gil_runtime_state_enabled", "gil_runtime_state_locked", "gil_runtime_state_holder", "code_object_generation", "tlbc_generation"}, mixedBases: true},
+	{name: "thread_state", fields: []string{"prev", "next", "interp", "current_frame", "base_frame", "last_profiled_frame", "last_profiled_frame_seq", "thread_id", "native_thread_id", "datastack_chunk", "status", "holds_gil", "gil_requested", "current_exception", "exc_state"}},
+	{name: "err_stackitem", fields: []string{"exc_value"}, noSize: true, mixedBases: true},
+	{name: "interpreter_frame", fields: []string{"previous", "executable", "instr_ptr", "localsplus", "owner", "stackpointer", "tlbc_index"}},
+	{name: "code_object", fields: []string{"filename", "name", "qualname", "linetable", "firstlineno", "argcount", "localsplusnames", "localspluskinds", "co_code_adaptive", "co_tlbc"}},
+	{name: "pyobject", fields: []string{"ob_type"}},
+	{name: "type_object", fields: []string{"tp_name", "tp_repr", "tp_flags", "tp_basicsize", "tp_dictoffset"}},
+	{name: "heap_type_object", fields: []string{"ht_cached_keys"}},
+	{name: "tuple_object", fields: []string{"ob_item", "ob_size"}},
+	{name: "list_object", fields: []string{"ob_item", "ob_size"}},
+	{name: "set_object", fields: []string{"used", "table", "mask"}},
+	{name: "dict_object", fields: []string{"ma_keys", "ma_values"}},
+	{name: "float_object", fields: []string{"ob_fval"}},
+	{name: "long_object", fields: []string{"lv_tag", "ob_digit"}},
+	{name: "bytes_object", fields: []string{"ob_size", "ob_sval"}},
+	{name: "unicode_object", fields: []string{"state", "length", "asciiobject_size", "compactunicodeobject_size"}, mixedBases: true},
+	{name: "gc", fields: []string{"collecting", "frame", "generation_stats_size", "generation_stats"}, mixedBases: true},
+	{name: "gen_object", fields: []string{"gi_name", "gi_iframe", "gi_frame_state"}},
+	{name: "llist_node", fields: []string{"next", "prev"}, noSize: true, mixedBases: true},
+	{name: "debugger_support", fields: []string{"eval_breaker", "remote_debugger_support", "remote_debugging_enabled", "debugger_pending_call", "debugger_script_path", "debugger_script_path_size"}, noSize: true, mixedBases: true},
+}
 
 func debugLayoutFor(minor int) []offGroup {
 	switch minor {
