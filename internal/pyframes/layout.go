@@ -56,6 +56,7 @@ type Layout struct {
 	FramePrevious    uint64
 	FrameCode        uint64
 	FrameInstr       uint64 // 3.11+: prev_instr/instr_ptr; 3.10: int f_lasti
+	FrameLineno      uint64 // 3.10: int f_lineno (non-zero only while tracing)
 	FrameOwner       uint64
 	FrameIsEntry     int64 // 3.11 only; -1 otherwise
 	FrameLocalsplus  uint64
@@ -120,7 +121,7 @@ func staticLayout(v Version) (*Layout, bool) {
 		l.TstateNext, l.TstateInterp, l.TstateFrame, l.CFrameCurrentFrame = 8, 16, 24, -1
 		l.TstateThreadID, l.TstateNativeThreadID = 176, 0
 		l.FrameObjects = true
-		l.FramePrevious, l.FrameCode, l.FrameInstr = 24, 32, 96 // f_back, f_code, f_lasti
+		l.FramePrevious, l.FrameCode, l.FrameInstr, l.FrameLineno = 24, 32, 96, 100 // f_back, f_code, f_lasti, f_lineno
 		l.FrameIsEntry, l.FrameLocalsplus, l.FrameSize = -1, 352, 104
 		l.CodeFilename, l.CodeName, l.CodeQualname, l.CodeLinetable, l.CodeFirstLineno = 104, 112, 0, 120, 40
 		l.CodeLocalsplusNames, l.CodeNlocals, l.CodeSize = 72, 28, 128

@@ -16,7 +16,9 @@ const maxTableEntries = 1 << 20
 // of CPython's Objects/locations.md) and returns the line of code unit addrq.
 func LineFromLocations(table []byte, firstLine int, addrq int) (int, error) {
 	if addrq < 0 {
-		addrq = 0 // 3.11/3.12 point prev_instr one unit before the code of a fresh frame
+		// 3.11/3.12 point prev_instr one unit before the code of a fresh
+		// frame; CPython's PyCode_Addr2Line answers co_firstlineno then.
+		return firstLine, nil
 	}
 	line := firstLine
 	addr := 0

@@ -39,7 +39,14 @@ func (p *Process) locals(frame uint64, ci *codeInfo) []Local {
 	var out []Local
 	for i, name := range ci.localNames {
 		v := le64(raw, uint64(8*i))
-		if l.CodeTagged {
+		if l.CodeTagged { // 3.14+ _PyStackRef (pycore_stackref.h)
+			switch {
+			case v == 1: // PyStackRef_NULL
+				continue
+			case v&3 == 3: // tagged int: value in the upper bits
+				out = append(out, Local{Name: name, Type: "int", Value: strconv.FormatInt(int64(v)>>2, 10)})
+				continue
+			}
 			v &^= 3
 		}
 		if v == 0 {

@@ -229,8 +229,12 @@ func (p *Process) stack(addr uint64, opt Options) ([]Frame, error) {
 		}
 		f := Frame{Function: ci.name, File: ci.file, Code: code}
 		if l.FrameObjects {
-			lasti := int32(le32(buf, l.FrameInstr))
-			f.Line = ci.line310(int(lasti) * 2)
+			// f_lineno is only set while tracing; then it is the truth.
+			if ln := int32(le32(buf, l.FrameLineno)); ln > 0 {
+				f.Line = int(ln)
+			} else {
+				f.Line = ci.line310(int(int32(le32(buf, l.FrameInstr))) * 2)
+			}
 			f.Entry = true // 3.10: every Python call has its own C eval frame
 		} else {
 			instr := le64(buf, l.FrameInstr)
