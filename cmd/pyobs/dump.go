@@ -141,9 +141,12 @@ func writeDumpText(w io.Writer, d *session.Dump) error {
 	}
 	for _, t := range d.Threads {
 		fmt.Fprintln(w)
-		name := t.Name
-		if name == "" {
-			name = "?"
+		name := fmt.Sprintf("%q", t.Name)
+		if t.Name == "" {
+			name = "(no threading name)"
+			if t.Tid == d.Pid {
+				name = "(main thread, no threading name)"
+			}
 		}
 		tid := "?"
 		if t.Tid > 0 {
@@ -156,7 +159,7 @@ func writeDumpText(w io.Writer, d *session.Dump) error {
 		if t.State != "" {
 			tags = append(tags, t.State)
 		}
-		fmt.Fprintf(w, "Thread %s %q (thread_id 0x%x) %s\n", tid, name, t.ThreadID, strings.Join(tags, " "))
+		fmt.Fprintf(w, "Thread %s %s (thread_id 0x%x) %s\n", tid, name, t.ThreadID, strings.Join(tags, " "))
 		if !t.Consistent {
 			fmt.Fprintf(w, "  (inconsistent read: %s)\n", t.Error)
 		}

@@ -119,6 +119,9 @@ func (p *Process) tupleItems(t uint64) ([]uint64, error) {
 func (p *Process) render(obj uint64) (string, string) {
 	l, r := p.Layout, &p.objs
 	t := r.types
+	if obj == t.none {
+		return "NoneType", "None"
+	}
 	tp, err := r.typeOf(obj)
 	if err != nil {
 		return "?", ""
@@ -126,8 +129,6 @@ func (p *Process) render(obj uint64) (string, string) {
 	switch tp {
 	case 0:
 		return "?", ""
-	case t.none:
-		return "NoneType", "None"
 	case t.bool_:
 		if obj == t.trueObj {
 			return "bool", "True"
@@ -187,6 +188,8 @@ func (p *Process) typeName(tp uint64) string {
 	return string(b)
 }
 
+// pyFloat renders like Python's float repr: the shortest round-tripping
+// digits, fixed notation for exponents in [-4, 16), else d.ddde±XX.
 func pyFloat(f float64) string {
 	switch {
 	case math.IsInf(f, 1):
@@ -196,11 +199,37 @@ func pyFloat(f float64) string {
 	case math.IsNaN(f):
 		return "nan"
 	}
-	if f == math.Trunc(f) && math.Abs(f) < 1e16 {
-		return strconv.FormatFloat(f, 'f', 1, 64)
+	e := strconv.FormatFloat(f, 'e', -1, 64) // e.g. -1.2345e+06
+	mant, expS, _ := strings.Cut(e, "e")
+	exp, _ := strconv.Atoi(expS)
+	neg := strings.HasPrefix(mant, "-")
+	mant = strings.TrimPrefix(mant, "-")
+	digits := strings.Replace(mant, ".", "", 1)
+	sign := ""
+	if neg {
+		sign = "-"
 	}
-	s := strconv.FormatFloat(f, 'g', -1, 64)
-	return strings.Replace(s, "e-0", "e-", 1)
+	if exp < -4 || exp >= 16 {
+		m := digits[:1]
+		if len(digits) > 1 {
+			m += "." + digits[1:]
+		}
+		es := "+"
+		if exp < 0 {
+			es, exp = "-", -exp
+		}
+		return fmt.Sprintf("%s%se%s%02d", sign, m, es, exp)
+	}
+	var out string
+	switch {
+	case exp < 0:
+		out = "0." + strings.Repeat("0", -exp-1) + digits
+	case exp+1 >= len(digits):
+		out = digits + strings.Repeat("0", exp+1-len(digits)) + ".0"
+	default:
+		out = digits[:exp+1] + "." + digits[exp+1:]
+	}
+	return sign + out
 }
 
 func pyRepr(s string) string {
@@ -232,12 +261,18 @@ func pyRepr(s string) string {
 	return b.String()
 }
 
+// pyBytesRepr renders like Python's bytes repr, including its choice of quote.
 func pyBytesRepr(v []byte) string {
+	q := byte('\'')
+	if bytes.IndexByte(v, '\'') >= 0 && bytes.IndexByte(v, '"') < 0 {
+		q = '"'
+	}
 	var b strings.Builder
-	b.WriteString("b'")
+	b.WriteString("b")
+	b.WriteByte(q)
 	for _, c := range v {
 		switch {
-		case c == '\\' || c == '\'':
+		case c == '\\' || c == q:
 			b.WriteByte('\\')
 			b.WriteByte(c)
 		case c == '\n':
@@ -252,6 +287,6 @@ func pyBytesRepr(v []byte) string {
 			b.WriteByte(c)
 		}
 	}
-	b.WriteString("'")
+	b.WriteByte(q)
 	return b.String()
 }

@@ -100,7 +100,9 @@ func (s *Session) explain(op string, err error) error {
 	if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES) {
 		return capability.ExplainPtrace(fmt.Sprintf("%s of pid %d", op, s.Pid), s.Pid, sameUID(s.Pid), err)
 	}
-	if !s.Alive() {
+	// ESRCH from process_vm_readv: the task is exiting (its memory is gone
+	// before it becomes a zombie).
+	if errors.Is(err, syscall.ESRCH) || !s.Alive() {
 		return fmt.Errorf("pid %d %w: %v", s.Pid, ErrExited, err)
 	}
 	return err
@@ -153,10 +155,13 @@ func (s *Session) WaitPython(ctx context.Context, after time.Duration) error {
 		select {
 		case <-s.waited:
 			code := s.ExitCode()
-			if lastErr != nil && !errors.Is(lastErr, pyframes.ErrNotPython) {
+			switch {
+			case s.Py == nil && (lastErr == nil || errors.Is(lastErr, pyframes.ErrNotPython)):
+				return fmt.Errorf("pid %d exited (status %d) and never ran a Python interpreter: %w", s.Pid, code, ErrNotPython)
+			case s.Py == nil:
 				return fmt.Errorf("pid %d exited (status %d) before its interpreter could be read: %w", s.Pid, code, lastErr)
 			}
-			return fmt.Errorf("pid %d exited (status %d) before a Python frame ran", s.Pid, code)
+			return fmt.Errorf("pid %d %w (status %d) before a Python frame ran", s.Pid, ErrExited, code)
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-tick.C:

@@ -1,0 +1,45 @@
+# pyobs — see README.md. Targets: build test bench fuzz soak lint demo pythons clean
+GO       ?= go
+VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS  := -s -w -X main.version=$(VERSION)
+FUZZTIME ?= 30s
+# Interpreters for tests and the demo: scripts/pythons.sh caches them and
+# prints the manifest path last.
+PYTHON   ?= $(shell command -v python3)
+
+.PHONY: build test bench fuzz soak lint demo pythons clean
+
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/pyobs ./cmd/pyobs
+
+pythons:
+	scripts/pythons.sh >/dev/null
+
+# Everything real: spawns CPython targets on every interpreter in the manifest.
+test: build pythons
+	$(GO) test -count=1 -timeout 20m ./...
+
+bench: build pythons
+	$(GO) test -run '^$$' -bench . -benchtime 2s ./...
+	scripts/bench-dump.sh
+
+fuzz:
+	@for pkg in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	  done; \
+	done
+
+soak: build pythons
+	PYOBS_SOAK=1 $(GO) test -count=1 -timeout 60m -run Soak ./...
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt: $$out"; exit 1; fi
+	$(GO) vet ./...
+
+# The main job on a real example: dump every thread of a running program.
+demo: build
+	bin/pyobs dump --after 1s --kill -- $(PYTHON) testdata/targets/demo.py
+
+clean:
+	rm -rf bin
