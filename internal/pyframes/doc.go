@@ -1,0 +1,24 @@
+// Package pyframes reads CPython's own state out of another process's memory:
+// interpreters → thread states → frames → code objects → qualified name,
+// file and line, plus threading's thread names, the GIL holder and, on
+// request, simple locals.
+//
+// What truth it reads: the interpreter's memory, through a Memory
+// (process_vm_readv, /proc/PID/mem as a fallback; a Snapshot in tests). The
+// interpreter is found by ELF — the mapped file that defines _PyRuntime in
+// .dynsym or as the .PyRuntime section — never by /proc/PID/exe, which is the
+// dynamic loader for targets started through ld.so. 3.13+ publish their
+// layout in the _Py_DebugOffsets table at the start of _PyRuntime (checked:
+// cookie, version, sizes); 3.10–3.12 use one table per version (layout.go),
+// each tagged with its source.
+//
+// Price: introspection. A thread's stack costs one read per frame plus one
+// per new code object (cached, and re-validated by its header), with no
+// stop: the target runs on. Reads race the target; a walk is accepted only if
+// the thread's top frame is the same, byte for byte, after the walk as before
+// it, else it is retried and then reported inconsistent — never guessed.
+//
+// What it cannot see: native (C) frames, what happened between two reads,
+// free-threaded builds (refused), and versions outside 3.10–3.15 (refused
+// with the supported range named).
+package pyframes
