@@ -1,0 +1,181 @@
+// Package flame is the fold-and-render layer: a Profile aggregates stacks
+// (root first) with weights, and renderers write it as folded text, an
+// interactive SVG flame graph, pprof, speedscope or Firefox Profiler JSON.
+//
+// It reads no kernel or process: engines hand it stacks. What it cannot
+// show is what the engine did not see; the Meta block carries the engine's
+// own account of that (lost and torn samples, rates) into every output.
+package flame
+
+import (
+	"sort"
+	"strings"
+)
+
+// Kind says where a frame came from; it decides its label and colour.
+type Kind uint8
+
+const (
+	Python Kind = iota
+	Native
+	Kernel
+	Thread // synthetic root frame: the thread (with --threads)
+	State  // synthetic frame: a thread state in wall mode ("sleeping", …)
+)
+
+// Frame is one frame of a stack.
+type Frame struct {
+	Kind     Kind
+	Function string // qualname, symbol, thread name…
+	File     string // Python: co_filename; Native: the ELF path
+	Line     int    // Python: line being executed (for callers, the call's line)
+	Addr     uint64 // Native/Kernel: address (for unknown symbols)
+}
+
+// Label renders a frame in the folded format of DESIGN.md:
+// Python "QUALNAME (FILE:LINE)", native "SYMBOL", kernel "SYMBOL_[k]".
+func (f Frame) Label() string {
+	switch f.Kind {
+	case Python:
+		return f.Function + " (" + f.File + ":" + itoa(f.Line) + ")"
+	case Kernel:
+		return f.Function + "_[k]"
+	}
+	return f.Function
+}
+
+func itoa(n int) string {
+	if n == 0 {
+		return "0"
+	}
+	neg := n < 0
+	if neg {
+		n = -n
+	}
+	var b [20]byte
+	i := len(b)
+	for n > 0 {
+		i--
+		b[i] = byte('0' + n%10)
+		n /= 10
+	}
+	if neg {
+		i--
+		b[i] = '-'
+	}
+	return string(b[i:])
+}
+
+// Meta is the recording's account of itself, carried into every output.
+type Meta struct {
+	Command        string  `json:"command"` // "record", "offcpu", …
+	Mode           string  `json:"mode"`    // cpu, wall, gil, offcpu
+	Unit           string  `json:"unit"`    // "samples" or "microseconds"
+	Pid            int     `json:"pid"`
+	Python         string  `json:"python,omitempty"`
+	DurationS      float64 `json:"duration_s"`
+	RequestedHz    float64 `json:"requested_hz,omitempty"`
+	AchievedHz     float64 `json:"achieved_hz,omitempty"`
+	Samples        uint64  `json:"samples"`
+	Lost           uint64  `json:"lost"`
+	Torn           uint64  `json:"torn"`       // stacks read inconsistently (kept, marked)
+	Failed         uint64  `json:"failed"`     // samples whose stack could not be read at all
+	Throttled      uint64  `json:"throttled"`  // THROTTLE records from the kernel
+	ObserverCPUS   float64 `json:"observer_cpu_s"`
+	TargetStoppedS float64 `json:"target_stopped_s"`
+	PeriodNS       int64   `json:"period_ns,omitempty"` // nominal time one sample stands for
+}
+
+// Profile aggregates stacks. Stacks are root first. Weight is in Meta.Unit.
+type Profile struct {
+	Meta   Meta
+	frames []Frame
+	index  map[Frame]int
+	stacks map[string]*Stack
+}
+
+// Stack is one unique stack and its total weight.
+type Stack struct {
+	Frames []int // indices into the profile's frame table, root first
+	Weight int64
+	Count  int64 // number of samples folded in
+}
+
+// New returns an empty profile.
+func New(meta Meta) *Profile {
+	return &Profile{Meta: meta, index: map[Frame]int{}, stacks: map[string]*Stack{}}
+}
+
+// Intern returns the index of f in the frame table.
+func (p *Profile) Intern(f Frame) int {
+	if i, ok := p.index[f]; ok {
+		return i
+	}
+	p.frames = append(p.frames, f)
+	p.index[f] = len(p.frames) - 1
+	return len(p.frames) - 1
+}
+
+// Frame returns the frame at index i.
+func (p *Profile) Frame(i int) Frame { return p.frames[i] }
+
+// AddIDs folds a stack given as interned frame indices (root first).
+func (p *Profile) AddIDs(ids []int, weight int64) {
+	var kb strings.Builder
+	for _, id := range ids {
+		kb.WriteString(itoa(id))
+		kb.WriteByte(';')
+	}
+	k := kb.String()
+	s, ok := p.stacks[k]
+	if !ok {
+		s = &Stack{Frames: append([]int(nil), ids...)}
+		p.stacks[k] = s
+	}
+	s.Weight += weight
+	s.Count++
+}
+
+// Add folds a stack of frames (root first).
+func (p *Profile) Add(frames []Frame, weight int64) {
+	ids := make([]int, len(frames))
+	for i, f := range frames {
+		ids[i] = p.Intern(f)
+	}
+	p.AddIDs(ids, weight)
+}
+
+// Stacks returns the unique stacks sorted by their folded label (stable output).
+func (p *Profile) Stacks() []*Stack {
+	out := make([]*Stack, 0, len(p.stacks))
+	for _, s := range p.stacks {
+		out = append(out, s)
+	}
+	labels := make(map[*Stack]string, len(out))
+	for _, s := range out {
+		labels[s] = p.FoldedKey(s)
+	}
+	sort.Slice(out, func(i, j int) bool { return labels[out[i]] < labels[out[j]] })
+	return out
+}
+
+// FoldedKey is the stack's folded label: frame labels joined by ';'.
+func (p *Profile) FoldedKey(s *Stack) string {
+	var b strings.Builder
+	for i, id := range s.Frames {
+		if i > 0 {
+			b.WriteByte(';')
+		}
+		b.WriteString(p.frames[id].Label())
+	}
+	return b.String()
+}
+
+// Total is the sum of all weights.
+func (p *Profile) Total() int64 {
+	var t int64
+	for _, s := range p.stacks {
+		t += s.Weight
+	}
+	return t
+}
