@@ -113,16 +113,96 @@ func (p *Process) gilHolder(interp uint64) uint64 {
 	return h
 }
 
-// thread reads one thread state and walks its frames, retrying torn reads.
-func (p *Process) thread(ts, interp uint64, opt Options) (Thread, uint64, error) {
+// ThreadRef identifies a thread state without reading its stack.
+type ThreadRef struct {
+	Interp   int64
+	Addr     uint64 // PyThreadState*
+	ThreadID uint64
+	NativeID int // 0 when the version does not record it (3.10)
+}
+
+// ThreadRefs lists every interpreter's thread states (no frames): what a
+// sampler needs to map a kernel TID to the thread state to walk.
+func (p *Process) ThreadRefs() ([]ThreadRef, error) {
+	l, r := p.Layout, &p.objs
+	interp, err := r.u64(p.Info.Runtime + l.RuntimeInterpretersHead)
+	if err != nil {
+		return nil, fmt.Errorf("can't read the interpreter list: %w", err)
+	}
+	var out []ThreadRef
+	seenInterp := map[uint64]bool{}
+	for id := int64(0); interp != 0 && id < maxInterps && !seenInterp[interp]; id++ {
+		seenInterp[interp] = true
+		ts, err := r.u64(interp + l.InterpThreadsHead)
+		if err != nil {
+			return out, fmt.Errorf("can't read thread list of interpreter 0x%x: %w", interp, err)
+		}
+		seen := map[uint64]bool{}
+		for n := 0; ts != 0 && n < maxThreads && !seen[ts]; n++ {
+			seen[ts] = true
+			hdr, err := p.tstateHeader(ts, interp)
+			if err != nil {
+				return out, err
+			}
+			ref := ThreadRef{Interp: id, Addr: ts, ThreadID: le64(hdr, l.TstateThreadID)}
+			if l.TstateNativeThreadID != 0 {
+				ref.NativeID = int(le64(hdr, l.TstateNativeThreadID))
+			}
+			out = append(out, ref)
+			ts = le64(hdr, l.TstateNext)
+		}
+		if interp, err = r.u64(interp + l.InterpNext); err != nil {
+			break
+		}
+	}
+	return out, nil
+}
+
+func (p *Process) tstateHeader(ts, interp uint64) ([]byte, error) {
 	l, r := p.Layout, &p.objs
 	size := max(l.TstateNext, l.TstateInterp, l.TstateFrame, l.TstateThreadID, l.TstateNativeThreadID) + 8
 	hdr := make([]byte, size)
 	if err := r.mem.Read(ts, hdr); err != nil {
-		return Thread{}, 0, fmt.Errorf("can't read thread state 0x%x: %w", ts, err)
+		return nil, fmt.Errorf("can't read thread state 0x%x: %w", ts, err)
 	}
-	if got := le64(hdr, l.TstateInterp); got != interp {
-		return Thread{}, 0, fmt.Errorf("thread state 0x%x points to interpreter 0x%x, not 0x%x: layout mismatch or torn list", ts, got, interp)
+	if got := le64(hdr, l.TstateInterp); interp != 0 && got != interp {
+		return nil, fmt.Errorf("thread state 0x%x points to interpreter 0x%x, not 0x%x: layout mismatch or torn list", ts, got, interp)
+	}
+	return hdr, nil
+}
+
+// GILHolder returns the thread state holding the main interpreter's GIL
+// (3.12+: per interpreter; ≤3.11: the runtime's current thread), or 0.
+func (p *Process) GILHolder() uint64 {
+	l, r := p.Layout, &p.objs
+	if l.RuntimeTstateCurrent != 0 {
+		h, _ := r.u64(p.Info.Runtime + l.RuntimeTstateCurrent)
+		return h
+	}
+	interp, err := r.u64(p.Info.Runtime + l.RuntimeInterpretersHead)
+	if err != nil || interp == 0 {
+		return 0
+	}
+	return p.gilHolder(interp)
+}
+
+// Stack reads one thread's stack (innermost first), retrying torn reads.
+// consistent is false when it changed under every attempt; the frames of
+// the last attempt are returned with the error.
+func (p *Process) Stack(ts uint64, opt Options) ([]Frame, bool, error) {
+	t, _, err := p.thread(ts, 0, opt)
+	if err != nil {
+		return nil, false, err
+	}
+	return t.Frames, t.Consistent, t.Err
+}
+
+// thread reads one thread state and walks its frames, retrying torn reads.
+func (p *Process) thread(ts, interp uint64, opt Options) (Thread, uint64, error) {
+	l := p.Layout
+	hdr, err := p.tstateHeader(ts, interp)
+	if err != nil {
+		return Thread{}, 0, err
 	}
 	t := Thread{Addr: ts, ThreadID: le64(hdr, l.TstateThreadID)}
 	if l.TstateNativeThreadID != 0 {
@@ -134,22 +214,24 @@ func (p *Process) thread(ts, interp uint64, opt Options) (Thread, uint64, error)
 	}
 	top, err := p.resolveTop(le64(hdr, l.TstateFrame))
 	for attempt := 0; ; attempt++ {
-		var before []byte
+		var before frameID
 		if err == nil && top != 0 {
-			before = make([]byte, l.FrameSize)
-			err = r.mem.Read(top, before)
+			before, err = p.frameIdentity(top)
 		}
 		var frames []Frame
 		if err == nil {
 			frames, err = p.stack(top, opt)
 		}
-		// Consistent means: the thread's top frame is the same frame, with
-		// the same contents (code, instruction), after the walk as before it.
+		// Consistent means: the thread's top frame is the same frame — same
+		// address, code object and caller — after the walk as before it.
+		// Frames below the top cannot change without the top being popped.
+		// (Its instruction pointer may move meanwhile: the line is the one
+		// read, a moment within the walk.)
 		after, rerr := p.topFrameAt(ts)
 		same := err == nil && rerr == nil && after == top
 		if same && top != 0 {
-			now := make([]byte, l.FrameSize)
-			same = r.mem.Read(top, now) == nil && string(now) == string(before)
+			now, nerr := p.frameIdentity(top)
+			same = nerr == nil && now == before
 		}
 		if same {
 			t.Frames, t.Consistent, t.Retries = frames, true, attempt
@@ -168,6 +250,22 @@ func (p *Process) thread(ts, interp uint64, opt Options) (Thread, uint64, error)
 		top, err = after, rerr
 	}
 	return t, le64(hdr, l.TstateNext), nil
+}
+
+// frameID is what identifies a frame's place in a stack.
+type frameID struct{ code, previous uint64 }
+
+func (p *Process) frameIdentity(addr uint64) (frameID, error) {
+	l := p.Layout
+	lo, hi := min(l.FrameCode, l.FramePrevious), max(l.FrameCode, l.FramePrevious)+8
+	var b [128]byte
+	if hi-lo > uint64(len(b)) {
+		return frameID{}, fmt.Errorf("frame layout: code and previous %d bytes apart", hi-lo)
+	}
+	if err := p.objs.mem.Read(addr+lo, b[:hi-lo]); err != nil {
+		return frameID{}, err
+	}
+	return frameID{code: le64(b[:], l.FrameCode-lo), previous: le64(b[:], l.FramePrevious-lo)}, nil
 }
 
 // topFrameAt returns the address of the thread's current top frame.
