@@ -164,3 +164,54 @@ func TestRecordCallerLines(t *testing.T) {
 }
 
 var _ = fmt.Sprint
+
+// TestRecordThreads: two CPU-bound threads get about half of the samples
+// each (of the samples that are theirs); idle threads get none; threads
+// created during the recording are sampled while they live.
+func TestRecordThreads(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, label := range []string{"pyenv-3.12", "pyenv-3.10"} {
+		t.Run(label, func(t *testing.T) {
+			in := testutil.Find(t, label)
+			script := filepath.Join(testutil.Repo(), "testdata/targets/threads_cpu.py")
+			tg := testutil.StartArgv(t, append(append([]string{}, in.Argv...), script, "3"), 30*time.Second)
+			s, err := session.Attach(tg.Pid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			prof, err := Run(context.Background(), s, Options{Mode: "cpu", Freq: 499, Threads: true, Duration: 30 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			byThread := map[string]int64{}
+			for _, st := range prof.Stacks() {
+				f := prof.Frame(st.Frames[0])
+				if f.Kind != flame.Thread {
+					t.Fatalf("stack not rooted at a thread: %s", prof.FoldedKey(st))
+				}
+				name := f.Function
+				if i := strings.Index(name, " ("); i > 0 {
+					name = name[:i]
+				}
+				if strings.HasPrefix(name, "brief-") {
+					name = "brief"
+				}
+				byThread[name] += st.Weight
+			}
+			a, b := byThread["spin-a"], byThread["spin-b"]
+			t.Logf("samples by thread: %v (total %d, torn %d, achieved %.0f Hz, %.1fs, lost %d throttled %d)", byThread, prof.Meta.Samples, prof.Meta.Torn, prof.Meta.AchievedHz, prof.Meta.DurationS, prof.Meta.Lost, prof.Meta.Throttled)
+			if a == 0 || b == 0 {
+				t.Fatalf("a CPU-bound thread has no samples: %v", byThread)
+			}
+			if r := float64(a) / float64(a+b); r < 0.4 || r > 0.6 {
+				t.Errorf("spin-a has %.2f of the two spinners' samples, want about 0.5", r)
+			}
+			if byThread["idle-1"]+byThread["idle-2"] > (a+b)/20 { // they wake 20 times a second: real, small CPU
+				t.Errorf("idle threads have %d samples", byThread["idle-1"]+byThread["idle-2"])
+			}
+			if byThread["brief"] < (a+b)/20 {
+				t.Errorf("short-lived threads have only %d samples (spinners %d)", byThread["brief"], a+b)
+			}
+		})
+	}
+}
