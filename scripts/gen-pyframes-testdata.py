@@ -22,6 +22,11 @@ Files written into DIR (default testdata/pyframes, relative to the repo):
       per code unit, CACHE entries included) and co_lines() (byte ranges);
       the script fails if the three disagree. The decoder under test is never
       involved.
+  unicode-3.X.json
+      For a fixed list of texts, fresh compact str objects: the code points,
+      PyASCIIObject.state's low byte, the kind (by the largest code point),
+      where the data starts (found by searching the object for the encoded
+      text) and the data's bytes as hex.
   debug-offsets-3.X.bin           (3.13+)
       The first DebugTableSize(minor) bytes of this process's _PyRuntime
       (the _Py_DebugOffsets table), read with ctypes.string_at.
@@ -703,10 +708,63 @@ def emit_debug_offsets(out, label):
     sys.stderr.write("%s: %d facts\n" % (path, len(facts)))
 
 
+UNICODE_TEXTS = [
+    "",
+    "abc",
+    "code.py",
+    "\x00nul\x7f",
+    "\xfcn\xefcode",                 # "ünïcode": Latin-1, kind 1, not ASCII
+    "\xff",
+    "\u8655\u7406",                   # "處理": kind 2
+    "a\u0100z",
+    "\U0001f40d",                     # "🐍": kind 4
+    "mixed \xfc \u8655 \U0001f40d",
+    "lone \udc80 surrogate",           # kind 2 with a lone surrogate
+    "\U0001f40d\ud800",               # kind 4 with a lone surrogate
+    "\U0010ffff",
+]
+
+
+def emit_unicode(out, label):
+    """State byte and data of real compact str objects (PyASCIIObject.state @32)."""
+    import ctypes
+
+    items = []
+    for i, lit in enumerate(UNICODE_TEXTS):
+        text = "".join([lit, ""])  # a fresh object, no cached UTF-8 copy
+        if len(text) > 0 and text is lit:
+            text = lit[:1] + lit[1:]
+        width = 1
+        if text and max(map(ord, text)) > 0xFFFF:
+            width = 4
+        elif text and max(map(ord, text)) > 0xFF:
+            width = 2
+        enc = {1: "latin-1", 2: "utf-16-le", 4: "utf-32-le"}[width]
+        payload = text.encode(enc, "surrogatepass") + b"\x00" * width
+        size = sys.getsizeof(text)
+        raw = ctypes.string_at(id(text), size)
+        # Data sits at the end of a compact str: search for it there.
+        off = size - len(payload)
+        if raw[off:] != payload:
+            raise SystemExit("unicode %r: payload not at the end of the object" % (text,))
+        items.append({
+            "codepoints": [ord(c) for c in text],
+            "state": raw[32],
+            "kind": width,
+            "data_offset": off,
+            "data": raw[off:off + len(text) * width].hex(),
+        })
+    doc = {"python": "%d.%d.%d" % sys.version_info[:3], "label": label, "facts": items}
+    path = os.path.join(out, "unicode-3.%d.json" % sys.version_info[1])
+    _write_json(path, doc)
+    sys.stderr.write("%s: %d strings\n" % (path, len(items)))
+
+
 def emit(out, label):
     minor = sys.version_info[1]
     os.makedirs(out, exist_ok=True)
     emit_linetables(out, label)
+    emit_unicode(out, label)
     if minor in DEBUG_TABLE_SIZE:
         emit_debug_offsets(out, label)
 

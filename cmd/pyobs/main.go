@@ -66,6 +66,8 @@ tracing (costly), or introspection (reading the interpreter's memory).`,
 	pf.StringVarP(&g.output, "output", "o", "", "write the output to this file (atomically) instead of stdout")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(newDump(g))
+	root.AddCommand(newRecord(g))
+	root.AddCommand(newStat(g))
 	return root
 }
 

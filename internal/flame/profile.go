@@ -78,9 +78,11 @@ type Meta struct {
 	AchievedHz     float64 `json:"achieved_hz,omitempty"`
 	Samples        uint64  `json:"samples"`
 	Lost           uint64  `json:"lost"`
-	Torn           uint64  `json:"torn"`       // stacks read inconsistently (kept, marked)
-	Failed         uint64  `json:"failed"`     // samples whose stack could not be read at all
-	Throttled      uint64  `json:"throttled"`  // THROTTLE records from the kernel
+	Torn           uint64  `json:"torn"`                  // stacks read inconsistently (kept, marked)
+	Failed         uint64  `json:"failed"`                // samples whose stack could not be read at all
+	Throttled      uint64  `json:"throttled"`             // THROTTLE records from the kernel
+	Late           uint64  `json:"late"`                  // CPU samples read too long after the kernel took them to be attributed
+	ReadLagUS      float64 `json:"read_lag_us,omitempty"` // mean time from the kernel's sample to the stack read
 	ObserverCPUS   float64 `json:"observer_cpu_s"`
 	TargetStoppedS float64 `json:"target_stopped_s"`
 	PeriodNS       int64   `json:"period_ns,omitempty"` // nominal time one sample stands for
@@ -178,4 +180,19 @@ func (p *Profile) Total() int64 {
 		t += s.Weight
 	}
 	return t
+}
+
+// NumFrames is the size of the frame table (valid indices are 0..n-1).
+func (p *Profile) NumFrames() int { return len(p.frames) }
+
+// NumStacks is the number of unique stacks.
+func (p *Profile) NumStacks() int { return len(p.stacks) }
+
+// EachStack calls fn for every unique stack, in no particular order; it is
+// the cheap alternative to Stacks for renderers that impose their own order.
+// fn must not modify the profile.
+func (p *Profile) EachStack(fn func(*Stack)) {
+	for _, s := range p.stacks {
+		fn(s)
+	}
 }

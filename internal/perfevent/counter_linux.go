@@ -297,7 +297,7 @@ func reason(err error) string {
 	switch {
 	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.ENODEV),
 		errors.Is(err, unix.ENOSYS):
-		return fmt.Sprintf("not supported: this machine has no such event (%s; a VM without a virtual PMU has no hardware events)", unix.ErrnoName(en))
+		return fmt.Sprintf("not supported (%s): no such event on this machine (a VM without a virtual PMU has no hardware events)", unix.ErrnoName(en))
 	case errors.Is(err, unix.EINVAL):
 		return "not supported: the kernel rejected the event (EINVAL)"
 	case isDenied(err):

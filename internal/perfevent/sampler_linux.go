@@ -11,7 +11,7 @@ import (
 
 // SamplerConfig chooses the sampling event.
 type SamplerConfig struct {
-	Freq      int  // samples per second of the thread's CPU time
+	Freq      int  // samples per second of the thread's CPU time (period 1e9/Freq ns of task-clock)
 	Callchain bool // also ask for kernel+user callchains
 	DataPages int  // ring data pages per thread (power of two; default 16)
 }

@@ -9,8 +9,6 @@ import (
 	"strconv"
 	"syscall"
 	"time"
-
-	"github.com/prometheus/procfs"
 )
 
 // UserHZ is the unit of utime/stime in /proc/PID/stat (USER_HZ, 100 on
@@ -31,18 +29,27 @@ type Sample struct {
 	NumThreads             int
 
 	HasStatus                  bool
-	VoluntaryCtxt, NonVolCtxt  uint64 // whole process (status sums living and dead threads)
+	VoluntaryCtxt, NonVolCtxt  uint64 // the leader thread only (per-task in /proc/PID/status): sum Threads instead
 	VmRSS, VmHWM, VmSwap       uint64 // bytes
 	RssAnon, RssFile, RssShmem uint64 // bytes
 	HasSmaps                   bool
 	Smaps                      SmapsRollup
 	HasIO                      bool
-	IO                         procfs.ProcIO
+	IO                         IOCounters
 	HasFDs                     bool
 	FDs                        int
 	FDSoft, FDHard             uint64 // RLIMIT_NOFILE; math.MaxUint64 = unlimited
 	Threads                    []TaskSample
 	Missing                    []string // "io: permission denied", …
+}
+
+// IOCounters is /proc/PID/io: rchar/wchar count every read/write syscall's
+// bytes (page cache hits included), read_bytes/write_bytes what reached the
+// block layer.
+type IOCounters struct {
+	RChar, WChar, SyscR, SyscW uint64
+	ReadBytes, WriteBytes      uint64
+	CancelledWriteBytes        uint64
 }
 
 // TaskSample is one thread (task/TID).
@@ -117,7 +124,8 @@ func (f FS) Sample(pid int, opt SampleOptions) (*Sample, error) {
 		}
 	}
 	if io, err := p.IO(); err == nil {
-		s.IO, s.HasIO = io, true
+		s.IO, s.HasIO = IOCounters{RChar: io.RChar, WChar: io.WChar, SyscR: io.SyscR, SyscW: io.SyscW,
+			ReadBytes: io.ReadBytes, WriteBytes: io.WriteBytes, CancelledWriteBytes: uint64(max(io.CancelledWriteBytes, 0))}, true
 	} else {
 		miss("io", err)
 	}

@@ -7,7 +7,8 @@ import (
 // codeInfo is what a frame needs from its code object, read once per code
 // object and kept while the object's header is unchanged.
 type codeInfo struct {
-	hdr        []byte // the header as read: a re-read that differs means the address was reused
+	key        codeKey // fields that change only if the address was reused for another object
+	hdr        []byte
 	name       string
 	file       string
 	firstLine  int
@@ -23,21 +24,44 @@ func (p *Process) code(addr uint64) (*codeInfo, error) {
 	if addr == 0 {
 		return nil, fmt.Errorf("NULL code object")
 	}
-	hdr := make([]byte, l.CodeSize)
+	hdr := make([]byte, l.CodeSize) // fresh: a cached codeInfo keeps it
 	if err := r.mem.Read(addr, hdr); err != nil {
 		return nil, fmt.Errorf("can't read code object 0x%x: %w", addr, err)
 	}
 	if le64(hdr, l.ObType) != r.types.code {
 		return nil, fmt.Errorf("code object 0x%x: %w", addr, errWrongType)
 	}
+	key := p.codeKeyOf(hdr)
 	if !p.NoCache {
-		if ci, ok := p.codes[addr]; ok && string(ci.hdr) == string(hdr) {
+		if ci, ok := p.codes[addr]; ok && ci.key == key {
 			p.Stats.CodeHits++
 			return ci, nil
 		}
 	}
+	return p.loadCode(addr, hdr, key)
+}
+
+// codeKey identifies a code object by the objects it points to; its
+// refcount and warm-up counters change all the time and are left out.
+type codeKey struct {
+	typ, filename, name, qualname, linetable uint64
+	firstLine                                uint32
+}
+
+func (p *Process) codeKeyOf(hdr []byte) codeKey {
+	l := p.Layout
+	k := codeKey{typ: le64(hdr, l.ObType), filename: le64(hdr, l.CodeFilename), name: le64(hdr, l.CodeName),
+		linetable: le64(hdr, l.CodeLinetable), firstLine: le32(hdr, l.CodeFirstLineno)}
+	if l.CodeQualname != 0 {
+		k.qualname = le64(hdr, l.CodeQualname)
+	}
+	return k
+}
+
+func (p *Process) loadCode(addr uint64, hdr []byte, key codeKey) (*codeInfo, error) {
+	l, r := p.Layout, &p.objs
 	p.Stats.CodeMisses++
-	ci := &codeInfo{hdr: hdr, firstLine: int(int32(le32(hdr, l.CodeFirstLineno)))}
+	ci := &codeInfo{key: key, hdr: hdr, firstLine: int(int32(le32(hdr, l.CodeFirstLineno)))}
 	var err error
 	nameAt := l.CodeQualname
 	if nameAt == 0 {
@@ -84,4 +108,61 @@ func (ci *codeInfo) line310(byteOff int) int {
 		return ci.firstLine
 	}
 	return l
+}
+
+// codesOf resolves the code objects of a stack: each distinct cached one
+// is re-validated (its identifying fields) in one vectored read; the others
+// are read in full.
+func (p *Process) codesOf(addrs []uint64, out []*codeInfo) error {
+	l := p.Layout
+	segs := p.scratch.segs[:0]
+	idx := p.scratch.idx[:0]
+	hsize := int(l.CodeSize)
+	need := len(addrs) * hsize
+	if cap(p.scratch.codeBuf) < need {
+		p.scratch.codeBuf = make([]byte, need)
+	}
+	buf := p.scratch.codeBuf[:need]
+	for i, a := range addrs {
+		out[i] = nil
+		if a == 0 {
+			return fmt.Errorf("NULL code object")
+		}
+		dup := false
+		for _, j := range idx { // stacks are short and recursion repeats: a scan beats a map
+			if addrs[j] == a {
+				dup = true
+				break
+			}
+		}
+		if _, ok := p.codes[a]; ok && !p.NoCache && !dup {
+			segs = append(segs, Seg{Addr: a, Buf: buf[len(segs)*hsize : (len(segs)+1)*hsize]})
+			idx = append(idx, i)
+		}
+	}
+	n := readV(p.objs.mem, segs)
+	for j := 0; j < n; j++ {
+		hdr := segs[j].Buf
+		a := addrs[idx[j]]
+		if ci := p.codes[a]; le64(hdr, l.ObType) == p.objs.types.code && ci.key == p.codeKeyOf(hdr) {
+			for i := range addrs {
+				if addrs[i] == a {
+					p.Stats.CodeHits++
+					out[i] = ci
+				}
+			}
+		}
+	}
+	p.scratch.segs, p.scratch.idx = segs[:0], idx[:0]
+	for i, a := range addrs {
+		if out[i] != nil {
+			continue
+		}
+		ci, err := p.code(a)
+		if err != nil {
+			return err
+		}
+		out[i] = ci
+	}
+	return nil
 }

@@ -114,16 +114,14 @@ func LineFrom310Table(table []byte, firstLine int, byteOff int) (int, error) {
 	for i := 0; i+1 < len(table); i += 2 {
 		end := start + int(table[i])
 		ld := int8(table[i+1])
-		cur := -1
 		if ld != -128 {
 			line += int(ld)
-			cur = line
 		}
 		if byteOff >= start && byteOff < end {
-			if cur < 0 {
+			if ld == -128 {
 				return 0, ErrNoLine
 			}
-			return cur, nil
+			return line, nil
 		}
 		start = end
 	}

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"sort"
 )
 
 // Memory is the walker's only view of the target: a reader of its address
@@ -47,7 +46,6 @@ type region struct {
 // Add records data at addr. Later regions win where they overlap.
 func (s *Snapshot) Add(addr uint64, data []byte) {
 	s.regions = append(s.regions, region{addr, append([]byte(nil), data...)})
-	sort.SliceStable(s.regions, func(i, j int) bool { return s.regions[i].addr < s.regions[j].addr })
 }
 
 // Read copies from the one region that holds the whole range.
@@ -91,15 +89,51 @@ func (r *reader) bytes(addr uint64, n int) ([]byte, error) {
 }
 
 func le64(b []byte, off uint64) uint64 {
-	if off+8 > uint64(len(b)) {
+	if off > uint64(len(b)) || uint64(len(b))-off < 8 {
 		return 0
 	}
 	return binary.LittleEndian.Uint64(b[off:])
 }
 
 func le32(b []byte, off uint64) uint32 {
-	if off+4 > uint64(len(b)) {
+	if off > uint64(len(b)) || uint64(len(b))-off < 4 {
 		return 0
 	}
 	return binary.LittleEndian.Uint32(b[off:])
+}
+
+// Seg is one piece of a vectored read.
+type Seg struct {
+	Addr uint64
+	Buf  []byte
+}
+
+// VectorMemory reads several pieces in one go (one process_vm_readv). It
+// returns how many leading segments were read whole; reading stops at the
+// first one that is not mapped.
+type VectorMemory interface {
+	ReadV(segs []Seg) int
+}
+
+// ReadV reads each segment in order, stopping at the first failure.
+func (s *Snapshot) ReadV(segs []Seg) int {
+	for i, g := range segs {
+		if s.Read(g.Addr, g.Buf) != nil {
+			return i
+		}
+	}
+	return len(segs)
+}
+
+// readV uses the memory's vectored read when it has one.
+func readV(m Memory, segs []Seg) int {
+	if v, ok := m.(VectorMemory); ok {
+		return v.ReadV(segs)
+	}
+	for i, g := range segs {
+		if m.Read(g.Addr, g.Buf) != nil {
+			return i
+		}
+	}
+	return len(segs)
 }

@@ -70,3 +70,54 @@ func (m *ProcessMemory) Close() error {
 	}
 	return nil
 }
+
+// maxIov is the kernel's UIO_MAXIOV.
+const maxIov = 1024
+
+// ReadV reads all segments with process_vm_readv calls of up to 1024
+// segments each. The kernel fills remote segments in order and stops at the
+// first unmapped page, so the count of whole segments is exact.
+func (m *ProcessMemory) ReadV(segs []Seg) int {
+	done := 0
+	for done < len(segs) {
+		n := min(len(segs)-done, maxIov)
+		local := make([]unix.Iovec, 0, n)
+		remote := make([]unix.RemoteIovec, 0, n)
+		want := 0
+		for _, g := range segs[done : done+n] {
+			if len(g.Buf) == 0 {
+				continue
+			}
+			local = append(local, unix.Iovec{Base: &g.Buf[0], Len: uint64(len(g.Buf))})
+			remote = append(remote, unix.RemoteIovec{Base: uintptr(g.Addr), Len: len(g.Buf)})
+			want += len(g.Buf)
+		}
+		got, err := unix.ProcessVMReadv(m.Pid, local, remote, 0)
+		if err != nil && got <= 0 {
+			if m.useFile || errors.Is(err, unix.EPERM) || errors.Is(err, unix.ENOSYS) {
+				// Fall back to one read at a time (also covers /proc/PID/mem).
+				for i, g := range segs[done:] {
+					if m.Read(g.Addr, g.Buf) != nil {
+						return done + i
+					}
+				}
+				return len(segs)
+			}
+			return done
+		}
+		if got == want {
+			done += n
+			continue
+		}
+		// Partial: count whole segments.
+		for _, g := range segs[done : done+n] {
+			if got < len(g.Buf) {
+				return done
+			}
+			got -= len(g.Buf)
+			done++
+		}
+		return done
+	}
+	return done
+}

@@ -16,6 +16,21 @@ type Process struct {
 	NoCache bool // benchmarks: re-read every code object
 
 	Stats Stats
+
+	scratch scratch // reused by every walk: a Process is not for concurrent use
+}
+
+// scratch buffers of the hot path (a sample's stack read allocates only its result).
+type scratch struct {
+	window  []byte
+	winSegs []Seg
+	raw     []rawFrame
+	codes   []uint64
+	infos   []*codeInfo
+	segs    []Seg
+	idx     []int
+	codeBuf []byte
+	frame   []byte
 }
 
 // Stats counts what the walker did, for the perturbation report.

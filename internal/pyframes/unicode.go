@@ -40,7 +40,7 @@ func DecodeUnicodeData(data []byte, kind int, length int) (string, error) {
 	if kind != 1 && kind != 2 && kind != 4 {
 		return "", errBadKind
 	}
-	if length < 0 || length*kind > len(data) {
+	if length < 0 || length > len(data)/kind {
 		return "", fmt.Errorf("string data: %d bytes for %d code points of kind %d", len(data), length, kind)
 	}
 	if kind == 1 {

@@ -212,26 +212,23 @@ func (p *Process) thread(ts, interp uint64, opt Options) (Thread, uint64, error)
 	if retries == 0 {
 		retries = defaultRetry
 	}
-	top, err := p.resolveTop(le64(hdr, l.TstateFrame))
+	tsFrame := le64(hdr, l.TstateFrame)
+	top, err := p.resolveTop(tsFrame)
 	for attempt := 0; ; attempt++ {
-		var before frameID
-		if err == nil && top != 0 {
-			before, err = p.frameIdentity(top)
-		}
 		var frames []Frame
+		var before frameID
 		if err == nil {
-			frames, err = p.stack(top, opt)
+			frames, before, err = p.stack(top, opt)
 		}
 		// Consistent means: the thread's top frame is the same frame — same
 		// address, code object and caller — after the walk as before it.
 		// Frames below the top cannot change without the top being popped.
 		// (Its instruction pointer may move meanwhile: the line is the one
 		// read, a moment within the walk.)
-		after, rerr := p.topFrameAt(ts)
-		same := err == nil && rerr == nil && after == top
-		if same && top != 0 {
-			now, nerr := p.frameIdentity(top)
-			same = nerr == nil && now == before
+		var same bool
+		var nextFrame, nextTop uint64
+		if err == nil {
+			nextFrame, nextTop, same, err = p.recheck(ts, tsFrame, top, before)
 		}
 		if same {
 			t.Frames, t.Consistent, t.Retries = frames, true, attempt
@@ -247,7 +244,11 @@ func (p *Process) thread(ts, interp uint64, opt Options) (Thread, uint64, error)
 			break
 		}
 		p.Stats.TornRetries++
-		top, err = after, rerr
+		if nextFrame != 0 || nextTop != 0 {
+			tsFrame, top, err = nextFrame, nextTop, nil
+		} else if tsFrame, err = p.objs.u64(ts + l.TstateFrame); err == nil {
+			top, err = p.resolveTop(tsFrame)
+		}
 	}
 	return t, le64(hdr, l.TstateNext), nil
 }
@@ -255,17 +256,40 @@ func (p *Process) thread(ts, interp uint64, opt Options) (Thread, uint64, error)
 // frameID is what identifies a frame's place in a stack.
 type frameID struct{ code, previous uint64 }
 
-func (p *Process) frameIdentity(addr uint64) (frameID, error) {
+func (p *Process) idOf(buf []byte) frameID {
+	return frameID{code: le64(buf, p.Layout.FrameCode), previous: le64(buf, p.Layout.FramePrevious)}
+}
+
+// recheck re-reads, in one vectored read, the tstate's frame field (and on
+// 3.11/3.12 the old cframe's current frame) and the top frame's identity.
+// same: nothing moved. Otherwise it returns the new frame field and, when
+// it can tell without another read, the new top frame (else 0, 0).
+func (p *Process) recheck(ts, tsFrame, top uint64, before frameID) (uint64, uint64, bool, error) {
 	l := p.Layout
-	lo, hi := min(l.FrameCode, l.FramePrevious), max(l.FrameCode, l.FramePrevious)+8
-	var b [128]byte
-	if hi-lo > uint64(len(b)) {
-		return frameID{}, fmt.Errorf("frame layout: code and previous %d bytes apart", hi-lo)
+	var a, c [8]byte
+	var f [128]byte
+	fb := f[:l.FrameSize]
+	segs := []Seg{{Addr: ts + l.TstateFrame, Buf: a[:]}}
+	cframe := l.CFrameCurrentFrame >= 0
+	if cframe {
+		segs = append(segs, Seg{Addr: tsFrame + uint64(l.CFrameCurrentFrame), Buf: c[:]})
 	}
-	if err := p.objs.mem.Read(addr+lo, b[:hi-lo]); err != nil {
-		return frameID{}, err
+	if top != 0 {
+		segs = append(segs, Seg{Addr: top, Buf: fb})
 	}
-	return frameID{code: le64(b[:], l.FrameCode-lo), previous: le64(b[:], l.FramePrevious-lo)}, nil
+	if n := readV(p.objs.mem, segs); n < len(segs) {
+		return 0, 0, false, &MemError{Pid: p.Pid, Addr: segs[n].Addr, Want: len(segs[n].Buf), Err: ErrUnmapped}
+	}
+	newFrame := le64(a[:], 0)
+	newTop := newFrame
+	if cframe {
+		if newFrame != tsFrame {
+			return 0, 0, false, nil // a new C-level eval loop: re-resolve
+		}
+		newTop = le64(c[:], 0)
+	}
+	same := newTop == top && (top == 0 || p.idOf(fb) == before)
+	return newFrame, newTop, same, nil
 }
 
 // topFrameAt returns the address of the thread's current top frame.
@@ -286,33 +310,106 @@ func (p *Process) resolveTop(v uint64) (uint64, error) {
 	return p.objs.u64(v + uint64(l.CFrameCurrentFrame))
 }
 
-// stack walks frames from the top frame at addr.
-func (p *Process) stack(addr uint64, opt Options) ([]Frame, error) {
+// rawFrame is a frame as found in memory, before its code is resolved.
+type rawFrame struct {
+	addr, code, instr uint64
+	lineno            int32 // 3.10 f_lineno
+	entry             bool
+}
+
+// windowPages is how much of the thread's frame stack one read fetches
+// below the top frame (3.11+: frames live in contiguous data-stack chunks).
+const windowPages = 4
+
+// readWindow fetches up to windowPages pages ending just above the top
+// frame, in one vectored read ordered downwards, so it stops cleanly at the
+// bottom of the mapping. It returns the window's base address and bytes.
+func (p *Process) readWindow(top uint64) (uint64, []byte) {
+	const page = 4096
+	l := p.Layout
+	if l.FrameObjects || top == 0 {
+		return 0, nil // 3.10 frames are separate heap objects
+	}
+	end := (top + l.FrameSize + page - 1) &^ (page - 1)
+	if cap(p.scratch.window) < windowPages*page {
+		p.scratch.window = make([]byte, windowPages*page)
+	}
+	win := p.scratch.window[:windowPages*page]
+	if end >= windowPages*page {
+		// Usually the whole window is mapped: one segment is cheapest.
+		one := [1]Seg{{Addr: end - windowPages*page, Buf: win}}
+		if readV(p.objs.mem, one[:]) == 1 {
+			return end - windowPages*page, win
+		}
+	}
+	segs := p.scratch.winSegs[:0]
+	for i := 0; i < windowPages; i++ {
+		lo := end - uint64(i+1)*page
+		if lo > end { // wrapped below zero
+			break
+		}
+		off := (windowPages - 1 - i) * page
+		segs = append(segs, Seg{Addr: lo, Buf: win[off : off+page]})
+	}
+	n := readV(p.objs.mem, segs)
+	p.scratch.winSegs = segs[:0]
+	if n == 0 {
+		return 0, nil
+	}
+	base := end - uint64(n)*page
+	return base, win[(windowPages-n)*page:]
+}
+
+// stack walks frames from the top frame at addr: frame headers come from
+// the window when they lie in it, else from one read each; code objects are
+// then resolved together.
+func (p *Process) stack(addr uint64, opt Options) ([]Frame, frameID, error) {
 	l, r := p.Layout, &p.objs
-	var frames []Frame
-	buf := make([]byte, l.FrameSize)
-	seen := map[uint64]bool{}
+	var topID frameID
+	base, win := p.readWindow(addr)
+	raw := p.scratch.raw[:0]
+	if cap(p.scratch.frame) < int(l.FrameSize) {
+		p.scratch.frame = make([]byte, l.FrameSize)
+	}
+	fbuf := p.scratch.frame[:l.FrameSize]
+	var err error
 	for depth := 0; addr != 0; depth++ {
 		if depth >= MaxDepth {
-			return frames, fmt.Errorf("stack deeper than %d frames (or a cycle)", MaxDepth)
+			err = fmt.Errorf("stack deeper than %d frames (or a cycle)", MaxDepth)
+			break
 		}
-		if seen[addr] {
-			return frames, fmt.Errorf("frame 0x%x repeats: cycle in the frame chain", addr)
+		var buf []byte
+		if win != nil && addr >= base && addr+l.FrameSize <= base+uint64(len(win)) {
+			buf = win[addr-base : addr-base+l.FrameSize]
+		} else {
+			if rerr := r.mem.Read(addr, fbuf); rerr != nil {
+				err = fmt.Errorf("can't read frame 0x%x: %w", addr, rerr)
+				break
+			}
+			buf = fbuf
 		}
-		seen[addr] = true
-		if err := r.mem.Read(addr, buf); err != nil {
-			return frames, fmt.Errorf("can't read frame 0x%x: %w", addr, err)
+		if depth == 0 {
+			topID = p.idOf(buf)
 		}
 		prev := le64(buf, l.FramePrevious)
+		if prev != 0 && !l.FrameObjects && prev >= addr && win != nil && addr >= base {
+			// Data-stack frames grow upwards: a caller above its callee
+			// within one chunk means the chain is being rewritten.
+			if prev < base+uint64(len(win)) {
+				err = fmt.Errorf("frame 0x%x: caller 0x%x lies above it: %w", addr, prev, ErrTorn)
+				break
+			}
+		}
 		if l.FrameObjects {
 			if r.types.frame != 0 && le64(buf, l.ObType) != r.types.frame {
-				return frames, fmt.Errorf("frame 0x%x: %w", addr, errWrongType)
+				err = fmt.Errorf("frame 0x%x: %w", addr, errWrongType)
+				break
 			}
 		} else if l.FrameOwnerSkip != 0 && buf[l.FrameOwner] >= l.FrameOwnerSkip {
 			// A C-stack shim or the thread's base frame: not Python code. The
 			// frame above it was entered from C.
-			if len(frames) > 0 {
-				frames[len(frames)-1].Entry = true
+			if len(raw) > 0 {
+				raw[len(raw)-1].entry = true
 			}
 			addr = prev
 			continue
@@ -321,32 +418,49 @@ func (p *Process) stack(addr uint64, opt Options) ([]Frame, error) {
 		if l.CodeTagged {
 			code &^= 3
 		}
-		ci, err := p.code(code)
-		if err != nil {
-			return frames, fmt.Errorf("frame 0x%x: %w", addr, err)
-		}
-		f := Frame{Function: ci.name, File: ci.file, Code: code}
+		rf := rawFrame{addr: addr, code: code, instr: le64(buf, l.FrameInstr)}
 		if l.FrameObjects {
-			// f_lineno is only set while tracing; then it is the truth.
-			if ln := int32(le32(buf, l.FrameLineno)); ln > 0 {
-				f.Line = int(ln)
-			} else {
-				f.Line = ci.line310(int(int32(le32(buf, l.FrameInstr))) * 2)
-			}
-			f.Entry = true // 3.10: every Python call has its own C eval frame
-		} else {
-			instr := le64(buf, l.FrameInstr)
-			addrq := (int64(instr) - int64(code+l.CodeAdaptive)) / 2
-			f.Line = ci.line(int(addrq))
-			if l.FrameIsEntry >= 0 && buf[l.FrameIsEntry] != 0 {
-				f.Entry = true
-			}
+			rf.instr = uint64(int64(int32(le32(buf, l.FrameInstr))))
+			rf.lineno = int32(le32(buf, l.FrameLineno))
+			rf.entry = true // 3.10: every Python call has its own C eval frame
+		} else if l.FrameIsEntry >= 0 && buf[l.FrameIsEntry] != 0 {
+			rf.entry = true
 		}
-		if opt.Locals {
-			f.Locals = p.locals(addr, ci)
-		}
-		frames = append(frames, f)
+		raw = append(raw, rf)
 		addr = prev
 	}
-	return frames, nil
+	p.scratch.raw = raw[:0]
+	if len(raw) == 0 {
+		return nil, topID, err
+	}
+	codes := p.scratch.codes[:0]
+	for _, rf := range raw {
+		codes = append(codes, rf.code)
+	}
+	if cap(p.scratch.infos) < len(codes) {
+		p.scratch.infos = make([]*codeInfo, len(codes))
+	}
+	infos := p.scratch.infos[:len(codes)]
+	p.scratch.codes = codes[:0]
+	if cerr := p.codesOf(codes, infos); cerr != nil {
+		return nil, topID, cerr
+	}
+	frames := make([]Frame, len(raw))
+	for i, rf := range raw {
+		ci := infos[i]
+		f := Frame{Function: ci.name, File: ci.file, Code: rf.code, Entry: rf.entry}
+		switch {
+		case l.FrameObjects && rf.lineno > 0: // f_lineno is set only while tracing; then it is the truth
+			f.Line = int(rf.lineno)
+		case l.FrameObjects:
+			f.Line = ci.line310(int(int64(rf.instr)) * 2)
+		default:
+			f.Line = ci.line(int((int64(rf.instr) - int64(rf.code+l.CodeAdaptive)) / 2))
+		}
+		if opt.Locals {
+			f.Locals = p.locals(rf.addr, ci)
+		}
+		frames[i] = f
+	}
+	return frames, topID, err
 }

@@ -45,6 +45,7 @@ type Progress struct {
 	Samples     uint64
 	AchievedHz  float64
 	Lost, Torn  uint64
+	Late        uint64
 	ObserverCPU time.Duration
 }
 
@@ -64,6 +65,16 @@ type Recorder struct {
 	failed  uint64
 	lost    uint64
 	throt   uint64
+	late    uint64
+	maxLag  int64 // ns between the kernel's sample and our read beyond which the read is "late"
+	lagSum  int64
+	lagN    int64
+}
+
+func monoNow() int64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return ts.Nano()
 }
 
 // Run records until opt.Duration passes, ctx is cancelled (Ctrl-C) or the
@@ -81,6 +92,8 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*flame.Profile, 
 		return nil, fmt.Errorf("unknown mode %q (cpu, wall, gil)", opt.Mode)
 	}
 	r := &Recorder{s: s, opt: opt, tids: s.NewTidMap()}
+	// Late: more than two sampling periods (at least 5 ms) after the sample.
+	r.maxLag = max(int64(2e9/opt.Freq), int64(5*time.Millisecond))
 	r.prof = flame.New(flame.Meta{Command: "record", Mode: opt.Mode, Unit: "samples", Pid: s.Pid,
 		Python: s.Py.Version().String(), RequestedHz: float64(opt.Freq), PeriodNS: int64(1e9 / opt.Freq)})
 	r.tids.Refresh()
@@ -154,6 +167,17 @@ func (r *Recorder) runCPU(ctx context.Context, deadline <-chan time.Time) error 
 			if err != nil {
 				r.failed++
 				return
+			}
+			// A stack read long after the sample may show where the thread
+			// went next (e.g. into a sleep): count it as late, don't attribute it.
+			if lag := monoNow() - int64(smp.Time); lag > r.maxLag {
+				r.late++
+				r.samples++
+				r.prof.AddIDs([]int{r.prof.Intern(flame.Frame{Kind: flame.State, Function: "[late read]"})}, 1)
+				return
+			} else if lag > 0 {
+				r.lagSum += lag
+				r.lagN++
 			}
 			r.sampleThread(int(smp.Tid))
 		case perfevent.RecordLost:
@@ -335,7 +359,7 @@ func (r *Recorder) progress() {
 		return
 	}
 	r.opt.Progress(Progress{Elapsed: time.Since(r.start), Samples: r.samples, AchievedHz: r.achieved(),
-		Lost: r.lost, Torn: r.torn, ObserverCPU: selfCPU() - r.cpu0})
+		Lost: r.lost, Torn: r.torn, Late: r.late, ObserverCPU: selfCPU() - r.cpu0})
 }
 
 // achieved: cpu mode — samples per second of target CPU time (the kernel
@@ -362,7 +386,10 @@ func (r *Recorder) achieved() float64 {
 func (r *Recorder) finish() {
 	m := &r.prof.Meta
 	m.DurationS = time.Since(r.start).Seconds()
-	m.Samples, m.Lost, m.Torn, m.Failed, m.Throttled = r.samples, r.lost, r.torn, r.failed, r.throt
+	m.Samples, m.Lost, m.Torn, m.Failed, m.Throttled, m.Late = r.samples, r.lost, r.torn, r.failed, r.throt, r.late
+	if r.lagN > 0 {
+		m.ReadLagUS = float64(r.lagSum) / float64(r.lagN) / 1e3
+	}
 	m.AchievedHz = r.achieved()
 	m.ObserverCPUS = (selfCPU() - r.cpu0).Seconds()
 }

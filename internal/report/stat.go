@@ -266,6 +266,8 @@ func Build(in Input) *Stat {
 		prev[t.Tid] = t
 	}
 	anySched := false
+	var tvol, tnonvol uint64
+	tstatus := len(b.Threads) > 0
 	for _, t := range b.Threads {
 		p, ok := prev[t.Tid]
 		th := Thread{Tid: t.Tid, Comm: t.Comm, Name: t.Comm, State: t.State, Wchan: t.Wchan, CPU: t.Processor, New: !ok && in.Mode != "run"}
@@ -287,11 +289,18 @@ func Build(in Input) *Stat {
 		}
 		th.Utilization = round(th.Utilization, 4)
 		th.Voluntary, th.Nonvoluntary = d(t.VoluntaryCtxt, p.VoluntaryCtxt), d(t.NonVolCtxt, p.NonVolCtxt)
+		tvol, tnonvol = tvol+th.Voluntary, tnonvol+th.Nonvoluntary
+		tstatus = tstatus && t.HasStatus
 		th.MinorFaults, th.MajorFaults = d(t.MinFlt, p.MinFlt), d(t.MajFlt, p.MajFlt)
 		th.States = statesSeen(in.States[t.Tid])
 		st.Threads = append(st.Threads, th)
 	}
 	st.Sched.SchedstatAvail = anySched
+	// /proc/PID/status counts the leader's switches only: sum the threads
+	// (threads that exited inside the window are lost; wait4 has them in run mode).
+	if tstatus && in.Rusage == nil {
+		st.Sched.Voluntary, st.Sched.Nonvoluntary = tvol, tnonvol
+	}
 	st.Sched.OnCPUS = round(st.Sched.OnCPUS, 6)
 	st.Sched.RunqueueWaitS = round(st.Sched.RunqueueWaitS, 6)
 	if tot := st.Sched.OnCPUS + st.Sched.RunqueueWaitS; tot > 0 {
