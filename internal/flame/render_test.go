@@ -1,0 +1,52 @@
+package flame
+
+import (
+	"bytes"
+	"io"
+	"testing"
+)
+
+// Every renderer's output depends on the stacks, not on the order they
+// were folded in (nor on the frame table's order it implies).
+func TestRenderersDeterministic(t *testing.T) {
+	a := fixture("samples")
+	b := New(a.Meta)
+	st := a.Stacks()
+	for i := len(st) - 1; i >= 0; i-- {
+		frames := make([]Frame, len(st[i].Frames))
+		for j := len(frames) - 1; j >= 0; j-- {
+			frames[j] = a.Frame(st[i].Frames[j])
+		}
+		for k := int64(0); k < st[i].Count; k++ {
+			b.Add(frames, st[i].Weight/st[i].Count)
+		}
+	}
+	// Intern the frames in another order too.
+	c := New(a.Meta)
+	for i := a.NumFrames() - 1; i >= 0; i-- {
+		c.Intern(a.Frame(i))
+	}
+	for _, s := range st {
+		frames := make([]Frame, len(s.Frames))
+		for j := range frames {
+			frames[j] = a.Frame(s.Frames[j])
+		}
+		c.Add(frames, s.Weight)
+	}
+	for name, write := range map[string]func(io.Writer, *Profile) error{
+		"folded": WriteFolded, "pprof": WritePprof, "speedscope": WriteSpeedscope, "gecko": WriteGecko,
+		"svg": func(w io.Writer, p *Profile) error { return WriteSVG(w, p, SVGOptions{}) },
+	} {
+		var outs [3]bytes.Buffer
+		for i, p := range []*Profile{a, b, c} {
+			if err := write(&outs[i], p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := 1; i < 3; i++ {
+			if !bytes.Equal(outs[0].Bytes(), outs[i].Bytes()) {
+				t.Errorf("%s: output %d differs:\n%s", name, i, lineDiff(outs[0].String(), outs[i].String()))
+			}
+		}
+	}
+}
