@@ -93,7 +93,8 @@ type Profile struct {
 	Meta   Meta
 	frames []Frame
 	index  map[Frame]int
-	stacks map[string]*Stack
+	stacks map[uint64][]*Stack // by hash of the frame ids; collisions chained
+	nstack int
 }
 
 // Stack is one unique stack and its total weight.
@@ -105,7 +106,7 @@ type Stack struct {
 
 // New returns an empty profile.
 func New(meta Meta) *Profile {
-	return &Profile{Meta: meta, index: map[Frame]int{}, stacks: map[string]*Stack{}}
+	return &Profile{Meta: meta, index: map[Frame]int{}, stacks: map[uint64][]*Stack{}}
 }
 
 // Intern returns the index of f in the frame table.
@@ -121,21 +122,36 @@ func (p *Profile) Intern(f Frame) int {
 // Frame returns the frame at index i.
 func (p *Profile) Frame(i int) Frame { return p.frames[i] }
 
-// AddIDs folds a stack given as interned frame indices (root first).
+// AddIDs folds a stack given as interned frame indices (root first). A stack
+// seen before costs a hash and a compare: no allocation on the sampling path.
 func (p *Profile) AddIDs(ids []int, weight int64) {
-	var kb strings.Builder
+	h := uint64(14695981039346656037) // FNV-1a over the ids
 	for _, id := range ids {
-		kb.WriteString(itoa(id))
-		kb.WriteByte(';')
+		h ^= uint64(id)
+		h *= 1099511628211
 	}
-	k := kb.String()
-	s, ok := p.stacks[k]
-	if !ok {
-		s = &Stack{Frames: append([]int(nil), ids...)}
-		p.stacks[k] = s
+	for _, s := range p.stacks[h] {
+		if equalIDs(s.Frames, ids) {
+			s.Weight += weight
+			s.Count++
+			return
+		}
 	}
-	s.Weight += weight
-	s.Count++
+	s := &Stack{Frames: append([]int(nil), ids...), Weight: weight, Count: 1}
+	p.stacks[h] = append(p.stacks[h], s)
+	p.nstack++
+}
+
+func equalIDs(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // Add folds a stack of frames (root first).
@@ -149,10 +165,8 @@ func (p *Profile) Add(frames []Frame, weight int64) {
 
 // Stacks returns the unique stacks sorted by their folded label (stable output).
 func (p *Profile) Stacks() []*Stack {
-	out := make([]*Stack, 0, len(p.stacks))
-	for _, s := range p.stacks {
-		out = append(out, s)
-	}
+	out := make([]*Stack, 0, p.nstack)
+	p.EachStack(func(s *Stack) { out = append(out, s) })
 	labels := make(map[*Stack]string, len(out))
 	for _, s := range out {
 		labels[s] = p.FoldedKey(s)
@@ -176,9 +190,7 @@ func (p *Profile) FoldedKey(s *Stack) string {
 // Total is the sum of all weights.
 func (p *Profile) Total() int64 {
 	var t int64
-	for _, s := range p.stacks {
-		t += s.Weight
-	}
+	p.EachStack(func(s *Stack) { t += s.Weight })
 	return t
 }
 
@@ -186,13 +198,15 @@ func (p *Profile) Total() int64 {
 func (p *Profile) NumFrames() int { return len(p.frames) }
 
 // NumStacks is the number of unique stacks.
-func (p *Profile) NumStacks() int { return len(p.stacks) }
+func (p *Profile) NumStacks() int { return p.nstack }
 
 // EachStack calls fn for every unique stack, in no particular order; it is
 // the cheap alternative to Stacks for renderers that impose their own order.
 // fn must not modify the profile.
 func (p *Profile) EachStack(fn func(*Stack)) {
-	for _, s := range p.stacks {
-		fn(s)
+	for _, chain := range p.stacks {
+		for _, s := range chain {
+			fn(s)
+		}
 	}
 }

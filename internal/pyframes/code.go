@@ -7,6 +7,7 @@ import (
 // codeInfo is what a frame needs from its code object, read once per code
 // object and kept while the object's header is unchanged.
 type codeInfo struct {
+	serial     uint64  // unique per load: lets callers cache by code object cheaply
 	key        codeKey // fields that change only if the address was reused for another object
 	hdr        []byte
 	name       string
@@ -61,7 +62,8 @@ func (p *Process) codeKeyOf(hdr []byte) codeKey {
 func (p *Process) loadCode(addr uint64, hdr []byte, key codeKey) (*codeInfo, error) {
 	l, r := p.Layout, &p.objs
 	p.Stats.CodeMisses++
-	ci := &codeInfo{key: key, hdr: hdr, firstLine: int(int32(le32(hdr, l.CodeFirstLineno)))}
+	p.codeSerial++
+	ci := &codeInfo{serial: p.codeSerial, key: key, hdr: hdr, firstLine: int(int32(le32(hdr, l.CodeFirstLineno)))}
 	var err error
 	nameAt := l.CodeQualname
 	if nameAt == 0 {

@@ -15,6 +15,8 @@ type Process struct {
 	codes   map[uint64]*codeInfo
 	NoCache bool // benchmarks: re-read every code object
 
+	codeSerial uint64
+
 	Stats Stats
 
 	scratch scratch // reused by every walk: a Process is not for concurrent use

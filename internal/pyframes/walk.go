@@ -11,6 +11,9 @@ type Frame struct {
 	File     string
 	Line     int // line of the instruction being executed (the call, for a caller)
 	Code     uint64
+	// CodeID is unique to the code object as read (a new one if its address
+	// is reused): with Line it identifies the frame's label cheaply.
+	CodeID uint64 `json:"-"`
 	// Entry: this frame was entered from C (it sits right above an
 	// interpreter entry, so a native _PyEval_EvalFrameDefault frame ends here).
 	Entry  bool
@@ -448,7 +451,7 @@ func (p *Process) stack(addr uint64, opt Options) ([]Frame, frameID, error) {
 	frames := make([]Frame, len(raw))
 	for i, rf := range raw {
 		ci := infos[i]
-		f := Frame{Function: ci.name, File: ci.file, Code: rf.code, Entry: rf.entry}
+		f := Frame{Function: ci.name, File: ci.file, Code: rf.code, CodeID: ci.serial, Entry: rf.entry}
 		switch {
 		case l.FrameObjects && rf.lineno > 0: // f_lineno is set only while tracing; then it is the truth
 			f.Line = int(rf.lineno)

@@ -51,24 +51,25 @@ type Progress struct {
 
 // Recorder holds a recording's state.
 type Recorder struct {
-	s       *session.Session
-	opt     Options
-	prof    *flame.Profile
-	tids    *session.TidMap
-	names   map[uint64]string
-	ids     []int // scratch for one stack's frame ids
-	start   time.Time
-	cpu0    time.Duration
-	tcpu0   float64
-	samples uint64
-	torn    uint64
-	failed  uint64
-	lost    uint64
-	throt   uint64
-	late    uint64
-	maxLag  int64 // ns between the kernel's sample and our read beyond which the read is "late"
-	lagSum  int64
-	lagN    int64
+	s        *session.Session
+	opt      Options
+	prof     *flame.Profile
+	tids     *session.TidMap
+	names    map[uint64]string
+	ids      []int             // scratch for one stack's frame ids
+	frameIDs map[[2]uint64]int // (code object, line) -> interned frame
+	start    time.Time
+	cpu0     time.Duration
+	tcpu0    float64
+	samples  uint64
+	torn     uint64
+	failed   uint64
+	lost     uint64
+	throt    uint64
+	late     uint64
+	maxLag   int64 // ns between the kernel's sample and our read beyond which the read is "late"
+	lagSum   int64
+	lagN     int64
 }
 
 func monoNow() int64 {
@@ -91,7 +92,7 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*flame.Profile, 
 	default:
 		return nil, fmt.Errorf("unknown mode %q (cpu, wall, gil)", opt.Mode)
 	}
-	r := &Recorder{s: s, opt: opt, tids: s.NewTidMap()}
+	r := &Recorder{s: s, opt: opt, tids: s.NewTidMap(), frameIDs: map[[2]uint64]int{}}
 	// Late: more than two sampling periods (at least 5 ms) after the sample.
 	r.maxLag = max(int64(2e9/opt.Freq), int64(5*time.Millisecond))
 	r.prof = flame.New(flame.Meta{Command: "record", Mode: opt.Mode, Unit: "samples", Pid: s.Pid,
@@ -172,8 +173,7 @@ func (r *Recorder) runCPU(ctx context.Context, deadline <-chan time.Time) error 
 			// went next (e.g. into a sleep): count it as late, don't attribute it.
 			if lag := monoNow() - int64(smp.Time); lag > r.maxLag {
 				r.late++
-				r.samples++
-				r.prof.AddIDs([]int{r.prof.Intern(flame.Frame{Kind: flame.State, Function: "[late read]"})}, 1)
+				r.marker(int(smp.Tid), "[late read]")
 				return
 			} else if lag > 0 {
 				r.lagSum += lag
@@ -278,17 +278,27 @@ func (r *Recorder) sampleGIL() {
 func (r *Recorder) sampleThread(tid int) {
 	ref, ok := r.tids.Lookup(tid)
 	if !ok {
-		r.samples++
-		ids := r.ids[:0]
-		if r.opt.Threads {
-			ids = append(ids, r.threadFrame(pyframes.ThreadRef{NativeID: tid}))
-		}
-		ids = append(ids, r.prof.Intern(flame.Frame{Kind: flame.State, Function: "[no Python thread state]"}))
-		r.prof.AddIDs(ids, 1)
-		r.ids = ids
+		r.marker(tid, "[no Python thread state]")
 		return
 	}
 	r.sampleRef(ref, "")
+}
+
+// marker folds a sample of tid whose Python stack is not known, under a
+// marker frame (rooted at its thread with --threads).
+func (r *Recorder) marker(tid int, what string) {
+	r.samples++
+	ids := r.ids[:0]
+	if r.opt.Threads {
+		ref, ok := r.tids.Lookup(tid)
+		if !ok {
+			ref = pyframes.ThreadRef{NativeID: tid}
+		}
+		ids = append(ids, r.threadFrame(ref))
+	}
+	ids = append(ids, r.prof.Intern(flame.Frame{Kind: flame.State, Function: what}))
+	r.prof.AddIDs(ids, 1)
+	r.ids = ids
 }
 
 func (r *Recorder) sampleRef(ref pyframes.ThreadRef, state string) {
@@ -310,7 +320,13 @@ func (r *Recorder) sampleRef(ref pyframes.ThreadRef, state string) {
 	default:
 		for i := len(frames) - 1; i >= 0; i-- {
 			f := frames[i]
-			ids = append(ids, r.prof.Intern(flame.Frame{Kind: flame.Python, Function: f.Function, File: f.File, Line: f.Line}))
+			k := [2]uint64{f.CodeID, uint64(f.Line)}
+			id, ok := r.frameIDs[k]
+			if !ok {
+				id = r.prof.Intern(flame.Frame{Kind: flame.Python, Function: f.Function, File: f.File, Line: f.Line})
+				r.frameIDs[k] = id
+			}
+			ids = append(ids, id)
 		}
 		if len(frames) == 0 {
 			ids = append(ids, r.prof.Intern(flame.Frame{Kind: flame.State, Function: "[no Python frames]"}))
