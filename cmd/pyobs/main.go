@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -31,9 +32,10 @@ const (
 
 // global flags shared by every command (DESIGN.md CLI contract).
 type globals struct {
-	pid    int
-	format string
-	output string
+	pid        int
+	format     string
+	output     string
+	cpuProfile string // hidden: profile pyobs itself
 }
 
 // exitError carries an exit status without an extra message (the spawned command's).
@@ -64,6 +66,19 @@ tracing (costly), or introspection (reading the interpreter's memory).`,
 	pf.IntVarP(&g.pid, "pid", "p", 0, "target process id (or give `-- CMD ARGS` to spawn one)")
 	pf.StringVar(&g.format, "format", "", "output format (per command; see its help)")
 	pf.StringVarP(&g.output, "output", "o", "", "write the output to this file (atomically) instead of stdout")
+	pf.StringVar(&g.cpuProfile, "cpuprofile", "", "write pyobs's own CPU profile here (for pyobs developers)")
+	_ = pf.MarkHidden("cpuprofile")
+	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+		if g.cpuProfile == "" {
+			return nil
+		}
+		f, err := os.Create(g.cpuProfile)
+		if err != nil {
+			return err
+		}
+		return pprof.StartCPUProfile(f)
+	}
+	root.PersistentPostRun = func(*cobra.Command, []string) { pprof.StopCPUProfile() }
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(newDump(g))
 	root.AddCommand(newRecord(g))

@@ -154,6 +154,9 @@ func footer(p *flame.Profile, out string) string {
 	rate := fmt.Sprintf("requested %g Hz, achieved %.0f Hz", m.RequestedHz, m.AchievedHz)
 	if m.Mode == "cpu" {
 		rate += " per CPU-second of the target"
+		if m.StackReads > 0 && m.StackReads < m.Samples {
+			rate += fmt.Sprintf("; %d stack reads, each for the samples since the thread's previous read", m.StackReads)
+		}
 	}
 	obs := ""
 	if m.DurationS > 0 {
@@ -165,7 +168,7 @@ func footer(p *flame.Profile, out string) string {
 	}
 	lag := ""
 	if m.ReadLagUS > 0 {
-		lag = fmt.Sprintf(", late %d (mean read lag %.0f µs)", m.Late, m.ReadLagUS)
+		lag = fmt.Sprintf(", late %d (mean read lag %.0f µs), moved %d", m.Late, m.ReadLagUS, m.Moved)
 	}
 	return fmt.Sprintf("pyobs record: %s mode, %d samples in %.1fs (%s); lost %d, torn %d, failed %d, throttled %d%s; observer CPU %.2fs%s; target stopped 0s; wrote %s",
 		m.Mode, m.Samples, m.DurationS, rate, m.Lost, m.Torn, m.Failed, m.Throttled, lag, m.ObserverCPUS, obs, where)

@@ -81,6 +81,8 @@ type Meta struct {
 	Torn           uint64  `json:"torn"`                  // stacks read inconsistently (kept, marked)
 	Failed         uint64  `json:"failed"`                // samples whose stack could not be read at all
 	Throttled      uint64  `json:"throttled"`             // THROTTLE records from the kernel
+	StackReads     uint64  `json:"stack_reads,omitempty"` // cpu mode: stack reads; each stands for the thread's samples since its previous read
+	Moved          uint64  `json:"moved"`                 // stacks read in one piece while the thread moved on (kept: a real stack µs after the sample)
 	Late           uint64  `json:"late"`                  // CPU samples read too long after the kernel took them to be attributed
 	ReadLagUS      float64 `json:"read_lag_us,omitempty"` // mean time from the kernel's sample to the stack read
 	ObserverCPUS   float64 `json:"observer_cpu_s"`

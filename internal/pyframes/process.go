@@ -24,15 +24,16 @@ type Process struct {
 
 // scratch buffers of the hot path (a sample's stack read allocates only its result).
 type scratch struct {
-	window  []byte
-	winSegs []Seg
-	raw     []rawFrame
-	codes   []uint64
-	infos   []*codeInfo
-	segs    []Seg
-	idx     []int
-	codeBuf []byte
-	frame   []byte
+	allWindow bool // the last walk read every frame from the window
+	window    []byte
+	winSegs   []Seg
+	raw       []rawFrame
+	codes     []uint64
+	infos     []*codeInfo
+	segs      []Seg
+	idx       []int
+	codeBuf   []byte
+	frame     []byte
 }
 
 // Stats counts what the walker did, for the perturbation report.
@@ -40,6 +41,7 @@ type Stats struct {
 	CodeHits, CodeMisses uint64
 	TornRetries          uint64 // walks redone because the stack changed under us
 	Inconsistent         uint64 // threads reported after the retries ran out
+	Snapshots            uint64 // stacks accepted from one read although the thread moved on
 }
 
 // Open attaches to a live pid: finds the interpreter, reads its version and

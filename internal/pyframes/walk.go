@@ -30,8 +30,12 @@ type Thread struct {
 	HoldsGIL   bool
 	Frames     []Frame
 	Consistent bool // the stack did not change while it was read
-	Retries    int
-	Err        error
+	// Snapshot: the thread moved on during the read, but every frame came
+	// from one read of its frame stack and validated (only with
+	// Options.Snapshot): a real stack of a few µs earlier, not a mixture.
+	Snapshot bool
+	Retries  int
+	Err      error
 }
 
 // Limits on one walk: garbage memory must not make it loop or allocate without bound.
@@ -47,6 +51,10 @@ type Options struct {
 	Locals  bool
 	Names   bool // resolve threading names (one extra dict walk)
 	Retries int  // torn-read retries per thread; 0 means the default
+	// Snapshot accepts a stack that changed after it was read when all its
+	// frames came from one read of the thread's frame stack (3.11+), instead
+	// of retrying. Samplers use it: their sample is already in the past.
+	Snapshot bool
 }
 
 var ErrTorn = errors.New("stack changed while it was read")
@@ -191,13 +199,14 @@ func (p *Process) GILHolder() uint64 {
 
 // Stack reads one thread's stack (innermost first), retrying torn reads.
 // consistent is false when it changed under every attempt; the frames of
-// the last attempt are returned with the error.
-func (p *Process) Stack(ts uint64, opt Options) ([]Frame, bool, error) {
+// the last attempt are returned with the error. With opt.Snapshot, a stack
+// read in one piece while the thread moved on comes back with snapshot set.
+func (p *Process) Stack(ts uint64, opt Options) (frames []Frame, consistent, snapshot bool, err error) {
 	t, _, err := p.thread(ts, 0, opt)
 	if err != nil {
-		return nil, false, err
+		return nil, false, false, err
 	}
-	return t.Frames, t.Consistent, t.Err
+	return t.Frames, t.Consistent, t.Snapshot, t.Err
 }
 
 // thread reads one thread state and walks its frames, retrying torn reads.
@@ -235,6 +244,11 @@ func (p *Process) thread(ts, interp uint64, opt Options) (Thread, uint64, error)
 		}
 		if same {
 			t.Frames, t.Consistent, t.Retries = frames, true, attempt
+			break
+		}
+		if err == nil && opt.Snapshot && p.scratch.allWindow && len(frames) > 0 {
+			t.Frames, t.Snapshot, t.Retries = frames, true, attempt
+			p.Stats.Snapshots++
 			break
 		}
 		if attempt >= retries {
@@ -370,6 +384,7 @@ func (p *Process) stack(addr uint64, opt Options) ([]Frame, frameID, error) {
 	l, r := p.Layout, &p.objs
 	var topID frameID
 	base, win := p.readWindow(addr)
+	p.scratch.allWindow = win != nil
 	raw := p.scratch.raw[:0]
 	if cap(p.scratch.frame) < int(l.FrameSize) {
 		p.scratch.frame = make([]byte, l.FrameSize)
@@ -382,7 +397,8 @@ func (p *Process) stack(addr uint64, opt Options) ([]Frame, frameID, error) {
 			break
 		}
 		var buf []byte
-		if win != nil && addr >= base && addr+l.FrameSize <= base+uint64(len(win)) {
+		inWindow := win != nil && addr >= base && addr+l.FrameSize <= base+uint64(len(win))
+		if inWindow {
 			buf = win[addr-base : addr-base+l.FrameSize]
 		} else {
 			if rerr := r.mem.Read(addr, fbuf); rerr != nil {
@@ -416,6 +432,12 @@ func (p *Process) stack(addr uint64, opt Options) ([]Frame, frameID, error) {
 			}
 			addr = prev
 			continue
+		}
+		if !inWindow {
+			// A Python frame read on its own (a generator's, or one in an
+			// older chunk): the stack is not from a single read any more.
+			// (C-stack shims skipped above don't count: they only link.)
+			p.scratch.allWindow = false
 		}
 		code := le64(buf, l.FrameCode)
 		if l.CodeTagged {

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -67,7 +68,11 @@ type Recorder struct {
 	lost     uint64
 	throt    uint64
 	late     uint64
-	maxLag   int64 // ns between the kernel's sample and our read beyond which the read is "late"
+	moved    uint64 // stacks taken from one read while the thread moved on
+	reads    uint64 // stack reads (one per thread per drain of the rings)
+	pending  map[int]pendingSamples
+	lastCPU  float64 // last reading of the target's CPU seconds
+	maxLag   int64   // ns between the kernel's sample and our read beyond which the read is "late"
 	lagSum   int64
 	lagN     int64
 }
@@ -92,7 +97,7 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*flame.Profile, 
 	default:
 		return nil, fmt.Errorf("unknown mode %q (cpu, wall, gil)", opt.Mode)
 	}
-	r := &Recorder{s: s, opt: opt, tids: s.NewTidMap(), frameIDs: map[[2]uint64]int{}}
+	r := &Recorder{s: s, opt: opt, tids: s.NewTidMap(), frameIDs: map[[2]uint64]int{}, pending: map[int]pendingSamples{}}
 	// Late: more than two sampling periods (at least 5 ms) after the sample.
 	r.maxLag = max(int64(2e9/opt.Freq), int64(5*time.Millisecond))
 	r.prof = flame.New(flame.Meta{Command: "record", Mode: opt.Mode, Unit: "samples", Pid: s.Pid,
@@ -138,7 +143,13 @@ func (r *Recorder) stopped(ctx context.Context, deadline <-chan time.Time) bool 
 }
 
 func (r *Recorder) runCPU(ctx context.Context, deadline <-chan time.Time) error {
-	sm, err := perfevent.NewSampler(perfevent.SamplerConfig{Freq: r.opt.Freq})
+	// One OS thread does all the waiting and reading: no hand-offs between
+	// Go's threads on every wake-up.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	// Wake about 1000 times a second at most; samples of one thread that
+	// arrive together are read once (see pending).
+	sm, err := perfevent.NewSampler(perfevent.SamplerConfig{Freq: r.opt.Freq, WakeEvery: max(1, r.opt.Freq/1000)})
 	if err != nil {
 		return err
 	}
@@ -169,17 +180,10 @@ func (r *Recorder) runCPU(ctx context.Context, deadline <-chan time.Time) error 
 				r.failed++
 				return
 			}
-			// A stack read long after the sample may show where the thread
-			// went next (e.g. into a sleep): count it as late, don't attribute it.
-			if lag := monoNow() - int64(smp.Time); lag > r.maxLag {
-				r.late++
-				r.marker(int(smp.Tid), "[late read]")
-				return
-			} else if lag > 0 {
-				r.lagSum += lag
-				r.lagN++
-			}
-			r.sampleThread(int(smp.Tid))
+			p := r.pending[int(smp.Tid)]
+			p.count++
+			p.newest = max(p.newest, int64(smp.Time))
+			r.pending[int(smp.Tid)] = p
 		case perfevent.RecordLost:
 			if n, err := perfevent.DecodeLost(rec.Body); err == nil {
 				r.lost += n
@@ -190,9 +194,10 @@ func (r *Recorder) runCPU(ctx context.Context, deadline <-chan time.Time) error 
 	}
 	lastCheck, lastScan := time.Now(), time.Now()
 	for !r.stopped(ctx, deadline) {
-		if err := sm.Poll(50, handle); err != nil {
+		if err := sm.Poll(10, handle); err != nil {
 			return err
 		}
+		r.readPending()
 		if time.Since(lastScan) > 50*time.Millisecond {
 			// New threads get their event within ~50 ms of appearing.
 			lastScan = time.Now()
@@ -202,13 +207,46 @@ func (r *Recorder) runCPU(ctx context.Context, deadline <-chan time.Time) error 
 		}
 		if time.Since(lastCheck) > 200*time.Millisecond {
 			lastCheck = time.Now()
+			r.achieved() // refreshes the target's CPU time while it can still be read
 			if !r.s.Alive() {
 				break
 			}
 			r.progress()
 		}
 	}
-	return sm.DrainAll(handle)
+	err = sm.DrainAll(handle)
+	r.readPending()
+	return err
+}
+
+// pendingSamples are the kernel's samples of one thread collected in one
+// drain of the rings.
+type pendingSamples struct {
+	count  int64
+	newest int64 // CLOCK_MONOTONIC ns of the newest sample
+}
+
+// readPending reads each sampled thread's stack once and gives it the
+// samples that arrived for that thread since the last read. A read long
+// after even the newest of them may show where the thread went next (e.g.
+// into a sleep): those samples count as late, under a marker.
+func (r *Recorder) readPending() {
+	now := monoNow()
+	for tid, p := range r.pending {
+		delete(r.pending, tid)
+		r.reads++
+		lag := now - p.newest
+		if lag > r.maxLag {
+			r.late += uint64(p.count)
+			r.marker(tid, "[late read]", p.count)
+			continue
+		}
+		if lag > 0 {
+			r.lagSum += lag
+			r.lagN++
+		}
+		r.sampleThread(tid, p.count)
+	}
 }
 
 func (r *Recorder) runTimer(ctx context.Context, deadline <-chan time.Time) error {
@@ -251,7 +289,7 @@ func (r *Recorder) sampleWall() {
 				state = state[:i] // "sleeping in futex_wait_queue": keep wchan, drop the syscall
 			}
 		}
-		r.sampleRef(ref, state)
+		r.sampleRef(ref, state, 1)
 	}
 }
 
@@ -264,7 +302,7 @@ func (r *Recorder) sampleGIL() {
 	}
 	for _, ref := range r.tids.All() {
 		if ref.Addr == h {
-			r.sampleRef(ref, "")
+			r.sampleRef(ref, "", 1)
 			return
 		}
 	}
@@ -275,19 +313,19 @@ func (r *Recorder) sampleGIL() {
 }
 
 // sampleThread handles one CPU sample of tid.
-func (r *Recorder) sampleThread(tid int) {
+func (r *Recorder) sampleThread(tid int, weight int64) {
 	ref, ok := r.tids.Lookup(tid)
 	if !ok {
-		r.marker(tid, "[no Python thread state]")
+		r.marker(tid, "[no Python thread state]", weight)
 		return
 	}
-	r.sampleRef(ref, "")
+	r.sampleRef(ref, "", weight)
 }
 
 // marker folds a sample of tid whose Python stack is not known, under a
 // marker frame (rooted at its thread with --threads).
-func (r *Recorder) marker(tid int, what string) {
-	r.samples++
+func (r *Recorder) marker(tid int, what string, weight int64) {
+	r.samples += uint64(weight)
 	ids := r.ids[:0]
 	if r.opt.Threads {
 		ref, ok := r.tids.Lookup(tid)
@@ -297,25 +335,29 @@ func (r *Recorder) marker(tid int, what string) {
 		ids = append(ids, r.threadFrame(ref))
 	}
 	ids = append(ids, r.prof.Intern(flame.Frame{Kind: flame.State, Function: what}))
-	r.prof.AddIDs(ids, 1)
+	r.prof.AddIDs(ids, weight)
 	r.ids = ids
 }
 
-func (r *Recorder) sampleRef(ref pyframes.ThreadRef, state string) {
-	r.samples++
-	frames, consistent, err := r.s.Py.Stack(ref.Addr, pyframes.Options{Retries: 1})
+func (r *Recorder) sampleRef(ref pyframes.ThreadRef, state string, weight int64) {
+	r.samples += uint64(weight)
+	frames, consistent, snapshot, err := r.s.Py.Stack(ref.Addr, pyframes.Options{Retries: 1, Snapshot: true})
+	if snapshot {
+		r.moved += uint64(weight)
+		consistent = true
+	}
 	ids := r.ids[:0]
 	if r.opt.Threads {
 		ids = append(ids, r.threadFrame(ref))
 	}
 	switch {
 	case err != nil && !errors.Is(err, pyframes.ErrTorn):
-		r.failed++
+		r.failed += uint64(weight)
 		ids = append(ids, r.prof.Intern(flame.Frame{Kind: flame.State, Function: "[unreadable]"}))
 	case !consistent:
 		// Never fold a stack that changed while it was read: its weight is
 		// kept, under a marker, so the graph shows what was missed.
-		r.torn++
+		r.torn += uint64(weight)
 		ids = append(ids, r.prof.Intern(flame.Frame{Kind: flame.State, Function: "[torn read]"}))
 	default:
 		for i := len(frames) - 1; i >= 0; i-- {
@@ -335,7 +377,7 @@ func (r *Recorder) sampleRef(ref pyframes.ThreadRef, state string) {
 	if state != "" {
 		ids = append(ids, r.prof.Intern(flame.Frame{Kind: flame.State, Function: "[" + state + "]"}))
 	}
-	r.prof.AddIDs(ids, 1)
+	r.prof.AddIDs(ids, weight)
 	r.ids = ids
 }
 
@@ -382,7 +424,10 @@ func (r *Recorder) progress() {
 // samples on-CPU time); wall/gil — ticks per wall second.
 func (r *Recorder) achieved() float64 {
 	if r.opt.Mode == "cpu" {
-		cpu := targetCPU(r.s.Pid) - r.tcpu0
+		if c := targetCPU(r.s.Pid); c > r.lastCPU {
+			r.lastCPU = c // keep the last reading: /proc/PID/stat is gone once it exits
+		}
+		cpu := r.lastCPU - r.tcpu0
 		if cpu <= 0 {
 			return 0
 		}
@@ -402,7 +447,8 @@ func (r *Recorder) achieved() float64 {
 func (r *Recorder) finish() {
 	m := &r.prof.Meta
 	m.DurationS = time.Since(r.start).Seconds()
-	m.Samples, m.Lost, m.Torn, m.Failed, m.Throttled, m.Late = r.samples, r.lost, r.torn, r.failed, r.throt, r.late
+	m.Samples, m.Lost, m.Torn, m.Failed, m.Throttled, m.Late, m.Moved = r.samples, r.lost, r.torn, r.failed, r.throt, r.late, r.moved
+	m.StackReads = r.reads
 	if r.lagN > 0 {
 		m.ReadLagUS = float64(r.lagSum) / float64(r.lagN) / 1e3
 	}
