@@ -9,7 +9,7 @@
 # and the target's slowdown: its own wall time with the profiler vs without.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ITER=${ITER:-300000}
+ITER=${ITER:-1000000}
 CACHE=${PYOBS_PYTHONS_CACHE:-/var/cache/pyobs-pythons}
 MANIFEST=$(scripts/pythons.sh | tail -n 1)
 make -s build
@@ -48,7 +48,9 @@ count_folded() { awk '{n += $NF} END {print n+0}' "$1" 2>/dev/null || echo 0; }
 printf '%-10s %-26s %9s %10s %12s %9s %9s\n' target profiler samples rate/s "µs CPU/smp" "bad %" slowdown
 bench() { # label argv
   local label=$1; shift
-  local base; PROF=""; base=$(run_one "$@" | cut -d' ' -f1)
+  local base; PROF=""
+  # The baseline is the median of three runs without a profiler.
+  base=$(for _ in 1 2 3; do run_one "$@" | cut -d' ' -f1; done | sort -n | sed -n 2p)
   printf '%-10s %-26s %9s %10s %12s %9s %9s\n' "$label" "(none: ${base}s)" - - - - -
   for hz in 99 1000 20000; do
     PROF="bin/pyobs record -p PID -F $hz --format json -o $TMP/p.json"

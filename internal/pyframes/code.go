@@ -23,14 +23,14 @@ type codeInfo struct {
 func (p *Process) code(addr uint64) (*codeInfo, error) {
 	l, r := p.Layout, &p.objs
 	if addr == 0 {
-		return nil, fmt.Errorf("NULL code object")
+		return nil, fmt.Errorf("NULL code object: %w", ErrTorn)
 	}
 	hdr := make([]byte, l.CodeSize) // fresh: a cached codeInfo keeps it
 	if err := r.mem.Read(addr, hdr); err != nil {
 		return nil, fmt.Errorf("can't read code object 0x%x: %w", addr, err)
 	}
 	if le64(hdr, l.ObType) != r.types.code {
-		return nil, fmt.Errorf("code object 0x%x: %w", addr, errWrongType)
+		return nil, fmt.Errorf("code object 0x%x: %w (%w)", addr, errWrongType, ErrTorn)
 	}
 	key := p.codeKeyOf(hdr)
 	if !p.NoCache {
@@ -128,7 +128,7 @@ func (p *Process) codesOf(addrs []uint64, out []*codeInfo) error {
 	for i, a := range addrs {
 		out[i] = nil
 		if a == 0 {
-			return fmt.Errorf("NULL code object")
+			return fmt.Errorf("NULL code object: %w", ErrTorn)
 		}
 		dup := false
 		for _, j := range idx { // stacks are short and recursion repeats: a scan beats a map

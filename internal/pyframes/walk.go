@@ -421,7 +421,7 @@ func (p *Process) stack(addr uint64, opt Options) ([]Frame, frameID, error) {
 		}
 		if l.FrameObjects {
 			if r.types.frame != 0 && le64(buf, l.ObType) != r.types.frame {
-				err = fmt.Errorf("frame 0x%x: %w", addr, errWrongType)
+				err = fmt.Errorf("frame 0x%x: %w (%w)", addr, errWrongType, ErrTorn)
 				break
 			}
 		} else if l.FrameOwnerSkip != 0 && buf[l.FrameOwner] >= l.FrameOwnerSkip {

@@ -351,12 +351,19 @@ func TestWalkSnapshot312(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ids := codeIDs(got)
+	if len(ids) != 3 {
+		t.Errorf("%d distinct CodeIDs for 3 code objects: %v", len(ids), ids)
+	}
 	// Locals of frames without a module-level frame are compared on their own.
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("threads:\n got %+v\nwant %+v", got, want)
 	}
 	// A second walk is served from the code cache and gives the same answer.
 	again, err := p.Threads(Options{Locals: true, Names: true})
+	if again2 := codeIDs(again); err == nil && !reflect.DeepEqual(again2, ids) {
+		t.Errorf("CodeIDs changed between cached walks: %v then %v", ids, again2)
+	}
 	if err != nil || !reflect.DeepEqual(again, want) {
 		t.Errorf("second walk differs: %v\n%+v", err, again)
 	}
@@ -435,4 +442,18 @@ func TestWalkSnapshotCycles(t *testing.T) {
 	if th[1].Err != nil || len(th[1].Frames) != 1 {
 		t.Errorf("main: %+v", th[1])
 	}
+}
+
+// codeIDs collects each frame's CodeID by code address and clears it, so the
+// rest of the result can be compared with a table that does not know them.
+func codeIDs(ths []Thread) map[uint64]uint64 {
+	ids := map[uint64]uint64{}
+	for i := range ths {
+		for j := range ths[i].Frames {
+			f := &ths[i].Frames[j]
+			ids[f.Code] = f.CodeID
+			f.CodeID = 0
+		}
+	}
+	return ids
 }
