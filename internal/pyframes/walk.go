@@ -443,6 +443,17 @@ func (p *Process) stack(addr uint64, opt Options) ([]Frame, frameID, error) {
 		if l.CodeTagged {
 			code &^= 3
 		}
+		if code == 0 {
+			if len(raw) == 0 {
+				// The newest frame is still being pushed (3.15 links it in
+				// before setting f_executable): the thread is entering a
+				// call from its caller's line. Leave it out.
+				addr = prev
+				continue
+			}
+			err = fmt.Errorf("frame 0x%x has no code object: %w", addr, ErrTorn)
+			break
+		}
 		rf := rawFrame{addr: addr, code: code, instr: le64(buf, l.FrameInstr)}
 		if l.FrameObjects {
 			rf.instr = uint64(int64(int32(le32(buf, l.FrameInstr))))
