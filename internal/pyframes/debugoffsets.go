@@ -238,6 +238,9 @@ func layoutFromDebugOffsets(d *DebugOffsets) (*Layout, error) {
 		l.FrameOwnerCStack = 4
 	}
 	l.CodeTagged = v.Minor >= 14
+	if l.FrameSize > 256 {
+		return nil, fmt.Errorf("debug offsets: a frame header of %d bytes is implausible", l.FrameSize)
+	}
 
 	l.CodeFilename = get("code_object.filename")
 	l.CodeName = get("code_object.name")

@@ -18,6 +18,8 @@ type ProcessMemory struct {
 	once    sync.Once
 	memFile *os.File
 	useFile bool
+	local   []unix.Iovec // ReadV's buffers, reused: a ProcessMemory is not for concurrent use
+	remote  []unix.RemoteIovec
 }
 
 // NewProcessMemory returns a reader of pid's address space.
@@ -81,8 +83,7 @@ func (m *ProcessMemory) ReadV(segs []Seg) int {
 	done := 0
 	for done < len(segs) {
 		n := min(len(segs)-done, maxIov)
-		local := make([]unix.Iovec, 0, n)
-		remote := make([]unix.RemoteIovec, 0, n)
+		local, remote := m.local[:0], m.remote[:0]
 		want := 0
 		for _, g := range segs[done : done+n] {
 			if len(g.Buf) == 0 {
@@ -92,6 +93,7 @@ func (m *ProcessMemory) ReadV(segs []Seg) int {
 			remote = append(remote, unix.RemoteIovec{Base: uintptr(g.Addr), Len: len(g.Buf)})
 			want += len(g.Buf)
 		}
+		m.local, m.remote = local, remote
 		got, err := unix.ProcessVMReadv(m.Pid, local, remote, 0)
 		if err != nil && got <= 0 {
 			if m.useFile || errors.Is(err, unix.EPERM) || errors.Is(err, unix.ENOSYS) {

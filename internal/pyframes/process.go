@@ -25,6 +25,10 @@ type Process struct {
 // scratch buffers of the hot path (a sample's stack read allocates only its result).
 type scratch struct {
 	allWindow bool // the last walk read every frame from the window
+	out       []Frame
+	tsHdr     []byte
+	re        [16 + 256]byte // recheck: frame field, cframe field, top frame header
+	reSegs    []Seg
 	window    []byte
 	winSegs   []Seg
 	raw       []rawFrame

@@ -55,6 +55,9 @@ type Options struct {
 	// frames came from one read of the thread's frame stack (3.11+), instead
 	// of retrying. Samplers use it: their sample is already in the past.
 	Snapshot bool
+	// Reuse returns frames in a buffer the next walk overwrites: for
+	// samplers that fold a stack before reading the next (no allocation).
+	Reuse bool
 }
 
 var ErrTorn = errors.New("stack changed while it was read")
@@ -169,10 +172,15 @@ func (p *Process) ThreadRefs() ([]ThreadRef, error) {
 	return out, nil
 }
 
+// tstateHeader reads a thread state's header into a scratch buffer that the
+// next call overwrites.
 func (p *Process) tstateHeader(ts, interp uint64) ([]byte, error) {
 	l, r := p.Layout, &p.objs
-	size := max(l.TstateNext, l.TstateInterp, l.TstateFrame, l.TstateThreadID, l.TstateNativeThreadID) + 8
-	hdr := make([]byte, size)
+	size := int(max(l.TstateNext, l.TstateInterp, l.TstateFrame, l.TstateThreadID, l.TstateNativeThreadID) + 8)
+	if cap(p.scratch.tsHdr) < size {
+		p.scratch.tsHdr = make([]byte, size)
+	}
+	hdr := p.scratch.tsHdr[:size]
 	if err := r.mem.Read(ts, hdr); err != nil {
 		return nil, fmt.Errorf("can't read thread state 0x%x: %w", ts, err)
 	}
@@ -220,11 +228,12 @@ func (p *Process) thread(ts, interp uint64, opt Options) (Thread, uint64, error)
 	if l.TstateNativeThreadID != 0 {
 		t.NativeID = int(le64(hdr, l.TstateNativeThreadID))
 	}
+	next := le64(hdr, l.TstateNext)
 	retries := opt.Retries
 	if retries == 0 {
 		retries = defaultRetry
 	}
-	tsFrame := le64(hdr, l.TstateFrame)
+	tsFrame := le64(hdr, l.TstateFrame) // read before the walk reuses the buffer
 	top, err := p.resolveTop(tsFrame)
 	for attempt := 0; ; attempt++ {
 		var frames []Frame
@@ -267,7 +276,7 @@ func (p *Process) thread(ts, interp uint64, opt Options) (Thread, uint64, error)
 			top, err = p.resolveTop(tsFrame)
 		}
 	}
-	return t, le64(hdr, l.TstateNext), nil
+	return t, next, nil
 }
 
 // frameID is what identifies a frame's place in a stack.
@@ -283,27 +292,29 @@ func (p *Process) idOf(buf []byte) frameID {
 // it can tell without another read, the new top frame (else 0, 0).
 func (p *Process) recheck(ts, tsFrame, top uint64, before frameID) (uint64, uint64, bool, error) {
 	l := p.Layout
-	var a, c [8]byte
-	var f [128]byte
-	fb := f[:l.FrameSize]
-	segs := []Seg{{Addr: ts + l.TstateFrame, Buf: a[:]}}
+	sc := &p.scratch
+	a, c := sc.re[0:8], sc.re[8:16]
+	fb := sc.re[16 : 16+l.FrameSize]
+	segs := sc.reSegs[:0]
+	segs = append(segs, Seg{Addr: ts + l.TstateFrame, Buf: a})
 	cframe := l.CFrameCurrentFrame >= 0
 	if cframe {
-		segs = append(segs, Seg{Addr: tsFrame + uint64(l.CFrameCurrentFrame), Buf: c[:]})
+		segs = append(segs, Seg{Addr: tsFrame + uint64(l.CFrameCurrentFrame), Buf: c})
 	}
 	if top != 0 {
 		segs = append(segs, Seg{Addr: top, Buf: fb})
 	}
+	sc.reSegs = segs
 	if n := readV(p.objs.mem, segs); n < len(segs) {
 		return 0, 0, false, &MemError{Pid: p.Pid, Addr: segs[n].Addr, Want: len(segs[n].Buf), Err: ErrUnmapped}
 	}
-	newFrame := le64(a[:], 0)
+	newFrame := le64(a, 0)
 	newTop := newFrame
 	if cframe {
 		if newFrame != tsFrame {
 			return 0, 0, false, nil // a new C-level eval loop: re-resolve
 		}
-		newTop = le64(c[:], 0)
+		newTop = le64(c, 0)
 	}
 	same := newTop == top && (top == 0 || p.idOf(fb) == before)
 	return newFrame, newTop, same, nil
@@ -354,8 +365,9 @@ func (p *Process) readWindow(top uint64) (uint64, []byte) {
 	win := p.scratch.window[:windowPages*page]
 	if end >= windowPages*page {
 		// Usually the whole window is mapped: one segment is cheapest.
-		one := [1]Seg{{Addr: end - windowPages*page, Buf: win}}
-		if readV(p.objs.mem, one[:]) == 1 {
+		one := append(p.scratch.winSegs[:0], Seg{Addr: end - windowPages*page, Buf: win})
+		p.scratch.winSegs = one
+		if readV(p.objs.mem, one) == 1 {
 			return end - windowPages*page, win
 		}
 	}
@@ -481,7 +493,15 @@ func (p *Process) stack(addr uint64, opt Options) ([]Frame, frameID, error) {
 	if cerr := p.codesOf(codes, infos); cerr != nil {
 		return nil, topID, cerr
 	}
-	frames := make([]Frame, len(raw))
+	var frames []Frame
+	if opt.Reuse {
+		if cap(p.scratch.out) < len(raw) {
+			p.scratch.out = make([]Frame, len(raw), 2*len(raw))
+		}
+		frames = p.scratch.out[:len(raw)]
+	} else {
+		frames = make([]Frame, len(raw))
+	}
 	for i, rf := range raw {
 		ci := infos[i]
 		f := Frame{Function: ci.name, File: ci.file, Code: rf.code, CodeID: ci.serial, Entry: rf.entry}

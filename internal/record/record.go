@@ -341,7 +341,7 @@ func (r *Recorder) marker(tid int, what string, weight int64) {
 
 func (r *Recorder) sampleRef(ref pyframes.ThreadRef, state string, weight int64) {
 	r.samples += uint64(weight)
-	frames, consistent, snapshot, err := r.s.Py.Stack(ref.Addr, pyframes.Options{Retries: 1, Snapshot: true})
+	frames, consistent, snapshot, err := r.s.Py.Stack(ref.Addr, pyframes.Options{Retries: 1, Snapshot: true, Reuse: true})
 	if snapshot {
 		r.moved += uint64(weight)
 		consistent = true
