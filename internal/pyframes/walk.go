@@ -64,23 +64,13 @@ var ErrTorn = errors.New("stack changed while it was read")
 
 // Threads walks every interpreter's thread states and their stacks.
 func (p *Process) Threads(opt Options) ([]Thread, error) {
-	l := p.Layout
-	r := &p.objs
-	interp, err := r.u64(p.Info.Runtime + l.RuntimeInterpretersHead)
-	if err != nil {
-		return nil, fmt.Errorf("can't read the interpreter list: %w", err)
-	}
-	if interp == 0 {
-		return nil, errors.New("interpreter not initialised (or finalised): no interpreter state")
-	}
+	l, r := p.Layout, &p.objs
 	var holderOld uint64
 	if l.RuntimeTstateCurrent != 0 {
 		holderOld, _ = r.u64(p.Info.Runtime + l.RuntimeTstateCurrent)
 	}
 	var out []Thread
-	seenInterp := map[uint64]bool{}
-	for id := int64(0); interp != 0 && id < maxInterps && !seenInterp[interp]; id++ {
-		seenInterp[interp] = true
+	err := p.interps(func(id int64, interp uint64) error {
 		holder := holderOld
 		if l.InterpCevalGIL != 0 {
 			holder = p.gilHolder(interp)
@@ -89,28 +79,60 @@ func (p *Process) Threads(opt Options) ([]Thread, error) {
 		if opt.Names {
 			names, _ = p.threadNames(interp) // names are best effort: a stack without a name is still a stack
 		}
-		ts, err := r.u64(interp + l.InterpThreadsHead)
-		if err != nil {
-			return out, fmt.Errorf("can't read thread list of interpreter 0x%x: %w", interp, err)
-		}
-		seen := map[uint64]bool{}
-		for n := 0; ts != 0 && n < maxThreads && !seen[ts]; n++ {
-			seen[ts] = true
+		return p.tstates(interp, func(ts uint64) (uint64, error) {
 			t, next, err := p.thread(ts, interp, opt)
 			if err != nil {
-				return out, err
+				return 0, err
 			}
 			t.Interp = id
 			t.HoldsGIL = holder != 0 && holder == ts
 			t.Name = names[t.ThreadID]
 			out = append(out, t)
-			ts = next
+			return next, nil
+		})
+	})
+	return out, err
+}
+
+// interps calls fn for each interpreter in the runtime's list (bounded,
+// cycle-safe).
+func (p *Process) interps(fn func(id int64, interp uint64) error) error {
+	l, r := p.Layout, &p.objs
+	interp, err := r.u64(p.Info.Runtime + l.RuntimeInterpretersHead)
+	if err != nil {
+		return fmt.Errorf("can't read the interpreter list: %w", err)
+	}
+	if interp == 0 {
+		return errors.New("interpreter not initialised (or finalised): no interpreter state")
+	}
+	seen := map[uint64]bool{}
+	for id := int64(0); interp != 0 && id < maxInterps && !seen[interp]; id++ {
+		seen[interp] = true
+		if err := fn(id, interp); err != nil {
+			return err
 		}
 		if interp, err = r.u64(interp + l.InterpNext); err != nil {
 			break
 		}
 	}
-	return out, nil
+	return nil
+}
+
+// tstates calls fn for each thread state of interp; fn returns the next
+// one (bounded, cycle-safe).
+func (p *Process) tstates(interp uint64, fn func(ts uint64) (uint64, error)) error {
+	ts, err := p.objs.u64(interp + p.Layout.InterpThreadsHead)
+	if err != nil {
+		return fmt.Errorf("can't read thread list of interpreter 0x%x: %w", interp, err)
+	}
+	seen := map[uint64]bool{}
+	for n := 0; ts != 0 && n < maxThreads && !seen[ts]; n++ {
+		seen[ts] = true
+		if ts, err = fn(ts); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (p *Process) gilHolder(interp uint64) uint64 {
@@ -138,38 +160,23 @@ type ThreadRef struct {
 // ThreadRefs lists every interpreter's thread states (no frames): what a
 // sampler needs to map a kernel TID to the thread state to walk.
 func (p *Process) ThreadRefs() ([]ThreadRef, error) {
-	l, r := p.Layout, &p.objs
-	interp, err := r.u64(p.Info.Runtime + l.RuntimeInterpretersHead)
-	if err != nil {
-		return nil, fmt.Errorf("can't read the interpreter list: %w", err)
-	}
+	l := p.Layout
 	var out []ThreadRef
-	seenInterp := map[uint64]bool{}
-	for id := int64(0); interp != 0 && id < maxInterps && !seenInterp[interp]; id++ {
-		seenInterp[interp] = true
-		ts, err := r.u64(interp + l.InterpThreadsHead)
-		if err != nil {
-			return out, fmt.Errorf("can't read thread list of interpreter 0x%x: %w", interp, err)
-		}
-		seen := map[uint64]bool{}
-		for n := 0; ts != 0 && n < maxThreads && !seen[ts]; n++ {
-			seen[ts] = true
+	err := p.interps(func(id int64, interp uint64) error {
+		return p.tstates(interp, func(ts uint64) (uint64, error) {
 			hdr, err := p.tstateHeader(ts, interp)
 			if err != nil {
-				return out, err
+				return 0, err
 			}
 			ref := ThreadRef{Interp: id, Addr: ts, ThreadID: le64(hdr, l.TstateThreadID)}
 			if l.TstateNativeThreadID != 0 {
 				ref.NativeID = int(le64(hdr, l.TstateNativeThreadID))
 			}
 			out = append(out, ref)
-			ts = le64(hdr, l.TstateNext)
-		}
-		if interp, err = r.u64(interp + l.InterpNext); err != nil {
-			break
-		}
-	}
-	return out, nil
+			return le64(hdr, l.TstateNext), nil
+		})
+	})
+	return out, err
 }
 
 // tstateHeader reads a thread state's header into a scratch buffer that the
