@@ -125,7 +125,7 @@ func ExplainPtrace(op string, pid int, sameUID bool, cause error) *GateError {
 		e.Fix = "only a reboot with a lower ptrace_scope lifts this"
 	case scope == 2 && !hasPtrace:
 		e.Gate = "kernel.yama.ptrace_scope=2 (admin-only attach)"
-		e.Fix = fmt.Sprintf("run as root, or setcap cap_sys_ptrace+ep %s", exe())
+		e.Fix = fmt.Sprintf("run as root, or give pyobs CAP_SYS_PTRACE: setcap cap_sys_ptrace+ep %s", exe())
 	case scope == 1 && !hasPtrace:
 		e.Gate = "kernel.yama.ptrace_scope=1 (only a parent may attach)"
 		e.Fix = "run as root, spawn the target with pyobs (-- CMD), or: sysctl kernel.yama.ptrace_scope=0"

@@ -1,0 +1,98 @@
+package capability
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// fixture builds a fake root with the given files and points Root at it.
+func fixture(t *testing.T, files map[string]string) {
+	t.Helper()
+	dir := t.TempDir()
+	for name, body := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := Root
+	Root = dir + "/"
+	t.Cleanup(func() { Root = old })
+}
+
+// status returns a /proc/self/status with the given effective capabilities.
+func status(capEff string) string {
+	return "Name:\tpyobs\nCapInh:\t0000000000000000\nCapEff:\t" + capEff + "\n"
+}
+
+func TestExplainPtraceNamesTheGate(t *testing.T) {
+	const none = "0000000000000000"
+	const ptrace = "0000000000080000" // bit 19
+	cases := []struct {
+		name    string
+		scope   string // "" = no Yama
+		capEff  string
+		sameUID bool
+		want    []string
+	}{
+		{"other-user", "", none, false, []string{"CAP_SYS_PTRACE", "setcap cap_sys_ptrace+ep"}},
+		{"scope-1", "1", none, true, []string{"ptrace_scope=1", "sysctl kernel.yama.ptrace_scope=0", "-- CMD"}},
+		{"scope-2", "2", none, true, []string{"ptrace_scope=2", "CAP_SYS_PTRACE"}},
+		{"scope-3", "3", ptrace, true, []string{"ptrace_scope=3", "reboot"}},
+		{"scope-1-with-cap", "1", ptrace, true, []string{"PTRACE_MODE_ATTACH"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			files := map[string]string{"proc/self/status": status(c.capEff)}
+			if c.scope != "" {
+				files["proc/sys/kernel/yama/ptrace_scope"] = c.scope + "\n"
+			}
+			fixture(t, files)
+			err := ExplainPtrace("read pid 42 memory", 42, c.sameUID, syscall.EPERM)
+			msg := err.Error()
+			for _, w := range c.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("%q does not mention %q", msg, w)
+				}
+			}
+			if !errors.Is(err, ErrPermission) || !errors.Is(err, syscall.EPERM) {
+				t.Errorf("error does not wrap ErrPermission and EPERM: %v", err)
+			}
+			if strings.Contains(msg, "\n") {
+				t.Errorf("message is not one line: %q", msg)
+			}
+		})
+	}
+}
+
+func TestProbes(t *testing.T) {
+	fixture(t, map[string]string{
+		"proc/sys/kernel/perf_event_paranoid": "3\n",
+		"proc/self/status":                    status("000001c000080000"),
+		"sys/kernel/btf/vmlinux":              "",
+		"sys/kernel/tracing/events/x":         "",
+	})
+	if got := PerfEventParanoid(); got != 3 {
+		t.Errorf("perf_event_paranoid %d, want 3", got)
+	}
+	if PtraceScope() != -1 {
+		t.Errorf("no Yama file, but PtraceScope = %d", PtraceScope())
+	}
+	if !Has(CapSysPtrace) || !Has(CapPerfmon) || !Has(CapBPF) || Has(CapSysAdmin) {
+		t.Errorf("capabilities misread from CapEff 000001c000080000: %x", Effective())
+	}
+	if !BTF() || Tracefs() != "/sys/kernel/tracing" {
+		t.Errorf("BTF %v, tracefs %q", BTF(), Tracefs())
+	}
+	fixture(t, map[string]string{"proc/self/status": "garbage"})
+	if Effective() != 0 || PerfEventParanoid() != 2 {
+		t.Errorf("unreadable files must read as no capabilities and paranoid 2")
+	}
+}
