@@ -57,6 +57,7 @@ type Recorder struct {
 	prof     *flame.Profile
 	tids     *session.TidMap
 	names    map[uint64]string
+	namesAt  time.Time // last refresh of names
 	ids      []int             // scratch for one stack's frame ids
 	frameIDs map[[2]uint64]int // (code object, line) -> interned frame
 	start    time.Time
@@ -383,7 +384,9 @@ func (r *Recorder) sampleRef(ref pyframes.ThreadRef, state string, weight int64)
 
 func (r *Recorder) threadFrame(ref pyframes.ThreadRef) int {
 	name := r.names[ref.ThreadID]
-	if name == "" && ref.ThreadID != 0 {
+	if name == "" && ref.ThreadID != 0 && time.Since(r.namesAt) > 500*time.Millisecond {
+		// A thread not named yet (or never: not started by threading):
+		// look again, but not on every sample.
 		r.refreshNames()
 		name = r.names[ref.ThreadID]
 	}
@@ -398,6 +401,7 @@ func (r *Recorder) refreshNames() {
 	if !r.opt.Threads {
 		return
 	}
+	r.namesAt = time.Now()
 	ths, err := r.s.Py.Threads(pyframes.Options{Names: true, Retries: 1})
 	if err != nil {
 		return
