@@ -57,7 +57,7 @@ type Recorder struct {
 	prof     *flame.Profile
 	tids     *session.TidMap
 	names    map[uint64]string
-	namesAt  time.Time // last refresh of names
+	namesAt  time.Time         // last refresh of names
 	ids      []int             // scratch for one stack's frame ids
 	frameIDs map[[2]uint64]int // (code object, line) -> interned frame
 	start    time.Time
