@@ -83,6 +83,7 @@ tracing (costly), or introspection (reading the interpreter's memory).`,
 	root.AddCommand(newDump(g))
 	root.AddCommand(newRecord(g))
 	root.AddCommand(newStat(g))
+	root.AddCommand(newOffcpu(g))
 	return root
 }
 

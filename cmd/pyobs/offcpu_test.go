@@ -1,0 +1,195 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pyobs/pyobs/internal/flame"
+	"github.com/pyobs/pyobs/internal/testutil"
+)
+
+type offcpuJSON struct {
+	Meta   flame.Meta `json:"meta"`
+	Result struct {
+		WindowS float64 `json:"window_s"`
+		Threads []struct {
+			Tid     int                `json:"tid"`
+			Name    string             `json:"name"`
+			WindowS float64            `json:"window_s"`
+			OnCPUS  float64            `json:"on_cpu_s"`
+			OffCPUS float64            `json:"off_cpu_s"`
+			RunQS   float64            `json:"runqueue_s"`
+			ShortS  float64            `json:"short_waits_s"`
+			ClassS  map[string]float64 `json:"classes_s"`
+		} `json:"threads"`
+	} `json:"result"`
+	Top []offcpuTop `json:"top"`
+}
+
+// runOffcpuJSON watches offcpu_waits.py MODE for window with --wall
+// --threads and returns the JSON account.
+func runOffcpuJSON(t *testing.T, label, mode string, window time.Duration) offcpuJSON {
+	t.Helper()
+	in := testutil.Find(t, label)
+	tg := testutil.Start(t, in, "offcpu_waits.py", mode)
+	time.Sleep(200 * time.Millisecond) // let the threads settle into their loops
+	r := testutil.Run(t, 60*time.Second, "offcpu", "-p", fmt.Sprint(tg.Pid), "-d", window.String(), "--wall", "--threads", "--format", "json")
+	if r.Code != 0 {
+		t.Fatalf("offcpu exit %d: %s", r.Code, r.Stderr)
+	}
+	if !strings.Contains(r.Stderr, "switches") || !strings.Contains(r.Stderr, "observer CPU") || !strings.Contains(r.Stderr, "short waits not read") {
+		t.Errorf("footer lacks the run's account: %q", r.Stderr)
+	}
+	var out offcpuJSON
+	if err := json.Unmarshal([]byte(r.Stdout), &out); err != nil {
+		t.Fatalf("json: %v\n%.800s", err, r.Stdout)
+	}
+	if out.Meta.Unit != "microseconds" || out.Meta.Command != "offcpu" {
+		t.Errorf("meta: %+v", out.Meta)
+	}
+	// --wall: per thread, on-CPU + off-CPU + run-queue = window (5 %).
+	for _, th := range out.Result.Threads {
+		sum := th.OnCPUS + th.OffCPUS + th.RunQS
+		if math.Abs(sum-out.Result.WindowS) > 0.05*out.Result.WindowS {
+			t.Errorf("%s: on %.3f + off %.3f + run-queue %.3f = %.3f s, window %.3f s", th.Name, th.OnCPUS, th.OffCPUS, th.RunQS, sum, out.Result.WindowS)
+		}
+	}
+	t.Logf("%s %s: window %.3fs", label, mode, out.Result.WindowS)
+	for _, th := range out.Result.Threads {
+		t.Logf("  %-10s on %.3f off %.3f rq %.3f short %.3f classes %v", th.Name, th.OnCPUS, th.OffCPUS, th.RunQS, th.ShortS, th.ClassS)
+	}
+	return out
+}
+
+func (o offcpuJSON) thread(t *testing.T, name string) (on, off, rq float64, classes map[string]float64) {
+	t.Helper()
+	for _, th := range o.Result.Threads {
+		if th.Name == name {
+			return th.OnCPUS, th.OffCPUS, th.RunQS, th.ClassS
+		}
+	}
+	t.Fatalf("no thread %q in %+v", name, o.Result.Threads)
+	return
+}
+
+// attributed is the µs the profile folds under stacks containing frame
+// (a function label prefix) with this class.
+func (o offcpuJSON) attributed(thread, frame, class string) float64 {
+	var us int64
+	for _, s := range o.Top {
+		if s.Class == class && strings.Contains(s.Stack, thread+" (") && strings.Contains(s.Stack, ";"+frame+" (") {
+			us += s.US
+		}
+	}
+	return float64(us) / 1e6
+}
+
+var offcpuInterps = []string{"pyenv-3.11", "pyenv-3.13", "sid-3.14"}
+
+// TestOffcpuWaits: ground truth from offcpu_waits.py — a lock waiter,
+// a pipe reader, a sleeper, a CPU burner, two GIL-contending spinners.
+func TestOffcpuWaits(t *testing.T) {
+	testutil.RequireRoot(t)
+	const window = 1500 * time.Millisecond
+	for _, label := range offcpuInterps {
+		t.Run(label, func(t *testing.T) {
+			t.Run("lock", func(t *testing.T) {
+				o := runOffcpuJSON(t, label, "lock", window)
+				w := o.Result.WindowS
+				_, _, _, cl := o.thread(t, "waiter")
+				if cl["lock"] < 0.7*w {
+					t.Errorf("waiter blocked in class lock %.3fs, want ≥ 70 %% of %.3fs", cl["lock"], w)
+				}
+				if a := o.attributed("waiter", "wait_for_lock", "lock"); a < 0.7*w {
+					t.Errorf("profile attributes %.3fs of lock waits to wait_for_lock, want ≥ 70 %% of %.3fs", a, w)
+				}
+				_, _, _, hc := o.thread(t, "holder")
+				if hc["sleep"] < 0.7*w {
+					t.Errorf("holder sleeps %.3fs, want ≥ 70 %% of %.3fs", hc["sleep"], w)
+				}
+			})
+			t.Run("io", func(t *testing.T) {
+				o := runOffcpuJSON(t, label, "io", window)
+				w := o.Result.WindowS
+				if _, _, _, c := o.thread(t, "reader"); c["pipe/read"] < 0.95*w {
+					t.Errorf("reader in pipe/read %.3fs, want ≈ window %.3fs (classes %v)", c["pipe/read"], w, c)
+				}
+				if a := o.attributed("reader", "read_pipe", "pipe/read"); a < 0.95*w {
+					t.Errorf("profile attributes %.3fs of pipe/read to read_pipe, want ≈ %.3fs", a, w)
+				}
+				if _, _, _, c := o.thread(t, "sleeper"); c["sleep"] < 0.95*w {
+					t.Errorf("sleeper in sleep %.3fs, want ≈ window %.3fs (classes %v)", c["sleep"], w, c)
+				}
+				if a := o.attributed("sleeper", "nap", "sleep"); a < 0.95*w {
+					t.Errorf("profile attributes %.3fs of sleep to nap, want ≈ %.3fs", a, w)
+				}
+				// Blocked (not run-queue: the machine may be busy) ≈ 0.
+				if _, off, _, c := o.thread(t, "burner"); off > 0.05*w {
+					t.Errorf("CPU-bound burner blocked %.3fs of %.3fs (classes %v)", off, w, c)
+				}
+			})
+			t.Run("cpu2", func(t *testing.T) {
+				o := runOffcpuJSON(t, label, "cpu2", window)
+				w := o.Result.WindowS
+				onA, _, rqA, ca := o.thread(t, "spin-a")
+				onB, _, rqB, cb := o.thread(t, "spin-b")
+				// A waits for the GIL while B holds it: B on CPU, or B
+				// preempted while holding it. Waits nobody read are the
+				// slack (short GIL hand-offs).
+				check := func(me string, gil, otherOn, otherRQ, myShort float64) {
+					if gil < 0.1*w {
+						t.Errorf("%s: GIL wait %.3fs of %.3fs: no contention seen", me, gil, w)
+					}
+					if gil+myShort < 0.5*otherOn || gil > otherOn+otherRQ+0.15*w {
+						t.Errorf("%s: GIL wait %.3fs (+%.3fs not read), the other thread ran %.3fs (+%.3fs preempted)", me, gil, myShort, otherOn, otherRQ)
+					}
+				}
+				shortOf := func(name string) float64 {
+					for _, th := range o.Result.Threads {
+						if th.Name == name {
+							return th.ShortS
+						}
+					}
+					return 0
+				}
+				check("spin-a", ca["GIL"], onB, rqB, shortOf("spin-a"))
+				check("spin-b", cb["GIL"], onA, rqA, shortOf("spin-b"))
+			})
+		})
+	}
+}
+
+// TestOffcpuFolded: -o FILE.folded writes a folded profile in µs that reads
+// back, with class frames; the default text summary names the classes.
+func TestOffcpuFolded(t *testing.T) {
+	testutil.RequireRoot(t)
+	in := testutil.Find(t, "pyenv-3.13")
+	tg := testutil.Start(t, in, "offcpu_waits.py", "io")
+	out := filepath.Join(t.TempDir(), "w.folded")
+	r := testutil.Run(t, 60*time.Second, "offcpu", "-p", fmt.Sprint(tg.Pid), "-d", "500ms", "--min-block", "1ms", "-o", out)
+	if r.Code != 0 {
+		t.Fatalf("exit %d: %s", r.Code, r.Stderr)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := flame.ReadFolded(bytes.NewReader(b))
+	if err != nil || p.Total() < 400_000 {
+		t.Fatalf("folded: %v, total %d µs\n%s", err, p.Total(), b)
+	}
+	if !strings.Contains(string(b), "read_pipe (") || !strings.Contains(string(b), ";[pipe/read] ") || !strings.Contains(string(b), ";[sleep] ") {
+		t.Errorf("folded output lacks the reader's and sleeper's waits:\n%s", b)
+	}
+	r = testutil.Run(t, 60*time.Second, "offcpu", "-p", fmt.Sprint(tg.Pid), "-d", "300ms")
+	if r.Code != 0 || !strings.Contains(r.Stdout, "Wait classes") || !strings.Contains(r.Stdout, "pipe/read") || !strings.Contains(r.Stdout, "reader (") {
+		t.Errorf("text summary (exit %d):\n%s\n%s", r.Code, r.Stdout, r.Stderr)
+	}
+}

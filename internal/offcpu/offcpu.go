@@ -1,0 +1,472 @@
+package offcpu
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sort"
+	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pyobs/pyobs/internal/capability"
+	"github.com/pyobs/pyobs/internal/flame"
+	"github.com/pyobs/pyobs/internal/perfevent"
+	"github.com/pyobs/pyobs/internal/pyframes"
+	"github.com/pyobs/pyobs/internal/session"
+)
+
+// Options of a run.
+type Options struct {
+	Duration time.Duration // 0: until ctx ends or the target exits
+	MinBlock time.Duration // waits shorter than this stay in the totals but not in the profile
+	Wall     bool          // also fold on-CPU time per thread under [on-CPU]
+	Threads  bool          // root each stack at its thread
+	Drain    time.Duration // ring drain period (default 1 ms)
+	Proc     string        // proc mount (default /proc)
+}
+
+// ThreadStat is one thread's account of the window.
+type ThreadStat struct {
+	Tid      int                `json:"tid"`
+	Name     string             `json:"name,omitempty"`
+	WindowS  float64            `json:"window_s"` // the part of the window the thread was watched
+	OnCPUS   float64            `json:"on_cpu_s"`
+	OffCPUS  float64            `json:"off_cpu_s"` // blocked (not runnable)
+	RunQS    float64            `json:"runqueue_s"`
+	ShortN   uint64             `json:"short_waits"`   // waits that ended before anyone looked
+	ShortS   float64            `json:"short_waits_s"` // their total (included in off_cpu_s / runqueue_s)
+	ClassS   map[string]float64 `json:"classes_s"`
+	Switches uint64             `json:"switches"`
+	Exited   bool               `json:"exited,omitempty"`
+}
+
+// Result is a run's profile (microseconds) and its account.
+type Result struct {
+	Profile      *flame.Profile     `json:"-"`
+	WindowS      float64            `json:"window_s"`
+	Threads      []ThreadStat       `json:"threads"`
+	ClassS       map[string]float64 `json:"classes_s"`
+	Switches     uint64             `json:"switches"`
+	Lost         uint64             `json:"lost"`
+	Looks        uint64             `json:"stack_reads"`
+	LookRetries  uint64             `json:"reads_discarded"` // reads thrown away: the thread ran during the read
+	ShortN       uint64             `json:"short_waits"`
+	ShortS       float64            `json:"short_waits_s"`
+	ShortLongN   uint64             `json:"unread_long_waits"` // waits ≥ 2 drain periods nobody read (drain late, read failed)
+	FilteredN    uint64             `json:"filtered_waits"`    // below --min-block: in the totals, not in the profile
+	FilteredS    float64            `json:"filtered_s"`
+	ObserverCPUS float64            `json:"observer_cpu_s"`
+	DrainMS      float64            `json:"drain_period_ms"`
+}
+
+type thr struct {
+	tid      int
+	on       bool
+	since    int64
+	first    int64
+	end      int64
+	preempt  bool
+	seen     bool
+	ids      []int // stack (root first, thread root included) of the current wait
+	class    string
+	onNS     int64
+	offNS    int64
+	rqNS     int64
+	shortN   uint64
+	shortNS  int64
+	shortQNS int64 // short waits that were preemptions
+	classNS  map[string]int64
+	switches uint64
+	gone     bool
+}
+
+type engine struct {
+	s        *session.Session
+	opt      Options
+	tr       *perfevent.SwitchTracer
+	tids     *session.TidMap
+	prof     *flame.Profile
+	threads  map[int]*thr
+	order    []int
+	names    map[uint64]string
+	frameIDs map[[2]uint64]int
+	gilLo    uint64
+	gilHi    uint64
+	res      Result
+	minNS    int64
+	drainNS  int64
+	scratch  []int
+}
+
+func monoNow() int64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return ts.Nano()
+}
+
+// Run watches the target's context switches until opt.Duration passes, ctx
+// ends or the target exits; a cut-short run still returns its result.
+func Run(ctx context.Context, s *session.Session, opt Options) (*Result, error) {
+	if opt.Drain <= 0 {
+		opt.Drain = time.Millisecond
+	}
+	if opt.Proc == "" {
+		opt.Proc = "/proc"
+	}
+	mode := "offcpu"
+	if opt.Wall {
+		mode = "wall"
+	}
+	e := &engine{s: s, opt: opt, tr: perfevent.NewSwitchTracer(), tids: s.NewTidMap(), threads: map[int]*thr{},
+		frameIDs: map[[2]uint64]int{}, minNS: opt.MinBlock.Nanoseconds(), drainNS: opt.Drain.Nanoseconds()}
+	defer e.tr.Close()
+	e.prof = flame.New(flame.Meta{Command: "offcpu", Mode: mode, Unit: "microseconds", Pid: s.Pid, Python: s.Py.Version().String()})
+	e.res.DrainMS = float64(opt.Drain.Microseconds()) / 1e3
+	e.tids.Refresh()
+	e.refreshNames()
+	e.gilLo, e.gilHi = s.Py.GILRange()
+
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	cpu0 := selfCPU()
+	start := monoNow()
+	if err := e.addThreads(); err != nil {
+		return nil, err
+	}
+	var deadline <-chan time.Time
+	if opt.Duration > 0 {
+		t := time.NewTimer(opt.Duration)
+		defer t.Stop()
+		deadline = t.C
+	}
+	lastScan, lastCheck := time.Now(), time.Now()
+	var err error
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case <-deadline:
+			break loop
+		default:
+		}
+		if s.Spawned() {
+			select {
+			case <-s.Exited():
+				break loop
+			default:
+			}
+		}
+		// A plain nanosleep on this locked thread: no Go timer, no hand-off.
+		ts := unix.NsecToTimespec(opt.Drain.Nanoseconds())
+		_ = unix.Nanosleep(&ts, nil)
+		if err = e.drain(); err != nil {
+			break
+		}
+		e.look()
+		if time.Since(lastScan) > 50*time.Millisecond {
+			lastScan = time.Now()
+			if err = e.addThreads(); err != nil {
+				break
+			}
+		}
+		if time.Since(lastCheck) > 200*time.Millisecond {
+			lastCheck = time.Now()
+			if !s.Alive() {
+				break
+			}
+		}
+	}
+	if derr := e.drain(); err == nil {
+		err = derr
+	}
+	end := monoNow()
+	e.finish(end)
+	e.res.WindowS = float64(end-start) / 1e9
+	e.res.ObserverCPUS = (selfCPU() - cpu0).Seconds()
+	m := &e.prof.Meta
+	m.DurationS = e.res.WindowS
+	m.Samples = e.res.Switches
+	m.Lost = e.res.Lost
+	m.StackReads = e.res.Looks
+	m.ObserverCPUS = e.res.ObserverCPUS
+	e.res.Profile = e.prof
+	return &e.res, err
+}
+
+func (e *engine) addThreads() error {
+	tids, err := e.s.FS.Tasks(e.s.Pid)
+	if err != nil {
+		return nil // exiting: the loop notices
+	}
+	live := make(map[int]bool, len(tids))
+	for _, tid := range tids {
+		live[tid] = true
+		if e.tr.Watching(tid) {
+			continue
+		}
+		if th := e.threads[tid]; th != nil && th.gone {
+			continue
+		}
+		t0 := monoNow() // before the event exists: every record is later
+		if err := e.tr.AddThread(tid); err != nil {
+			if errors.Is(err, unix.ESRCH) {
+				continue
+			}
+			return perfError(e.s.Pid, err)
+		}
+		w := readWait(e.opt.Proc, e.s.Pid, tid)
+		th := &thr{tid: tid, on: w.State == "R" || w.State == "", since: t0, first: t0, classNS: map[string]int64{}}
+		e.threads[tid] = th
+		e.order = append(e.order, tid)
+	}
+	for _, tid := range e.tr.Tids() {
+		if !live[tid] {
+			_ = e.tr.Drain(tid, e.handle)
+			e.tr.Remove(tid)
+			if th := e.threads[tid]; th != nil {
+				th.gone = true
+				th.end = th.since // its last record: what followed was its exit
+			}
+		}
+	}
+	return nil
+}
+
+func (e *engine) drain() error { return e.tr.DrainAll(e.handle) }
+
+func (e *engine) handle(tid int, rec perfevent.RawRecord) {
+	switch rec.Type {
+	case perfevent.RecordLost:
+		if n, err := perfevent.DecodeLost(rec.Body); err == nil {
+			e.res.Lost += n
+		}
+	case perfevent.RecordSwitch:
+		id, out, preempt, err := perfevent.DecodeSwitch(rec)
+		if err != nil {
+			return
+		}
+		th := e.threads[tid]
+		if th == nil {
+			return
+		}
+		t := int64(id.Time)
+		d := max(t-th.since, 0)
+		th.switches++
+		e.res.Switches++
+		if out {
+			// Whatever we believed, it was running until now.
+			th.onNS += d
+			th.on, th.since, th.preempt, th.seen = false, t, preempt, false
+			return
+		}
+		if !th.on {
+			e.foldOff(th, d)
+		} else {
+			// A switch-in while we thought it ran (its switch-out predates
+			// the event): blocked since we started watching, unread.
+			e.foldShort(th, d)
+		}
+		th.on, th.since, th.seen = true, t, false
+	}
+}
+
+// foldOff closes the current wait of th, d ns long.
+func (e *engine) foldOff(th *thr, d int64) {
+	if !th.seen {
+		e.foldShort(th, d)
+		return
+	}
+	if th.class == ClassRunQueue {
+		th.rqNS += d
+	} else {
+		th.offNS += d
+	}
+	th.classNS[th.class] += d
+	if d < e.minNS {
+		e.res.FilteredN++
+		e.res.FilteredS += float64(d) / 1e9
+		return
+	}
+	ids := append(e.scratch[:0], th.ids...)
+	ids = append(ids, e.prof.Intern(flame.Frame{Kind: flame.State, Function: "[" + th.class + "]"}))
+	e.prof.AddIDs(ids, d/1000)
+	e.scratch = ids
+}
+
+// foldShort accounts a wait nobody looked at; its weight is folded once per
+// thread at the end (exact ns sums).
+func (e *engine) foldShort(th *thr, d int64) {
+	th.shortN++
+	if th.preempt {
+		th.rqNS += d
+		th.shortQNS += d
+		th.classNS[ClassRunQueue] += d
+	} else {
+		th.offNS += d
+		th.shortNS += d
+	}
+	if d >= 2*e.drainNS+2e6 {
+		e.res.ShortLongN++
+	}
+}
+
+// look reads the stack and wait reason of every thread that is off CPU and
+// not yet read: it cannot run while we read (kept only if its ring stayed
+// quiet, i.e. it did not switch in meanwhile).
+func (e *engine) look() {
+	for _, tid := range e.order {
+		th := e.threads[tid]
+		if th.gone || th.on || th.seen {
+			continue
+		}
+		e.res.Looks++
+		class := ClassRunQueue
+		if !th.preempt {
+			class = Classify(readWait(e.opt.Proc, e.s.Pid, tid), e.gilLo, e.gilHi)
+		}
+		ids := e.stack(tid, th.ids[:0])
+		if !e.tr.Quiet(tid) {
+			e.res.LookRetries++
+			th.ids = ids
+			continue
+		}
+		th.ids, th.class, th.seen = ids, class, true
+	}
+}
+
+// stack appends tid's root-first Python stack (or a marker) to ids.
+func (e *engine) stack(tid int, ids []int) []int {
+	if e.opt.Threads {
+		ids = append(ids, e.threadFrame(tid))
+	}
+	ref, ok := e.tids.Lookup(tid)
+	if !ok {
+		return append(ids, e.prof.Intern(flame.Frame{Kind: flame.State, Function: "[no Python thread state]"}))
+	}
+	frames, consistent, snapshot, err := e.s.Py.Stack(ref.Addr, pyframes.Options{Retries: 1, Snapshot: true, Reuse: true})
+	switch {
+	case err != nil && !errors.Is(err, pyframes.ErrTorn):
+		return append(ids, e.prof.Intern(flame.Frame{Kind: flame.State, Function: "[unreadable]"}))
+	case !consistent && !snapshot:
+		return append(ids, e.prof.Intern(flame.Frame{Kind: flame.State, Function: "[torn read]"}))
+	}
+	if len(frames) == 0 {
+		return append(ids, e.prof.Intern(flame.Frame{Kind: flame.State, Function: "[no Python frames]"}))
+	}
+	for i := len(frames) - 1; i >= 0; i-- {
+		f := frames[i]
+		k := [2]uint64{f.CodeID, uint64(f.Line)}
+		id, ok := e.frameIDs[k]
+		if !ok {
+			id = e.prof.Intern(flame.Frame{Kind: flame.Python, Function: f.Function, File: f.File, Line: f.Line})
+			e.frameIDs[k] = id
+		}
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+func (e *engine) threadFrame(tid int) int {
+	label := "thread " + strconv.Itoa(tid)
+	if n := e.name(tid); n != "" {
+		label = n + " (" + strconv.Itoa(tid) + ")"
+	}
+	return e.prof.Intern(flame.Frame{Kind: flame.Thread, Function: label})
+}
+
+func (e *engine) name(tid int) string {
+	ref, ok := e.tids.Lookup(tid)
+	if !ok {
+		return ""
+	}
+	n := e.names[ref.ThreadID]
+	if n == "" && ref.ThreadID != 0 {
+		e.refreshNames()
+		n = e.names[ref.ThreadID]
+	}
+	return n
+}
+
+func (e *engine) refreshNames() {
+	ths, err := e.s.Py.Threads(pyframes.Options{Names: true, Retries: 1})
+	if err != nil {
+		return
+	}
+	if e.names == nil {
+		e.names = map[uint64]string{}
+	}
+	for _, t := range ths {
+		if t.Name != "" {
+			e.names[t.ThreadID] = t.Name
+		}
+	}
+}
+
+// finish closes every open interval at end and folds the per-thread sums.
+func (e *engine) finish(end int64) {
+	e.res.ClassS = map[string]float64{}
+	state := func(s string) int { return e.prof.Intern(flame.Frame{Kind: flame.State, Function: s}) }
+	for _, tid := range e.order {
+		th := e.threads[tid]
+		if !th.gone {
+			d := max(end-th.since, 0)
+			if th.on {
+				th.onNS += d
+			} else {
+				e.foldOff(th, d)
+			}
+			th.end = end
+		}
+		root := func() []int {
+			if e.opt.Threads {
+				return []int{e.threadFrame(tid)}
+			}
+			return nil
+		}
+		if th.shortNS > 0 {
+			e.prof.AddIDs(append(root(), state("[short waits: not read]")), th.shortNS/1000)
+		}
+		if th.shortQNS > 0 {
+			e.prof.AddIDs(append(root(), state("[short waits: not read]"), state("["+ClassRunQueue+"]")), th.shortQNS/1000)
+		}
+		if e.opt.Wall && th.onNS > 0 {
+			e.prof.AddIDs(append(root(), state("[on-CPU]")), th.onNS/1000)
+		}
+		st := ThreadStat{Tid: tid, Name: e.name(tid), WindowS: float64(th.end-th.first) / 1e9,
+			OnCPUS: float64(th.onNS) / 1e9, OffCPUS: float64(th.offNS) / 1e9, RunQS: float64(th.rqNS) / 1e9,
+			ShortN: th.shortN, ShortS: float64(th.shortNS+th.shortQNS) / 1e9, ClassS: map[string]float64{},
+			Switches: th.switches, Exited: th.gone}
+		for c, ns := range th.classNS {
+			st.ClassS[c] = float64(ns) / 1e9
+			e.res.ClassS[c] += float64(ns) / 1e9
+		}
+		e.res.ShortN += th.shortN
+		e.res.ShortS += st.ShortS
+		e.res.Threads = append(e.res.Threads, st)
+	}
+	sort.Slice(e.res.Threads, func(i, j int) bool { return e.res.Threads[i].Tid < e.res.Threads[j].Tid })
+}
+
+func selfCPU() time.Duration {
+	var ru unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func perfError(pid int, err error) error {
+	if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
+		return &capability.GateError{
+			Op:   fmt.Sprintf("open context-switch events on pid %d", pid),
+			Gate: fmt.Sprintf("kernel.perf_event_paranoid=%d without CAP_PERFMON", capability.PerfEventParanoid()),
+			Fix:  "run as root, grant CAP_PERFMON (setcap cap_perfmon+ep on pyobs), or lower it: sysctl kernel.perf_event_paranoid=1",
+			Err:  errors.Join(capability.ErrPermission, err),
+		}
+	}
+	return fmt.Errorf("pid %d: %w", pid, err)
+}
