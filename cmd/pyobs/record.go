@@ -23,6 +23,7 @@ type recordFlags struct {
 	threads  bool
 	native   bool
 	kernel   bool
+	stack    int
 	icicle   bool
 }
 
@@ -43,6 +44,13 @@ func newRecord(g *globals) *cobra.Command {
   stack ends in the thread's state ([running], [sleeping in …]).
 --mode gil: a timer reads the stack of the thread holding the GIL ([GIL free]
   when nobody holds it).
+--native (cpu mode): each sample also copies the thread's user registers and
+  --stack-size bytes of its stack; pyobs unwinds them with the ELF files'
+  .eh_frame CFI and replaces each _PyEval_EvalFrameDefault frame with the
+  Python frames it runs. Stacks deeper than the copy end in
+  [truncated native stack]; samples whose native and Python stacks disagree
+  are kept unmerged under [merge mismatch] and counted.
+--kernel (cpu mode): kernel frames (SYMBOL_[k]) from the sample's callchain.
 
 Price: sampling. The target is never stopped; a stack that changed while it
 was read is counted as torn and shown as [torn read], never guessed. The end
@@ -52,7 +60,8 @@ pyobs's own CPU. Ctrl-C ends the recording early and still writes the output.`,
   pyobs record -p 4242 -F 997 --format pprof -o cpu.pb.gz
   pyobs record --mode wall -p 4242 --format speedscope -o p.json
   pyobs record --threads -p 4242 --format folded
-  pyobs record -o out.svg -- python3 app.py`,
+  pyobs record -o out.svg -- python3 app.py
+  pyobs record --native --kernel -p 4242 -o mixed.svg`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error { return runRecord(cmd, g, &f, args) },
 	}
@@ -61,8 +70,9 @@ pyobs's own CPU. Ctrl-C ends the recording early and still writes the output.`,
 	fl.DurationVarP(&f.duration, "duration", "d", 0, "how long to record (default: until Ctrl-C or the target exits)")
 	fl.StringVar(&f.mode, "mode", "cpu", "cpu, wall or gil")
 	fl.BoolVar(&f.threads, "threads", false, "root each stack at its thread (name and TID)")
-	fl.BoolVar(&f.native, "native", false, "include native frames (not available yet)")
-	fl.BoolVar(&f.kernel, "kernel", false, "include kernel frames (not available yet)")
+	fl.BoolVar(&f.native, "native", false, "include native (C) frames, unwound from a copy of each sample's user stack, merged with the Python frames")
+	fl.BoolVar(&f.kernel, "kernel", false, "include kernel frames (suffix _[k]) from each sample's kernel callchain")
+	fl.IntVar(&f.stack, "stack-size", record.DefaultStackSize, "with --native: bytes of user stack copied per sample (multiple of 8, at most 61440)")
 	fl.BoolVar(&f.icicle, "icicle", false, "svg: draw roots at the top")
 	return c
 }
@@ -107,8 +117,11 @@ func runRecord(cmd *cobra.Command, g *globals, f *recordFlags, args []string) er
 	if f.mode != "cpu" && f.mode != "wall" && f.mode != "gil" {
 		return usagef("record: unknown --mode %q (cpu, wall, gil)", f.mode)
 	}
-	if f.native || f.kernel {
-		return usagef("record: --native and --kernel are not available yet")
+	if (f.native || f.kernel) && f.mode != "cpu" {
+		return usagef("record: --native and --kernel need --mode cpu")
+	}
+	if f.stack <= 0 || f.stack > 61440 || f.stack%8 != 0 {
+		return usagef("record: --stack-size %d is not a multiple of 8 in 8..61440", f.stack)
 	}
 	if f.duration < 0 {
 		return usagef("record: --duration must not be negative")
@@ -124,7 +137,7 @@ func runRecord(cmd *cobra.Command, g *globals, f *recordFlags, args []string) er
 			return err
 		}
 	}
-	opt := record.Options{Mode: f.mode, Freq: f.freq, Duration: f.duration, Threads: f.threads}
+	opt := record.Options{Mode: f.mode, Freq: f.freq, Duration: f.duration, Threads: f.threads, Native: f.native, Kernel: f.kernel, StackSize: f.stack}
 	live := isTerminal(os.Stderr)
 	if live {
 		opt.Progress = func(p record.Progress) {
@@ -170,8 +183,13 @@ func footer(p *flame.Profile, out string) string {
 	if m.ReadLagUS > 0 {
 		lag = fmt.Sprintf(", late %d (mean read lag %.0f µs), moved %d", m.Late, m.ReadLagUS, m.Moved)
 	}
-	return fmt.Sprintf("pyobs record: %s mode, %d samples in %.1fs (%s); lost %d, torn %d, failed %d, throttled %d%s; observer CPU %.2fs%s; target stopped 0s; wrote %s",
-		m.Mode, m.Samples, m.DurationS, rate, m.Lost, m.Torn, m.Failed, m.Throttled, lag, m.ObserverCPUS, obs, where)
+	nat := ""
+	if n := m.NativeFull + m.NativeTruncated + m.NativeFailed; n > 0 {
+		nat = fmt.Sprintf("; native stacks: %d unwound fully (%.1f %%), %d truncated, %d failed, %d merge mismatches",
+			m.NativeFull, 100*float64(m.NativeFull)/float64(n), m.NativeTruncated, m.NativeFailed, m.MergeMismatch)
+	}
+	return fmt.Sprintf("pyobs record: %s mode, %d samples in %.1fs (%s); lost %d, torn %d, failed %d, throttled %d%s%s; observer CPU %.2fs%s; target stopped 0s; wrote %s",
+		m.Mode, m.Samples, m.DurationS, rate, m.Lost, m.Torn, m.Failed, m.Throttled, lag, nat, m.ObserverCPUS, obs, where)
 }
 
 func writeProfile(out, format string, p *flame.Profile, icicle bool) error {

@@ -88,6 +88,19 @@ type Meta struct {
 	ObserverCPUS   float64 `json:"observer_cpu_s"`
 	TargetStoppedS float64 `json:"target_stopped_s"`
 	PeriodNS       int64   `json:"period_ns,omitempty"` // nominal time one sample stands for
+	// With --native: how each sample's native unwind ended (reached the
+	// outermost frame; ran out of copied stack; stopped at a frame without
+	// mapping/CFI/usable rule), why they stopped, and the samples whose
+	// native and Python stacks disagreed (kept unmerged, marked).
+	NativeFull      uint64            `json:"native_full,omitempty"`
+	NativeTruncated uint64            `json:"native_truncated,omitempty"`
+	NativeFailed    uint64            `json:"native_failed,omitempty"`
+	NativeStops     map[string]uint64 `json:"native_stops,omitempty"`
+	MergeMismatch   uint64            `json:"merge_mismatch,omitempty"`
+	StackUserBytes  int               `json:"stack_user_bytes,omitempty"` // user stack copied per sample
+	// KernelSymbols: with --kernel, a note when kernel frames can't be
+	// named (kptr_restrict hides /proc/kallsyms addresses).
+	KernelSymbols string `json:"kernel_symbols,omitempty"`
 }
 
 // Profile aggregates stacks. Stacks are root first. Weight is in Meta.Unit.

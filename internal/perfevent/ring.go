@@ -91,15 +91,47 @@ func copyWrapped(dst, data []byte, off uint64) {
 }
 
 // Sample is the part of a PERF_RECORD_SAMPLE this package asks for:
-// PERF_SAMPLE_TID | PERF_SAMPLE_TIME [| PERF_SAMPLE_CALLCHAIN].
+// PERF_SAMPLE_TID | PERF_SAMPLE_TIME [| CALLCHAIN] [| REGS_USER] [| STACK_USER].
 type Sample struct {
 	Pid, Tid  uint32
 	Time      uint64
-	Callchain []uint64 // aliases the record body
+	Callchain []uint64
+	// RegsABI is PERF_SAMPLE_REGS_ABI_* (0: no user registers, e.g. a
+	// kernel thread); Regs holds them by perf register number (RegIP, …).
+	RegsABI uint64
+	Regs    [NumPerfRegs]uint64
+	// Stack is the copied user stack from the sampled rsp upward (its
+	// dyn_size bytes); it aliases the record body.
+	Stack []byte
 }
 
-// DecodeSample parses a sample body for the given sample_type bits.
+// x86_64 perf register numbers (arch/x86/include/uapi/asm/perf_regs.h).
+const (
+	RegAX, RegBX, RegCX, RegDX, RegSI, RegDI, RegBP, RegSP, RegIP = 0, 1, 2, 3, 4, 5, 6, 7, 8
+	RegR8                                                         = 16
+	NumPerfRegs                                                   = 24
+	// RegsGeneral asks for the general registers and rip (no flags or
+	// segment registers): what CFI rules can refer to.
+	RegsGeneral uint64 = 0x1ff | 0xff<<RegR8
+)
+
+// SampleFormat says which optional fields a sample body holds, in the
+// kernel's order.
+type SampleFormat struct {
+	Callchain bool
+	RegsUser  uint64 // PERF_SAMPLE_REGS_USER mask; 0: not asked for
+	StackUser bool
+}
+
+// DecodeSample parses a sample body of TID|TIME[|CALLCHAIN].
 func DecodeSample(b []byte, callchain bool) (Sample, error) {
+	return DecodeSampleFormat(b, SampleFormat{Callchain: callchain})
+}
+
+// DecodeSampleFormat parses a sample body laid out as f says. Pure: every
+// length is checked against the body, so garbage yields an error, never a
+// panic or an allocation larger than the body.
+func DecodeSampleFormat(b []byte, f SampleFormat) (Sample, error) {
 	var s Sample
 	if len(b) < 16 {
 		return s, fmt.Errorf("perf sample: %d bytes, need 16", len(b))
@@ -107,17 +139,64 @@ func DecodeSample(b []byte, callchain bool) (Sample, error) {
 	s.Pid = binary.LittleEndian.Uint32(b[0:])
 	s.Tid = binary.LittleEndian.Uint32(b[4:])
 	s.Time = binary.LittleEndian.Uint64(b[8:])
-	if callchain {
-		if len(b) < 24 {
+	off := 16
+	u64 := func() (uint64, bool) {
+		if len(b)-off < 8 {
+			return 0, false
+		}
+		off += 8
+		return binary.LittleEndian.Uint64(b[off-8:]), true
+	}
+	if f.Callchain {
+		nr, ok := u64()
+		if !ok {
 			return Sample{}, fmt.Errorf("perf sample: no callchain length")
 		}
-		nr := binary.LittleEndian.Uint64(b[16:])
-		if nr > uint64(len(b)-24)/8 {
-			return Sample{}, fmt.Errorf("perf sample: callchain of %d entries in %d bytes", nr, len(b)-24)
+		if nr > uint64(len(b)-off)/8 {
+			return Sample{}, fmt.Errorf("perf sample: callchain of %d entries in %d bytes", nr, len(b)-off)
 		}
 		s.Callchain = make([]uint64, nr)
 		for i := range s.Callchain {
-			s.Callchain[i] = binary.LittleEndian.Uint64(b[24+8*i:])
+			s.Callchain[i], _ = u64()
+		}
+	}
+	if f.RegsUser != 0 {
+		abi, ok := u64()
+		if !ok {
+			return Sample{}, fmt.Errorf("perf sample: no user register ABI at offset %d", off)
+		}
+		s.RegsABI = abi
+		if abi != 0 {
+			for r := 0; r < 64; r++ {
+				if f.RegsUser&(1<<r) == 0 {
+					continue
+				}
+				v, ok := u64()
+				if !ok {
+					return Sample{}, fmt.Errorf("perf sample: user register %d past the end (offset %d)", r, off)
+				}
+				if r < NumPerfRegs {
+					s.Regs[r] = v
+				}
+			}
+		}
+	}
+	if f.StackUser {
+		size, ok := u64()
+		if !ok {
+			return Sample{}, fmt.Errorf("perf sample: no user stack size at offset %d", off)
+		}
+		if size > uint64(len(b)-off) {
+			return Sample{}, fmt.Errorf("perf sample: user stack of %d bytes in %d", size, len(b)-off)
+		}
+		data := b[off : off+int(size)]
+		off += int(size)
+		if size != 0 {
+			dyn, ok := u64()
+			if !ok {
+				return Sample{}, fmt.Errorf("perf sample: no user stack dyn_size at offset %d", off)
+			}
+			s.Stack = data[:min(dyn, size)]
 		}
 	}
 	return s, nil

@@ -133,3 +133,38 @@ func FuzzDrainRing(f *testing.F) {
 		}
 	})
 }
+
+func TestDecodeSampleRegsStack(t *testing.T) {
+	f := SampleFormat{Callchain: true, RegsUser: 1<<RegSP | 1<<RegIP, StackUser: true}
+	b := sampleBody(1, 2, 3)
+	b = binary.LittleEndian.AppendUint64(b, 1) // callchain: 1 entry
+	b = binary.LittleEndian.AppendUint64(b, 0xffffffff81000000)
+	b = binary.LittleEndian.AppendUint64(b, 2) // ABI 64
+	b = binary.LittleEndian.AppendUint64(b, 0x7ffc0000)
+	b = binary.LittleEndian.AppendUint64(b, 0x401000)
+	b = binary.LittleEndian.AppendUint64(b, 16) // stack size
+	b = append(b, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16)
+	b = binary.LittleEndian.AppendUint64(b, 8) // dyn_size
+	s, err := DecodeSampleFormat(b, f)
+	if err != nil || s.Regs[RegSP] != 0x7ffc0000 || s.Regs[RegIP] != 0x401000 || len(s.Stack) != 8 || s.Stack[7] != 8 || len(s.Callchain) != 1 {
+		t.Fatalf("%+v %v", s, err)
+	}
+	for n := 0; n < len(b); n++ {
+		if _, err := DecodeSampleFormat(b[:n], f); err == nil {
+			t.Fatalf("%d of %d bytes accepted", n, len(b))
+		}
+	}
+}
+
+func FuzzDecodeSample(f *testing.F) {
+	f.Add(sampleBody(1, 2, 3), uint64(RegsGeneral), true, true)
+	f.Fuzz(func(t *testing.T, b []byte, regs uint64, cc, stack bool) {
+		s, err := DecodeSampleFormat(b, SampleFormat{Callchain: cc, RegsUser: regs, StackUser: stack})
+		if err != nil && (s.Callchain != nil || s.Stack != nil) {
+			t.Fatal("error with a result")
+		}
+		if len(s.Stack) > len(b) || 8*len(s.Callchain) > len(b) {
+			t.Fatal("decoded more than the body holds")
+		}
+	})
+}

@@ -12,13 +12,30 @@ import (
 // SamplerConfig chooses the sampling event.
 type SamplerConfig struct {
 	Freq      int  // samples per second of the thread's CPU time (period 1e9/Freq ns of task-clock)
-	Callchain bool // also ask for kernel+user callchains
-	DataPages int  // ring data pages per thread (power of two; default 16)
+	Callchain bool // also ask for callchains
+	// KernelCallchainOnly leaves the user part out of callchains (the
+	// user stack is unwound from StackUser instead).
+	KernelCallchainOnly bool
+	// RegsUser asks for these user registers (RegsGeneral: all that CFI
+	// uses) with each sample; StackUser for a copy of this many bytes of
+	// the user stack from rsp up (a multiple of 8, at most MaxStackUser).
+	RegsUser  uint64
+	StackUser int
+	DataPages int // ring data pages per thread (power of two; default 16)
 	// WakeEvery is how many samples the kernel collects before waking us
 	// (default 1). Each wake-up costs the target a cross-CPU wake and us a
 	// context switch; at high rates waking once per few samples is cheaper
 	// and, given the wake-up latency, loses nothing.
 	WakeEvery int
+}
+
+// MaxStackUser is the largest user stack copy asked for: a sample record,
+// stack included, must fit the 16-bit record size.
+const MaxStackUser = 60 * 1024
+
+// Format is the layout of this sampler's sample bodies.
+func (s *Sampler) Format() SampleFormat {
+	return SampleFormat{Callchain: s.cfg.Callchain, RegsUser: s.cfg.RegsUser, StackUser: s.cfg.StackUser > 0}
 }
 
 // Sampler samples threads on CPU with the task-clock software event (it
@@ -46,8 +63,15 @@ func NewSampler(cfg SamplerConfig) (*Sampler, error) {
 	if cfg.Freq <= 0 {
 		return nil, errors.New("sampling frequency must be positive")
 	}
+	if cfg.StackUser < 0 || cfg.StackUser > MaxStackUser || cfg.StackUser%8 != 0 {
+		return nil, fmt.Errorf("user stack size %d is not a multiple of 8 in 0..%d", cfg.StackUser, MaxStackUser)
+	}
 	if cfg.DataPages == 0 {
 		cfg.DataPages = 16
+		// Room for at least 4 wake-ups' worth of samples with their stacks.
+		for need := 4 * max(1, cfg.WakeEvery) * (cfg.StackUser + 1024); cfg.DataPages*unix.Getpagesize() < need && cfg.DataPages < 1024; {
+			cfg.DataPages *= 2
+		}
 	}
 	if cfg.DataPages&(cfg.DataPages-1) != 0 {
 		return nil, fmt.Errorf("ring pages %d is not a power of two", cfg.DataPages)
@@ -82,6 +106,17 @@ func (s *Sampler) AddThread(tid int) error {
 	}
 	if s.cfg.Callchain {
 		attr.Sample_type |= unix.PERF_SAMPLE_CALLCHAIN
+		if s.cfg.KernelCallchainOnly {
+			attr.Bits |= unix.PerfBitExcludeCallchainUser
+		}
+	}
+	if s.cfg.RegsUser != 0 {
+		attr.Sample_type |= unix.PERF_SAMPLE_REGS_USER
+		attr.Sample_regs_user = s.cfg.RegsUser
+	}
+	if s.cfg.StackUser > 0 {
+		attr.Sample_type |= unix.PERF_SAMPLE_STACK_USER
+		attr.Sample_stack_user = uint32(s.cfg.StackUser)
 	}
 	fd, err := unix.PerfEventOpen(&attr, tid, -1, -1, unix.PERF_FLAG_FD_CLOEXEC)
 	if err != nil {

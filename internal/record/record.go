@@ -6,7 +6,9 @@
 //
 // Price: sampling, about 1 % at 99 Hz; the Python stack read costs the
 // observer a few µs per sample and never stops the target.
-// Cannot see: native and kernel frames (yet), off-CPU time in cpu mode (by
+// With --native/--kernel each sample also carries its native stack
+// (internal/unwind) and kernel callchain, merged with the Python frames.
+// Cannot see: off-CPU time in cpu mode (by
 // construction: use --mode wall or `pyobs offcpu`), and what happens between
 // the kernel's sample and the stack read (a thread may have moved on: torn
 // reads are detected and counted, not guessed).
@@ -37,7 +39,11 @@ type Options struct {
 	Freq     int           // Hz
 	Duration time.Duration // 0: until the target exits or ctx ends
 	Threads  bool          // root each stack at its thread
-	Progress func(Progress)
+	// Native and Kernel add each sample's native frames (unwound from a
+	// copy of its user stack, StackSize bytes) and kernel frames (cpu mode).
+	Native, Kernel bool
+	StackSize      int
+	Progress       func(Progress)
 }
 
 // Progress is the live status line's content.
@@ -72,6 +78,7 @@ type Recorder struct {
 	moved    uint64 // stacks taken from one read while the thread moved on
 	reads    uint64 // stack reads (one per thread per drain of the rings)
 	pending  map[int]pendingSamples
+	nat      *native // with --native/--kernel
 	lastCPU  float64 // last reading of the target's CPU seconds
 	maxLag   int64   // ns between the kernel's sample and our read beyond which the read is "late"
 	lagSum   int64
@@ -95,6 +102,9 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*flame.Profile, 
 	case "", "cpu":
 		opt.Mode = "cpu"
 	case "wall", "gil":
+		if opt.Native || opt.Kernel {
+			return nil, fmt.Errorf("--native and --kernel need --mode cpu (they unwind the kernel's CPU samples)")
+		}
 	default:
 		return nil, fmt.Errorf("unknown mode %q (cpu, wall, gil)", opt.Mode)
 	}
@@ -103,6 +113,13 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*flame.Profile, 
 	r.maxLag = max(int64(2e9/opt.Freq), int64(5*time.Millisecond))
 	r.prof = flame.New(flame.Meta{Command: "record", Mode: opt.Mode, Unit: "samples", Pid: s.Pid,
 		Python: s.Py.Version().String(), RequestedHz: float64(opt.Freq), PeriodNS: int64(1e9 / opt.Freq)})
+	if opt.Native || opt.Kernel {
+		if opt.StackSize == 0 {
+			opt.StackSize = DefaultStackSize
+		}
+		r.opt.StackSize = opt.StackSize
+		r.nat = newNative(s.Pid, opt.Native, opt.Kernel)
+	}
 	r.tids.Refresh()
 	r.refreshNames()
 	r.start = time.Now()
@@ -150,11 +167,19 @@ func (r *Recorder) runCPU(ctx context.Context, deadline <-chan time.Time) error 
 	defer runtime.UnlockOSThread()
 	// Wake about 1000 times a second at most; samples of one thread that
 	// arrive together are read once (see pending).
-	sm, err := perfevent.NewSampler(perfevent.SamplerConfig{Freq: r.opt.Freq, WakeEvery: max(1, r.opt.Freq/1000)})
+	cfg := perfevent.SamplerConfig{Freq: r.opt.Freq, WakeEvery: max(1, r.opt.Freq/1000)}
+	if r.nat != nil {
+		if r.opt.Native {
+			cfg.RegsUser, cfg.StackUser = perfevent.RegsGeneral, r.opt.StackSize
+		}
+		cfg.Callchain, cfg.KernelCallchainOnly = r.opt.Kernel, true
+	}
+	sm, err := perfevent.NewSampler(cfg)
 	if err != nil {
 		return err
 	}
 	defer sm.Close()
+	format := sm.Format()
 	addThreads := func() error {
 		tids, err := r.s.FS.Tasks(r.s.Pid)
 		if err != nil {
@@ -176,7 +201,7 @@ func (r *Recorder) runCPU(ctx context.Context, deadline <-chan time.Time) error 
 	handle := func(_ int, rec perfevent.RawRecord) {
 		switch rec.Type {
 		case perfevent.RecordSample:
-			smp, err := perfevent.DecodeSample(rec.Body, false)
+			smp, err := perfevent.DecodeSampleFormat(rec.Body, format)
 			if err != nil {
 				r.failed++
 				return
@@ -184,6 +209,11 @@ func (r *Recorder) runCPU(ctx context.Context, deadline <-chan time.Time) error 
 			p := r.pending[int(smp.Tid)]
 			p.count++
 			p.newest = max(p.newest, int64(smp.Time))
+			if r.nat != nil {
+				// Each sample keeps its own native stack, unwound now:
+				// its stack copy lives only as long as the ring record.
+				p.natives = append(p.natives, r.nat.capture(&smp))
+			}
 			r.pending[int(smp.Tid)] = p
 		case perfevent.RecordLost:
 			if n, err := perfevent.DecodeLost(rec.Body); err == nil {
@@ -223,8 +253,9 @@ func (r *Recorder) runCPU(ctx context.Context, deadline <-chan time.Time) error 
 // pendingSamples are the kernel's samples of one thread collected in one
 // drain of the rings.
 type pendingSamples struct {
-	count  int64
-	newest int64 // CLOCK_MONOTONIC ns of the newest sample
+	count   int64
+	newest  int64          // CLOCK_MONOTONIC ns of the newest sample
+	natives []nativeSample // with --native/--kernel: each sample's own stacks
 }
 
 // readPending reads each sampled thread's stack once and gives it the
@@ -233,10 +264,23 @@ type pendingSamples struct {
 // into a sleep): those samples count as late, under a marker.
 func (r *Recorder) readPending() {
 	now := monoNow()
+	defer func() {
+		if r.nat != nil {
+			r.nat.slab = r.nat.slab[:0]
+		}
+	}()
 	for tid, p := range r.pending {
 		delete(r.pending, tid)
-		r.reads++
 		lag := now - p.newest
+		if r.nat != nil {
+			if lag > 0 && lag <= r.maxLag {
+				r.lagSum += lag
+				r.lagN++
+			}
+			r.sampleNative(tid, p.natives, lag > r.maxLag)
+			continue
+		}
+		r.reads++
 		if lag > r.maxLag {
 			r.late += uint64(p.count)
 			r.marker(tid, "[late read]", p.count)
@@ -458,6 +502,9 @@ func (r *Recorder) finish() {
 	}
 	m.AchievedHz = r.achieved()
 	m.ObserverCPUS = (selfCPU() - r.cpu0).Seconds()
+	if r.nat != nil {
+		r.nat.finish(m, r.opt.StackSize)
+	}
 }
 
 func selfCPU() time.Duration {

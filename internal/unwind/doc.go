@@ -1,0 +1,19 @@
+// Package unwind turns a sample's copied user stack and registers into
+// native frames, and kernel callchain addresses into kernel symbols.
+//
+// Truth it reads: the .eh_frame_hdr/.eh_frame call-frame information (CFI)
+// of every mapped ELF file (parsed once per file and kept), /proc/PID/maps
+// to place addresses in files, the [vdso] image from /proc/PID/mem,
+// .symtab/.dynsym for names, and /proc/kallsyms for the kernel.
+//
+// Price: nothing for the target beyond the kernel copying the stack into
+// the sample; for the observer, one FDE lookup and (cached) CFA rule per
+// frame.
+//
+// Cannot see: frames beyond the copied part of the stack (the unwind stops
+// and says "truncated"), code without CFI (JIT code, hand-written assembly
+// without directives: "failed" at that frame), names of static functions
+// in binaries stripped to .dynsym (they stay "[unknown] (lib+0xoff)"), and
+// the xz-compressed .gnu_debugdata symbol table (Go's standard library has
+// no xz decoder; such functions stay unknown too).
+package unwind

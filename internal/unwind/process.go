@@ -1,0 +1,326 @@
+package unwind
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Mapping is one executable line of /proc/PID/maps.
+type Mapping struct {
+	Start, End, Off uint64
+	Dev             string
+	Inode           uint64
+	Path            string // "" for anonymous memory, "[vdso]", …
+
+	obj  *Object
+	bias uint64
+	err  error // why obj is nil
+}
+
+// ParseMaps reads the executable mappings of a /proc/PID/maps file.
+func ParseMaps(r io.Reader) ([]Mapping, error) {
+	var out []Mapping
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 4096), 1<<20)
+	for sc.Scan() {
+		// 7f0c..-7f0d.. r-xp 00002000 fd:01 1234   /usr/lib/libc.so.6
+		f := strings.Fields(sc.Text())
+		if len(f) < 5 || len(f[1]) < 3 || f[1][2] != 'x' {
+			continue
+		}
+		lo, hi, ok := strings.Cut(f[0], "-")
+		if !ok {
+			return nil, fmt.Errorf("maps: bad range %q", f[0])
+		}
+		var m Mapping
+		var err1, err2, err3, err4 error
+		m.Start, err1 = strconv.ParseUint(lo, 16, 64)
+		m.End, err2 = strconv.ParseUint(hi, 16, 64)
+		m.Off, err3 = strconv.ParseUint(f[2], 16, 64)
+		m.Inode, err4 = strconv.ParseUint(f[4], 10, 64)
+		if err := errors.Join(err1, err2, err3, err4); err != nil || m.End <= m.Start {
+			return nil, fmt.Errorf("maps: bad line %q", sc.Text())
+		}
+		m.Dev = f[3]
+		if len(f) > 5 {
+			m.Path = strings.Join(f[5:], " ")
+		}
+		out = append(out, m)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Start < out[j].Start })
+	return out, nil
+}
+
+// Cache holds parsed objects by file identity (device, inode, path), so
+// a file is parsed once for every process and sample that maps it.
+type Cache struct {
+	mu   sync.Mutex
+	objs map[string]objEntry
+}
+
+type objEntry struct {
+	obj *Object
+	err error
+}
+
+// NewCache returns an empty object cache.
+func NewCache() *Cache { return &Cache{objs: map[string]objEntry{}} }
+
+func (c *Cache) get(key string, load func() (*Object, error)) (*Object, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.objs[key]; ok {
+		return e.obj, e.err
+	}
+	o, err := load()
+	c.objs[key] = objEntry{o, err}
+	return o, err
+}
+
+// Process unwinds the samples of one process.
+type Process struct {
+	Pid      int
+	Proc     string // procfs root, /proc by default
+	cache    *Cache
+	maps     []Mapping
+	mapsAt   time.Time
+	MapsRead int // how often /proc/PID/maps was read
+}
+
+// NewProcess prepares unwinding in pid, sharing objects through cache.
+func NewProcess(pid int, cache *Cache) *Process {
+	return &Process{Pid: pid, Proc: "/proc", cache: cache}
+}
+
+func (p *Process) refresh() error {
+	p.mapsAt = time.Now()
+	p.MapsRead++
+	f, err := os.Open(filepath.Join(p.Proc, strconv.Itoa(p.Pid), "maps"))
+	if err != nil {
+		return fmt.Errorf("can't read the maps of pid %d: %w", p.Pid, err)
+	}
+	defer f.Close()
+	maps, err := ParseMaps(f)
+	if err != nil {
+		return fmt.Errorf("pid %d: %w", p.Pid, err)
+	}
+	for i := range maps {
+		p.attach(&maps[i])
+	}
+	p.maps = maps
+	return nil
+}
+
+// attach finds (or loads) the object of a mapping and its load bias.
+func (p *Process) attach(m *Mapping) {
+	var key string
+	var load func() (*Object, error)
+	switch {
+	case m.Path == "[vdso]":
+		key = fmt.Sprintf("[vdso] %d", m.End-m.Start)
+		load = func() (*Object, error) {
+			b, err := p.readMem(m.Start, m.End-m.Start)
+			if err != nil {
+				return nil, err
+			}
+			return LoadObject(bytes.NewReader(b))
+		}
+	case m.Inode == 0 || m.Path == "":
+		m.err = errors.New("anonymous executable memory (JIT?): no CFI")
+		return
+	default:
+		key = m.Dev + " " + strconv.FormatUint(m.Inode, 10) + " " + m.Path
+		load = func() (*Object, error) { return p.openObject(m) }
+	}
+	m.obj, m.err = p.cache.get(key, load)
+	if m.obj != nil {
+		var ok bool
+		if m.bias, ok = m.obj.Bias(m.Start, m.Off); !ok {
+			m.obj, m.err = nil, fmt.Errorf("no loadable segment at file offset 0x%x", m.Off)
+		}
+	}
+}
+
+// openObject opens the mapped file itself (through map_files: right even
+// when the path was replaced or deleted, or lies in another mount
+// namespace), falling back to the path.
+func (p *Process) openObject(m *Mapping) (*Object, error) {
+	f, err := os.Open(filepath.Join(p.Proc, strconv.Itoa(p.Pid), "map_files", fmt.Sprintf("%x-%x", m.Start, m.End)))
+	if err != nil {
+		if f, err = os.Open(strings.TrimSuffix(m.Path, " (deleted)")); err != nil {
+			return nil, fmt.Errorf("can't open %s: %w", m.Path, err)
+		}
+	}
+	defer f.Close()
+	o, err := LoadObject(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", m.Path, err)
+	}
+	return o, nil
+}
+
+func (p *Process) readMem(addr, n uint64) ([]byte, error) {
+	f, err := os.Open(filepath.Join(p.Proc, strconv.Itoa(p.Pid), "mem"))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b := make([]byte, n)
+	if _, err := f.ReadAt(b, int64(addr)); err != nil {
+		return nil, fmt.Errorf("pid %d, address 0x%x: can't read %d bytes: %w", p.Pid, addr, n, err)
+	}
+	return b, nil
+}
+
+// mapping finds the executable mapping of addr, re-reading the maps (at
+// most every 100 ms) when none holds it: a library loaded since.
+func (p *Process) mapping(addr uint64) *Mapping {
+	for attempt := 0; attempt < 2; attempt++ {
+		i := sort.Search(len(p.maps), func(i int) bool { return p.maps[i].End > addr })
+		if i < len(p.maps) && p.maps[i].Start <= addr {
+			return &p.maps[i]
+		}
+		if attempt == 0 && (p.maps == nil || time.Since(p.mapsAt) > 100*time.Millisecond) {
+			if p.refresh() != nil {
+				return nil
+			}
+		}
+	}
+	return nil
+}
+
+// Status is how an unwind ended.
+type Status uint8
+
+const (
+	Full      Status = iota // reached the outermost frame
+	Truncated               // the stack copy (or the depth limit) ended first
+	Failed                  // a frame without mapping, CFI or a usable rule
+)
+
+// MaxDepth bounds one unwind.
+const MaxDepth = 1024
+
+// Unwind walks the native stack from regs (rip in the RegRA column) over
+// the copied stack and appends each frame's pc, leaf first, to out. The
+// error says why a Truncated or Failed unwind stopped.
+func (p *Process) Unwind(regs Regs, stack StackCopy, out []uint64) ([]uint64, Status, error) {
+	if regs.Have&(1<<RegRA) == 0 || regs.Have&(1<<RegRSP) == 0 {
+		return out, Failed, ErrNoRegister
+	}
+	for depth := 0; ; depth++ {
+		pc := regs.V[RegRA]
+		out = append(out, pc)
+		if depth == MaxDepth {
+			return out, Truncated, fmt.Errorf("%w (%d frames)", ErrDepth, MaxDepth)
+		}
+		look := pc
+		if depth > 0 {
+			look-- // a return address may lie just past its call (noreturn callees)
+		}
+		m := p.mapping(look)
+		if m == nil {
+			return out, Failed, fmt.Errorf("pc 0x%x: %w", pc, ErrNoMapping)
+		}
+		if m.obj == nil {
+			return out, Failed, fmt.Errorf("pc 0x%x in %s: %w: %w", pc, m.Path, ErrNoCFI, m.err)
+		}
+		row, err := m.obj.Row(look - m.bias)
+		if err != nil {
+			return out, Failed, fmt.Errorf("pc 0x%x in %s+0x%x: %w", pc, m.Path, look-m.bias, err)
+		}
+		next, err := Step(row, &regs, stack)
+		switch {
+		case errors.Is(err, ErrOutermost):
+			return out, Full, nil
+		case errors.Is(err, ErrOutsideCopy):
+			return out, Truncated, err
+		case err != nil:
+			return out, Failed, fmt.Errorf("pc 0x%x in %s+0x%x: %w", pc, m.Path, look-m.bias, err)
+		}
+		if next.V[RegRA] == 0 {
+			return out, Full, nil
+		}
+		if next.V[RegRSP] <= regs.V[RegRSP] {
+			return out, Failed, fmt.Errorf("pc 0x%x: %w", pc, ErrNoProgress)
+		}
+		regs = next
+	}
+}
+
+// More reasons an unwind stops.
+var (
+	ErrNoMapping  = errors.New("pc in no executable mapping")
+	ErrNoCFI      = errors.New("no CFI for the mapping")
+	ErrNoProgress = errors.New("the stack pointer did not move up")
+	ErrDepth      = errors.New("depth limit")
+)
+
+// Reason is a short, stable name for why an unwind stopped (for counts).
+func Reason(err error) string {
+	for _, r := range []struct {
+		err  error
+		name string
+	}{{ErrOutsideCopy, "stack_copy_end"}, {ErrDepth, "depth_limit"}, {ErrNoMapping, "no_mapping"},
+		{ErrNoCFI, "no_cfi"}, {ErrNoFDE, "no_fde"}, {ErrNoProgress, "no_progress"},
+		{ErrNoRegister, "register_unknown"}, {ErrBadExpr, "unsupported_expression"}} {
+		if errors.Is(err, r.err) {
+			return r.name
+		}
+	}
+	var fe *FormatError
+	if errors.As(err, &fe) {
+		return "bad_cfi"
+	}
+	return "other"
+}
+
+// Symbol is a native frame's name.
+type Symbol struct {
+	Name  string // the function, or "" when unknown
+	Path  string // the mapped file ("" when in no mapping)
+	Off   uint64 // address in the file's own terms
+	Known bool
+}
+
+// Label renders the folded-format label: the symbol, or
+// "[unknown] (LIB+0xOFF)".
+func (s Symbol) Label() string {
+	if s.Known {
+		return s.Name
+	}
+	if s.Path == "" {
+		return fmt.Sprintf("[unknown] (0x%x)", s.Off)
+	}
+	return fmt.Sprintf("[unknown] (%s+0x%x)", filepath.Base(s.Path), s.Off)
+}
+
+// Symbolize names the function at pc (pass pc-1 for return addresses).
+func (p *Process) Symbolize(pc uint64) Symbol {
+	m := p.mapping(pc)
+	if m == nil {
+		return Symbol{Off: pc}
+	}
+	if m.obj == nil {
+		if m.Path == "" {
+			return Symbol{Off: pc}
+		}
+		return Symbol{Path: m.Path, Off: pc - m.Start + m.Off}
+	}
+	s := Symbol{Path: m.Path, Off: pc - m.bias}
+	s.Name, s.Known = m.obj.Symbol(s.Off)
+	return s
+}
