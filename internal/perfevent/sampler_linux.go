@@ -27,6 +27,8 @@ type SamplerConfig struct {
 	// context switch; at high rates waking once per few samples is cheaper
 	// and, given the wake-up latency, loses nothing.
 	WakeEvery int
+	// Switches adds the thread's context-switch records to its ring.
+	Switches bool
 }
 
 // MaxStackUser is the largest user stack copy asked for: a sample record,
@@ -103,6 +105,11 @@ func (s *Sampler) AddThread(tid int) error {
 		Bits:        unix.PerfBitDisabled | unix.PerfBitUseClockID,
 		Clockid:     unix.CLOCK_MONOTONIC,
 		Wakeup:      uint32(max(1, s.cfg.WakeEvery)),
+	}
+	if s.cfg.Switches {
+		// PERF_RECORD_SWITCH in the same ring, in order with the samples:
+		// the reader learns that a thread went off CPU after a sample.
+		attr.Bits |= unix.PerfBitContextSwitch
 	}
 	if s.cfg.Callchain {
 		attr.Sample_type |= unix.PERF_SAMPLE_CALLCHAIN

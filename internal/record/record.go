@@ -167,7 +167,7 @@ func (r *Recorder) runCPU(ctx context.Context, deadline <-chan time.Time) error 
 	defer runtime.UnlockOSThread()
 	// Wake about 1000 times a second at most; samples of one thread that
 	// arrive together are read once (see pending).
-	cfg := perfevent.SamplerConfig{Freq: r.opt.Freq, WakeEvery: max(1, r.opt.Freq/1000)}
+	cfg := perfevent.SamplerConfig{Freq: r.opt.Freq, WakeEvery: max(1, r.opt.Freq/1000), Switches: r.nat == nil}
 	if r.nat != nil {
 		if r.opt.Native {
 			cfg.RegsUser, cfg.StackUser = perfevent.RegsGeneral, r.opt.StackSize
@@ -198,7 +198,7 @@ func (r *Recorder) runCPU(ctx context.Context, deadline <-chan time.Time) error 
 	if err := addThreads(); err != nil {
 		return err
 	}
-	handle := func(_ int, rec perfevent.RawRecord) {
+	handle := func(tid int, rec perfevent.RawRecord) {
 		switch rec.Type {
 		case perfevent.RecordSample:
 			smp, err := perfevent.DecodeSampleFormat(rec.Body, format)
@@ -215,6 +215,18 @@ func (r *Recorder) runCPU(ctx context.Context, deadline <-chan time.Time) error 
 				p.natives = append(p.natives, r.nat.capture(&smp))
 			}
 			r.pending[int(smp.Tid)] = p
+		case perfevent.RecordSwitch:
+			// The thread blocked (a voluntary switch-out) after its pending
+			// samples: a stack read now shows where it waits, not where it
+			// was sampled. Those samples are stale. (Preemption leaves the
+			// stack as it was, so it does not count.)
+			if rec.Misc&perfevent.SwitchOut != 0 && rec.Misc&perfevent.SwitchOutPreempt == 0 && r.nat == nil {
+				if p, ok := r.pending[tid]; ok && p.count > 0 {
+					p.stale += p.count
+					p.count = 0
+					r.pending[tid] = p
+				}
+			}
 		case perfevent.RecordLost:
 			if n, err := perfevent.DecodeLost(rec.Body); err == nil {
 				r.lost += n
@@ -254,6 +266,7 @@ func (r *Recorder) runCPU(ctx context.Context, deadline <-chan time.Time) error 
 // drain of the rings.
 type pendingSamples struct {
 	count   int64
+	stale   int64          // samples taken before the thread blocked: not readable any more
 	newest  int64          // CLOCK_MONOTONIC ns of the newest sample
 	natives []nativeSample // with --native/--kernel: each sample's own stacks
 }
@@ -278,6 +291,13 @@ func (r *Recorder) readPending() {
 				r.lagN++
 			}
 			r.sampleNative(tid, p.natives, lag > r.maxLag)
+			continue
+		}
+		if p.stale > 0 {
+			r.late += uint64(p.stale)
+			r.marker(tid, "[blocked before read]", p.stale)
+		}
+		if p.count == 0 {
 			continue
 		}
 		r.reads++
