@@ -84,6 +84,7 @@ tracing (costly), or introspection (reading the interpreter's memory).`,
 	root.AddCommand(newRecord(g))
 	root.AddCommand(newStat(g))
 	root.AddCommand(newOffcpu(g))
+	root.AddCommand(newTrace(g))
 	return root
 }
 

@@ -1,0 +1,693 @@
+package ptrace
+
+// Syscall tracing (the `ptrace` engine of `pyobs trace`).
+//
+// Every thread of the target is seized (PTRACE_SEIZE with TRACESYSGOOD,
+// TRACECLONE, TRACEEXEC and TRACEEXIT), interrupted once and resumed with
+// PTRACE_SYSCALL, so each syscall stops the thread twice: at entry and at
+// exit. New threads are followed (TRACECLONE); forks are not (no
+// TRACEFORK/TRACEVFORK, and a clone that makes a new process is detached).
+// Signals are passed through: a signal-delivery stop is resumed with the
+// signal; a group stop (SIGSTOP, SIGTSTP, …) is kept with PTRACE_LISTEN.
+// Nothing ever injects EINTR: a syscall interrupted by one of our stops
+// returns ERESTART* internally and the kernel restarts it, as no handler ran.
+//
+// Price: two stops (four context switches) per syscall of every thread,
+// whether or not the call is of interest; the time the target's threads
+// spent in our stops is measured and reported.
+//
+// Ending: the loop blocks in wait4. To end it, the caller's context is
+// cancelled; a helper then "kicks" the tracer by sending one tracee a signal
+// the target neither catches nor needs (SIGURG or SIGWINCH, default action:
+// ignore); the tracer swallows it at its delivery stop. Every tracee is then
+// interrupted (PTRACE_INTERRUPT), waited for, and detached, so none is left
+// stopped or traced. If pyobs dies instead, the kernel detaches them.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Syscall is one finished call, reported at its exit stop.
+type Syscall struct {
+	Tid  int
+	Nr   int
+	Args [6]uint64
+	Ret  int64
+	// Enter is when the thread was resumed into the call, Dur the time until
+	// its exit stop was seen: the call's own latency plus the tracer's wake-up.
+	Enter time.Time
+	Dur   time.Duration
+}
+
+// Errno returns the error of a failed call, 0 when it succeeded.
+func (c *Syscall) Errno() unix.Errno {
+	if c.Ret < 0 && c.Ret >= -4095 {
+		return unix.Errno(-c.Ret)
+	}
+	return 0
+}
+
+// Kernel-internal restart codes a tracer sees at the exit of an interrupted
+// call (the kernel restarts it; user space never sees them).
+const (
+	ERESTARTSYS           = 512
+	ERESTARTNOINTR        = 513
+	ERESTARTNOHAND        = 514
+	ERESTART_RESTARTBLOCK = 516
+)
+
+// ErrnoName names an errno, including the kernel's restart codes.
+func ErrnoName(e unix.Errno) string {
+	switch e {
+	case ERESTARTSYS:
+		return "ERESTARTSYS"
+	case ERESTARTNOINTR:
+		return "ERESTARTNOINTR"
+	case ERESTARTNOHAND:
+		return "ERESTARTNOHAND"
+	case ERESTART_RESTARTBLOCK:
+		return "ERESTART_RESTARTBLOCK"
+	}
+	if n := unix.ErrnoName(e); n != "" {
+		return n
+	}
+	return "E" + strconv.Itoa(int(e))
+}
+
+// TraceConfig says what to trace.
+type TraceConfig struct {
+	Pid  int      // attach to this process's threads …
+	Argv []string // … or spawn this command (from the tracer's thread) and trace it
+	// OnSpawn is called with the new pid right after a spawn.
+	OnSpawn func(pid int)
+	// OnExit is called at each syscall-exit stop, the thread still stopped
+	// (its memory, Python stack included, is as it was during the call).
+	// It runs on the tracer's thread: keep it short.
+	OnExit func(c *Syscall)
+}
+
+// TraceStats is the tracer's own account.
+type TraceStats struct {
+	Pid         int
+	Threads     int           // threads traced, new ones included
+	Syscalls    uint64        // exit stops reported
+	Stops       uint64        // ptrace stops handled
+	Stopped     time.Duration // summed over threads: from seeing a stop to resuming it
+	Signals     uint64        // signals passed through to the target
+	GroupStops  uint64
+	Kicks       uint64 // our wake-up signals swallowed
+	TargetGone  bool   // the traced process exited while traced
+	ExitCode    int    // spawned process's status (128+signal when killed), -1 unknown
+	Detached    int    // threads detached at the end
+	DetachError error  // first error while detaching, if any
+}
+
+type tracee struct {
+	inSyscall bool
+	nr        int
+	args      [6]uint64
+	resumed   time.Time // when it was last resumed
+	listening bool      // kept in a group stop with PTRACE_LISTEN
+	stopped   bool      // in a stop we have not resumed (end phase)
+	detachSig int
+}
+
+type tracer struct {
+	cfg     TraceConfig
+	pid     int
+	ts      map[int]*tracee
+	st      TraceStats
+	kickSig unix.Signal
+	kickTid atomic.Int64 // tid the kick was sent to, 0 when none pending
+	stop    atomic.Bool
+	mu      sync.Mutex
+	tids    []int // copy for the kicker
+	// listening counts tracees kept in a group stop: a signal does not wake
+	// them, so while there are any the loop polls instead of blocking.
+	listening int
+	info      [128]byte
+}
+
+const (
+	ptraceGetSyscallInfo = 0x420e
+	syscallInfoEntry     = 1
+	syscallInfoExit      = 2
+	syscallInfoSeccomp   = 3
+	seizeOpts            = unix.PTRACE_O_TRACESYSGOOD | unix.PTRACE_O_TRACECLONE | unix.PTRACE_O_TRACEEXEC | unix.PTRACE_O_TRACEEXIT
+)
+
+// Trace traces syscalls until ctx ends or the target exits, then detaches
+// from every thread. All ptrace requests run on one locked OS thread.
+func Trace(ctx context.Context, cfg TraceConfig) (TraceStats, error) {
+	type result struct {
+		st  TraceStats
+		err error
+	}
+	t := &tracer{cfg: cfg, pid: cfg.Pid, ts: map[int]*tracee{}}
+	t.st.ExitCode = -1
+	res := make(chan result, 1)
+	started := make(chan struct{})
+	go func() {
+		runtime.LockOSThread()
+		// The thread is left locked on purpose: it is the tracer (and maybe
+		// the real parent) of tasks; Go retires it when this goroutine ends.
+		err := t.start()
+		close(started)
+		if err == nil {
+			err = t.loop()
+		}
+		t.detachAll()
+		res <- result{t.st, err}
+	}()
+	<-started
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+			t.requestStop()
+		case <-done:
+			return
+		}
+		// A kicked thread may exit before its signal is delivered: kick again.
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				t.kickTid.Store(0)
+				t.kick()
+			}
+		}
+	}()
+	r := <-res
+	close(done)
+	return r.st, r.err
+}
+
+func (t *tracer) requestStop() {
+	t.stop.Store(true)
+	t.kick()
+}
+
+// kick wakes the tracer's wait4 with a signal the tracer swallows.
+func (t *tracer) kick() {
+	t.mu.Lock()
+	tids := append([]int(nil), t.tids...)
+	t.mu.Unlock()
+	if len(tids) == 0 {
+		tids, _ = listTasks(t.pid)
+	}
+	for _, tid := range tids {
+		if !t.kickTid.CompareAndSwap(0, int64(tid)) {
+			return // one is on its way
+		}
+		if err := unix.Tgkill(t.pid, tid, t.kickSig); err == nil {
+			return
+		}
+		t.kickTid.Store(0)
+	}
+}
+
+func (t *tracer) start() error {
+	if len(t.cfg.Argv) > 0 {
+		path, err := exec.LookPath(t.cfg.Argv[0])
+		if err != nil {
+			return fmt.Errorf("can't start %s: %w", t.cfg.Argv[0], err)
+		}
+		// The child must not run a single instruction of CMD untraced (a short
+		// command could even be gone before a seize): it starts under
+		// PTRACE_TRACEME and stops at its exec; we let go of it into a
+		// SIGSTOP group stop, seize it there (options included) and SIGCONT
+		// it. The target sees one SIGCONT (default action: none).
+		attr := &syscall.ProcAttr{Env: os.Environ(), Files: []uintptr{0, 1, 2}, Sys: &syscall.SysProcAttr{Ptrace: true}}
+		pid, err := syscall.ForkExec(path, t.cfg.Argv, attr)
+		if err != nil {
+			return fmt.Errorf("can't start %s: %w", t.cfg.Argv[0], err)
+		}
+		t.pid = pid
+		t.st.Pid = pid
+		if t.cfg.OnSpawn != nil {
+			t.cfg.OnSpawn(pid)
+		}
+		fail := func(err error) error {
+			_ = unix.Kill(pid, unix.SIGKILL)
+			var ws unix.WaitStatus
+			_, _ = unix.Wait4(pid, &ws, unix.WALL, nil)
+			return err
+		}
+		var ws unix.WaitStatus
+		for {
+			_, err := unix.Wait4(pid, &ws, unix.WALL, nil)
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			if err != nil {
+				return fail(fmt.Errorf("wait for %s to start: %w", t.cfg.Argv[0], err))
+			}
+			break
+		}
+		if !ws.Stopped() {
+			return fail(fmt.Errorf("%s did not stop at its exec (status %#x)", t.cfg.Argv[0], uint32(ws)))
+		}
+		if err := ptraceDetach(pid, int(unix.SIGSTOP)); err != nil {
+			return fail(fmt.Errorf("detach %s into a stop: %w", t.cfg.Argv[0], err))
+		}
+		for {
+			_, err := unix.Wait4(pid, &ws, unix.WUNTRACED, nil)
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			if err != nil {
+				return fail(fmt.Errorf("wait for %s to stop: %w", t.cfg.Argv[0], err))
+			}
+			break
+		}
+		if !ws.Stopped() {
+			return fail(fmt.Errorf("%s did not stop (status %#x)", t.cfg.Argv[0], uint32(ws)))
+		}
+		t.kickSig = pickKickSignal(pid)
+		if _, _, e := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_SEIZE, uintptr(pid), 0, seizeOpts, 0, 0); e != 0 {
+			return fail(fmt.Errorf("can't PTRACE_SEIZE pid %d: %w", pid, e))
+		}
+		t.add(pid)
+		if err := unix.Kill(pid, unix.SIGCONT); err != nil {
+			return fail(fmt.Errorf("can't SIGCONT pid %d: %w", pid, err))
+		}
+		return nil
+	}
+	t.st.Pid = t.pid
+	if ppidOf(t.pid) == os.Getpid() {
+		// Our own child: whatever part of this process waits for it would
+		// also consume its ptrace stops (the kernel treats a real parent in
+		// the tracer's thread group as the tracer). Spawn it with Argv instead.
+		return fmt.Errorf("pid %d is this process's own child: trace it by spawning it (TraceConfig.Argv), not by attaching", t.pid)
+	}
+	t.kickSig = pickKickSignal(t.pid)
+	tids, err := listTasks(t.pid)
+	if err != nil {
+		return err
+	}
+	for _, tid := range tids {
+		if err := t.seize(tid); err != nil {
+			if errors.Is(err, unix.ESRCH) {
+				continue
+			}
+			return err
+		}
+	}
+	if len(t.ts) == 0 {
+		return fmt.Errorf("pid %d has no thread left to trace", t.pid)
+	}
+	return nil
+}
+
+func (t *tracer) seize(tid int) error {
+	// Options go with the seize: PTRACE_SETOPTIONS would need a stopped
+	// tracee, and a clone in between would not be followed.
+	if _, _, e := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_SEIZE, uintptr(tid), 0, seizeOpts, 0, 0); e != 0 {
+		return fmt.Errorf("can't PTRACE_SEIZE pid %d tid %d: %w", t.pid, tid, e)
+	}
+	t.add(tid)
+	// Stop it once so we can resume it with PTRACE_SYSCALL; the interrupt
+	// of a blocked call is restarted by the kernel (no EINTR).
+	if err := unix.PtraceInterrupt(tid); err != nil && !errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("can't PTRACE_INTERRUPT tid %d: %w", tid, err)
+	}
+	return nil
+}
+
+func (t *tracer) add(tid int) *tracee {
+	if x := t.ts[tid]; x != nil {
+		return x
+	}
+	x := &tracee{}
+	t.ts[tid] = x
+	t.st.Threads++
+	t.mu.Lock()
+	t.tids = append(t.tids, tid)
+	t.mu.Unlock()
+	return x
+}
+
+func (t *tracer) remove(tid int) {
+	if x := t.ts[tid]; x != nil && x.listening {
+		t.listening--
+	}
+	delete(t.ts, tid)
+	t.mu.Lock()
+	for i, x := range t.tids {
+		if x == tid {
+			t.tids = append(t.tids[:i], t.tids[i+1:]...)
+			break
+		}
+	}
+	t.mu.Unlock()
+}
+
+// waitAny is wait4(-1) over this thread's tracees and children only
+// (__WNOTHREAD: never reap a child another part of pyobs started).
+func waitAny() (int, unix.WaitStatus, error) {
+	for {
+		var ws unix.WaitStatus
+		tid, err := unix.Wait4(-1, &ws, unix.WALL|unix.WNOTHREAD, nil)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		return tid, ws, err
+	}
+}
+
+func (t *tracer) loop() error {
+	for len(t.ts) > 0 {
+		if t.stop.Load() {
+			return nil
+		}
+		var tid int
+		var ws unix.WaitStatus
+		var err error
+		if t.listening > 0 {
+			tid, err = unix.Wait4(-1, &ws, unix.WALL|unix.WNOTHREAD|unix.WNOHANG, nil)
+			if err == nil && tid == 0 {
+				time.Sleep(time.Millisecond)
+				continue
+			}
+		} else {
+			tid, ws, err = waitAny()
+		}
+		now := time.Now()
+		if err != nil {
+			if errors.Is(err, unix.ECHILD) {
+				t.ts = map[int]*tracee{}
+				t.listening = 0
+				t.st.TargetGone = true
+				return nil
+			}
+			return fmt.Errorf("wait4: %w", err)
+		}
+		x := t.ts[tid]
+		if x == nil {
+			// A new thread's first stop can come before its parent's clone event.
+			x = t.add(tid)
+		}
+		if ws.Exited() || ws.Signaled() {
+			t.gone(tid, ws)
+			continue
+		}
+		if !ws.Stopped() {
+			continue
+		}
+		t.st.Stops++
+		sig, event := stopOf(ws)
+		resumeSig := 0
+		switch {
+		case sig == unix.SIGTRAP|0x80:
+			t.syscallStop(tid, x, now)
+		case sig == unix.SIGTRAP && event == unix.PTRACE_EVENT_CLONE:
+			if msg, err := unix.PtraceGetEventMsg(tid); err == nil {
+				child := int(msg)
+				if tgidOf(child) != t.pid && tgidOf(child) > 0 {
+					// A new process, not a thread: not ours to follow. It
+					// starts in a stop; detaching resumes it.
+					t.detachNew(child)
+				} else {
+					t.add(child)
+				}
+			}
+		case sig == unix.SIGTRAP && event == unix.PTRACE_EVENT_EXEC:
+			// The exec'ing thread now has the leader's tid; the others are gone.
+			if msg, err := unix.PtraceGetEventMsg(tid); err == nil && int(msg) != tid {
+				t.remove(int(msg))
+			}
+			for other := range t.ts {
+				if other != tid {
+					t.remove(other)
+				}
+			}
+			x.inSyscall = false
+		case sig == unix.SIGTRAP && event == unix.PTRACE_EVENT_EXIT:
+			// About to exit: let it.
+		case event == unix.PTRACE_EVENT_STOP:
+			if sig == unix.SIGSTOP || sig == unix.SIGTSTP || sig == unix.SIGTTIN || sig == unix.SIGTTOU {
+				// Group stop: keep it stopped (job control), but stay notified.
+				t.st.GroupStops++
+				t.st.Stopped += time.Since(now)
+				if !x.listening {
+					t.listening++
+				}
+				x.listening = true
+				if err := ptraceListen(tid); err != nil && !errors.Is(err, unix.ESRCH) {
+					return fmt.Errorf("PTRACE_LISTEN tid %d: %w", tid, err)
+				}
+				continue
+			}
+			// Our interrupt, a new thread's first stop, or the end of a group stop.
+			if x.listening {
+				t.listening--
+			}
+			x.listening = false
+			if tgidOf(tid) != t.pid && tgidOf(tid) > 0 {
+				t.detachNew(tid)
+				continue
+			}
+		case event != 0:
+			// other events (not requested): just resume
+		default:
+			// Signal-delivery stop.
+			if sig == t.kickSig && t.kickTid.CompareAndSwap(int64(tid), 0) {
+				t.st.Kicks++
+				resumeSig = 0
+			} else {
+				t.st.Signals++
+				resumeSig = int(sig)
+			}
+		}
+		x.resumed = time.Now()
+		t.st.Stopped += x.resumed.Sub(now)
+		if err := unix.PtraceSyscall(tid, resumeSig); err != nil && !errors.Is(err, unix.ESRCH) {
+			return fmt.Errorf("PTRACE_SYSCALL tid %d: %w", tid, err)
+		}
+	}
+	t.st.TargetGone = true
+	return nil
+}
+
+func (t *tracer) detachNew(tid int) {
+	_ = unix.PtraceDetach(tid)
+	t.remove(tid)
+	t.st.Threads--
+}
+
+func (t *tracer) gone(tid int, ws unix.WaitStatus) {
+	t.remove(tid)
+	if tid == t.pid {
+		if ws.Signaled() {
+			t.st.ExitCode = 128 + int(ws.Signal())
+		} else {
+			t.st.ExitCode = ws.ExitStatus()
+		}
+	}
+}
+
+func (t *tracer) syscallStop(tid int, x *tracee, now time.Time) {
+	n, err := ptraceSyscallInfo(tid, t.info[:])
+	if err != nil || n < 24 {
+		x.inSyscall = !x.inSyscall // fallback; should not happen on 5.3+
+		return
+	}
+	op := t.info[0]
+	switch op {
+	case syscallInfoEntry, syscallInfoSeccomp:
+		x.inSyscall = true
+		x.nr = int(le64(t.info[24:]))
+		for i := range x.args {
+			x.args[i] = le64(t.info[32+8*i:])
+		}
+	case syscallInfoExit:
+		if !x.inSyscall {
+			return // we met this call in the middle
+		}
+		x.inSyscall = false
+		c := Syscall{Tid: tid, Nr: x.nr, Args: x.args, Ret: int64(le64(t.info[24:])), Enter: x.resumed, Dur: now.Sub(x.resumed)}
+		t.st.Syscalls++
+		if t.cfg.OnExit != nil {
+			t.cfg.OnExit(&c)
+		}
+	}
+}
+
+// detachAll interrupts every tracee, waits for each to stop, and detaches.
+func (t *tracer) detachAll() {
+	if len(t.ts) == 0 {
+		return
+	}
+	for tid, x := range t.ts {
+		if !x.stopped {
+			if err := unix.PtraceInterrupt(tid); errors.Is(err, unix.ESRCH) {
+				t.remove(tid)
+			}
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		pending := 0
+		for _, x := range t.ts {
+			if !x.stopped {
+				pending++
+			}
+		}
+		if pending == 0 || time.Now().After(deadline) {
+			break
+		}
+		var ws unix.WaitStatus
+		tid, err := unix.Wait4(-1, &ws, unix.WALL|unix.WNOTHREAD|unix.WNOHANG, nil)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			break
+		}
+		if tid == 0 {
+			time.Sleep(100 * time.Microsecond)
+			continue
+		}
+		x := t.ts[tid]
+		if x == nil {
+			x = t.add(tid)
+		}
+		if ws.Exited() || ws.Signaled() {
+			t.gone(tid, ws)
+			continue
+		}
+		if !ws.Stopped() {
+			continue
+		}
+		sig, event := stopOf(ws)
+		switch {
+		case sig == unix.SIGTRAP && event == unix.PTRACE_EVENT_CLONE:
+			if msg, err := unix.PtraceGetEventMsg(tid); err == nil {
+				if tgidOf(int(msg)) != t.pid && tgidOf(int(msg)) > 0 {
+					t.detachNew(int(msg))
+				} else {
+					t.add(int(msg)) // it will report its own stop
+				}
+			}
+		case event == 0 && sig != unix.SIGTRAP|0x80 && sig != unix.SIGTRAP:
+			// A signal on its way: deliver it as we let go (ours is swallowed).
+			if sig == t.kickSig && t.kickTid.CompareAndSwap(int64(tid), 0) {
+				t.st.Kicks++
+			} else {
+				x.detachSig = int(sig)
+			}
+		}
+		x.stopped = true
+	}
+	for tid, x := range t.ts {
+		if err := ptraceDetach(tid, x.detachSig); err != nil && !errors.Is(err, unix.ESRCH) && t.st.DetachError == nil {
+			t.st.DetachError = fmt.Errorf("PTRACE_DETACH tid %d: %w", tid, err)
+		} else {
+			t.st.Detached++
+		}
+		t.remove(tid)
+	}
+}
+
+func stopOf(ws unix.WaitStatus) (unix.Signal, int) {
+	return unix.Signal((uint32(ws) >> 8) & 0xff), int(uint32(ws) >> 16)
+}
+
+func le64(b []byte) uint64 {
+	return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
+}
+
+func ptraceSyscallInfo(tid int, buf []byte) (int, error) {
+	n, _, e := unix.Syscall6(unix.SYS_PTRACE, ptraceGetSyscallInfo, uintptr(tid), uintptr(len(buf)), uintptr(unsafe.Pointer(&buf[0])), 0, 0)
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
+}
+
+func ptraceDetach(tid, sig int) error {
+	_, _, e := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_DETACH, uintptr(tid), 0, uintptr(sig), 0, 0)
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
+func ptraceListen(tid int) error {
+	_, _, e := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_LISTEN, uintptr(tid), 0, 0, 0, 0)
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
+func listTasks(pid int) ([]int, error) {
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for _, e := range ents {
+		if n, err := strconv.Atoi(e.Name()); err == nil {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+// tgidOf reads a task's thread-group id, -1 when it cannot.
+func tgidOf(tid int) int { return statusInt(tid, "Tgid:") }
+
+func ppidOf(pid int) int { return statusInt(pid, "PPid:") }
+
+func statusInt(tid int, key string) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", tid))
+	if err != nil {
+		return -1
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, key); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n
+		}
+	}
+	return -1
+}
+
+// pickKickSignal chooses a wake-up signal the target does not catch, so
+// even one we fail to swallow has no effect (default action: ignore).
+func pickKickSignal(pid int) unix.Signal {
+	cgt := uint64(0)
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "SigCgt:"); ok {
+				cgt, _ = strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			}
+		}
+	}
+	for _, s := range []unix.Signal{unix.SIGURG, unix.SIGWINCH} {
+		if cgt&(1<<(uint(s)-1)) == 0 {
+			return s
+		}
+	}
+	return unix.SIGURG
+}

@@ -1,0 +1,43 @@
+package trace
+
+import "time"
+
+// SyscallJSON is one row of `pyobs trace --format json` (DESIGN.md).
+type SyscallJSON struct {
+	Name         string            `json:"name"`
+	Calls        uint64            `json:"calls"`
+	Errors       uint64            `json:"errors"`
+	TotalS       float64           `json:"total_s"`
+	P50US        float64           `json:"p50_us"`
+	P99US        float64           `json:"p99_us"`
+	MaxUS        float64           `json:"max_us"`
+	PctWall      float64           `json:"pct_wall"`
+	Errnos       map[string]uint64 `json:"errnos"`
+	TopSites     []SiteCount       `json:"top_sites"`
+	Unattributed uint64            `json:"unattributed"`
+}
+
+// Rows renders every syscall's account; wall is the observed window
+// (%-of-wall is the call's summed time over it, so it can pass 100 with threads).
+func (a *Agg) Rows(wall time.Duration, topSites int) []SyscallJSON {
+	var out []SyscallJSON
+	for _, s := range a.Stats() {
+		r := SyscallJSON{
+			Name: s.Name, Calls: s.Calls, Errors: s.Errors, TotalS: s.Total.Seconds(),
+			P50US: float64(s.Hist.Quantile(0.5)) / 1e3, P99US: float64(s.Hist.Quantile(0.99)) / 1e3,
+			MaxUS: float64(s.Hist.Max) / 1e3, Errnos: s.Errnos, TopSites: s.TopSites(topSites),
+			Unattributed: s.Unattributed(),
+		}
+		if wall > 0 {
+			r.PctWall = 100 * float64(s.Total) / float64(wall)
+		}
+		if r.TopSites == nil {
+			r.TopSites = []SiteCount{}
+		}
+		out = append(out, r)
+	}
+	if out == nil {
+		out = []SyscallJSON{}
+	}
+	return out
+}

@@ -1,0 +1,228 @@
+// Package trace aggregates syscall events into a summary: per syscall
+// counts, errors by errno name, a log-linear latency histogram (p50, p99,
+// max), share of wall time, and the Python call sites of the calls whose
+// site was read. It is pure: engines feed it Calls, renderers read Summary.
+//
+// Sites are read only for some calls (slow or failing ones: reading a
+// Python stack per call would cost more than the call); every call without
+// a site is counted as unattributed, never guessed.
+package trace
+
+import (
+	"math/bits"
+	"sort"
+	"time"
+)
+
+// Site is the innermost Python frame that issued a call.
+type Site struct {
+	Function string `json:"function"`
+	File     string `json:"file"`
+	Line     int    `json:"line"`
+}
+
+// Call is one finished syscall.
+type Call struct {
+	Name  string
+	Dur   time.Duration
+	Errno string // "" when it succeeded, else the errno name (ENOENT, …)
+	Site  *Site  // nil when not read or not found
+	// SiteTried: a site read was attempted (and failed when Site is nil).
+	SiteTried bool
+}
+
+// Hist is a log-linear histogram of nanoseconds: values below 2^subBits
+// have a bucket each, above that each power of two is split in 2^subBits
+// linear buckets, so a bucket's width is at most 1/2^subBits of its value.
+type Hist struct {
+	Counts map[int]uint64
+	N      uint64
+	Max    uint64
+	Min    uint64
+}
+
+const subBits = 4
+const subCount = 1 << subBits
+
+// bucketOf returns the bucket index of v.
+func bucketOf(v uint64) int {
+	if v < subCount {
+		return int(v)
+	}
+	e := bits.Len64(v) - 1 // v in [2^e, 2^(e+1))
+	sub := (v >> (uint(e) - subBits)) & (subCount - 1)
+	return (e-subBits+1)*subCount + int(sub)
+}
+
+// bucketBounds returns the [lo, hi] values of bucket i.
+func bucketBounds(i int) (lo, hi uint64) {
+	if i < subCount {
+		return uint64(i), uint64(i)
+	}
+	e := i/subCount + subBits - 1
+	sub := uint64(i % subCount)
+	w := uint64(1) << (uint(e) - subBits)
+	lo = uint64(1)<<uint(e) + sub*w
+	return lo, lo + w - 1
+}
+
+// Add records one value.
+func (h *Hist) Add(v uint64) {
+	if h.Counts == nil {
+		h.Counts = map[int]uint64{}
+	}
+	h.Counts[bucketOf(v)]++
+	if h.N == 0 || v < h.Min {
+		h.Min = v
+	}
+	h.N++
+	if v > h.Max {
+		h.Max = v
+	}
+}
+
+// Quantile returns an estimate of the q-quantile (0..1): the middle of the
+// bucket holding the rank, clamped to [Min, Max]. Error ≤ 1/32 of the value.
+func (h *Hist) Quantile(q float64) uint64 {
+	if h.N == 0 {
+		return 0
+	}
+	if q <= 0 {
+		return h.Min
+	}
+	if q >= 1 {
+		return h.Max
+	}
+	rank := uint64(q*float64(h.N-1)) + 1 // 1-based rank of the nearest-rank quantile
+	idx := make([]int, 0, len(h.Counts))
+	for i := range h.Counts {
+		idx = append(idx, i)
+	}
+	sort.Ints(idx)
+	var cum uint64
+	for _, i := range idx {
+		cum += h.Counts[i]
+		if cum >= rank {
+			lo, hi := bucketBounds(i)
+			v := lo + (hi-lo)/2
+			return min(max(v, h.Min), h.Max)
+		}
+	}
+	return h.Max
+}
+
+// Stat is the account of one syscall.
+type Stat struct {
+	Name   string
+	Calls  uint64
+	Errors uint64
+	Total  time.Duration
+	Hist   Hist
+	Errnos map[string]uint64
+	Sites  map[Site]uint64
+	// SiteTried counts calls whose site was read; SiteFailed those where the
+	// read found no Python frame (native thread, exiting thread, torn read).
+	SiteTried, SiteFailed uint64
+}
+
+// Attributed is the number of calls with a site.
+func (s *Stat) Attributed() uint64 { return s.SiteTried - s.SiteFailed }
+
+// Unattributed is the number of calls without a site (not read, or read and not found).
+func (s *Stat) Unattributed() uint64 { return s.Calls - s.Attributed() }
+
+// SiteCount is one site and its calls.
+type SiteCount struct {
+	Site
+	Calls uint64 `json:"calls"`
+}
+
+// TopSites returns up to n sites, most calls first (ties by file, line).
+func (s *Stat) TopSites(n int) []SiteCount {
+	out := make([]SiteCount, 0, len(s.Sites))
+	for k, v := range s.Sites {
+		out = append(out, SiteCount{k, v})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Calls != b.Calls {
+			return a.Calls > b.Calls
+		}
+		if a.File != b.File {
+			return a.File < b.File
+		}
+		if a.Line != b.Line {
+			return a.Line < b.Line
+		}
+		return a.Function < b.Function
+	})
+	if n >= 0 && len(out) > n {
+		out = out[:n]
+	}
+	return out
+}
+
+// Agg aggregates calls by syscall name.
+type Agg struct {
+	by map[string]*Stat
+}
+
+// New returns an empty aggregate.
+func New() *Agg { return &Agg{by: map[string]*Stat{}} }
+
+// Add records one call.
+func (a *Agg) Add(c Call) {
+	s := a.by[c.Name]
+	if s == nil {
+		s = &Stat{Name: c.Name, Errnos: map[string]uint64{}, Sites: map[Site]uint64{}}
+		a.by[c.Name] = s
+	}
+	s.Calls++
+	d := max(c.Dur, 0)
+	s.Total += d
+	s.Hist.Add(uint64(d))
+	if c.Errno != "" {
+		s.Errors++
+		s.Errnos[c.Errno]++
+	}
+	if c.SiteTried || c.Site != nil {
+		s.SiteTried++
+		if c.Site == nil {
+			s.SiteFailed++
+		} else {
+			s.Sites[*c.Site]++
+		}
+	}
+}
+
+// Stats returns every syscall's account, most total time first (then calls, name).
+func (a *Agg) Stats() []*Stat {
+	out := make([]*Stat, 0, len(a.by))
+	for _, s := range a.by {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		x, y := out[i], out[j]
+		if x.Total != y.Total {
+			return x.Total > y.Total
+		}
+		if x.Calls != y.Calls {
+			return x.Calls > y.Calls
+		}
+		return x.Name < y.Name
+	})
+	return out
+}
+
+// Get returns the account of one syscall, or nil.
+func (a *Agg) Get(name string) *Stat { return a.by[name] }
+
+// Totals sums every syscall.
+func (a *Agg) Totals() (calls, errors uint64, total time.Duration) {
+	for _, s := range a.by {
+		calls += s.Calls
+		errors += s.Errors
+		total += s.Total
+	}
+	return
+}

@@ -1,0 +1,101 @@
+package trace
+
+import (
+	"math"
+	"math/rand"
+	"sort"
+	"testing"
+	"time"
+)
+
+func TestBucketRoundTrip(t *testing.T) {
+	prev := -1
+	for _, v := range []uint64{0, 1, 15, 16, 17, 31, 32, 33, 100, 1000, 1 << 20, 1<<20 + 12345, 50e6, 1 << 40, math.MaxUint64} {
+		i := bucketOf(v)
+		lo, hi := bucketBounds(i)
+		if v < lo || v > hi {
+			t.Fatalf("v=%d in bucket %d [%d,%d]", v, i, lo, hi)
+		}
+		if v >= 16 && float64(hi-lo+1) > float64(lo)/16+1 {
+			t.Fatalf("bucket %d [%d,%d] wider than 1/16 of its value", i, lo, hi)
+		}
+		if i < prev {
+			t.Fatalf("bucket index not monotonic at %d", v)
+		}
+		prev = i
+	}
+	// every bucket's hi+1 is the next bucket's lo
+	for i := 0; i < 900; i++ {
+		_, hi := bucketBounds(i)
+		lo2, _ := bucketBounds(i + 1)
+		if hi+1 != lo2 {
+			t.Fatalf("gap between bucket %d (hi %d) and %d (lo %d)", i, hi, i+1, lo2)
+		}
+	}
+}
+
+func TestQuantileAccuracy(t *testing.T) {
+	r := rand.New(rand.NewSource(1))
+	var h Hist
+	var vals []uint64
+	for i := 0; i < 10000; i++ {
+		v := uint64(r.ExpFloat64() * 1e5)
+		vals = append(vals, v)
+		h.Add(v)
+	}
+	sort.Slice(vals, func(i, j int) bool { return vals[i] < vals[j] })
+	for _, q := range []float64{0.5, 0.9, 0.99} {
+		want := float64(vals[int(q*float64(len(vals)-1))])
+		got := float64(h.Quantile(q))
+		if math.Abs(got-want) > want/16+2 {
+			t.Errorf("q%.2f: got %.0f want %.0f", q, got, want)
+		}
+	}
+	if h.Quantile(1) != vals[len(vals)-1] || h.Quantile(0) != vals[0] {
+		t.Errorf("extremes wrong")
+	}
+	var one Hist
+	one.Add(50_000_000)
+	if one.Quantile(0.5) != 50_000_000 || one.Quantile(0.99) != 50_000_000 {
+		t.Errorf("single value: p50 %d", one.Quantile(0.5))
+	}
+	var empty Hist
+	if empty.Quantile(0.5) != 0 {
+		t.Errorf("empty")
+	}
+}
+
+func TestAgg(t *testing.T) {
+	a := New()
+	s := &Site{"work", "app.py", 7}
+	for i := 0; i < 10; i++ {
+		a.Add(Call{Name: "newfstatat", Dur: time.Microsecond, Errno: "ENOENT", Site: s, SiteTried: true})
+	}
+	a.Add(Call{Name: "newfstatat", Dur: time.Microsecond, SiteTried: true}) // read failed
+	a.Add(Call{Name: "newfstatat", Dur: time.Microsecond})                  // not read
+	a.Add(Call{Name: "clock_nanosleep", Dur: 50 * time.Millisecond, Site: &Site{"nap", "app.py", 3}, SiteTried: true})
+	st := a.Get("newfstatat")
+	if st.Calls != 12 || st.Errors != 10 || st.Errnos["ENOENT"] != 10 || st.Unattributed() != 2 || st.SiteFailed != 1 {
+		t.Fatalf("stat: %+v", st)
+	}
+	top := st.TopSites(5)
+	if len(top) != 1 || top[0].Line != 7 || top[0].Calls != 10 {
+		t.Fatalf("top %+v", top)
+	}
+	rows := a.Rows(time.Second, 3)
+	if rows[0].Name != "clock_nanosleep" || rows[0].PctWall != 5 || rows[0].P50US != 50000 {
+		t.Fatalf("rows %+v", rows[0])
+	}
+	c, e, tot := a.Totals()
+	if c != 13 || e != 10 || tot != 50*time.Millisecond+12*time.Microsecond {
+		t.Fatalf("totals %d %d %v", c, e, tot)
+	}
+}
+
+func TestNegativeDuration(t *testing.T) {
+	a := New()
+	a.Add(Call{Name: "x", Dur: -5})
+	if a.Get("x").Total != 0 {
+		t.Fatal("negative duration counted")
+	}
+}
