@@ -140,3 +140,196 @@ func TestRecordKernel(t *testing.T) {
 		})
 	}
 }
+
+// recordNative records target script+args on the interpreter label with
+// --native and extra flags, and returns the folded lines and the footer's
+// native account.
+func recordNative(t *testing.T, label string, extra []string, args ...string) (lines [][]string, weights []int64, account []string) {
+	t.Helper()
+	in := testutil.Find(t, label)
+	tg := testutil.Start(t, in, "native_mixed.py", args...)
+	out := filepath.Join(t.TempDir(), "n.folded")
+	argv := append([]string{"record", "--native", "-p", fmt.Sprint(tg.Pid), "-d", "2s", "-F", "499", "-o", out}, extra...)
+	r := testutil.Run(t, 60*time.Second, argv...)
+	if r.Code != 0 {
+		t.Fatalf("exit %d: %s", r.Code, r.Stderr)
+	}
+	account = unwoundRe.FindStringSubmatch(r.Stderr)
+	if account == nil {
+		t.Fatalf("footer lacks the native account: %s", r.Stderr)
+	}
+	t.Logf("%s %v: %s", label, args, account[0])
+	lines, weights = foldedLines(t, out)
+	return lines, weights, account
+}
+
+// index returns the first j >= from with match(fr[j]), or -1.
+func index(fr []string, from int, match func(string) bool) int {
+	for j := from; j >= 0 && j < len(fr); j++ {
+		if match(fr[j]) {
+			return j
+		}
+	}
+	return -1
+}
+
+func prefix(p string) func(string) bool {
+	return func(s string) bool { return strings.HasPrefix(s, p) }
+}
+
+func oneOf(names ...string) func(string) bool {
+	return func(s string) bool {
+		for _, n := range names {
+			if s == n {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// ctypes callback frames: libffi's closure trampoline and _ctypes'
+// closure_fcn/_CallPythonObject (named from .symtab on pyenv builds).
+var ctypesCallback = oneOf("closure_fcn", "_CallPythonObject", "ffi_closure_unix64_inner", "ffi_closure_unix64")
+
+// TestRecordNativeQsort: Python caller → libc qsort (through ctypes) →
+// ctypes callback → Python comparator. On pyenv 3.11–3.13 most compare
+// samples read, root to leaf: caller, qsort's libc frames (qsort_r, then
+// its msort internals), the ctypes callback frames, compare. On sid 3.14
+// the eval loop runs in unnamed (static, .dynsym-only) functions, so no
+// native frame can be recognised as the interpreter and the merge cannot
+// place the Python frames: the native part alone is asserted there.
+func TestRecordNativeQsort(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, label := range []string{"pyenv-3.11", "pyenv-3.12", "pyenv-3.13"} {
+		t.Run(label, func(t *testing.T) {
+			lines, weights, _ := recordNative(t, label, nil, "qsort")
+			var glued, cmp int64
+			for i, fr := range lines {
+				ki := index(fr, 0, prefix("compare ("))
+				if ki < 0 {
+					continue
+				}
+				cmp += weights[i]
+				ci := index(fr, 0, prefix("caller ("))
+				qi := index(fr, ci+1, oneOf("qsort_r", "qsort"))
+				cb := index(fr, qi+1, ctypesCallback)
+				if fr[0] != "[merge mismatch]" && ci >= 0 && qi > ci && cb > qi && ki > cb && index(fr, qi+1, isPythonLabel) == ki {
+					glued += weights[i]
+				}
+			}
+			if cmp == 0 || glued < cmp*2/3 {
+				t.Errorf("%d of %d compare samples show caller;…;qsort_r;…;closure_fcn/_CallPythonObject;…;compare", glued, cmp)
+			}
+		})
+	}
+	t.Run("sid-3.14", func(t *testing.T) {
+		lines, weights, account := recordNative(t, "sid-3.14", nil, "qsort")
+		var native, total int64
+		for i, fr := range lines {
+			total += weights[i]
+			fi := index(fr, 0, oneOf("ffi_call"))
+			qi := index(fr, fi+1, oneOf("qsort_r", "qsort"))
+			if fi >= 0 && qi > fi && index(fr, qi+1, prefix("[unknown] (_ctypes.")) > qi {
+				native += weights[i]
+			}
+		}
+		if native < total/2 {
+			t.Errorf("%d of %d samples show ffi_call;…;qsort_r;…;[unknown] (_ctypes…) (the callback)", native, total)
+		}
+		if n, _ := strconv.Atoi(account[1]); n > 0 {
+			mism, _ := strconv.Atoi(account[5])
+			t.Logf("sid-3.14: %d of %d samples unmerged: _PyEval_EvalFrameDefault has no symbol in the static binary", mism, n)
+		}
+	})
+}
+
+// TestRecordNativeCLeaf: a target inside stdlib C code on a large buffer:
+// the leaf native frames name that code, right under the Python frame
+// that called it.
+func TestRecordNativeCLeaf(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, c := range []struct {
+		mode, pyfn string
+		under      []string // named native frames, in order, right under pyfn
+		leaf       string   // library the leaf frames lie in (for unnamed static functions)
+	}{
+		{"zlib", "compressor (", []string{"zlib_compress", "deflate"}, "libz.so"},
+		{"sha", "hasher (", []string{"_hashlib_openssl_sha256", "py_evp_fromname", "SHA256_Update"}, "libcrypto.so"},
+	} {
+		for _, label := range []string{"pyenv-3.12", "pyenv-3.13"} {
+			t.Run(c.mode+"/"+label, func(t *testing.T) {
+				lines, weights, _ := recordNative(t, label, nil, c.mode)
+				var good, total int64
+				for i, fr := range lines {
+					total += weights[i]
+					pi := index(fr, 0, prefix(c.pyfn))
+					if pi < 0 || len(fr) < pi+1+len(c.under) {
+						continue
+					}
+					ok := true
+					for k, name := range c.under {
+						ok = ok && fr[pi+1+k] == name
+					}
+					leaf := fr[len(fr)-1]
+					ok = ok && (leaf == c.under[len(c.under)-1] || strings.Contains(leaf, c.leaf) || !strings.HasPrefix(leaf, "[unknown]"))
+					if ok {
+						good += weights[i]
+					}
+				}
+				if good < total/2 {
+					t.Errorf("%d of %d samples show %s…);%s;… in C", good, total, c.pyfn, strings.Join(c.under, ";"))
+				}
+			})
+		}
+	}
+}
+
+// TestRecordKernelIO: heavy os.write/os.read on a pipe: with --kernel the
+// kernel frames (syscall entry, then the vfs layer) sit above the libc
+// wrapper under the Python frame rw.
+func TestRecordKernelIO(t *testing.T) {
+	testutil.RequireRoot(t)
+	if b, err := os.ReadFile("/proc/sys/kernel/kptr_restrict"); err == nil && strings.TrimSpace(string(b)) == "2" {
+		testutil.Skip(t, "kernel.kptr_restrict=2 hides kernel symbols")
+	}
+	lines, weights, _ := recordNative(t, "pyenv-3.12", []string{"--kernel"}, "io")
+	var good, total int64
+	for i, fr := range lines {
+		total += weights[i]
+		ri := index(fr, 0, prefix("rw ("))
+		ei := index(fr, ri+1, prefix("entry_SYSCALL_64"))
+		vi := index(fr, ei+1, oneOf("vfs_read_[k]", "vfs_write_[k]"))
+		if ri >= 0 && ei > ri && vi > ei && index(fr, ri+1, func(s string) bool { return s == "os_write" || s == "os_read" }) < ei {
+			good += weights[i]
+		}
+	}
+	if good < total/2 {
+		t.Errorf("%d of %d samples show rw;…os_read/os_write;…;entry_SYSCALL_64…_[k];…;vfs_read/vfs_write_[k]", good, total)
+	}
+}
+
+// TestRecordNativeTruncated: --stack-size 512 on a 60-deep Python stack
+// with a C call at each level: the copies end long before the root, the
+// footer counts them truncated, the folded stacks carry the marker and
+// the outer Python frames stay above it.
+func TestRecordNativeTruncated(t *testing.T) {
+	testutil.RequireRoot(t)
+	lines, weights, account := recordNative(t, "pyenv-3.12", []string{"--stack-size", "512"}, "deep", "60")
+	n, _ := strconv.Atoi(account[1])
+	trunc, _ := strconv.Atoi(account[3])
+	if trunc == 0 || trunc < 9*(n+trunc)/10 {
+		t.Errorf("%d truncated, %d full: want nearly all truncated", trunc, n)
+	}
+	var marked, total int64
+	for i, fr := range lines {
+		total += weights[i]
+		ti := index(fr, 0, oneOf("[truncated native stack]"))
+		if ti > 0 && index(fr, 0, prefix("deep (")) < ti {
+			marked += weights[i]
+		}
+	}
+	if marked < total/2 {
+		t.Errorf("%d of %d samples carry deep (…);…;[truncated native stack]", marked, total)
+	}
+}
