@@ -30,12 +30,22 @@ fuzz:
 	  done; \
 	done
 
+# The long fault-injection run (1200 cases; PYOBS_CASES=N, PYOBS_SEED=N) and
+# the 2-minute memory bound; each prints a line for BENCHMARKS.md.
 soak: build pythons
-	PYOBS_SOAK=1 $(GO) test -count=1 -timeout 60m -run Soak ./...
+	PYOBS_SOAK=1 $(GO) test -count=1 -timeout 90m -v -run Soak ./...
+
+# staticcheck from the Go module proxy, pinned; the race detector (needs cgo
+# and gcc) on the packages with goroutines, and on the CLI run in-process.
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+RACE_PKGS   ?= ./internal/ptrace ./internal/session ./internal/record
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt: $$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
+	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 15m $(RACE_PKGS)
+	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 5m -run 'RaceInProcess' ./cmd/pyobs
 
 # The main job on a real example: dump every thread of a running program.
 demo: build

@@ -20,6 +20,7 @@ type dumpFlags struct {
 	native bool
 	after  time.Duration
 	kill   bool
+	tasks  bool
 }
 
 func newDump(g *globals) *cobra.Command {
@@ -35,12 +36,20 @@ while the thread runs, validated, and re-read if it changed underneath
 PTRACE_SEIZE+INTERRUPT for a frozen snapshot and resumes them at once.
 Cannot see: native (C) frames, and anything between two reads.
 
+--tasks prints the asyncio task tree instead (CPython 3.14+: read through
+the _asyncio module's AsyncioDebug offsets): each task, the coroutines it is
+suspended in (outermost first, with file:line), and the tasks awaiting it
+below their awaiter, like python -m asyncio pstree; the running task of each
+thread is marked, and every thread's stack follows. Before 3.14 it says so
+and shows the thread stacks only.
+
 With -- CMD ARGS, pyobs starts CMD, dumps once its interpreter runs Python
 code and --after has passed, then lets it run to its end (or --kill).`,
 		Example: `  pyobs dump -p 4242
   pyobs dump -p 4242 --format json
   pyobs dump --locals -p 4242
-  pyobs dump --after 2s -- python3 app.py`,
+  pyobs dump --after 2s -- python3 app.py
+  pyobs dump --tasks -p 4242`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error { return runDump(cmd, g, &f, args) },
 	}
@@ -49,6 +58,7 @@ code and --after has passed, then lets it run to its end (or --kill).`,
 	fl.BoolVar(&f.lock, "lock", false, "stop the threads (PTRACE_SEIZE+INTERRUPT) while reading, for a consistent snapshot")
 	fl.BoolVar(&f.native, "native", false, "include native frames (not available yet)")
 	fl.DurationVar(&f.after, "after", time.Second, "with -- CMD: how long to let the program run after its first Python frame before dumping")
+	fl.BoolVar(&f.tasks, "tasks", false, "print the asyncio task tree (task → awaited coroutine chain → awaited tasks); CPython 3.14+")
 	fl.BoolVar(&f.kill, "kill", false, "with -- CMD: end the program after the dump instead of waiting for it")
 	return c
 }
@@ -82,6 +92,9 @@ func runDump(cmd *cobra.Command, g *globals, f *dumpFlags, args []string) error 
 			s.Kill(2 * time.Second)
 			return err
 		}
+	}
+	if f.tasks {
+		return runDumpTasks(ctx, s, g, f, format)
 	}
 	d, err := s.Dump(session.DumpOptions{Locals: f.locals, Lock: f.lock})
 	if err != nil {
@@ -180,6 +193,157 @@ func writeDumpText(w io.Writer, d *session.Dump) error {
 				fmt.Fprintf(w, "      %s = %s\n", l.Name, v)
 			}
 		}
+	}
+	return nil
+}
+
+// runDumpTasks prints the asyncio task tree (dump --tasks).
+func runDumpTasks(ctx context.Context, s *session.Session, g *globals, f *dumpFlags, format string) error {
+	d, err := s.Tasks(session.DumpOptions{Locals: f.locals, Lock: f.lock})
+	if err != nil {
+		if s.Spawned() {
+			s.Kill(2 * time.Second)
+		}
+		return err
+	}
+	mode := os.FileMode(0o644)
+	if f.locals {
+		mode = 0o600
+	}
+	err = writeOutput(g.output, mode, func(w io.Writer) error {
+		if format == "json" {
+			enc := json.NewEncoder(w)
+			enc.SetIndent("", "  ")
+			return enc.Encode(d)
+		}
+		return writeTasksText(w, d)
+	})
+	if err != nil {
+		return err
+	}
+	if s.Spawned() && !f.kill {
+		return waitSpawned(ctx, s)
+	}
+	return nil
+}
+
+// writeTasksText prints the task tree like python -m asyncio pstree: a task,
+// its coroutine chain (outermost first), then the tasks it awaits, below it.
+// Roots are tasks nobody awaits; cycles are printed once and reported.
+func writeTasksText(w io.Writer, d *session.TasksDump) error {
+	if !d.Supported {
+		fmt.Fprintf(w, "Process %d: Python %s (%s): %s\n", d.Pid, d.Python.Version, d.Python.Binary, d.Note)
+	} else {
+		how := "read without stopping the target"
+		if d.Read.Method == "ptrace-stopped" {
+			how = fmt.Sprintf("read with the target stopped for %.0f µs", d.Read.StoppedUS)
+		}
+		fmt.Fprintf(w, "Process %d: Python %s (%s), %d asyncio tasks, %s in %.0f µs\n",
+			d.Pid, d.Python.Version, d.Python.Binary, len(d.Tasks), how, d.Read.DurationUS)
+		if d.Read.Torn > 0 {
+			fmt.Fprintf(w, "  torn reads: %d (tasks or lists changed while read; the tree may be incomplete)\n", d.Read.Torn)
+		}
+		byID := map[uint64]*session.TaskDump{}
+		for i := range d.Tasks {
+			byID[d.Tasks[i].ID] = &d.Tasks[i]
+		}
+		for _, th := range d.Threads {
+			if !th.RunningLoop && th.Tasks == 0 {
+				continue
+			}
+			run := "no running task"
+			if t, ok := byID[th.RunningTask]; ok {
+				run = fmt.Sprintf("running task %q", t.Name)
+			} else if th.RunningTask != 0 {
+				run = fmt.Sprintf("running task 0x%x", th.RunningTask)
+			}
+			loop := "no running loop"
+			if th.RunningLoop {
+				loop = "loop running"
+			}
+			fmt.Fprintf(w, "Thread %d (thread_id 0x%x): %s, %s, %d tasks\n", th.Tid, th.ThreadID, loop, run, th.Tasks)
+		}
+		if d.Read.ExitedTasks > 0 {
+			fmt.Fprintf(w, "Tasks of exited threads: %d\n", d.Read.ExitedTasks)
+		}
+		for _, c := range d.Cycles {
+			var names []string
+			for _, id := range c {
+				if t, ok := byID[id]; ok {
+					names = append(names, t.Name)
+				} else {
+					names = append(names, fmt.Sprintf("0x%x", id))
+				}
+			}
+			fmt.Fprintf(w, "Await cycle: %s → %s\n", strings.Join(names, " → "), names[0])
+		}
+		children := map[uint64][]uint64{}
+		var roots []uint64
+		for _, t := range d.Tasks {
+			known := 0
+			for _, a := range t.AwaitedBy {
+				children[a] = append(children[a], t.ID)
+				if _, ok := byID[a]; ok {
+					known++
+				}
+			}
+			if known == 0 {
+				roots = append(roots, t.ID)
+			}
+		}
+		printed := map[uint64]bool{}
+		var node func(id uint64, prefix string, last bool, path map[uint64]bool)
+		node = func(id uint64, prefix string, last bool, path map[uint64]bool) {
+			branch, cont := "├── ", "│   "
+			if last {
+				branch, cont = "└── ", "    "
+			}
+			t := byID[id]
+			if path[id] {
+				fmt.Fprintf(w, "%s%s(T) %s  [await cycle: already above]\n", prefix, branch, t.Name)
+				return
+			}
+			var tags []string
+			if t.Running {
+				tags = append(tags, "[running]")
+			}
+			if t.Error != "" {
+				tags = append(tags, "[torn: "+t.Error+"]")
+			}
+			fmt.Fprintf(w, "%s%s(T) %s %s\n", prefix, branch, t.Name, strings.Join(tags, " "))
+			printed[id] = true
+			kids := children[id]
+			for i, c := range t.Coroutines {
+				mark := "↳"
+				if i == 0 {
+					mark = "•"
+				}
+				fmt.Fprintf(w, "%s%s%s %s %s:%d\n", prefix+cont, strings.Repeat("  ", i), mark, c.Function, c.File, c.Line)
+			}
+			if t.Awaiting != "" {
+				fmt.Fprintf(w, "%s%s  awaiting a %s\n", prefix+cont, strings.Repeat("  ", max(len(t.Coroutines)-1, 0)), t.Awaiting)
+			}
+			path[id] = true
+			for i, k := range kids {
+				if _, ok := byID[k]; ok {
+					node(k, prefix+cont, i == len(kids)-1, path)
+				}
+			}
+			delete(path, id)
+		}
+		for _, r := range roots {
+			node(r, "", true, map[uint64]bool{}) // every root gets └──, as in pstree
+		}
+		// Tasks only reachable through a cycle have no root: print them too.
+		for _, t := range d.Tasks {
+			if !printed[t.ID] {
+				node(t.ID, "", true, map[uint64]bool{})
+			}
+		}
+	}
+	if d.Stacks != nil {
+		fmt.Fprintln(w)
+		return writeDumpText(w, d.Stacks)
 	}
 	return nil
 }

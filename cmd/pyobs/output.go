@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -18,6 +19,9 @@ func writeOutput(path string, mode os.FileMode, write func(io.Writer) error) err
 			return err
 		}
 		return w.Flush()
+	}
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return fmt.Errorf("can't write %s: it is a directory", path)
 	}
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
@@ -36,17 +40,27 @@ func writeOutput(path string, mode os.FileMode, write func(io.Writer) error) err
 	}
 	w := bufio.NewWriter(tmp)
 	if err := write(w); err != nil {
-		return err
+		return writeError(path, tmp.Name(), err)
 	}
 	if err := w.Flush(); err != nil {
-		return fmt.Errorf("can't write %s: %w", path, err)
+		return writeError(path, tmp.Name(), err)
 	}
 	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("can't write %s: %w", path, err)
+		return writeError(path, tmp.Name(), err)
 	}
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return fmt.Errorf("can't replace %s: %w", path, err)
 	}
 	ok = true
 	return nil
+}
+
+// writeError names the output, not its temporary, when writing fails
+// (EFBIG, ENOSPC, EIO): "can't write out.svg: no space left on device".
+func writeError(path, tmp string, err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) && pe.Path == tmp {
+		return fmt.Errorf("can't write %s: %w", path, pe.Err)
+	}
+	return fmt.Errorf("can't write %s: %w", path, err)
 }

@@ -51,12 +51,10 @@ func (s *Session) ThreadNames() map[int]string {
 		return nil
 	}
 	tids, _ := s.FS.Tasks(s.Pid)
+	ns := s.hostTids()
 	out := map[int]string{}
 	for _, t := range threads {
-		tid := t.NativeID
-		if tid == 0 {
-			tid = s.tidFromPthread(t.ThreadID, tids)
-		}
+		tid := s.hostTid(t.NativeID, t.ThreadID, tids, ns)
 		if tid > 0 && t.Name != "" {
 			out[tid] = t.Name
 		}

@@ -2,6 +2,7 @@ package session
 
 import (
 	"encoding/binary"
+	"errors"
 	"sort"
 	"time"
 
@@ -73,8 +74,10 @@ func (s *Session) Dump(opt DumpOptions) (*Dump, error) {
 	start := time.Now()
 	var threads []pyframes.Thread
 	var err error
+	var states map[int]string
 	if opt.Lock {
 		d.Read.Method = "ptrace-stopped"
+		states = s.taskStates() // after Thaw, every thread looks "running" while it wakes up
 		f, ferr := s.Freeze()
 		if ferr != nil {
 			return nil, ferr
@@ -91,17 +94,17 @@ func (s *Session) Dump(opt DumpOptions) (*Dump, error) {
 	}
 	d.Read.TornRetries = s.Py.Stats.TornRetries - before.TornRetries
 	tids, _ := s.FS.Tasks(s.Pid)
+	ns := s.hostTids()
 	for _, t := range threads {
 		td := ThreadDump{ThreadID: t.ThreadID, Name: t.Name, HoldsGIL: t.HoldsGIL, Interp: t.Interp,
-			Consistent: t.Consistent, Tid: t.NativeID, Frames: []FrameDump{}}
-		if td.Tid == 0 {
-			td.Tid = s.tidFromPthread(t.ThreadID, tids)
-		}
+			Consistent: t.Consistent, Tid: s.hostTid(t.NativeID, t.ThreadID, tids, ns), Frames: []FrameDump{}}
 		if t.Err != nil {
 			td.Error = t.Err.Error()
 			d.Read.Torn++
 		}
-		if td.Tid > 0 {
+		if st, ok := states[td.Tid]; ok {
+			td.State = st
+		} else if td.Tid > 0 {
 			if st, err := s.FS.TaskState(s.Pid, td.Tid); err == nil {
 				td.State = st.Describe()
 			}
@@ -143,4 +146,119 @@ func (s *Session) tidFromPthread(pthread uint64, tids []int) int {
 		}
 	}
 	return 0
+}
+
+// TasksDump is the asyncio task tree of a process (dump --tasks); see
+// docs/json.md. Supported is false when the version has no way to read it
+// (before 3.14) or asyncio is not imported; Note then says so, and Stacks
+// still holds every thread's Python stack.
+type TasksDump struct {
+	Schema    int              `json:"schema"`
+	Kind      string           `json:"kind"` // "asyncio-tasks"
+	Pid       int              `json:"pid"`
+	Python    PythonInfo       `json:"python"`
+	Supported bool             `json:"supported"`
+	Note      string           `json:"note,omitempty"`
+	Section   string           `json:"section,omitempty"` // file whose .AsyncioDebug section was read
+	Threads   []TaskThreadDump `json:"threads"`
+	Tasks     []TaskDump       `json:"tasks"`
+	Cycles    [][]uint64       `json:"cycles"`
+	Read      TasksReadInfo    `json:"read"`
+	Stacks    *Dump            `json:"stacks"`
+}
+
+// TaskThreadDump is one thread's asyncio state.
+type TaskThreadDump struct {
+	Tid         int    `json:"tid"`
+	ThreadID    uint64 `json:"thread_id"`
+	RunningLoop bool   `json:"running_loop"`
+	RunningTask uint64 `json:"running_task"` // task id, 0: none
+	Tasks       int    `json:"tasks"`
+	Error       string `json:"error,omitempty"`
+}
+
+// TaskDump is one task. ID is the task object's address (what id(task)
+// returns in the target); AwaitedBy holds the ids of the tasks awaiting it.
+type TaskDump struct {
+	ID         uint64      `json:"id"`
+	Name       string      `json:"name"`
+	IsTask     bool        `json:"is_task"`
+	ThreadID   uint64      `json:"thread_id"`
+	Running    bool        `json:"running"`
+	AwaitedBy  []uint64    `json:"awaited_by"`
+	Coroutines []FrameDump `json:"coroutines"` // outermost (the task's own coroutine) first
+	Awaiting   string      `json:"awaiting,omitempty"`
+	Error      string      `json:"error,omitempty"`
+}
+
+// TasksReadInfo is the task read's perturbation report.
+type TasksReadInfo struct {
+	Method      string  `json:"method"`
+	DurationUS  float64 `json:"duration_us"`
+	StoppedUS   float64 `json:"target_stopped_us"`
+	Torn        int     `json:"torn"`
+	Retries     int     `json:"list_retries"`
+	ExitedTasks int     `json:"tasks_of_exited_threads"`
+}
+
+// Tasks reads the asyncio task tree, then every thread's stack.
+func (s *Session) Tasks(opt DumpOptions) (*TasksDump, error) {
+	d := &TasksDump{Schema: DumpVersion, Kind: "asyncio-tasks", Pid: s.Pid, Python: PythonInfo{
+		Version: s.Py.Version().String(), Binary: s.Py.Info.Binary, Layout: s.Py.Layout.Source,
+	}, Threads: []TaskThreadDump{}, Tasks: []TaskDump{}, Cycles: [][]uint64{}, Read: TasksReadInfo{Method: "unsynchronised"}}
+	start := time.Now()
+	var snap *pyframes.AsyncSnapshot
+	var err error
+	if opt.Lock {
+		d.Read.Method = "ptrace-stopped"
+		f, ferr := s.Freeze()
+		if ferr != nil {
+			return nil, ferr
+		}
+		snap, err = s.Py.AsyncioTasks()
+		f.Thaw()
+		d.Read.StoppedUS = float64(f.Held.Nanoseconds()) / 1e3
+	} else {
+		snap, err = s.Py.AsyncioTasks()
+	}
+	d.Read.DurationUS = float64(time.Since(start).Nanoseconds()) / 1e3
+	var unsup *pyframes.AsyncioUnsupportedError
+	switch {
+	case errors.As(err, &unsup):
+		d.Note = unsup.Error() + ": no task tree; thread stacks below"
+	case errors.Is(err, pyframes.ErrAsyncioNotImported):
+		d.Note = "asyncio not imported: no tasks"
+	case err != nil:
+		return nil, s.explain("read the asyncio tasks", err)
+	default:
+		d.Supported = true
+		d.Section = snap.Section
+		d.Read.Torn = snap.Torn
+		d.Read.Retries = snap.Retries
+		d.Read.ExitedTasks = snap.ExitedTasks
+		tids, _ := s.FS.Tasks(s.Pid)
+		for _, th := range snap.Threads {
+			td := TaskThreadDump{Tid: th.NativeID, ThreadID: th.ThreadID, RunningLoop: th.RunningLoop != 0,
+				RunningTask: th.RunningTask, Tasks: th.Tasks, Error: th.Err}
+			if td.Tid == 0 {
+				td.Tid = s.tidFromPthread(th.ThreadID, tids)
+			}
+			d.Threads = append(d.Threads, td)
+		}
+		for _, t := range snap.Tasks {
+			td := TaskDump{ID: t.Addr, Name: t.Name, IsTask: t.IsTask, ThreadID: t.ThreadID, Running: t.Running,
+				AwaitedBy: append([]uint64{}, t.AwaitedBy...), Coroutines: []FrameDump{}, Awaiting: t.Awaiting, Error: t.Err}
+			for _, f := range t.Coroutines {
+				td.Coroutines = append(td.Coroutines, FrameDump{Function: f.Function, File: f.File, Line: f.Line})
+			}
+			d.Tasks = append(d.Tasks, td)
+		}
+		for _, c := range snap.Cycles {
+			d.Cycles = append(d.Cycles, c)
+		}
+	}
+	if d.Stacks, err = s.Dump(opt); err != nil {
+		return nil, err
+	}
+	return d, nil
 }

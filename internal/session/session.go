@@ -138,7 +138,7 @@ func Spawn(argv []string) (*Session, error) {
 		return nil, fmt.Errorf("can't start %s: %w", argv[0], err)
 	}
 	s := &Session{Pid: cmd.Process.Pid, FS: procfs.Default(), cmd: cmd, waited: make(chan struct{})}
-	go func() { s.waitErr = cmd.Wait(); close(s.waited) }()
+	go func() { waitExited(s.Pid); s.waitErr = cmd.Wait(); close(s.waited) }()
 	return s, nil
 }
 

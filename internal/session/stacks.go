@@ -42,15 +42,13 @@ func (m *TidMap) Refresh() {
 		return
 	}
 	var tids []int
+	ns := m.s.hostTids()
 	by := make(map[int]pyframes.ThreadRef, len(refs))
 	for _, r := range refs {
-		tid := r.NativeID
-		if tid == 0 {
-			if tids == nil {
-				tids, _ = m.s.FS.Tasks(m.s.Pid)
-			}
-			tid = m.s.tidFromPthread(r.ThreadID, tids)
+		if r.NativeID == 0 && tids == nil && ns == nil {
+			tids, _ = m.s.FS.Tasks(m.s.Pid)
 		}
+		tid := m.s.hostTid(r.NativeID, r.ThreadID, tids, ns)
 		if tid != 0 {
 			r.NativeID = tid
 			by[tid] = r
