@@ -132,6 +132,13 @@ func FindRuntime(pid int, maps []Mapping) (*RuntimeInfo, error) {
 	if firstErr != nil {
 		return nil, firstErr
 	}
+	// No _PyRuntime, but a python2.7 / python3.6 / libpython… is mapped: an
+	// interpreter older than pyobs reads (_PyRuntime is 3.7+). Name it.
+	for _, path := range candidates(maps) {
+		if v, ok := versionFromName(path); ok {
+			return nil, fmt.Errorf("pid %d (%s): %w", pid, filepath.Base(path), &UnsupportedVersionError{Version: v, Why: "it has no _PyRuntime (3.7+)"})
+		}
+	}
 	return nil, ErrNotPython
 }
 
