@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -386,5 +387,26 @@ func TestStatUsage(t *testing.T) {
 		if r := testutil.Run(t, 10*time.Second, args...); r.Code != exitUsage {
 			t.Errorf("%v: exit %d, want %d (%s)", args, r.Code, exitUsage, r.Stderr)
 		}
+	}
+}
+
+// TestStatPerfDenied: run as an unprivileged user against a root process,
+// perf_event_open is refused; stat still reports what procfs gives and its
+// note names the gate (perf_event_paranoid, CAP_PERFMON) and the fix.
+func TestStatPerfDenied(t *testing.T) {
+	testutil.RequireRoot(t)
+	py := testutil.Find(t, "pyenv-3.12")
+	tg := testutil.StartArgv(t, append(append([]string{}, py.Argv...), "-c", "import time\nprint('READY', flush=True)\ntime.sleep(60)"), 20*time.Second)
+	cmd := exec.Command(testutil.Binary(t), "stat", "-p", fmt.Sprint(tg.Pid), "-d", "200ms", "--format", "json")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	r := testutil.RunCmd(t, 30*time.Second, cmd)
+	if r.Code != 0 {
+		t.Fatalf("stat as nobody: exit %d: %s", r.Code, r.Stderr)
+	}
+	if !strings.Contains(r.Stdout, "perf_event_paranoid") || !strings.Contains(r.Stdout, "CAP_PERFMON") {
+		t.Errorf("the report does not name the perf gate:\n%.2000s", r.Stdout)
+	}
+	if !strings.Contains(r.Stdout, `"utilization"`) {
+		t.Errorf("the procfs part is missing:\n%.1000s", r.Stdout)
 	}
 }
