@@ -101,12 +101,6 @@ type engine struct {
 	scratch  []int
 }
 
-func monoNow() int64 {
-	var ts unix.Timespec
-	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-	return ts.Nano()
-}
-
 // Run watches the target's context switches until opt.Duration passes, ctx
 // ends or the target exits; a cut-short run still returns its result.
 func Run(ctx context.Context, s *session.Session, opt Options) (*Result, error) {
@@ -131,8 +125,8 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*Result, error) 
 
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	cpu0 := selfCPU()
-	start := monoNow()
+	cpu0 := session.ObserverCPU()
+	start := session.MonoNow()
 	if err := e.addThreads(); err != nil {
 		return nil, err
 	}
@@ -183,10 +177,10 @@ loop:
 	if derr := e.drain(); err == nil {
 		err = derr
 	}
-	end := monoNow()
+	end := session.MonoNow()
 	e.finish(end)
 	e.res.WindowS = float64(end-start) / 1e9
-	e.res.ObserverCPUS = (selfCPU() - cpu0).Seconds()
+	e.res.ObserverCPUS = (session.ObserverCPU() - cpu0).Seconds()
 	m := &e.prof.Meta
 	m.DurationS = e.res.WindowS
 	m.Samples = e.res.Switches
@@ -211,7 +205,7 @@ func (e *engine) addThreads() error {
 		if th := e.threads[tid]; th != nil && th.gone {
 			continue
 		}
-		t0 := monoNow() // before the event exists: every record is later
+		t0 := session.MonoNow() // before the event exists: every record is later
 		if err := e.tr.AddThread(tid); err != nil {
 			if errors.Is(err, unix.ESRCH) {
 				continue
@@ -449,14 +443,6 @@ func (e *engine) finish(end int64) {
 		e.res.Threads = append(e.res.Threads, st)
 	}
 	sort.Slice(e.res.Threads, func(i, j int) bool { return e.res.Threads[i].Tid < e.res.Threads[j].Tid })
-}
-
-func selfCPU() time.Duration {
-	var ru unix.Rusage
-	if unix.Getrusage(unix.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func perfError(pid int, err error) error {

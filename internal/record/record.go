@@ -85,12 +85,6 @@ type Recorder struct {
 	lagN     int64
 }
 
-func monoNow() int64 {
-	var ts unix.Timespec
-	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-	return ts.Nano()
-}
-
 // Run records until opt.Duration passes, ctx is cancelled (Ctrl-C) or the
 // target exits, and returns the profile; a cancelled run still returns a
 // complete profile.
@@ -123,7 +117,7 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*flame.Profile, 
 	r.tids.Refresh()
 	r.refreshNames()
 	r.start = time.Now()
-	r.cpu0 = selfCPU()
+	r.cpu0 = session.ObserverCPU()
 	r.tcpu0 = targetCPU(s.Pid)
 	var deadline <-chan time.Time
 	if opt.Duration > 0 {
@@ -276,7 +270,7 @@ type pendingSamples struct {
 // after even the newest of them may show where the thread went next (e.g.
 // into a sleep): those samples count as late, under a marker.
 func (r *Recorder) readPending() {
-	now := monoNow()
+	now := session.MonoNow()
 	defer func() {
 		if r.nat != nil {
 			r.nat.slab = r.nat.slab[:0]
@@ -485,7 +479,7 @@ func (r *Recorder) progress() {
 		return
 	}
 	r.opt.Progress(Progress{Elapsed: time.Since(r.start), Samples: r.samples, AchievedHz: r.achieved(),
-		Lost: r.lost, Torn: r.torn, Late: r.late, ObserverCPU: selfCPU() - r.cpu0})
+		Lost: r.lost, Torn: r.torn, Late: r.late, ObserverCPU: session.ObserverCPU() - r.cpu0})
 }
 
 // achieved: cpu mode — samples per second of target CPU time (the kernel
@@ -521,18 +515,10 @@ func (r *Recorder) finish() {
 		m.ReadLagUS = float64(r.lagSum) / float64(r.lagN) / 1e3
 	}
 	m.AchievedHz = r.achieved()
-	m.ObserverCPUS = (selfCPU() - r.cpu0).Seconds()
+	m.ObserverCPUS = (session.ObserverCPU() - r.cpu0).Seconds()
 	if r.nat != nil {
 		r.nat.finish(m, r.opt.StackSize)
 	}
-}
-
-func selfCPU() time.Duration {
-	var ru unix.Rusage
-	if unix.Getrusage(unix.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // targetCPU is the process's user+system CPU seconds from /proc/PID/stat
