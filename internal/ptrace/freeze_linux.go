@@ -3,7 +3,10 @@ package ptrace
 import (
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
+	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -38,7 +41,24 @@ func Freeze(pid int, tids []int) (*Frozen, error) {
 		}
 		close(f.done)
 	}()
-	if err := <-errc; err != nil {
+	// While the seizes run, release the threads that die under them. If
+	// another thread execs meanwhile, execve waits until every other thread
+	// is released, and a traced one is released only when its tracer reaps
+	// it; our seize of the next thread meanwhile waits for that execve to
+	// finish (cred_guard_mutex): a deadlock, unless another of our threads
+	// reaps (any thread of the tracer's process may). Stops are left alone.
+	tick := time.NewTicker(2 * time.Millisecond)
+	var err error
+	for waiting := true; waiting; {
+		select {
+		case err = <-errc:
+			waiting = false
+		case <-tick.C:
+			reapExited(pid, tids)
+		}
+	}
+	tick.Stop()
+	if err != nil {
 		f.Thaw()
 		return nil, err
 	}
@@ -46,11 +66,43 @@ func Freeze(pid int, tids []int) (*Frozen, error) {
 	return f, nil
 }
 
+// reapExited reaps those of tids (not the leader: execve does not wait for
+// it, and it may be our own child) that are our tracees and have exited.
+func reapExited(pid int, tids []int) {
+	for _, tid := range tids {
+		if tid == pid {
+			continue
+		}
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_PID, tid, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT|unix.WALL, nil)
+		if err != nil || info.Signo == 0 {
+			continue // not ours (yet), or no news
+		}
+		if info.Code == cldExited || info.Code == cldKilled || info.Code == cldDumped {
+			var ws unix.WaitStatus
+			_, _ = unix.Wait4(tid, &ws, unix.WALL|unix.WNOHANG, nil)
+		}
+	}
+}
+
+// si_code values of SIGCHLD (include/uapi/asm-generic/siginfo.h).
+const (
+	cldExited = 1
+	cldKilled = 2
+	cldDumped = 3
+)
+
 func (f *Frozen) stopAll(tids []int) error {
 	for _, tid := range tids {
-		if err := unix.PtraceSeize(tid); err != nil {
-			if errors.Is(err, unix.ESRCH) {
-				continue // exited meanwhile
+		err := unix.PtraceSeize(tid)
+		if errors.Is(err, unix.EPERM) && !exiting(f.Pid, tid) {
+			// A process in the middle of an execve refuses too, for a moment.
+			time.Sleep(2 * time.Millisecond)
+			err = unix.PtraceSeize(tid)
+		}
+		if err != nil {
+			if errors.Is(err, unix.ESRCH) || errors.Is(err, unix.EPERM) && exiting(f.Pid, tid) {
+				continue // exited meanwhile (an exiting thread refuses with EPERM)
 			}
 			return fmt.Errorf("can't PTRACE_SEIZE pid %d tid %d: %w", f.Pid, tid, err)
 		}
@@ -59,41 +111,58 @@ func (f *Frozen) stopAll(tids []int) error {
 			return fmt.Errorf("can't PTRACE_INTERRUPT pid %d tid %d: %w", f.Pid, tid, err)
 		}
 	}
-	for i := 0; i < len(f.Tids); i++ {
-		tid := f.Tids[i]
-		for {
+	// Collect each thread's stop round-robin with WNOHANG, not with one
+	// blocking wait per thread in turn: if the target exits meanwhile, its
+	// traced threads are zombies that only our wait releases, and the
+	// leader's exit is not reported before they are (a blocking wait for the
+	// leader first waits forever); a thread that execs takes the leader's id
+	// and may never stop.
+	pending := append([]int(nil), f.Tids...)
+	stopped := make([]int, 0, len(pending))
+	deadline := time.Now().Add(stopTimeout)
+	for len(pending) > 0 {
+		progress := false
+		for i := 0; i < len(pending); i++ {
+			tid := pending[i]
 			var ws unix.WaitStatus
-			_, err := unix.Wait4(tid, &ws, unix.WALL, nil)
-			if errors.Is(err, unix.EINTR) {
+			wpid, err := unix.Wait4(tid, &ws, unix.WALL|unix.WNOHANG, nil)
+			if errors.Is(err, unix.EINTR) || (err == nil && wpid == 0) {
+				continue // no news yet
+			}
+			progress = true
+			switch {
+			case err != nil, ws.Exited(), ws.Signaled():
+				// ECHILD or dead: the thread is gone.
+			case ws.Stopped() && (ws.StopSignal() != unix.SIGTRAP || ws.TrapCause() != unix.PTRACE_EVENT_STOP):
+				// A real signal arrived first: let it through and wait for our stop.
+				sig := ws.StopSignal()
+				if ws.TrapCause() > 0 || sig == unix.SIGTRAP {
+					sig = 0
+				}
+				_ = unix.PtraceCont(tid, int(sig))
+				continue
+			case ws.Stopped():
+				stopped = append(stopped, tid)
+			default:
 				continue
 			}
-			if err != nil {
-				// ECHILD: the thread is gone.
-				f.Tids = append(f.Tids[:i], f.Tids[i+1:]...)
-				i--
-				break
+			pending = append(pending[:i], pending[i+1:]...)
+			i--
+		}
+		if len(pending) > 0 && !progress {
+			if time.Now().After(deadline) {
+				f.Tids = append(stopped, pending...) // Thaw lets go of them all
+				return fmt.Errorf("can't stop pid %d: tids %v did not stop within %v (the process is exec'ing or exiting?)", f.Pid, pending, stopTimeout)
 			}
-			if ws.Exited() || ws.Signaled() {
-				f.Tids = append(f.Tids[:i], f.Tids[i+1:]...)
-				i--
-				break
-			}
-			if ws.Stopped() {
-				if ws.StopSignal() != unix.SIGTRAP || ws.TrapCause() != unix.PTRACE_EVENT_STOP {
-					// A real signal arrived first: let it through and wait for our stop.
-					sig := ws.StopSignal()
-					if ws.TrapCause() > 0 || sig == unix.SIGTRAP {
-						sig = 0
-					}
-					_ = unix.PtraceCont(tid, int(sig))
-					continue
-				}
-				break
-			}
+			time.Sleep(20 * time.Microsecond)
 		}
 	}
+	f.Tids = stopped
 	return nil
 }
+
+// stopTimeout bounds the wait for the threads' stops (normally tens of µs).
+const stopTimeout = time.Second
 
 // Thaw detaches from every stopped thread, which resumes it.
 func (f *Frozen) Thaw() {
@@ -111,4 +180,31 @@ func (f *Frozen) Thaw() {
 	}
 	close(f.reqs)
 	<-f.done
+}
+
+// pfExiting is PF_EXITING in /proc/PID/task/TID/stat's flags (include/linux/sched.h).
+const pfExiting = 0x4
+
+// exiting reports whether tid is gone or on its way out (the process
+// exits, or another thread execs): PTRACE_SEIZE refuses such a thread with
+// EPERM, which is then no permission problem.
+func exiting(pid, tid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/stat", pid, tid))
+	if err != nil {
+		return errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ESRCH) // gone
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return false
+	}
+	f := strings.Fields(s[i+1:]) // state is f[0], flags f[6]
+	if len(f) < 7 {
+		return false
+	}
+	if f[0] == "Z" || f[0] == "X" {
+		return true
+	}
+	flags, err := strconv.ParseUint(f[6], 10, 64)
+	return err == nil && flags&pfExiting != 0
 }

@@ -253,9 +253,7 @@ func (s *Session) Tasks(opt DumpOptions) (*TasksDump, error) {
 			}
 			d.Tasks = append(d.Tasks, td)
 		}
-		for _, c := range snap.Cycles {
-			d.Cycles = append(d.Cycles, c)
-		}
+		d.Cycles = append(d.Cycles, snap.Cycles...)
 	}
 	if d.Stacks, err = s.Dump(opt); err != nil {
 		return nil, err
