@@ -218,6 +218,7 @@ func TestRecordNativeQsort(t *testing.T) {
 					glued += weights[i]
 				}
 			}
+			t.Logf("%s: %d of %d compare samples glued", label, glued, cmp)
 			if cmp == 0 || glued < cmp*2/3 {
 				t.Errorf("%d of %d compare samples show caller;…;qsort_r;…;closure_fcn/_CallPythonObject;…;compare", glued, cmp)
 			}

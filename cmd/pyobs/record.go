@@ -47,9 +47,13 @@ func newRecord(g *globals) *cobra.Command {
 --native (cpu mode): each sample also copies the thread's user registers and
   --stack-size bytes of its stack; pyobs unwinds them with the ELF files'
   .eh_frame CFI and replaces each _PyEval_EvalFrameDefault frame with the
-  Python frames it runs. Stacks deeper than the copy end in
-  [truncated native stack]; samples whose native and Python stacks disagree
-  are kept unmerged under [merge mismatch] and counted.
+  Python frames it runs: on 3.11+ by address (each run of Python frames
+  links to a struct on its eval loop's C stack), on 3.10 by count. The
+  Python stack is read just after the sample: frames entered since are left
+  out, eval loops that returned since show [Python frames returned before
+  read]. Stacks deeper than the copy end in [truncated native stack];
+  samples whose native and Python stacks disagree are kept unmerged under
+  [merge mismatch] and counted.
 --kernel (cpu mode): kernel frames (SYMBOL_[k]) from the sample's callchain.
 
 Price: sampling. The target is never stopped; a stack that changed while it
@@ -187,6 +191,9 @@ func footer(p *flame.Profile, out string) string {
 	if n := m.NativeFull + m.NativeTruncated + m.NativeFailed; n > 0 {
 		nat = fmt.Sprintf("; native stacks: %d unwound fully (%.1f %%), %d truncated, %d failed, %d merge mismatches",
 			m.NativeFull, 100*float64(m.NativeFull)/float64(n), m.NativeTruncated, m.NativeFailed, m.MergeMismatch)
+		if m.MergeLinked > 0 {
+			nat += fmt.Sprintf(", %d glued by C-stack address (%d with Python frames returned before read)", m.MergeLinked, m.MergeGone)
+		}
 	}
 	return fmt.Sprintf("pyobs record: %s mode, %d samples in %.1fs (%s); lost %d, torn %d, failed %d, throttled %d%s%s; observer CPU %.2fs%s; target stopped 0s; wrote %s",
 		m.Mode, m.Samples, m.DurationS, rate, m.Lost, m.Torn, m.Failed, m.Throttled, lag, nat, m.ObserverCPUS, obs, where)

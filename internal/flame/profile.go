@@ -97,7 +97,12 @@ type Meta struct {
 	NativeFailed    uint64            `json:"native_failed,omitempty"`
 	NativeStops     map[string]uint64 `json:"native_stops,omitempty"`
 	MergeMismatch   uint64            `json:"merge_mismatch,omitempty"`
-	StackUserBytes  int               `json:"stack_user_bytes,omitempty"` // user stack copied per sample
+	// MergeLinked: samples glued by C-stack address (3.11+); MergeGone: of
+	// those, samples whose innermost interpreter frames had returned before
+	// the Python stack was read (shown as [Python frames returned before read]).
+	MergeLinked    uint64 `json:"merge_linked,omitempty"`
+	MergeGone      uint64 `json:"merge_gone,omitempty"`
+	StackUserBytes int    `json:"stack_user_bytes,omitempty"` // user stack copied per sample
 	// KernelSymbols: with --kernel, a note when kernel frames can't be
 	// named (kptr_restrict hides /proc/kallsyms addresses).
 	KernelSymbols string `json:"kernel_symbols,omitempty"`

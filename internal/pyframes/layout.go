@@ -47,6 +47,7 @@ type Layout struct {
 	TstateInterp         uint64
 	TstateFrame          uint64 // 3.10: PyFrameObject*; 3.11/3.12: _PyCFrame*; 3.13+: _PyInterpreterFrame*
 	CFrameCurrentFrame   int64  // 3.11/3.12 offset inside _PyCFrame; -1 when there is no cframe
+	CFramePrevious       uint64 // 3.11 offset inside _PyCFrame (links only)
 	TstateThreadID       uint64
 	TstateNativeThreadID uint64 // 0: not recorded (3.10)
 	TstateHoldsGIL       uint64 // 3.15: int holds_gil; 0 when not published
@@ -134,6 +135,7 @@ func staticLayout(v Version) (*Layout, bool) {
 		l.RuntimeTstateCurrent = 576
 		l.InterpNext, l.InterpThreadsHead, l.InterpModules = 0, 16, 888
 		l.TstateNext, l.TstateInterp, l.TstateFrame, l.CFrameCurrentFrame = 8, 16, 56, 8
+		l.CFramePrevious = 16 // {uint8 use_tracing; current_frame; previous}
 		l.TstateThreadID, l.TstateNativeThreadID = 152, 160
 		l.FramePrevious, l.FrameCode, l.FrameInstr, l.FrameOwner = 48, 32, 56, 69
 		l.FrameIsEntry, l.FrameLocalsplus, l.FrameSize = 68, 72, 72

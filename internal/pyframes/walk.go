@@ -16,7 +16,12 @@ type Frame struct {
 	CodeID uint64 `json:"-"`
 	// Entry: this frame was entered from C (it sits right above an
 	// interpreter entry, so a native _PyEval_EvalFrameDefault frame ends here).
-	Entry  bool
+	Entry bool
+	// Link (with Options.Links, on an Entry frame, 3.11+): the C-stack
+	// address of the eval loop's link to this run of frames (3.12+: its
+	// entry-frame shim; 3.11: its _PyCFrame), which lies inside that
+	// _PyEval_EvalFrameDefault's native frame; 0 when unknown.
+	Link   uint64  `json:"-"`
 	Locals []Local `json:",omitempty"`
 }
 
@@ -58,6 +63,9 @@ type Options struct {
 	// Reuse returns frames in a buffer the next walk overwrites: for
 	// samplers that fold a stack before reading the next (no allocation).
 	Reuse bool
+	// Links fills Frame.Link (3.11 reads the _PyCFrame chain for it: one
+	// small read per eval loop): native stacks are glued by it.
+	Links bool
 }
 
 var ErrTorn = errors.New("stack changed while it was read")
@@ -246,7 +254,7 @@ func (p *Process) thread(ts, interp uint64, opt Options) (Thread, uint64, error)
 		var frames []Frame
 		var before frameID
 		if err == nil {
-			frames, before, err = p.stack(top, opt)
+			frames, before, err = p.stack(top, tsFrame, opt)
 		}
 		// Consistent means: the thread's top frame is the same frame — same
 		// address, code object and caller — after the walk as before it.
@@ -348,6 +356,7 @@ func (p *Process) resolveTop(v uint64) (uint64, error) {
 // rawFrame is a frame as found in memory, before its code is resolved.
 type rawFrame struct {
 	addr, code, instr uint64
+	link              uint64
 	lineno            int32 // 3.10 f_lineno
 	entry             bool
 }
@@ -399,7 +408,7 @@ func (p *Process) readWindow(top uint64) (uint64, []byte) {
 // stack walks frames from the top frame at addr: frame headers come from
 // the window when they lie in it, else from one read each; code objects are
 // then resolved together.
-func (p *Process) stack(addr uint64, opt Options) ([]Frame, frameID, error) {
+func (p *Process) stack(addr, tsFrame uint64, opt Options) ([]Frame, frameID, error) {
 	l, r := p.Layout, &p.objs
 	var topID frameID
 	base, win := p.readWindow(addr)
@@ -448,6 +457,12 @@ func (p *Process) stack(addr uint64, opt Options) ([]Frame, frameID, error) {
 			// frame above it was entered from C.
 			if len(raw) > 0 {
 				raw[len(raw)-1].entry = true
+				if raw[len(raw)-1].link == 0 {
+					// The shim below a run (3.12+): the eval loop's own
+					// entry frame, on its C stack. (A thread's base frame
+					// is in the data stack: it matches no native frame.)
+					raw[len(raw)-1].link = addr
+				}
 			}
 			addr = prev
 			continue
@@ -488,6 +503,9 @@ func (p *Process) stack(addr uint64, opt Options) ([]Frame, frameID, error) {
 	if len(raw) == 0 {
 		return nil, topID, err
 	}
+	if opt.Links && l.FrameIsEntry >= 0 && l.CFrameCurrentFrame >= 0 && err == nil {
+		p.cframeLinks(raw, tsFrame)
+	}
 	codes := p.scratch.codes[:0]
 	for _, rf := range raw {
 		codes = append(codes, rf.code)
@@ -512,6 +530,9 @@ func (p *Process) stack(addr uint64, opt Options) ([]Frame, frameID, error) {
 	for i, rf := range raw {
 		ci := infos[i]
 		f := Frame{Function: ci.name, File: ci.file, Code: rf.code, CodeID: ci.serial, Entry: rf.entry}
+		if opt.Links && rf.entry {
+			f.Link = rf.link
+		}
 		switch {
 		case l.FrameObjects && rf.lineno > 0: // f_lineno is set only while tracing; then it is the truth
 			f.Line = int(rf.lineno)
@@ -526,4 +547,29 @@ func (p *Process) stack(addr uint64, opt Options) ([]Frame, frameID, error) {
 		frames[i] = f
 	}
 	return frames, topID, err
+}
+
+// cframeLinks (3.11) pairs each run of frames, innermost first, with the
+// _PyCFrame chain from the thread state's cframe: the k-th cframe's
+// current_frame must be the innermost frame of the k-th run, else the
+// chain moved under the read and no link is set.
+func (p *Process) cframeLinks(raw []rawFrame, cf uint64) {
+	l := p.Layout
+	var buf [24]byte
+	hdr := buf[:max(uint64(l.CFrameCurrentFrame), l.CFramePrevious)+8]
+	start := 0 // innermost frame of the current run
+	for i := range raw {
+		if !raw[i].entry {
+			continue
+		}
+		if cf == 0 || p.objs.mem.Read(cf, hdr) != nil || le64(hdr, uint64(l.CFrameCurrentFrame)) != raw[start].addr {
+			for j := range raw {
+				raw[j].link = 0
+			}
+			return
+		}
+		raw[i].link = cf
+		cf = le64(hdr, l.CFramePrevious)
+		start = i + 1
+	}
 }

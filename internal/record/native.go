@@ -24,16 +24,19 @@ type native struct {
 	proc         *unwind.Process
 	ksyms        *unwind.Kallsyms
 	slab         []uint64 // pcs of the samples pending in this drain
+	sps          []uint64 // each user frame's stack pointer, parallel to slab (0 for kernel pcs)
 	pcs          map[uint64]natFrame
 	kpcs         map[uint64]int
 	stops        map[string]uint64
 	full, trunc  uint64
 	failed       uint64
 	mismatch     uint64
+	linked, gone uint64
 	kernelNote   string
 	// scratch
-	nat []natFrame
-	py  []pyFrame
+	nat  []natFrame
+	lows []uint64
+	py   []pyFrame
 }
 
 // nativeSample is one sample's native stack: pcs (leaf first) and kernel
@@ -44,13 +47,15 @@ type nativeSample struct {
 }
 
 type natFrame struct {
-	id   int
-	eval bool // an interpreter frame: replaced by the Python frames it runs
+	id    int
+	eval  bool // an interpreter frame: replaced by the Python frames it runs
+	known bool // named: an unnamed frame might be the interpreter's
 }
 
 type pyFrame struct {
 	id    int
 	entry bool
+	link  uint64 // Frame.Link of an entry frame
 }
 
 func newNative(pid int, user, kernel bool) *native {
@@ -99,7 +104,7 @@ func (n *native) capture(s *perfevent.Sample) nativeSample {
 			}
 		}
 		var err error
-		n.slab, ns.status, err = n.proc.Unwind(regs, unwind.StackCopy{Base: regs.V[unwind.RegRSP], Data: s.Stack}, n.slab)
+		n.slab, n.sps, ns.status, err = n.proc.UnwindSP(regs, unwind.StackCopy{Base: regs.V[unwind.RegRSP], Data: s.Stack}, n.slab, n.sps)
 		ns.n = len(n.slab) - ns.off
 		switch ns.status {
 		case unwind.Full:
@@ -127,6 +132,9 @@ func (n *native) capture(s *perfevent.Sample) nativeSample {
 		}
 	}
 	ns.kn = len(n.slab) - ns.koff
+	for len(n.sps) < len(n.slab) {
+		n.sps = append(n.sps, 0)
+	}
 	return ns
 }
 
@@ -148,8 +156,9 @@ func (n *native) frame(p *flame.Profile, pc uint64, leaf bool) natFrame {
 	s := n.proc.Symbolize(pc)
 	name := strings.TrimSuffix(s.Name, ".cold")
 	f := natFrame{
-		id:   p.Intern(flame.Frame{Kind: flame.Native, Function: s.Label(), File: s.Path}),
-		eval: s.Known && (name == "_PyEval_EvalFrameDefault" || name == "PyEval_EvalFrameEx"),
+		id:    p.Intern(flame.Frame{Kind: flame.Native, Function: s.Label(), File: s.Path}),
+		eval:  s.Known && (name == "_PyEval_EvalFrameDefault" || name == "PyEval_EvalFrameEx"),
+		known: s.Known,
 	}
 	n.pcs[pc] = f
 	return f
@@ -183,15 +192,27 @@ func (n *native) stack(p *flame.Profile, ids []int, ns nativeSample, py []pyFram
 			ids = append(ids, n.frame(p, n.slab[ns.off+i], i == 0).id)
 		}
 	} else if n.user {
-		nat := n.nat[:0]
+		nat, lows := n.nat[:0], n.lows[:0]
 		for i := ns.n - 1; i >= 0; i-- {
 			nat = append(nat, n.frame(p, n.slab[ns.off+i], i == 0))
+			lows = append(lows, n.sps[ns.off+i])
 		}
-		n.nat = nat
+		n.nat, n.lows = nat, lows
 		complete := ns.status == unwind.Full
-		var ok bool
+		ok, gone := false, 0
 		trunc := p.Intern(flame.Frame{Kind: flame.State, Function: "[truncated native stack]"})
-		if ids, ok = mergeStacks(ids, nat, py, complete, trunc); !ok {
+		if linkable(py) {
+			goneID := p.Intern(flame.Frame{Kind: flame.State, Function: "[Python frames returned before read]"})
+			if ids, gone, ok = mergeLinked(ids, nat, lows, py, complete, trunc, goneID); ok {
+				n.linked++
+				if gone > 0 {
+					n.gone++
+				}
+			}
+		} else {
+			ids, ok = mergeStacks(ids, nat, py, complete, trunc)
+		}
+		if !ok {
 			n.mismatch++
 			ids = append(ids, p.Intern(flame.Frame{Kind: flame.State, Function: "[merge mismatch]"}))
 			for _, f := range nat {
@@ -258,11 +279,149 @@ func mergeStacks(dst []int, nat []natFrame, py []pyFrame, complete bool, trunc i
 	return dst, true
 }
 
+// linkable: every run of py has its C-stack link (3.11+ with Links), so
+// it can be glued by address rather than by counting.
+func linkable(py []pyFrame) bool {
+	if len(py) == 0 || !py[len(py)-1].entry {
+		return false
+	}
+	for i := range py {
+		if py[i].entry && py[i].link == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// mergeLinked glues Python frames into a native stack by address: each
+// run of py (innermost first; an entry frame ends a run) carries the C-stack
+// address of its eval loop's link, which lies inside exactly one native
+// _PyEval_EvalFrameDefault frame — the one whose stack pointer (lows, root
+// first like nat) is at or below it and whose caller's is above it. The
+// Python stack is read after the sample, so:
+//   - a run below the sampled leaf's stack pointer, or inside one of its C
+//     frames (which then returned, with all it called), was entered after
+//     the sample: left out;
+//   - innermost eval frames without a run returned before the read: each
+//     becomes the gone marker (counted in gone);
+//   - an unmatched eval frame outside of the innermost ones, a run in the
+//     root frame of a whole stack, or runs out of address order: false.
+//
+// With an incomplete native stack, the runs above its outermost frame go
+// first, then trunc.
+func mergeLinked(dst []int, nat []natFrame, lows []uint64, py []pyFrame, complete bool, trunc, goneID int) ([]int, int, bool) {
+	if len(nat) == 0 {
+		return dst, 0, false
+	}
+	// Runs innermost first: [start, end] in py, end the entry frame.
+	type run struct{ start, end int }
+	var runsBuf [32]run
+	runs := runsBuf[:0]
+	start := 0
+	for i := range py {
+		if py[i].entry {
+			if len(runs) > 0 && py[i].link <= py[runs[len(runs)-1].end].link {
+				return dst, 0, false // links must rise outwards
+			}
+			runs = append(runs, run{start, i})
+			start = i + 1
+		}
+	}
+	// Runs entered after the sample: below the sampled stack pointer, or
+	// inside a (non-root) C frame of the sample, which must then have
+	// returned before the read, with every frame inside it: cut is the
+	// outermost such frame.
+	newer, cut := lows[len(lows)-1], len(nat)
+	for k := 1; k < len(nat); k++ {
+		if nat[k].eval || !nat[k].known {
+			continue // (an unnamed frame may be the interpreter's: no evidence)
+		}
+		for _, x := range runs {
+			if l := py[x.end].link; l >= lows[k] && l < lows[k-1] {
+				newer, cut = lows[k-1], k
+				break
+			}
+		}
+		if cut == k {
+			break
+		}
+	}
+	r := 0
+	for r < len(runs) && py[runs[r].end].link < newer {
+		r++
+	}
+	// Match native frames leaf to root. match[k] is the run of nat[k], -1.
+	var matchBuf [64]int
+	match := matchBuf[:0]
+	for range nat {
+		match = append(match, -1)
+	}
+	if len(nat) > len(matchBuf) {
+		match = make([]int, len(nat))
+		for k := range match {
+			match[k] = -1
+		}
+	}
+	gone, matchedInner := 0, false
+	for k := len(nat) - 1; k >= 0; k-- {
+		if k >= cut {
+			if nat[k].eval {
+				gone++
+			}
+			continue
+		}
+		hi := ^uint64(0)
+		if k > 0 {
+			hi = lows[k-1]
+		}
+		in := r < len(runs) && py[runs[r].end].link < hi
+		switch {
+		case in && nat[k].eval:
+			match[k], matchedInner = r, true
+			r++
+		case in && (k > 0 || complete):
+			return dst, 0, false // a link inside an unnamed frame, or the root
+		case in:
+			// Outermost frame of a truncated copy, not an eval frame: the
+			// remaining runs are above it.
+		case nat[k].eval && matchedInner:
+			return dst, 0, false // an outer interpreter frame lost its run
+		case nat[k].eval:
+			gone++
+		}
+	}
+	if r < len(runs) && complete {
+		return dst, 0, false // Python frames outside a whole native stack
+	}
+	emit := func(x run) {
+		for i := x.end; i >= x.start; i-- {
+			dst = append(dst, py[i].id)
+		}
+	}
+	for i := len(runs) - 1; i >= r; i-- {
+		emit(runs[i])
+	}
+	if !complete {
+		dst = append(dst, trunc)
+	}
+	for k, f := range nat {
+		switch {
+		case match[k] >= 0:
+			emit(runs[match[k]])
+		case f.eval:
+			dst = append(dst, goneID)
+		default:
+			dst = append(dst, f.id)
+		}
+	}
+	return dst, gone, true
+}
+
 // pyFrames interns a Python stack (innermost first) for merging.
 func (r *Recorder) pyFrames(frames []pyframes.Frame) []pyFrame {
 	out := r.nat.py[:0]
 	for _, f := range frames {
-		out = append(out, pyFrame{id: r.pyFrameID(f), entry: f.Entry})
+		out = append(out, pyFrame{id: r.pyFrameID(f), entry: f.Entry, link: f.Link})
 	}
 	r.nat.py = out
 	return out
@@ -294,7 +453,7 @@ func (r *Recorder) sampleNative(tid int, natives []nativeSample, late bool) {
 		marker = r.prof.Intern(flame.Frame{Kind: flame.State, Function: "[no Python thread state]"})
 	default:
 		r.reads++
-		frames, consistent, snapshot, err := r.s.Py.Stack(ref.Addr, pyframes.Options{Retries: 1, Snapshot: true, Reuse: true})
+		frames, consistent, snapshot, err := r.s.Py.Stack(ref.Addr, pyframes.Options{Retries: 1, Snapshot: true, Reuse: true, Links: r.nat.user})
 		if snapshot {
 			r.moved += w
 			consistent = true
@@ -327,6 +486,7 @@ func (r *Recorder) sampleNative(tid int, natives []nativeSample, late bool) {
 func (n *native) finish(m *flame.Meta, stackSize int) {
 	if n.user {
 		m.NativeFull, m.NativeTruncated, m.NativeFailed, m.MergeMismatch = n.full, n.trunc, n.failed, n.mismatch
+		m.MergeLinked, m.MergeGone = n.linked, n.gone
 		m.StackUserBytes = stackSize
 		if len(n.stops) > 0 {
 			m.NativeStops = n.stops

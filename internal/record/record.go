@@ -273,7 +273,7 @@ func (r *Recorder) readPending() {
 	now := session.MonoNow()
 	defer func() {
 		if r.nat != nil {
-			r.nat.slab = r.nat.slab[:0]
+			r.nat.slab, r.nat.sps = r.nat.slab[:0], r.nat.sps[:0]
 		}
 	}()
 	for tid, p := range r.pending {

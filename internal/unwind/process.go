@@ -218,14 +218,31 @@ const MaxDepth = 1024
 // the copied stack and appends each frame's pc, leaf first, to out. The
 // error says why a Truncated or Failed unwind stopped.
 func (p *Process) Unwind(regs Regs, stack StackCopy, out []uint64) ([]uint64, Status, error) {
+	out, _, st, err := p.UnwindSP(regs, stack, out, nil)
+	return out, st, err
+}
+
+// UnwindSP is Unwind that also appends to sps each frame's
+// stack pointer (its locals lie between it and the next frame's): what
+// ties a native interpreter frame to the C-stack link its Python frames
+// point to.
+func (p *Process) UnwindSP(regs Regs, stack StackCopy, out, sps []uint64) ([]uint64, []uint64, Status, error) {
+	out, sps, st, err := p.unwind(regs, stack, out, sps, true)
+	return out, sps, st, err
+}
+
+func (p *Process) unwind(regs Regs, stack StackCopy, out, sps []uint64, wantSP bool) ([]uint64, []uint64, Status, error) {
 	if regs.Have&(1<<RegRA) == 0 || regs.Have&(1<<RegRSP) == 0 {
-		return out, Failed, ErrNoRegister
+		return out, sps, Failed, ErrNoRegister
 	}
 	for depth := 0; ; depth++ {
 		pc := regs.V[RegRA]
 		out = append(out, pc)
+		if wantSP {
+			sps = append(sps, regs.V[RegRSP])
+		}
 		if depth == MaxDepth {
-			return out, Truncated, fmt.Errorf("%w (%d frames)", ErrDepth, MaxDepth)
+			return out, sps, Truncated, fmt.Errorf("%w (%d frames)", ErrDepth, MaxDepth)
 		}
 		look := pc
 		if depth > 0 {
@@ -233,29 +250,29 @@ func (p *Process) Unwind(regs Regs, stack StackCopy, out []uint64) ([]uint64, St
 		}
 		m := p.mapping(look)
 		if m == nil {
-			return out, Failed, fmt.Errorf("pc 0x%x: %w", pc, ErrNoMapping)
+			return out, sps, Failed, fmt.Errorf("pc 0x%x: %w", pc, ErrNoMapping)
 		}
 		if m.obj == nil {
-			return out, Failed, fmt.Errorf("pc 0x%x in %s: %w: %w", pc, m.Path, ErrNoCFI, m.err)
+			return out, sps, Failed, fmt.Errorf("pc 0x%x in %s: %w: %w", pc, m.Path, ErrNoCFI, m.err)
 		}
 		row, err := m.obj.Row(look - m.bias)
 		if err != nil {
-			return out, Failed, fmt.Errorf("pc 0x%x in %s+0x%x: %w", pc, m.Path, look-m.bias, err)
+			return out, sps, Failed, fmt.Errorf("pc 0x%x in %s+0x%x: %w", pc, m.Path, look-m.bias, err)
 		}
 		next, err := Step(row, &regs, stack)
 		switch {
 		case errors.Is(err, ErrOutermost):
-			return out, Full, nil
+			return out, sps, Full, nil
 		case errors.Is(err, ErrOutsideCopy):
-			return out, Truncated, err
+			return out, sps, Truncated, err
 		case err != nil:
-			return out, Failed, fmt.Errorf("pc 0x%x in %s+0x%x: %w", pc, m.Path, look-m.bias, err)
+			return out, sps, Failed, fmt.Errorf("pc 0x%x in %s+0x%x: %w", pc, m.Path, look-m.bias, err)
 		}
 		if next.V[RegRA] == 0 {
-			return out, Full, nil
+			return out, sps, Full, nil
 		}
 		if next.V[RegRSP] <= regs.V[RegRSP] {
-			return out, Failed, fmt.Errorf("pc 0x%x: %w", pc, ErrNoProgress)
+			return out, sps, Failed, fmt.Errorf("pc 0x%x: %w", pc, ErrNoProgress)
 		}
 		regs = next
 	}
