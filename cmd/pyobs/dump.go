@@ -21,6 +21,7 @@ type dumpFlags struct {
 	after  time.Duration
 	kill   bool
 	tasks  bool
+	stack  int
 }
 
 func newDump(g *globals) *cobra.Command {
@@ -34,20 +35,36 @@ Price: introspection. By default the target is not stopped: each stack is read
 while the thread runs, validated, and re-read if it changed underneath
 (reported per thread as consistent or not). --lock stops all threads with
 PTRACE_SEIZE+INTERRUPT for a frozen snapshot and resumes them at once.
-Cannot see: native (C) frames, and anything between two reads.
+Cannot see: native (C) frames (without --native), and anything between two reads.
 
---tasks prints the asyncio task tree instead (CPython 3.14+: read through
-the _asyncio module's AsyncioDebug offsets): each task, the coroutines it is
+--native adds each thread's native (C) frames, in call order with its
+Python frames. It implies --lock: while the threads are stopped pyobs reads
+each one's registers (PTRACE_GETREGS) and copies its stack from the stack
+pointer up (--stack-size bytes, at most to the end of the stack mapping),
+then resumes them and unwinds the copies with the ELF files' .eh_frame CFI.
+Each interpreter frame (_PyEval_EvalFrameDefault) is replaced by the Python
+frames it runs, matched by C-stack address (3.11+; 3.10: by count); in a
+binary stripped to .dynsym the eval loop is the unnamed frame that holds
+them. Both stacks are read while the thread is stopped, so a thread whose
+stacks do not glue is a bug: it is counted, marked, and both stacks are
+shown apart. Kernel frames are not read (use record --kernel). Threads
+without a Python thread state are not listed.
+
+--tasks prints the asyncio task tree instead: each task, the coroutines it is
 suspended in (outermost first, with file:line), and the tasks awaiting it
 below their awaiter, like python -m asyncio pstree; the running task of each
-thread is marked, and every thread's stack follows. Before 3.14 it says so
-and shows the thread stacks only.
+thread is marked, and every thread's stack follows. 3.14+: read through the
+_asyncio module's AsyncioDebug offsets, complete. 3.12/3.13: read from the
+asyncio module's task sets with per-version offsets; a task's thread and
+awaiters are not recorded there, and the output lists what is rebuilt and
+how. Before 3.12 it says so and shows the thread stacks only.
 
 With -- CMD ARGS, pyobs starts CMD, dumps once its interpreter runs Python
 code and --after has passed, then lets it run to its end (or --kill).`,
 		Example: `  pyobs dump -p 4242
   pyobs dump -p 4242 --format json
   pyobs dump --locals -p 4242
+  pyobs dump --native -p 4242
   pyobs dump --after 2s -- python3 app.py
   pyobs dump --tasks -p 4242`,
 		Args: cobra.ArbitraryArgs,
@@ -56,9 +73,10 @@ code and --after has passed, then lets it run to its end (or --kill).`,
 	fl := c.Flags()
 	fl.BoolVar(&f.locals, "locals", false, "include simple local variables (None/bool/int/float/str/bytes; len of containers); output file is created 0600")
 	fl.BoolVar(&f.lock, "lock", false, "stop the threads (PTRACE_SEIZE+INTERRUPT) while reading, for a consistent snapshot")
-	fl.BoolVar(&f.native, "native", false, "include native frames (not available yet)")
+	fl.BoolVar(&f.native, "native", false, "include native (C) frames, glued in call order; implies --lock (threads stopped while registers and stacks are read); no kernel frames")
+	fl.IntVar(&f.stack, "stack-size", session.DefaultDumpStackSize, "with --native: bytes of each thread's stack copied (4096..16777216); a deeper stack ends in [truncated native stack]")
 	fl.DurationVar(&f.after, "after", time.Second, "with -- CMD: how long to let the program run after its first Python frame before dumping")
-	fl.BoolVar(&f.tasks, "tasks", false, "print the asyncio task tree (task → awaited coroutine chain → awaited tasks); CPython 3.14+")
+	fl.BoolVar(&f.tasks, "tasks", false, "print the asyncio task tree (task → awaited coroutine chain → awaited tasks); CPython 3.12+ (complete on 3.14+)")
 	fl.BoolVar(&f.kill, "kill", false, "with -- CMD: end the program after the dump instead of waiting for it")
 	return c
 }
@@ -71,8 +89,15 @@ func runDump(cmd *cobra.Command, g *globals, f *dumpFlags, args []string) error 
 	if format != "text" && format != "json" {
 		return usagef("dump: unknown --format %q (text, json)", format)
 	}
-	if f.native {
-		return usagef("dump: --native is not available yet")
+	if f.stack < 4096 || f.stack > 16<<20 {
+		return usagef("dump: --stack-size %d is not in 4096..16777216", f.stack)
+	}
+	if f.native && f.tasks {
+		return usagef("dump: --native does not combine with --tasks")
+	}
+	if f.native && !f.lock {
+		f.lock = true
+		fmt.Fprintln(os.Stderr, "pyobs dump: --native implies --lock: the threads are stopped while their registers and stacks are read")
 	}
 	if f.after < 0 {
 		return usagef("dump: --after must not be negative")
@@ -96,7 +121,7 @@ func runDump(cmd *cobra.Command, g *globals, f *dumpFlags, args []string) error 
 	if f.tasks {
 		return runDumpTasks(ctx, s, g, f, format)
 	}
-	d, err := s.Dump(session.DumpOptions{Locals: f.locals, Lock: f.lock})
+	d, err := s.Dump(session.DumpOptions{Locals: f.locals, Lock: f.lock, Native: f.native, StackSize: f.stack})
 	if err != nil {
 		if s.Spawned() {
 			s.Kill(2 * time.Second)
@@ -152,6 +177,7 @@ func writeDumpText(w io.Writer, d *session.Dump) error {
 	if d.Read.TornRetries > 0 || d.Read.Torn > 0 {
 		fmt.Fprintf(w, "  torn reads: %d retried, %d threads still inconsistent\n", d.Read.TornRetries, d.Read.Torn)
 	}
+	writeNativeAccount(w, d.Native)
 	for _, t := range d.Threads {
 		fmt.Fprintln(w)
 		name := fmt.Sprintf("%q", t.Name)
@@ -176,12 +202,17 @@ func writeDumpText(w io.Writer, d *session.Dump) error {
 		if !t.Consistent {
 			fmt.Fprintf(w, "  (inconsistent read: %s)\n", t.Error)
 		}
+		writeNativeThreadNote(w, t.Native)
 		if len(t.Frames) == 0 {
 			fmt.Fprintln(w, "  (no Python frames)")
 			continue
 		}
 		for i := len(t.Frames) - 1; i >= 0; i-- {
 			fr := t.Frames[i]
+			if fr.Kind == session.KindNative || fr.Kind == session.KindMarker {
+				writeNativeFrame(w, fr)
+				continue
+			}
 			fmt.Fprintf(w, "  File \"%s\", line %d, in %s\n", fr.File, fr.Line, fr.Function)
 			for _, l := range fr.Locals {
 				v := l.Value
@@ -243,6 +274,15 @@ func writeTasksText(w io.Writer, d *session.TasksDump) error {
 		if d.Read.Torn > 0 {
 			fmt.Fprintf(w, "  torn reads: %d (tasks or lists changed while read; the tree may be incomplete)\n", d.Read.Torn)
 		}
+		if len(d.Limits) > 0 {
+			fmt.Fprintf(w, "  read from %s; not reconstructed exactly:\n", d.Section)
+			for _, l := range d.Limits {
+				fmt.Fprintf(w, "    - %s\n", l)
+			}
+		}
+		for _, e := range d.ReadErrors {
+			fmt.Fprintf(w, "  read error: %s\n", e)
+		}
 		byID := map[uint64]*session.TaskDump{}
 		for i := range d.Tasks {
 			byID[d.Tasks[i].ID] = &d.Tasks[i]
@@ -261,7 +301,14 @@ func writeTasksText(w io.Writer, d *session.TasksDump) error {
 			if th.RunningLoop {
 				loop = "loop running"
 			}
-			fmt.Fprintf(w, "Thread %d (thread_id 0x%x): %s, %s, %d tasks\n", th.Tid, th.ThreadID, loop, run, th.Tasks)
+			ntasks := fmt.Sprintf("%d tasks", th.Tasks)
+			if th.Tasks < 0 {
+				if !th.RunningLoop {
+					continue
+				}
+				ntasks = "tasks not recorded per thread"
+			}
+			fmt.Fprintf(w, "Thread %d (thread_id 0x%x): %s, %s, %s\n", th.Tid, th.ThreadID, loop, run, ntasks)
 		}
 		if d.Read.ExitedTasks > 0 {
 			fmt.Fprintf(w, "Tasks of exited threads: %d\n", d.Read.ExitedTasks)

@@ -17,9 +17,8 @@ var ErrDenied = errors.New("perf_event_open denied")
 
 // member is one planned event: where it sits and how it opens.
 type member struct {
-	info   EventInfo
-	ev     Event
-	leader bool
+	info EventInfo
+	ev   Event
 }
 
 // plan is a group as it turned out to open on the first thread: a group

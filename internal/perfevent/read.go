@@ -5,13 +5,6 @@ import (
 	"fmt"
 )
 
-// Read formats this package asks for.
-const (
-	formatTimes = 1<<0 | 1<<1 // PERF_FORMAT_TOTAL_TIME_ENABLED | _RUNNING
-	formatID    = 1 << 2
-	formatGroup = 1 << 3
-)
-
 // Value is one event's count in one read.
 type Value struct {
 	ID    uint64

@@ -35,12 +35,10 @@ func TestDrainRingWrapsRecords(t *testing.T) {
 	//   0          8      32          40       64
 	// s1 fits at 40..63, s2 at 64..87 = 0..23, s3 at 88..111 = 24..47 (wraps over s1's old bytes? no: tail moved).
 	data := make([]byte, 64)
-	var recs [][]byte
 	pos := uint64(40)
 	for i := 0; i < 2; i++ {
 		r := rec(RecordSample, sampleBody(7, uint32(100+i), uint64(i)))
 		put(data, pos, r)
-		recs = append(recs, r)
 		pos += uint64(len(r))
 	}
 	var scratch []byte

@@ -193,6 +193,11 @@ type AsyncSnapshot struct {
 	Retries int
 	// Cycles in the awaited-by graph, each as task addresses.
 	Cycles [][]uint64
+	// Limits: what this version's read cannot reconstruct, per field
+	// (3.12/3.13); empty when the read is complete (3.14+).
+	Limits []string
+	// Errors: what broke off while reading the task sets (3.12/3.13).
+	Errors []string
 }
 
 // asyncReader holds what one task walk needs.
@@ -208,6 +213,7 @@ type asyncReader struct {
 	setMask   uint64
 	frameSP   uint64
 	typeNames map[uint64]string
+	legacy    *legacyAsyncLayout // 3.12/3.13: no AsyncioDebug
 	taskBuf   []byte
 	genBuf    []byte
 }
@@ -241,7 +247,7 @@ func (p *Process) debugFields() (map[string]uint64, error) {
 type AsyncioUnsupportedError struct{ Version Version }
 
 func (e *AsyncioUnsupportedError) Error() string {
-	return fmt.Sprintf("task tree needs CPython 3.14+ (AsyncioDebug); this is %s", e.Version)
+	return fmt.Sprintf("task tree needs CPython 3.12+ (3.14+: AsyncioDebug; 3.12/3.13: asyncio module state); this is %s", e.Version)
 }
 
 // AsyncioTasks reads every asyncio task of the main interpreter: each
@@ -249,41 +255,16 @@ func (e *AsyncioUnsupportedError) Error() string {
 // It stops nothing: a task list that changes under the read is walked as far
 // as it stays sane, and the breaks are counted in Torn.
 func (p *Process) AsyncioTasks() (*AsyncSnapshot, error) {
-	v := p.Layout.Version
-	st, ok := frameStatesFor(v.Minor)
-	if !ok || v.Major != 3 {
-		return nil, &AsyncioUnsupportedError{Version: v}
+	if v := p.Layout.Version; v.Major == 3 {
+		if lt, ok := legacyAsyncLayouts[v.Minor]; ok {
+			return p.asyncioTasksLegacy(lt)
+		}
 	}
-	if imported, err := p.moduleImported("_asyncio"); err == nil && !imported {
-		return nil, ErrAsyncioNotImported
-	}
-	maps, err := ReadMaps(p.Pid)
+	ar, path, err := p.asyncSetup()
 	if err != nil {
 		return nil, err
 	}
-	addr, path, found := FindAsyncioSection(p.Pid, maps)
-	if !found {
-		return nil, fmt.Errorf("%w (no mapped file has an .AsyncioDebug section)", ErrAsyncioNotImported)
-	}
-	raw := make([]byte, AsyncioDebugSize)
-	if err := p.objs.mem.Read(addr, raw); err != nil {
-		return nil, fmt.Errorf("can't read .AsyncioDebug at 0x%x: %w", addr, err)
-	}
-	o, err := ParseAsyncioOffsets(raw)
-	if err != nil {
-		return nil, err
-	}
-	f, err := p.debugFields()
-	if err != nil {
-		return nil, fmt.Errorf("debug offsets: %w", err)
-	}
-	ar := &asyncReader{p: p, o: o, st: st, typeNames: map[uint64]string{},
-		giIFrame: f["gen_object.gi_iframe"], giState: f["gen_object.gi_frame_state"], llNext: f["llist_node.next"],
-		setUsed: f["set_object.used"], setTable: f["set_object.table"], setMask: f["set_object.mask"],
-		frameSP: f["interpreter_frame.stackpointer"]}
-	if ar.giIFrame == 0 || ar.giState == 0 || ar.frameSP == 0 || ar.setTable == 0 {
-		return nil, errors.New("debug offsets lack the generator/frame fields a task walk needs")
-	}
+	o := ar.o
 	snap := &AsyncSnapshot{Section: path, Offsets: *o}
 	refs, err := p.ThreadRefs()
 	if err != nil {
@@ -322,6 +303,47 @@ func (p *Process) AsyncioTasks() (*AsyncSnapshot, error) {
 	}
 	snap.Cycles = awaitCycles(snap.Tasks)
 	return snap, nil
+}
+
+// asyncSetup finds and checks the .AsyncioDebug section and the debug
+// offsets a task walk needs (3.14+).
+func (p *Process) asyncSetup() (*asyncReader, string, error) {
+	v := p.Layout.Version
+	st, ok := frameStatesFor(v.Minor)
+	if !ok || v.Major != 3 {
+		return nil, "", &AsyncioUnsupportedError{Version: v}
+	}
+	if imported, err := p.moduleImported("_asyncio"); err == nil && !imported {
+		return nil, "", ErrAsyncioNotImported
+	}
+	maps, err := ReadMaps(p.Pid)
+	if err != nil {
+		return nil, "", err
+	}
+	addr, path, found := FindAsyncioSection(p.Pid, maps)
+	if !found {
+		return nil, "", fmt.Errorf("%w (no mapped file has an .AsyncioDebug section)", ErrAsyncioNotImported)
+	}
+	raw := make([]byte, AsyncioDebugSize)
+	if err := p.objs.mem.Read(addr, raw); err != nil {
+		return nil, "", fmt.Errorf("can't read .AsyncioDebug at 0x%x: %w", addr, err)
+	}
+	o, err := ParseAsyncioOffsets(raw)
+	if err != nil {
+		return nil, "", err
+	}
+	f, err := p.debugFields()
+	if err != nil {
+		return nil, "", fmt.Errorf("debug offsets: %w", err)
+	}
+	ar := &asyncReader{p: p, o: o, st: st, typeNames: map[uint64]string{},
+		giIFrame: f["gen_object.gi_iframe"], giState: f["gen_object.gi_frame_state"], llNext: f["llist_node.next"],
+		setUsed: f["set_object.used"], setTable: f["set_object.table"], setMask: f["set_object.mask"],
+		frameSP: f["interpreter_frame.stackpointer"]}
+	if ar.giIFrame == 0 || ar.giState == 0 || ar.frameSP == 0 || ar.setTable == 0 {
+		return nil, "", errors.New("debug offsets lack the generator/frame fields a task walk needs")
+	}
+	return ar, path, nil
 }
 
 // moduleImported looks name up in the main interpreter's sys.modules.
@@ -478,6 +500,11 @@ func (ar *asyncReader) taskName(obj uint64) (string, error) {
 
 // setKeys reads a set's live keys (setentry {key, hash}; dummies have hash -1).
 func (ar *asyncReader) setKeys(set uint64) ([]uint64, error) {
+	return ar.setKeysN(set, maxAwaitedBy)
+}
+
+// setKeysN is setKeys for sets of up to limit slots.
+func (ar *asyncReader) setKeysN(set uint64, limit uint64) ([]uint64, error) {
 	r := &ar.p.objs
 	hdr := make([]byte, max(ar.setUsed, ar.setTable, ar.setMask)+8)
 	if err := r.mem.Read(set, hdr); err != nil {
@@ -487,7 +514,7 @@ func (ar *asyncReader) setKeys(set uint64) ([]uint64, error) {
 		return nil, fmt.Errorf("awaited_by is a %q, not a set: %w", tn, ErrTorn)
 	}
 	mask, table, used := le64(hdr, ar.setMask), le64(hdr, ar.setTable), le64(hdr, ar.setUsed)
-	if mask+1 == 0 || mask+1 > maxAwaitedBy || (mask+1)&mask != 0 || used > mask+1 {
+	if mask+1 == 0 || mask+1 > limit || (mask+1)&mask != 0 || used > mask+1 {
 		return nil, fmt.Errorf("set 0x%x: implausible mask %d / used %d: %w", set, mask, used, ErrTorn)
 	}
 	raw := make([]byte, 16*(mask+1))
@@ -585,6 +612,14 @@ func (ar *asyncReader) coroChain(coro uint64) ([]Frame, string, error) {
 			f.Line = ci.firstLine
 		}
 		out = append(out, f)
+		if ar.legacy != nil {
+			next, err := ar.legacyAwaited(coro, fr, state)
+			if err != nil || next == 0 {
+				return out, "", err
+			}
+			coro = next
+			continue
+		}
 		if state != ar.st.yieldFrom {
 			return out, "", nil
 		}

@@ -14,7 +14,6 @@ type codeInfo struct {
 	file       string
 	firstLine  int
 	table      []byte
-	nlocals    int
 	localNames []string
 	localKinds []byte
 	cache      map[int]int // addrq -> line

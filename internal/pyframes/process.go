@@ -122,7 +122,7 @@ func detectLayout(mem Memory, info *RuntimeInfo) (*Layout, error) {
 		return nil, &UnsupportedVersionError{Version: v}
 	}
 	if v.Minor >= 13 {
-		return nil, fmt.Errorf("Python %s without a debug-offsets table at _PyRuntime: refusing to guess its layout", v)
+		return nil, fmt.Errorf("python %s without a debug-offsets table at _PyRuntime: refusing to guess its layout", v)
 	}
 	l, _ := staticLayout(v)
 	return l, nil

@@ -133,9 +133,11 @@ func FindRuntime(pid int, maps []Mapping) (*RuntimeInfo, error) {
 		return nil, firstErr
 	}
 	// No _PyRuntime, but a python2.7 / python3.6 / libpython… is mapped: an
-	// interpreter older than pyobs reads (_PyRuntime is 3.7+). Name it.
+	// interpreter older than pyobs reads (_PyRuntime is 3.7+). Name it. (A
+	// python3.12 without it is a shared-libpython build whose library the
+	// loader has not mapped yet: not Python yet, not unsupported.)
 	for _, path := range candidates(maps) {
-		if v, ok := versionFromName(path); ok {
+		if v, ok := versionFromName(path); ok && (v.Major < 3 || v.Minor < 7) {
 			return nil, fmt.Errorf("pid %d (%s): %w", pid, filepath.Base(path), &UnsupportedVersionError{Version: v, Why: "it has no _PyRuntime (3.7+)"})
 		}
 	}

@@ -16,14 +16,6 @@ const (
 	maxTableBytes = 1 << 20
 )
 
-// strHeader is the part of a PyASCIIObject a decoder needs.
-type strHeader struct {
-	length  uint64
-	kind    int
-	compact bool
-	ascii   bool
-}
-
 // decodeState reads the kind/compact/ascii bits of PyASCIIObject.state on GIL
 // builds. Only the low byte is meaningful: the padding above it has been seen
 // holding garbage.

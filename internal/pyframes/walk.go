@@ -335,15 +335,6 @@ func (p *Process) recheck(ts, tsFrame, top uint64, before frameID) (uint64, uint
 	return newFrame, newTop, same, nil
 }
 
-// topFrameAt returns the address of the thread's current top frame.
-func (p *Process) topFrameAt(ts uint64) (uint64, error) {
-	v, err := p.objs.u64(ts + p.Layout.TstateFrame)
-	if err != nil {
-		return 0, err
-	}
-	return p.resolveTop(v)
-}
-
 // resolveTop turns the tstate's frame field into the first frame address.
 func (p *Process) resolveTop(v uint64) (uint64, error) {
 	l := p.Layout

@@ -43,7 +43,11 @@ type Options struct {
 	// copy of its user stack, StackSize bytes) and kernel frames (cpu mode).
 	Native, Kernel bool
 	StackSize      int
-	Progress       func(Progress)
+	// Async roots samples of a thread running an asyncio task at the task
+	// and its awaiters (3.14+; see async.go); AsyncStats receives its account.
+	Async      bool
+	AsyncStats *AsyncStats
+	Progress   func(Progress)
 }
 
 // Progress is the live status line's content.
@@ -83,6 +87,8 @@ type Recorder struct {
 	maxLag   int64   // ns between the kernel's sample and our read beyond which the read is "late"
 	lagSum   int64
 	lagN     int64
+
+	async *asyncAttr // with Async
 }
 
 // Run records until opt.Duration passes, ctx is cancelled (Ctrl-C) or the
@@ -113,6 +119,15 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*flame.Profile, 
 		}
 		r.opt.StackSize = opt.StackSize
 		r.nat = newNative(s.Pid, opt.Native, opt.Kernel)
+	}
+	if opt.Async {
+		if r.nat != nil {
+			return nil, errors.New("--async does not combine with --native or --kernel yet")
+		}
+		var err error
+		if r.async, err = newAsync(s.Py); err != nil {
+			return nil, err
+		}
 	}
 	r.tids.Refresh()
 	r.refreshNames()
@@ -271,6 +286,9 @@ type pendingSamples struct {
 // into a sleep): those samples count as late, under a marker.
 func (r *Recorder) readPending() {
 	now := session.MonoNow()
+	if r.async != nil {
+		r.async.newDrain()
+	}
 	defer func() {
 		if r.nat != nil {
 			r.nat.slab, r.nat.sps = r.nat.slab[:0], r.nat.sps[:0]
@@ -322,6 +340,9 @@ func (r *Recorder) runTimer(ctx context.Context, deadline <-chan time.Time) erro
 		}
 		if r.stopped(ctx, deadline) {
 			return nil
+		}
+		if r.async != nil {
+			r.async.newDrain()
 		}
 		if r.opt.Mode == "gil" {
 			r.sampleGIL()
@@ -400,6 +421,10 @@ func (r *Recorder) marker(tid int, what string, weight int64) {
 
 func (r *Recorder) sampleRef(ref pyframes.ThreadRef, state string, weight int64) {
 	r.samples += uint64(weight)
+	var task uint64
+	if r.async != nil {
+		task = r.async.running(ref.Addr)
+	}
 	frames, consistent, snapshot, err := r.s.Py.Stack(ref.Addr, pyframes.Options{Retries: 1, Snapshot: true, Reuse: true})
 	if snapshot {
 		r.moved += uint64(weight)
@@ -419,7 +444,11 @@ func (r *Recorder) sampleRef(ref pyframes.ThreadRef, state string, weight int64)
 		r.torn += uint64(weight)
 		ids = append(ids, r.prof.Intern(flame.Frame{Kind: flame.State, Function: "[torn read]"}))
 	default:
-		for i := len(frames) - 1; i >= 0; i-- {
+		keep := len(frames) - 1
+		if r.async != nil {
+			ids, keep = r.async.root(r.prof, ids, ref.Addr, task, frames, weight)
+		}
+		for i := keep; i >= 0; i-- {
 			f := frames[i]
 			k := [2]uint64{f.CodeID, uint64(f.Line)}
 			id, ok := r.frameIDs[k]
@@ -518,6 +547,9 @@ func (r *Recorder) finish() {
 	m.ObserverCPUS = (session.ObserverCPU() - r.cpu0).Seconds()
 	if r.nat != nil {
 		r.nat.finish(m, r.opt.StackSize)
+	}
+	if r.async != nil && r.opt.AsyncStats != nil {
+		*r.opt.AsyncStats = r.async.finish()
 	}
 }
 

@@ -19,6 +19,7 @@ type Dump struct {
 	Python  PythonInfo   `json:"python"`
 	Threads []ThreadDump `json:"threads"`
 	Read    ReadInfo     `json:"read"`
+	Native  *NativeInfo  `json:"native,omitempty"` // dump --native (dumpnative.go)
 }
 
 // PythonInfo says which interpreter was read and how its layout was known.
@@ -39,15 +40,16 @@ type ReadInfo struct {
 
 // ThreadDump is one thread.
 type ThreadDump struct {
-	Tid        int         `json:"tid"`
-	ThreadID   uint64      `json:"thread_id"`
-	Name       string      `json:"name"`
-	HoldsGIL   bool        `json:"holds_gil"`
-	State      string      `json:"state"`
-	Interp     int64       `json:"interpreter"`
-	Consistent bool        `json:"consistent"`
-	Error      string      `json:"error,omitempty"`
-	Frames     []FrameDump `json:"frames"`
+	Tid        int           `json:"tid"`
+	ThreadID   uint64        `json:"thread_id"`
+	Name       string        `json:"name"`
+	HoldsGIL   bool          `json:"holds_gil"`
+	State      string        `json:"state"`
+	Interp     int64         `json:"interpreter"`
+	Consistent bool          `json:"consistent"`
+	Error      string        `json:"error,omitempty"`
+	Frames     []FrameDump   `json:"frames"`
+	Native     *ThreadNative `json:"native,omitempty"`
 }
 
 // FrameDump is one frame, innermost first.
@@ -57,12 +59,18 @@ type FrameDump struct {
 	Line     int              `json:"line"`
 	Entry    bool             `json:"entry,omitempty"`
 	Locals   []pyframes.Local `json:"locals,omitempty"`
+	Kind     string           `json:"kind,omitempty"`   // with --native: python, native or marker
+	Offset   uint64           `json:"offset,omitempty"` // native: address in File's own terms
 }
 
 // DumpOptions select what a dump reads.
 type DumpOptions struct {
 	Locals bool
 	Lock   bool // stop the threads for a frozen snapshot
+	// Native unwinds each stopped thread's stack too (implies Lock),
+	// copying StackSize bytes of it (0: DefaultDumpStackSize).
+	Native    bool
+	StackSize int
 }
 
 // Dump reads every thread's stack once.
@@ -75,14 +83,21 @@ func (s *Session) Dump(opt DumpOptions) (*Dump, error) {
 	var threads []pyframes.Thread
 	var err error
 	var states map[int]string
-	if opt.Lock {
+	var nat *nativeDump
+	if opt.Lock || opt.Native {
 		d.Read.Method = "ptrace-stopped"
 		states = s.taskStates() // after Thaw, every thread looks "running" while it wakes up
+		if opt.Native {
+			nat = s.prepareNative(opt.StackSize)
+		}
 		f, ferr := s.Freeze()
 		if ferr != nil {
 			return nil, ferr
 		}
-		threads, err = s.Py.Threads(pyframes.Options{Names: true, Locals: opt.Locals, Retries: 1})
+		if nat != nil {
+			nat.capture(f)
+		}
+		threads, err = s.Py.Threads(pyframes.Options{Names: true, Locals: opt.Locals, Retries: 1, Links: opt.Native})
 		f.Thaw()
 		d.Read.StoppedUS = float64(f.Held.Nanoseconds()) / 1e3
 	} else {
@@ -112,7 +127,13 @@ func (s *Session) Dump(opt DumpOptions) (*Dump, error) {
 		for _, f := range t.Frames {
 			td.Frames = append(td.Frames, FrameDump{Function: f.Function, File: f.File, Line: f.Line, Entry: f.Entry, Locals: f.Locals})
 		}
+		if nat != nil {
+			nat.glue(&td, t.Frames)
+		}
 		d.Threads = append(d.Threads, td)
+	}
+	if nat != nil {
+		d.Native = &nat.info
 	}
 	// Oldest thread (the main one) first, like /proc/PID/task.
 	sort.SliceStable(d.Threads, func(i, j int) bool {
@@ -153,18 +174,23 @@ func (s *Session) tidFromPthread(pthread uint64, tids []int) int {
 // (before 3.14) or asyncio is not imported; Note then says so, and Stacks
 // still holds every thread's Python stack.
 type TasksDump struct {
-	Schema    int              `json:"schema"`
-	Kind      string           `json:"kind"` // "asyncio-tasks"
-	Pid       int              `json:"pid"`
-	Python    PythonInfo       `json:"python"`
-	Supported bool             `json:"supported"`
-	Note      string           `json:"note,omitempty"`
-	Section   string           `json:"section,omitempty"` // file whose .AsyncioDebug section was read
-	Threads   []TaskThreadDump `json:"threads"`
-	Tasks     []TaskDump       `json:"tasks"`
-	Cycles    [][]uint64       `json:"cycles"`
-	Read      TasksReadInfo    `json:"read"`
-	Stacks    *Dump            `json:"stacks"`
+	Schema    int        `json:"schema"`
+	Kind      string     `json:"kind"` // "asyncio-tasks"
+	Pid       int        `json:"pid"`
+	Python    PythonInfo `json:"python"`
+	Supported bool       `json:"supported"`
+	Note      string     `json:"note,omitempty"`
+	Section   string     `json:"section,omitempty"` // file whose .AsyncioDebug section was read, or the module state read (3.12/3.13)
+	// Limits: per field, what this version's read cannot reconstruct
+	// (3.12/3.13); absent when the tree is complete as read (3.14+).
+	Limits []string `json:"limits,omitempty"`
+	// ReadErrors: task sets that broke off while read (3.12/3.13).
+	ReadErrors []string         `json:"read_errors,omitempty"`
+	Threads    []TaskThreadDump `json:"threads"`
+	Tasks      []TaskDump       `json:"tasks"`
+	Cycles     [][]uint64       `json:"cycles"`
+	Read       TasksReadInfo    `json:"read"`
+	Stacks     *Dump            `json:"stacks"`
 }
 
 // TaskThreadDump is one thread's asyncio state.
@@ -173,7 +199,7 @@ type TaskThreadDump struct {
 	ThreadID    uint64 `json:"thread_id"`
 	RunningLoop bool   `json:"running_loop"`
 	RunningTask uint64 `json:"running_task"` // task id, 0: none
-	Tasks       int    `json:"tasks"`
+	Tasks       int    `json:"tasks"`        // -1: not recorded per thread (before 3.14)
 	Error       string `json:"error,omitempty"`
 }
 
@@ -233,6 +259,7 @@ func (s *Session) Tasks(opt DumpOptions) (*TasksDump, error) {
 	default:
 		d.Supported = true
 		d.Section = snap.Section
+		d.Limits, d.ReadErrors = snap.Limits, snap.Errors
 		d.Read.Torn = snap.Torn
 		d.Read.Retries = snap.Retries
 		d.Read.ExitedTasks = snap.ExitedTasks

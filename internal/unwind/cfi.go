@@ -231,14 +231,13 @@ type FDE struct {
 // EHFrame is one file's .eh_frame with its .eh_frame_hdr search table
 // (or, when the header is absent or unusual, a table built by scanning).
 type EHFrame struct {
-	data     []byte
-	addr     uint64 // virtual address of data
-	hdr      []byte // the search table: 8-byte entries {int32 pc, int32 fde} relative to hdrAddr
-	hdrAddr  uint64
-	scanned  []fdeIndex
-	cies     map[int]*CIE
-	maxCIEs  int
-	tableErr error
+	data    []byte
+	addr    uint64 // virtual address of data
+	hdr     []byte // the search table: 8-byte entries {int32 pc, int32 fde} relative to hdrAddr
+	hdrAddr uint64
+	scanned []fdeIndex
+	cies    map[int]*CIE
+	maxCIEs int
 }
 
 type fdeIndex struct {

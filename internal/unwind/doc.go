@@ -13,7 +13,8 @@
 // Cannot see: frames beyond the copied part of the stack (the unwind stops
 // and says "truncated"), code without CFI (JIT code, hand-written assembly
 // without directives: "failed" at that frame), names of static functions
-// in binaries stripped to .dynsym (they stay "[unknown] (lib+0xoff)"), and
+// in binaries stripped to .dynsym (they stay "[unknown] (lib+0xoff)",
+// though FuncStart still tells one function from another by its CFI), and
 // the xz-compressed .gnu_debugdata symbol table (Go's standard library has
 // no xz decoder; such functions stay unknown too).
 package unwind

@@ -3,6 +3,7 @@ package unwind
 import (
 	"bufio"
 	"bytes"
+	"debug/elf"
 	"errors"
 	"fmt"
 	"os"
@@ -209,6 +210,7 @@ func TestUnwindGCC(t *testing.T) {
 			if names[len(names)-1] != "_start" {
 				t.Errorf("outermost frame %q, want _start", names[len(names)-1])
 			}
+			checkFuncStart(t, p, bin, pcs, names)
 			gpcs, gnames := gdbBT(t, s.pid)
 			gi := indexOf(gnames, "leaf")
 			if gi < 0 || gi+len(want) > len(gpcs) || len(gpcs) == 0 || gpcs[0] != pcs[0] {
@@ -234,6 +236,50 @@ func TestUnwindGCC(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// checkFuncStart: for each frame in the chain binary, FuncStart is the
+// address of the function's symbol (ground truth: the ELF symbol table,
+// read here with debug/elf), in the process's terms.
+func checkFuncStart(t *testing.T, p *Process, bin string, pcs []uint64, names []string) {
+	t.Helper()
+	f, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	syms, err := f.Symbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := map[string]uint64{}
+	for _, s := range syms {
+		if elf.ST_TYPE(s.Info) == elf.STT_FUNC {
+			addr[s.Name] = s.Value
+		}
+	}
+	checked := 0
+	for i, pc := range pcs {
+		if i > 0 {
+			pc--
+		}
+		want, ok := addr[names[i]]
+		if !ok || !strings.Contains(p.Symbolize(pc).Path, "chain") {
+			continue
+		}
+		bias := pc - p.Symbolize(pc).Off
+		got, ok := p.FuncStart(pc)
+		if !ok || got != want+bias {
+			t.Errorf("FuncStart(0x%x) in %s = 0x%x %v, want 0x%x", pc, names[i], got, ok, want+bias)
+		}
+		checked++
+	}
+	if checked < 6 {
+		t.Errorf("FuncStart checked on %d frames of the chain binary, want ≥ 6", checked)
+	}
+	if _, ok := p.FuncStart(1); ok {
+		t.Error("FuncStart(1): want false (no mapping)")
 	}
 }
 

@@ -22,9 +22,10 @@ type Mapping struct {
 	Inode           uint64
 	Path            string // "" for anonymous memory, "[vdso]", …
 
-	obj  *Object
-	bias uint64
-	err  error // why obj is nil
+	obj      *Object
+	bias     uint64
+	err      error // why obj is nil
+	attached bool  // obj/err are set: objects load when a pc first lands in them
 }
 
 // ParseMaps reads the executable mappings of a /proc/PID/maps file.
@@ -117,15 +118,13 @@ func (p *Process) refresh() error {
 	if err != nil {
 		return fmt.Errorf("pid %d: %w", p.Pid, err)
 	}
-	for i := range maps {
-		p.attach(&maps[i])
-	}
 	p.maps = maps
 	return nil
 }
 
 // attach finds (or loads) the object of a mapping and its load bias.
 func (p *Process) attach(m *Mapping) {
+	m.attached = true
 	var key string
 	var load func() (*Object, error)
 	switch {
@@ -191,7 +190,12 @@ func (p *Process) mapping(addr uint64) *Mapping {
 	for attempt := 0; attempt < 2; attempt++ {
 		i := sort.Search(len(p.maps), func(i int) bool { return p.maps[i].End > addr })
 		if i < len(p.maps) && p.maps[i].Start <= addr {
-			return &p.maps[i]
+			m := &p.maps[i]
+			if !m.attached {
+				// Lazily: a process maps many libraries a stack never enters.
+				p.attach(m)
+			}
+			return m
 		}
 		if attempt == 0 && (p.maps == nil || time.Since(p.mapsAt) > 100*time.Millisecond) {
 			if p.refresh() != nil {
@@ -340,4 +344,20 @@ func (p *Process) Symbolize(pc uint64) Symbol {
 	s := Symbol{Path: m.Path, Off: pc - m.bias}
 	s.Name, s.Known = m.obj.Symbol(s.Off)
 	return s
+}
+
+// FuncStart is the start of the function containing pc (pass pc-1 for
+// return addresses) as its CFI knows it: the initial location of the FDE
+// covering pc, in the process's addresses. It identifies a function that
+// has no symbol (static functions of a binary stripped to .dynsym).
+func (p *Process) FuncStart(pc uint64) (uint64, bool) {
+	m := p.mapping(pc)
+	if m == nil || m.obj == nil {
+		return 0, false
+	}
+	start, ok := m.obj.FuncStart(pc - m.bias)
+	if !ok {
+		return 0, false
+	}
+	return start + m.bias, true
 }

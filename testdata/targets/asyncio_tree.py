@@ -11,7 +11,8 @@ many more pending tasks (for the benchmark).
 When everything is parked, the cpu task prints READY and then one JSON line:
 every task (asyncio.all_tasks()) with its name, its coroutine chain (the
 task's coroutine, then cr_await while it is a coroutine: qualname and line,
-outermost first) and, on 3.14+, its awaiters (asyncio.capture_call_graph);
+outermost first) and its awaiters (3.14+: asyncio.capture_call_graph;
+before: the tasks whose _fut_waiter is it or a gather() holding it);
 then it spins in a sync function forever.
 """
 import asyncio
@@ -61,6 +62,18 @@ def chain(coro):
     return out
 
 
+def awaiters_before_314(task):
+    """Before 3.14 no awaiter links exist: the tasks whose _fut_waiter (the
+    future their step waits on) is this task, or a gather() future that has
+    this task among its children."""
+    out = []
+    for a in asyncio.all_tasks():
+        w = a._fut_waiter
+        if w is task or (type(w).__name__ == "_GatheringFuture" and any(c is task for c in w._children)):
+            out.append(a)
+    return out
+
+
 def report():
     me = asyncio.current_task()
     tasks = []
@@ -73,6 +86,8 @@ def report():
         if hasattr(asyncio, "capture_call_graph"):
             g = asyncio.capture_call_graph(t, limit=0)
             entry["awaited_by"] = sorted(id(a.future) for a in g.awaited_by) if g else []
+        else:
+            entry["awaited_by"] = sorted(id(a) for a in awaiters_before_314(t))
         tasks.append(entry)
     print("READY", flush=True)
     print(json.dumps({"pid": os.getpid(), "version": sys.version, "tasks": tasks}), flush=True)
