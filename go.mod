@@ -9,6 +9,8 @@ require (
 	golang.org/x/sys v0.50.0
 )
 
+require github.com/cilium/ebpf v0.22.0
+
 require (
 	github.com/ianlancetaylor/demangle v0.0.0-20250417193237-f615e6bd150b
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect

@@ -16,7 +16,15 @@ import (
 )
 
 type traceOut struct {
-	Engine         string  `json:"engine"`
+	Engine      string `json:"engine"`
+	EngineNote  string `json:"engine_note"`
+	SiteReads   uint64 `json:"site_reads"`
+	SiteKernel  uint64 `json:"site_reads_in_kernel"`
+	SiteLate    uint64 `json:"site_reads_late"`
+	Threads     int    `json:"threads"`
+	KernelDrops *struct {
+		Events, Histogram, Errnos, Enters uint64
+	} `json:"kernel_drops"`
 	Events         uint64  `json:"events"`
 	Lost           uint64  `json:"lost"`
 	TargetStoppedS float64 `json:"target_stopped_s"`
@@ -26,12 +34,14 @@ type traceOut struct {
 	SiteError      string  `json:"site_read_error"`
 	ExitCode       *int    `json:"exit_code"`
 	Syscalls       []struct {
-		Name     string            `json:"name"`
-		Calls    uint64            `json:"calls"`
-		Errors   uint64            `json:"errors"`
-		P50US    float64           `json:"p50_us"`
-		Errnos   map[string]uint64 `json:"errnos"`
-		TopSites []struct {
+		Name         string            `json:"name"`
+		Calls        uint64            `json:"calls"`
+		Errors       uint64            `json:"errors"`
+		P50US        float64           `json:"p50_us"`
+		Errnos       map[string]uint64 `json:"errnos"`
+		Unattributed uint64            `json:"unattributed"`
+		LateReads    uint64            `json:"late_reads"`
+		TopSites     []struct {
 			Function string `json:"function"`
 			File     string `json:"file"`
 			Line     int    `json:"line"`
@@ -70,11 +80,12 @@ func readTraceJSON(t *testing.T, path string) traceOut {
 }
 
 // checkStatAndSleep checks the ground truth of trace_stat.py run with n stats and m sleeps of 50 ms.
-func checkStatAndSleep(t *testing.T, out traceOut, n, m uint64) {
+func checkStatAndSleep(t *testing.T, out traceOut, engine string, n, m uint64) {
 	t.Helper()
 	statLine := markerLine(t, "trace_stat.py", "STAT_LINE")
 	sleepLine := markerLine(t, "trace_stat.py", "SLEEP_LINE")
-	if out.Engine != "ptrace" || out.Lost != 0 || out.Slowdown != ptraceSlowdown || out.Events == 0 {
+	slowdown := map[string]string{"ptrace": ptraceSlowdown, "tracepoint": bpfSlowdown}[engine]
+	if out.Engine != engine || out.Lost != 0 || out.Slowdown != slowdown || out.Events == 0 {
 		t.Errorf("footer fields: %+v", out)
 	}
 	var sawStat, sawSleep bool
@@ -129,7 +140,7 @@ func TestTraceSpawnCountsSitesAndStatus(t *testing.T) {
 	if !out.TargetExited || out.ExitCode == nil || *out.ExitCode != 7 {
 		t.Errorf("exit not recorded: exited %v code %v", out.TargetExited, out.ExitCode)
 	}
-	checkStatAndSleep(t, out, 300, 10)
+	checkStatAndSleep(t, out, "ptrace", 300, 10)
 }
 
 func TestTraceAttachSites(t *testing.T) {
@@ -139,15 +150,15 @@ func TestTraceAttachSites(t *testing.T) {
 			py := testutil.Find(t, label)
 			tg := testutil.Start(t, py, "trace_stat.py", "--stats", "200", "--sleeps", "10", "--delay", "1.5")
 			o := filepath.Join(t.TempDir(), "t.json")
-			r := testutil.Run(t, 30*time.Second, "trace", "-p", strconv.Itoa(tg.Pid), "-d", "20s", "--format", "json", "-o", o)
+			r := testutil.Run(t, 30*time.Second, "trace", "--engine", "ptrace", "-p", strconv.Itoa(tg.Pid), "-d", "20s", "--format", "json", "-o", o)
 			if r.Code != 0 {
 				t.Fatalf("exit %d: %s", r.Code, r.Stderr)
 			}
-			if !strings.Contains(r.Stderr, "target exited") || !strings.Contains(r.Stderr, "engine ptrace (auto:") {
+			if !strings.Contains(r.Stderr, "target exited") || !strings.Contains(r.Stderr, "engine ptrace;") {
 				t.Errorf("footer: %s", r.Stderr)
 			}
 			out := readTraceJSON(t, o)
-			checkStatAndSleep(t, out, 200, 10)
+			checkStatAndSleep(t, out, "ptrace", 200, 10)
 		})
 	}
 }
@@ -201,7 +212,7 @@ func TestTraceDetachNoEINTR(t *testing.T) {
 	bin := testutil.Binary(t)
 	r0, s0, _ := lastStatus(t, tg, 300*time.Millisecond)
 	for i := 0; i < 10; i++ {
-		r := testutil.Run(t, 10*time.Second, "trace", "-p", strconv.Itoa(tg.Pid), "-d", "150ms", "--format", "json", "-o", filepath.Join(t.TempDir(), "x.json"))
+		r := testutil.Run(t, 10*time.Second, "trace", "--engine", "ptrace", "-p", strconv.Itoa(tg.Pid), "-d", "150ms", "--format", "json", "-o", filepath.Join(t.TempDir(), "x.json"))
 		if r.Code != 0 {
 			t.Fatalf("run %d: exit %d: %s", i, r.Code, r.Stderr)
 		}
@@ -210,7 +221,7 @@ func TestTraceDetachNoEINTR(t *testing.T) {
 	// SIGINT or SIGTERM mid-trace: the output is still written, the target let go.
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
 		o := filepath.Join(t.TempDir(), "int.txt")
-		cmd := exec.Command(bin, "trace", "-p", strconv.Itoa(tg.Pid), "--log", "-o", o)
+		cmd := exec.Command(bin, "trace", "--engine", "ptrace", "-p", strconv.Itoa(tg.Pid), "--log", "-o", o)
 		var stderr strings.Builder
 		cmd.Stderr = &stderr
 		if err := cmd.Start(); err != nil {
@@ -236,7 +247,7 @@ func TestTraceDetachNoEINTR(t *testing.T) {
 		checkUntraced(t, tg.Pid)
 	}
 	// SIGKILL mid-trace: the kernel detaches.
-	k := exec.Command(bin, "trace", "-p", strconv.Itoa(tg.Pid))
+	k := exec.Command(bin, "trace", "--engine", "ptrace", "-p", strconv.Itoa(tg.Pid))
 	if err := k.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +271,8 @@ func TestTraceUsage(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"trace", "--engine", "tracepoint", "-p", "1"}, "not available yet"},
+		{[]string{"trace", "--engine", "tracepoint", "--", "python3", "-c", "pass"}, "attaches to a running process"},
+		{[]string{"trace", "--engine", "kernel", "-p", "1"}, "unknown --engine"},
 		{[]string{"trace", "-e", "opnat", "-p", "1"}, "openat"},
 		{[]string{"trace", "--format", "svg", "-p", "1"}, "unknown --format"},
 		{[]string{"trace"}, "no target"},
@@ -292,7 +304,7 @@ func TestTraceGroupStop(t *testing.T) {
 	py := testutil.Find(t, "pyenv-3.12")
 	tg := testutil.Start(t, py, "trace_eintr.py", "--run", "60")
 	bin := testutil.Binary(t)
-	cmd := exec.Command(bin, "trace", "-p", strconv.Itoa(tg.Pid), "-d", "1s", "--format", "json", "-o", filepath.Join(t.TempDir(), "g.json"))
+	cmd := exec.Command(bin, "trace", "--engine", "ptrace", "-p", strconv.Itoa(tg.Pid), "-d", "1s", "--format", "json", "-o", filepath.Join(t.TempDir(), "g.json"))
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {

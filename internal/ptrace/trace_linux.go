@@ -16,6 +16,22 @@ package ptrace
 // whether or not the call is of interest; the time the target's threads
 // spent in our stops is measured and reported.
 //
+// Seccomp (spawn only, TraceConfig.Seccomp): the command is started
+// through a re-exec of this program (SeccompExec) that sets
+// PR_SET_NO_NEW_PRIVS, installs a seccomp filter returning SECCOMP_RET_TRACE
+// for the traced numbers and allowing the rest, and execs the command. The
+// tracer then resumes threads with PTRACE_CONT: only a traced call stops,
+// at its seccomp stop, and is resumed with PTRACE_SYSCALL to see its exit.
+// Untraced calls never stop. The command keeps no_new_privs (setuid
+// programs it execs do not gain privileges).
+//
+// A filter cannot be removed, and a filtered call without a tracer fails
+// with ENOSYS: asked to stop early, the tracer stops counting and keeps
+// passing stops through until the command ends (SIGTERM after 5 s, as an
+// untraced spawn). If pyobs itself is killed, the command's filtered calls
+// fail with ENOSYS from then on; that is why it is used only for commands
+// pyobs started.
+//
 // Ending: the loop blocks in wait4. To end it, the caller's context is
 // cancelled; a helper then "kicks" the tracer by sending one tracee a signal
 // the target neither catches nor needs (SIGURG or SIGWINCH, default action:
@@ -29,6 +45,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -98,6 +115,74 @@ type TraceConfig struct {
 	// (its memory, Python stack included, is as it was during the call).
 	// It runs on the tracer's thread: keep it short.
 	OnExit func(c *Syscall)
+	// Seccomp (with Argv): only these syscall numbers stop the command's
+	// threads; the rest run untraced. The program must call SeccompExec
+	// first thing when SeccompEnv is set (it is the re-exec'd helper).
+	Seccomp []int
+}
+
+// SeccompEnv carries the filter to the re-exec'd helper ("NR,NR,…"),
+// SeccompPathEnv the command's resolved path.
+const (
+	SeccompEnv     = "PYOBS_SECCOMP_EXEC"
+	SeccompPathEnv = "PYOBS_SECCOMP_PATH"
+)
+
+// SeccompExec is the helper's whole life: install the filter named by
+// SeccompEnv on this thread (it is inherited across exec) and exec the
+// command in os.Args. It returns only when SeccompEnv is unset.
+func SeccompExec() {
+	spec, ok := os.LookupEnv(SeccompEnv)
+	if !ok {
+		return
+	}
+	fail := func(err error) {
+		fmt.Fprintf(os.Stderr, "pyobs: seccomp helper: %v\n", err)
+		os.Exit(127)
+	}
+	path := os.Getenv(SeccompPathEnv)
+	var nrs []int
+	for _, f := range strings.Split(spec, ",") {
+		n, err := strconv.Atoi(f)
+		if err != nil || path == "" {
+			fail(fmt.Errorf("bad syscall list %q or no path %q", spec, path))
+		}
+		nrs = append(nrs, n)
+	}
+	prog := SeccompFilter(nrs)
+	// Filters are per thread: this one must exec from the thread it set.
+	runtime.LockOSThread()
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		fail(fmt.Errorf("PR_SET_NO_NEW_PRIVS: %w", err))
+	}
+	fp := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
+	if err := unix.Prctl(unix.PR_SET_SECCOMP, unix.SECCOMP_MODE_FILTER, uintptr(unsafe.Pointer(&fp)), 0, 0); err != nil {
+		fail(fmt.Errorf("PR_SET_SECCOMP: %w", err))
+	}
+	_ = os.Unsetenv(SeccompEnv)
+	_ = os.Unsetenv(SeccompPathEnv)
+	fail(fmt.Errorf("exec %s: %w", path, syscall.Exec(path, os.Args, os.Environ())))
+}
+
+// SeccompFilter is a classic-BPF seccomp program: SECCOMP_RET_TRACE for the
+// x86_64 syscalls in nrs, SECCOMP_RET_ALLOW for everything else.
+func SeccompFilter(nrs []int) []unix.SockFilter {
+	const (
+		ldAbs = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
+		jeq   = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
+		ret   = unix.BPF_RET | unix.BPF_K
+	)
+	n := len(nrs)
+	// seccomp_data: nr at 0, arch at 4.
+	prog := []unix.SockFilter{
+		{Code: ldAbs, K: 4},
+		{Code: jeq, K: unix.AUDIT_ARCH_X86_64, Jt: 0, Jf: uint8(n + 1)},
+		{Code: ldAbs, K: 0},
+	}
+	for i, nr := range nrs {
+		prog = append(prog, unix.SockFilter{Code: jeq, K: uint32(nr), Jt: uint8(n - i), Jf: 0})
+	}
+	return append(prog, unix.SockFilter{Code: ret, K: unix.SECCOMP_RET_ALLOW}, unix.SockFilter{Code: ret, K: unix.SECCOMP_RET_TRACE})
 }
 
 // TraceStats is the tracer's own account.
@@ -139,7 +224,14 @@ type tracer struct {
 	// listening counts tracees kept in a group stop: a signal does not wake
 	// them, so while there are any the loop polls instead of blocking.
 	listening int
-	info      [128]byte
+	// seccomp: resume with PTRACE_CONT outside traced calls; preExec: the
+	// seccomp helper has not exec'd the command yet (nothing is counted).
+	seccomp, preExec bool
+	// passthrough: asked to stop while a seccomp filter is in place: stops
+	// are resumed, nothing is counted; ended: SIGTERM (1), SIGKILL (2) sent.
+	passthrough bool
+	ended       int
+	info        [128]byte
 }
 
 const (
@@ -230,12 +322,31 @@ func (t *tracer) start() error {
 		if err != nil {
 			return fmt.Errorf("can't start %s: %w", t.cfg.Argv[0], err)
 		}
+		env := os.Environ()
+		opts := uintptr(seizeOpts)
+		if len(t.cfg.Seccomp) > 0 {
+			if len(t.cfg.Seccomp) > 200 {
+				return fmt.Errorf("seccomp filter for %d syscalls: at most 200", len(t.cfg.Seccomp))
+			}
+			abs, err := filepath.Abs(path)
+			if err != nil {
+				return err
+			}
+			var nrs []string
+			for _, n := range t.cfg.Seccomp {
+				nrs = append(nrs, strconv.Itoa(n))
+			}
+			env = append(env, SeccompEnv+"="+strings.Join(nrs, ","), SeccompPathEnv+"="+abs)
+			path = "/proc/self/exe"
+			opts |= unix.PTRACE_O_TRACESECCOMP
+			t.seccomp, t.preExec = true, true
+		}
 		// The child must not run a single instruction of CMD untraced (a short
 		// command could even be gone before a seize): it starts under
 		// PTRACE_TRACEME and stops at its exec; we let go of it into a
 		// SIGSTOP group stop, seize it there (options included) and SIGCONT
 		// it. The target sees one SIGCONT (default action: none).
-		attr := &syscall.ProcAttr{Env: os.Environ(), Files: []uintptr{0, 1, 2}, Sys: &syscall.SysProcAttr{Ptrace: true}}
+		attr := &syscall.ProcAttr{Env: env, Files: []uintptr{0, 1, 2}, Sys: &syscall.SysProcAttr{Ptrace: true}}
 		pid, err := syscall.ForkExec(path, t.cfg.Argv, attr)
 		if err != nil {
 			return fmt.Errorf("can't start %s: %w", t.cfg.Argv[0], err)
@@ -282,7 +393,7 @@ func (t *tracer) start() error {
 			return fail(fmt.Errorf("%s did not stop (status %#x)", t.cfg.Argv[0], uint32(ws)))
 		}
 		t.kickSig = pickKickSignal(pid)
-		if _, _, e := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_SEIZE, uintptr(pid), 0, seizeOpts, 0, 0); e != 0 {
+		if _, _, e := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_SEIZE, uintptr(pid), 0, opts, 0, 0); e != 0 {
 			return fail(fmt.Errorf("can't PTRACE_SEIZE pid %d: %w", pid, e))
 		}
 		t.add(pid)
@@ -374,9 +485,28 @@ func waitAny() (int, unix.WaitStatus, error) {
 }
 
 func (t *tracer) loop() error {
+	var stopAt time.Time
 	for len(t.ts) > 0 {
 		if t.stop.Load() {
-			return nil
+			if !t.seccomp || t.preExec {
+				return nil
+			}
+			// Detaching would make every filtered call of the command fail
+			// with ENOSYS (SECCOMP_RET_TRACE without a tracer): stop
+			// counting, keep passing its stops through until it ends, and
+			// end it as an untraced spawn would be ended (finishSpawned).
+			if stopAt.IsZero() {
+				stopAt = time.Now()
+				t.passthrough = true
+			}
+			switch d := time.Since(stopAt); {
+			case d > 7*time.Second && t.ended < 2:
+				_ = unix.Kill(t.pid, unix.SIGKILL)
+				t.ended = 2
+			case d > 5*time.Second && t.ended < 1:
+				_ = unix.Kill(t.pid, unix.SIGTERM)
+				t.ended = 1
+			}
 		}
 		var tid int
 		var ws unix.WaitStatus
@@ -418,6 +548,10 @@ func (t *tracer) loop() error {
 		switch {
 		case sig == unix.SIGTRAP|0x80:
 			t.syscallStop(tid, x, now)
+		case sig == unix.SIGTRAP && event == unix.PTRACE_EVENT_SECCOMP:
+			if !t.preExec { // the helper's own exec is not the command's
+				t.syscallStop(tid, x, now)
+			}
 		case sig == unix.SIGTRAP && event == unix.PTRACE_EVENT_CLONE:
 			if msg, err := unix.PtraceGetEventMsg(tid); err == nil {
 				child := int(msg)
@@ -430,6 +564,7 @@ func (t *tracer) loop() error {
 				}
 			}
 		case sig == unix.SIGTRAP && event == unix.PTRACE_EVENT_EXEC:
+			t.preExec = false
 			// The exec'ing thread now has the leader's tid; the others are gone.
 			if msg, err := unix.PtraceGetEventMsg(tid); err == nil && int(msg) != tid {
 				t.remove(int(msg))
@@ -479,8 +614,13 @@ func (t *tracer) loop() error {
 		}
 		x.resumed = time.Now()
 		t.st.Stopped += x.resumed.Sub(now)
-		if err := unix.PtraceSyscall(tid, resumeSig); err != nil && !errors.Is(err, unix.ESRCH) {
-			return fmt.Errorf("PTRACE_SYSCALL tid %d: %w", tid, err)
+		resume, how := unix.PtraceSyscall, "PTRACE_SYSCALL"
+		if t.seccomp && !x.inSyscall {
+			// Outside a traced call: run until the filter stops the next one.
+			resume, how = unix.PtraceCont, "PTRACE_CONT"
+		}
+		if err := resume(tid, resumeSig); err != nil && !errors.Is(err, unix.ESRCH) {
+			return fmt.Errorf("%s tid %d: %w", how, tid, err)
 		}
 	}
 	t.st.TargetGone = true
@@ -523,6 +663,9 @@ func (t *tracer) syscallStop(tid int, x *tracee, now time.Time) {
 			return // we met this call in the middle
 		}
 		x.inSyscall = false
+		if t.passthrough {
+			return
+		}
 		c := Syscall{Tid: tid, Nr: x.nr, Args: x.args, Ret: int64(le64(t.info[24:])), Enter: x.resumed, Dur: now.Sub(x.resumed)}
 		t.st.Syscalls++
 		if t.cfg.OnExit != nil {

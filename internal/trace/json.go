@@ -15,6 +15,7 @@ type SyscallJSON struct {
 	Errnos       map[string]uint64 `json:"errnos"`
 	TopSites     []SiteCount       `json:"top_sites"`
 	Unattributed uint64            `json:"unattributed"`
+	LateReads    uint64            `json:"late_reads,omitempty"`
 }
 
 // Rows renders every syscall's account; wall is the observed window
@@ -26,7 +27,7 @@ func (a *Agg) Rows(wall time.Duration, topSites int) []SyscallJSON {
 			Name: s.Name, Calls: s.Calls, Errors: s.Errors, TotalS: s.Total.Seconds(),
 			P50US: float64(s.Hist.Quantile(0.5)) / 1e3, P99US: float64(s.Hist.Quantile(0.99)) / 1e3,
 			MaxUS: float64(s.Hist.Max) / 1e3, Errnos: s.Errnos, TopSites: s.TopSites(topSites),
-			Unattributed: s.Unattributed(),
+			Unattributed: s.Unattributed(), LateReads: s.Late,
 		}
 		if wall > 0 {
 			r.PctWall = 100 * float64(s.Total) / float64(wall)

@@ -1,11 +1,3 @@
-// Package trace aggregates syscall events into a summary: per syscall
-// counts, errors by errno name, a log-linear latency histogram (p50, p99,
-// max), share of wall time, and the Python call sites of the calls whose
-// site was read. It is pure: engines feed it Calls, renderers read Summary.
-//
-// Sites are read only for some calls (slow or failing ones: reading a
-// Python stack per call would cost more than the call); every call without
-// a site is counted as unattributed, never guessed.
 package trace
 
 import (
@@ -123,10 +115,13 @@ type Stat struct {
 	// SiteTried counts calls whose site was read; SiteFailed those where the
 	// read found no Python frame (native thread, exiting thread, torn read).
 	SiteTried, SiteFailed uint64
+	// Late counts calls whose site could only be read after the call had
+	// returned (the thread may have moved on): tried, never attributed.
+	Late uint64
 }
 
 // Attributed is the number of calls with a site.
-func (s *Stat) Attributed() uint64 { return s.SiteTried - s.SiteFailed }
+func (s *Stat) Attributed() uint64 { return s.SiteTried - s.SiteFailed - s.Late }
 
 // Unattributed is the number of calls without a site (not read, or read and not found).
 func (s *Stat) Unattributed() uint64 { return s.Calls - s.Attributed() }
@@ -170,13 +165,18 @@ type Agg struct {
 // New returns an empty aggregate.
 func New() *Agg { return &Agg{by: map[string]*Stat{}} }
 
+func (a *Agg) stat(name string) *Stat {
+	s := a.by[name]
+	if s == nil {
+		s = &Stat{Name: name, Errnos: map[string]uint64{}, Sites: map[Site]uint64{}}
+		a.by[name] = s
+	}
+	return s
+}
+
 // Add records one call.
 func (a *Agg) Add(c Call) {
-	s := a.by[c.Name]
-	if s == nil {
-		s = &Stat{Name: c.Name, Errnos: map[string]uint64{}, Sites: map[Site]uint64{}}
-		a.by[c.Name] = s
-	}
+	s := a.stat(c.Name)
 	s.Calls++
 	d := max(c.Dur, 0)
 	s.Total += d
@@ -192,6 +192,58 @@ func (a *Agg) Add(c Call) {
 		} else {
 			s.Sites[*c.Site]++
 		}
+	}
+}
+
+// Kernel is one syscall's account aggregated elsewhere (in the kernel):
+// Hist holds calls per bucket of Hist's own bucketing.
+type Kernel struct {
+	Name          string
+	Calls, Errors uint64
+	Total         time.Duration
+	Min, Max      time.Duration
+	Hist          map[int]uint64
+	Errnos        map[string]uint64
+}
+
+// AddKernel merges a pre-aggregated account (no per-call values).
+func (a *Agg) AddKernel(k Kernel) {
+	s := a.stat(k.Name)
+	if k.Calls == 0 {
+		return
+	}
+	if s.Hist.N == 0 || uint64(k.Min) < s.Hist.Min {
+		s.Hist.Min = uint64(max(k.Min, 0))
+	}
+	s.Hist.Max = max(s.Hist.Max, uint64(max(k.Max, 0)))
+	s.Calls += k.Calls
+	s.Errors += k.Errors
+	s.Total += k.Total
+	if s.Hist.Counts == nil {
+		s.Hist.Counts = map[int]uint64{}
+	}
+	for b, n := range k.Hist {
+		s.Hist.Counts[b] += n
+		s.Hist.N += n
+	}
+	for e, n := range k.Errnos {
+		s.Errnos[e] += n
+	}
+}
+
+// AddSite records the outcome of one site read for a call counted with
+// AddKernel: found (site), found none (nil), or late (read after the call
+// returned: counted apart, never attributed).
+func (a *Agg) AddSite(name string, site *Site, late bool) {
+	s := a.stat(name)
+	s.SiteTried++
+	switch {
+	case late:
+		s.Late++
+	case site == nil:
+		s.SiteFailed++
+	default:
+		s.Sites[*site]++
 	}
 }
 
@@ -226,3 +278,8 @@ func (a *Agg) Totals() (calls, errors uint64, total time.Duration) {
 	}
 	return
 }
+
+// BucketOf and BucketBounds expose the histogram's bucketing for engines
+// that fill buckets themselves (the BPF program mirrors bucketOf).
+func BucketOf(v uint64) int              { return bucketOf(v) }
+func BucketBounds(i int) (lo, hi uint64) { return bucketBounds(i) }

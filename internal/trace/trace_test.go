@@ -99,3 +99,37 @@ func TestNegativeDuration(t *testing.T) {
 		t.Fatal("negative duration counted")
 	}
 }
+
+func TestAddKernelMatchesAdd(t *testing.T) {
+	vals := []time.Duration{3, 17, 900, 52e6, 49e6, 51e6, 2e3}
+	a, k := New(), New()
+	hist := map[int]uint64{}
+	var total time.Duration
+	for i, v := range vals {
+		c := Call{Name: "read", Dur: v}
+		if i%3 == 0 {
+			c.Errno = "EAGAIN"
+		}
+		a.Add(c)
+		hist[BucketOf(uint64(v))]++
+		total += v
+	}
+	k.AddKernel(Kernel{Name: "read", Calls: uint64(len(vals)), Errors: 3, Total: total, Min: 3, Max: 52e6, Hist: hist, Errnos: map[string]uint64{"EAGAIN": 3}})
+	ra, rk := a.Rows(time.Second, 3), k.Rows(time.Second, 3)
+	if len(ra) != 1 || len(rk) != 1 {
+		t.Fatal(ra, rk)
+	}
+	x, y := ra[0], rk[0]
+	if x.Calls != y.Calls || x.Errors != y.Errors || x.P50US != y.P50US || x.P99US != y.P99US || x.MaxUS != y.MaxUS || x.TotalS != y.TotalS || y.Errnos["EAGAIN"] != 3 {
+		t.Fatalf("per call %+v\nkernel   %+v", x, y)
+	}
+	site := &Site{Function: "f", File: "a.py", Line: 3}
+	k.AddSite("read", site, false)
+	k.AddSite("read", site, false)
+	k.AddSite("read", nil, false)
+	k.AddSite("read", site, true)
+	r := k.Rows(time.Second, 3)[0]
+	if len(r.TopSites) != 1 || r.TopSites[0].Calls != 2 || r.LateReads != 1 || r.Unattributed != uint64(len(vals))-2 {
+		t.Fatalf("sites: %+v", r)
+	}
+}

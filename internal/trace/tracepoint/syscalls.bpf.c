@@ -1,0 +1,386 @@
+//go:build ignore
+
+// In-kernel syscall accounting for `pyobs trace --engine tracepoint`.
+// Build: make bpf-trace (clang -target bpf -O2 -g); the .o is committed.
+//
+// raw_tp/sys_enter keeps (tid -> nr, enter time); raw_tp/sys_exit adds the
+// call to per-syscall counters (per CPU), a log-linear latency histogram and
+// an errno table, and pushes one event to a ring buffer for each call that
+// was slow or failed, with the thread's innermost Python frame read while
+// the thread is still in the kernel (it cannot have run Python since the
+// call). Everything is bounded; what does not fit is counted in `drops`.
+
+typedef unsigned char u8;
+typedef unsigned int u32;
+typedef long long s64;
+typedef unsigned long long u64;
+
+#define SEC(n) __attribute__((section(n), used))
+#define __always_inline inline __attribute__((always_inline))
+// BTF map definitions: the loader reads the map's shape from these types.
+#define __uint(name, val) int (*name)[val]
+#define __type(name, val) typeof(val) *name
+
+#define BPF_MAP_TYPE_HASH 1
+#define BPF_MAP_TYPE_ARRAY 2
+#define BPF_MAP_TYPE_PERCPU_ARRAY 6
+#define BPF_MAP_TYPE_LRU_HASH 9
+#define BPF_MAP_TYPE_RINGBUF 27
+#define BPF_ANY 0
+#define BPF_NOEXIST 1
+
+// Helper ids from the kernel's UAPI (include/uapi/linux/bpf.h).
+static void *(*bpf_map_lookup_elem)(void *map, const void *key) = (void *)1;
+static long (*bpf_map_update_elem)(void *map, const void *key, const void *value, u64 flags) = (void *)2;
+static u64 (*bpf_ktime_get_ns)(void) = (void *)5;
+static u64 (*bpf_get_current_pid_tgid)(void) = (void *)14;
+static long (*bpf_probe_read_user)(void *dst, u32 size, const void *src) = (void *)112;
+static void *(*bpf_ringbuf_reserve)(void *rb, u64 size, u64 flags) = (void *)131;
+static void (*bpf_ringbuf_submit)(void *data, u64 flags) = (void *)132;
+
+#define MAX_NR 512
+
+// Set by the loader before the programs load (.rodata).
+volatile const u32 target_tgid = 0;
+volatile const u64 slow_ns = 0;
+volatile const u32 use_filter = 0;
+// Python frame capture (0 off). Offsets come from pyframes' Layout.
+volatile const u32 py_capture = 0;
+volatile const u64 off_tstate_frame = 0;
+volatile const s64 off_cframe_current = -1; // 3.11/3.12: tstate->cframe->current_frame
+volatile const u64 off_frame_previous = 0;
+volatile const u64 off_frame_code = 0;
+volatile const u64 off_frame_instr = 0;
+volatile const u64 off_frame_owner = 0;
+volatile const u32 owner_skip = 0; // skip frames whose owner >= this (C-stack shims); 0 none
+// Finding a thread user space has not told us about yet: walk the main
+// interpreter's thread list for the tstate whose native_thread_id is the
+// tid (3.11+; 0 off).
+volatile const u64 runtime_addr = 0;
+volatile const u64 off_runtime_interp_head = 0;
+volatile const u64 off_interp_threads_head = 0;
+volatile const u64 off_tstate_next = 0;
+volatile const u64 off_tstate_native_tid = 0;
+
+struct start {
+	u64 ts;
+	u32 nr;
+	u32 pad;
+};
+
+struct stat {
+	u64 calls;
+	u64 errors;
+	u64 total_ns;
+	u64 max_ns;
+	u64 min_ns;
+};
+
+// py: 0 no thread state known for tid, 1 frame captured, 2 a read faulted,
+// 3 no Python frame, 4 capture off. walked: the tstate was found by walking
+// the interpreter's thread list (not from user space's map).
+struct event {
+	u64 enter_ns;
+	u64 dur_ns;
+	s64 ret;
+	u32 tid;
+	u32 nr;
+	u64 frame;
+	u64 code;
+	u64 instr;
+	u32 py;
+	u32 walked;
+	u64 tstate;
+};
+
+enum {
+	DROP_EVENTS = 0,   // ring buffer full: a slow/failing call without its event
+	DROP_HIST = 1,     // histogram map full: a call missing from its histogram
+	DROP_ERRNO = 2,    // errno map full: an error missing from its errno count
+	DROP_STARTS = 3,   // enter map update failed
+	RESTARTED = 4,     // ERESTART*: restarted by the kernel, not counted
+	NO_ENTER = 5,      // exits whose enter was not seen (in progress at attach)
+	NCOUNTERS = 8,
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, u32);
+	__type(value, struct start);
+} starts SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, MAX_NR);
+	__type(key, u32);
+	__type(value, struct stat);
+} stats SEC(".maps");
+
+// key: nr << 12 | bucket
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, u32);
+	__type(value, u64);
+} hist SEC(".maps");
+
+// key: nr << 12 | errno
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 2048);
+	__type(key, u32);
+	__type(value, u64);
+} errnos SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_NR);
+	__type(key, u32);
+	__type(value, u32);
+} filter SEC(".maps");
+
+// tid -> PyThreadState*, filled by user space.
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, u32);
+	__type(value, u64);
+} tstates SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, NCOUNTERS);
+	__type(key, u32);
+	__type(value, u64);
+} counters SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 20);
+} events SEC(".maps");
+
+static __always_inline void count(u32 which)
+{
+	u64 *c = bpf_map_lookup_elem(&counters, &which);
+	if (c)
+		*c += 1;
+}
+
+// bump adds one to map[key], creating it; a full map is counted in drops.
+static __always_inline void bump(void *map, u32 key, u32 drop)
+{
+	u64 *v = bpf_map_lookup_elem(map, &key);
+	if (!v) {
+		u64 zero = 0;
+		bpf_map_update_elem(map, &key, &zero, BPF_NOEXIST);
+		v = bpf_map_lookup_elem(map, &key);
+		if (!v) {
+			count(drop);
+			return;
+		}
+	}
+	__sync_fetch_and_add(v, 1);
+}
+
+// bucket_of: the same log-linear buckets as internal/trace.Hist (4 sub-bits).
+static __always_inline u32 bucket_of(u64 v)
+{
+	if (v < 16)
+		return v;
+	u64 x = v;
+	u32 e = 0;
+	if (x >> 32) { x >>= 32; e += 32; }
+	if (x >> 16) { x >>= 16; e += 16; }
+	if (x >> 8) { x >>= 8; e += 8; }
+	if (x >> 4) { x >>= 4; e += 4; }
+	if (x >> 2) { x >>= 2; e += 2; }
+	if (x >> 1) { e += 1; }
+	u64 sub = (v >> (e - 4)) & 15;
+	return (e - 3) * 16 + (u32)sub;
+}
+
+SEC("raw_tp/sys_enter")
+int sys_enter(u64 *ctx)
+{
+	u64 id = bpf_get_current_pid_tgid();
+	if ((u32)(id >> 32) != target_tgid)
+		return 0;
+	u64 nr = ctx[1];
+	if (nr >= MAX_NR)
+		return 0;
+	if (use_filter) {
+		u32 k = nr;
+		u32 *on = bpf_map_lookup_elem(&filter, &k);
+		if (!on || !*on)
+			return 0;
+	}
+	u32 tid = (u32)id;
+	// A thread's entry stays in the map between calls and is rewritten in
+	// place: cheaper than an update and a delete per call.
+	struct start *sp = bpf_map_lookup_elem(&starts, &tid);
+	if (sp) {
+		sp->nr = (u32)nr;
+		sp->ts = bpf_ktime_get_ns();
+		return 0;
+	}
+	struct start s = {.ts = bpf_ktime_get_ns(), .nr = (u32)nr};
+	if (bpf_map_update_elem(&starts, &tid, &s, BPF_ANY))
+		count(DROP_STARTS);
+	return 0;
+}
+
+// find_tstate walks the main interpreter's thread states for tid's.
+static __always_inline u64 find_tstate(u32 tid)
+{
+	if (!off_tstate_native_tid || !runtime_addr)
+		return 0;
+	u64 interp = 0, ts = 0;
+	if (bpf_probe_read_user(&interp, 8, (void *)(runtime_addr + off_runtime_interp_head)) || !interp)
+		return 0;
+	if (bpf_probe_read_user(&ts, 8, (void *)(interp + off_interp_threads_head)))
+		return 0;
+	for (int i = 0; i < 256 && ts; i++) {
+		u64 native = 0;
+		if (bpf_probe_read_user(&native, 8, (void *)(ts + off_tstate_native_tid)))
+			return 0;
+		if (native == tid)
+			return ts;
+		if (bpf_probe_read_user(&ts, 8, (void *)(ts + off_tstate_next)))
+			return 0;
+	}
+	return 0;
+}
+
+static __always_inline void capture(struct event *ev)
+{
+	if (!py_capture) {
+		ev->py = 4;
+		return;
+	}
+	u32 tid = ev->tid;
+	u64 tstate = 0;
+	u64 *ts = bpf_map_lookup_elem(&tstates, &tid);
+	if (ts) {
+		tstate = *ts;
+	} else {
+		tstate = find_tstate(tid);
+		if (!tstate) {
+			ev->py = 0;
+			return;
+		}
+		// Remember it; user space's next refresh replaces or removes it.
+		bpf_map_update_elem(&tstates, &tid, &tstate, BPF_ANY);
+		ev->walked = 1;
+	}
+	ev->tstate = tstate;
+	u64 f = 0;
+	if (bpf_probe_read_user(&f, 8, (void *)(tstate + off_tstate_frame))) {
+		ev->py = 2;
+		return;
+	}
+	if (off_cframe_current >= 0 && f) {
+		if (bpf_probe_read_user(&f, 8, (void *)(f + off_cframe_current))) {
+			ev->py = 2;
+			return;
+		}
+	}
+	ev->py = 3;
+	// Skip C-stack shims and a frame still being pushed (no code yet).
+	for (int i = 0; i < 4; i++) {
+		if (!f)
+			return;
+		u64 code = 0, prev = 0;
+		u8 owner = 0;
+		if (bpf_probe_read_user(&code, 8, (void *)(f + off_frame_code)) ||
+		    bpf_probe_read_user(&prev, 8, (void *)(f + off_frame_previous))) {
+			ev->py = 2;
+			return;
+		}
+		if (owner_skip) {
+			if (bpf_probe_read_user(&owner, 1, (void *)(f + off_frame_owner))) {
+				ev->py = 2;
+				return;
+			}
+		}
+		if ((owner_skip && owner >= owner_skip) || code == 0) {
+			f = prev;
+			continue;
+		}
+		u64 instr = 0;
+		if (bpf_probe_read_user(&instr, 8, (void *)(f + off_frame_instr))) {
+			ev->py = 2;
+			return;
+		}
+		ev->frame = f;
+		ev->code = code;
+		ev->instr = instr;
+		ev->py = 1;
+		return;
+	}
+}
+
+SEC("raw_tp/sys_exit")
+int sys_exit(u64 *ctx)
+{
+	u64 id = bpf_get_current_pid_tgid();
+	if ((u32)(id >> 32) != target_tgid)
+		return 0;
+	u32 tid = (u32)id;
+	struct start *sp = bpf_map_lookup_elem(&starts, &tid);
+	if (!sp || !sp->ts) {
+		// Filtered out at enter, or in progress when we attached.
+		return 0;
+	}
+	u64 now = bpf_ktime_get_ns();
+	u64 enter = sp->ts;
+	u32 nr = sp->nr;
+	sp->ts = 0; // exited: the entry waits for the thread's next call
+	if (nr >= MAX_NR)
+		return 0;
+	s64 ret = (s64)ctx[1];
+	if (ret <= -512 && ret >= -516) {
+		// ERESTARTSYS..ERESTART_RESTARTBLOCK: the kernel restarts the call
+		// (or the rest appears as restart_syscall); the program never sees it.
+		count(RESTARTED);
+		return 0;
+	}
+	u64 dur = now - enter;
+	struct stat *st = bpf_map_lookup_elem(&stats, &nr);
+	if (!st)
+		return 0;
+	st->calls += 1;
+	st->total_ns += dur;
+	if (dur > st->max_ns)
+		st->max_ns = dur;
+	if (st->calls == 1 || dur < st->min_ns)
+		st->min_ns = dur;
+	int failed = ret < 0 && ret >= -4095;
+	if (failed) {
+		st->errors += 1;
+		bump(&errnos, nr << 12 | (u32)(-ret), DROP_ERRNO);
+	}
+	bump(&hist, nr << 12 | bucket_of(dur), DROP_HIST);
+	if (dur < slow_ns && !failed)
+		return 0;
+	struct event *ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
+	if (!ev) {
+		count(DROP_EVENTS);
+		return 0;
+	}
+	ev->enter_ns = enter;
+	ev->dur_ns = dur;
+	ev->ret = ret;
+	ev->tid = tid;
+	ev->nr = nr;
+	ev->frame = 0;
+	ev->code = 0;
+	ev->instr = 0;
+	ev->walked = 0;
+	ev->tstate = 0;
+	capture(ev);
+	bpf_ringbuf_submit(ev, 0);
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "GPL";
