@@ -85,6 +85,7 @@ tracing (costly), or introspection (reading the interpreter's memory).`,
 	root.AddCommand(newStat(g))
 	root.AddCommand(newOffcpu(g))
 	root.AddCommand(newTrace(g))
+	root.AddCommand(newRed(g))
 	return root
 }
 

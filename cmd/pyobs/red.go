@@ -1,0 +1,203 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+
+	"github.com/pyobs/pyobs/internal/red"
+	"github.com/pyobs/pyobs/internal/session"
+)
+
+type redFlags struct {
+	dur      time.Duration
+	interval time.Duration
+	poll     time.Duration
+	slowest  int
+}
+
+func newRed(g *globals) *cobra.Command {
+	var f redFlags
+	c := &cobra.Command{
+		Use:   "red (-p PID | -- CMD ARGS)",
+		Short: "Rate, errors and duration of a server, per listening port, from its socket syscalls (eBPF tracepoints: no stops)",
+		Long: `red measures a server from outside at the syscall boundary: for each listening
+TCP port, requests per second, error rate (5xx, and connections reset or
+closed before the response), 4xx rate apart, latency p50/p90/p99/max,
+requests in flight, and queue time (accept → first byte read) when the
+accept was seen. Requests are HTTP/1.x, read from the first bytes of each
+read and write: a request runs from its first byte read to its last byte
+written before the next read on the connection (keep-alive and pipelined
+requests are split); routes are method + path with plain ids collapsed to
+:id (at most 64 per port, then [other]). Other protocols and TLS get
+connection-level numbers (connections/s, bytes, duration) and a "not
+parsed" note saying why.
+
+--slowest N lists the N slowest requests with method, path, status,
+duration and the handling thread's Python stack most often seen while the
+request was in flight (read every --poll for requests older than --poll).
+
+Price: eBPF programs on the raw_syscalls sys_enter/sys_exit tracepoints
+(every syscall of the machine pays a compare; the target's socket calls
+send one 168-byte event each). Nothing is stopped. Needs root (CAP_BPF and
+CAP_PERFMON). x86_64 only.
+Cannot see: TLS plaintext, HTTP/2, io_uring, other processes of a
+pre-forking server; latency spent in the kernel before the server reads.
+
+-i INTERVAL: live mode, one report per interval until Ctrl-C (or -d when
+given): a refreshed table on a terminal, a JSON line per interval otherwise.
+-- CMD ARGS: starts CMD (the probe is on before it listens) and measures it
+until it exits, then exits with its status; with -d, pyobs ends it (SIGTERM)
+when the window ends.`,
+		Example: `  pyobs red -p 4242 -d 30s
+  pyobs red -p 4242 -d 10s --slowest 5
+  pyobs red -p 4242 -i 1s
+  pyobs red -p 4242 --format json
+  pyobs red -- python3 -m http.server 8000`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error { return runRed(cmd, g, &f, args) },
+	}
+	fl := c.Flags()
+	fl.DurationVarP(&f.dur, "duration", "d", 10*time.Second, "window length (with -i or -- CMD: stop after this long; default: until Ctrl-C or exit)")
+	fl.DurationVarP(&f.interval, "interval", "i", 0, "live mode: report every INTERVAL")
+	fl.DurationVar(&f.poll, "poll", 50*time.Millisecond, "how often in-flight requests older than this get their Python stack read")
+	fl.IntVar(&f.slowest, "slowest", 0, "list the N slowest requests with their Python stack")
+	return c
+}
+
+func runRed(cmd *cobra.Command, g *globals, f *redFlags, args []string) error {
+	format := g.format
+	if format != "" && format != "text" && format != "json" {
+		return usagef("red: unknown --format %q (text, json)", format)
+	}
+	durSet := cmd.Flags().Changed("duration")
+	if f.dur <= 0 {
+		return usagef("red: -d must be positive")
+	}
+	if f.interval < 0 {
+		return usagef("red: -i must be positive")
+	}
+	if f.interval > 0 && f.interval < 100*time.Millisecond {
+		return usagef("red: -i below 100ms is mostly noise")
+	}
+	if f.poll < 5*time.Millisecond {
+		return usagef("red: --poll must be at least 5ms")
+	}
+	if f.slowest < 0 || f.slowest > 1000 {
+		return usagef("red: --slowest must be between 0 and 1000")
+	}
+	s, err := redTarget(cmd, g, args)
+	if err != nil {
+		return err
+	}
+	e, err := red.Open(s, red.Options{Slowest: f.slowest, Poll: f.poll})
+	if err != nil {
+		if s.Spawned() {
+			s.Kill(2 * time.Second)
+		}
+		return err
+	}
+	defer e.Close()
+	var end time.Time
+	if !(s.Spawned() || f.interval > 0) || durSet {
+		end = time.Now().Add(f.dur)
+	}
+	ctx := cmd.Context()
+	if f.interval > 0 {
+		err = redLive(e, ctx, end, f.interval, g, format)
+	} else {
+		var rep *red.Report
+		err = e.Run(ctx, end, 0, func(r *red.Report) error { rep = r; return nil })
+		if err == nil {
+			err = writeOutput(g.output, 0o644, func(w io.Writer) error {
+				if format == "json" {
+					return red.WriteJSON(w, rep, true)
+				}
+				return red.WriteText(w, rep)
+			})
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if s.Spawned() {
+		select {
+		case <-s.Exited():
+		default:
+			if ctx.Err() == nil && !end.IsZero() {
+				s.Kill(2 * time.Second) // -d ended the measurement: end the command too
+				return nil
+			}
+			// Ctrl-C reached the whole group: give it its chance to finish.
+			select {
+			case <-s.Exited():
+			case <-time.After(5 * time.Second):
+				s.Kill(2 * time.Second)
+			}
+		}
+		if code := s.ExitCode(); code != 0 {
+			return exitStatus{code}
+		}
+	}
+	return nil
+}
+
+// redTarget: -p PID attaches (Python needed for --slowest stacks only);
+// -- CMD spawns, and the probe goes on before the server listens.
+func redTarget(cmd *cobra.Command, g *globals, args []string) (*session.Session, error) {
+	if g.pid > 0 {
+		if len(args) > 0 {
+			if cmd.ArgsLenAtDash() >= 0 {
+				return nil, usagef("give either -p PID or -- CMD ARGS, not both")
+			}
+			return nil, usagef("unexpected arguments %q (to spawn a command, put it after --)", args)
+		}
+		s, _, err := session.AttachAny(g.pid)
+		return s, err
+	}
+	return target(cmd, g, args)
+}
+
+func redLive(e *red.Engine, ctx context.Context, end time.Time, interval time.Duration, g *globals, format string) error {
+	out := io.Writer(os.Stdout)
+	tty := isTTY(os.Stdout)
+	if g.output != "" && g.output != "-" {
+		fh, err := os.OpenFile(g.output, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+		if err != nil {
+			return fmt.Errorf("can't create %s: %w", g.output, err)
+		}
+		defer fh.Close()
+		out, tty = fh, false
+	}
+	if format == "" {
+		format = "json"
+		if tty {
+			format = "text"
+		}
+	}
+	err := e.Run(ctx, end, interval, func(r *red.Report) error {
+		var err error
+		if format == "json" {
+			err = red.WriteJSON(out, r, false)
+		} else {
+			if tty {
+				fmt.Fprint(out, "\x1b[H\x1b[2J")
+			}
+			err = red.WriteText(out, r)
+			if !tty {
+				fmt.Fprintln(out)
+			}
+		}
+		return err
+	})
+	if errors.Is(err, unix.EPIPE) {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,36 @@
+// Package red measures Rate, Errors and Duration of a server process from
+// outside, at the syscall boundary, per listening port (pyobs red).
+//
+// Truth it reads: the target's own socket syscalls, seen by an eBPF
+// program on the raw_syscalls sys_enter/sys_exit tracepoints (raw_tp:
+// attached by name, no tracefs, no kprobes) filtered by tgid in the
+// kernel: accept/accept4 (which listening fd a connection came from),
+// read/readv/recvfrom/recvmsg and write/writev/sendto/sendmsg/sendfile
+// (when, how many bytes, and a copy of the first 128 bytes of each),
+// close and shutdown. Listening sockets and connections that were open
+// before the start are found in /proc/PID/fd and /proc/PID/net/tcp{,6}.
+// In user space, HTTP/1.x request and status lines are parsed from those
+// prefixes: a request runs from its first byte read to its last byte
+// written before the next read on that connection (keep-alive and
+// pipelined requests are split). Anything else gets connection-level RED.
+// While a request is in flight longer than a poll period, the handling
+// thread's Python stack is read with the frame walker (the thread is
+// usually blocked, so the read is exact).
+//
+// Price: eBPF tracepoints on every syscall of the machine (a compare for
+// other processes), one ring-buffer event per watched syscall of the
+// target, read by user space in batches (it sleeps 5 ms when the ring is
+// empty: events carry kernel times, so batching costs no accuracy).
+// Nothing is stopped.
+//
+// Cannot see: TLS plaintext (only connection-level numbers, "not
+// parsed"); time a request waits in the kernel's accept or socket buffer
+// before the server reads it (queue time accept→first read is shown when
+// the accept was seen); HTTP/2; requests whose first bytes arrive in a
+// buffer larger than 128 bytes after another request in the same read
+// (pipelined requests beyond the copied prefix are counted but unnamed);
+// io_uring and sendmmsg/recvmmsg; other processes of a pre-fork server;
+// which coroutine an asyncio server runs for a request (the handling
+// thread is the event loop, so --slowest shows the loop's stack).
+// Syscall numbers and register offsets are x86_64's.
+package red

@@ -1,0 +1,229 @@
+package red
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pyobs/pyobs/internal/pyframes"
+	"github.com/pyobs/pyobs/internal/session"
+)
+
+// batchWait is how long the reader sleeps when the ring is empty.
+const batchWait = 5 * time.Millisecond
+
+// Options of a measurement.
+type Options struct {
+	Slowest int           // keep the N slowest requests (with stacks)
+	Poll    time.Duration // in-flight requests older than this get a stack read, every Poll
+}
+
+// Engine is one attached measurement.
+type Engine struct {
+	s       *session.Session
+	opt     Options
+	probe   *probe
+	tr      *Tracker
+	socks   *procSockets
+	tids    *session.TidMap
+	ev      Event
+	decode  uint64
+	reads   uint64 // stack reads
+	failed  uint64 // stack reads that failed or were torn
+	cpu0    time.Duration
+	started int64
+	exited  string
+	notes   []string
+}
+
+// Open attaches the probe to the session's target and scans its sockets.
+func Open(s *session.Session, opt Options) (*Engine, error) {
+	if opt.Poll <= 0 {
+		opt.Poll = 50 * time.Millisecond
+	}
+	e := &Engine{s: s, opt: opt, cpu0: session.ObserverCPU(), socks: newProcSockets(s.Pid)}
+	p, err := openProbe(s.Pid)
+	if err != nil {
+		return nil, fmt.Errorf("pid %d: %w", s.Pid, err)
+	}
+	e.probe = p
+	e.started = session.MonoNow()
+	e.tr = NewTracker(e.socks.Resolve, opt.Slowest)
+	listeners, conns, err := e.socks.Scan()
+	if err != nil {
+		p.Close()
+		return nil, s.Explain("scan sockets", err)
+	}
+	for fd, port := range listeners {
+		e.tr.AddListener(fd, port)
+	}
+	for fd, port := range conns {
+		e.tr.AddConn(fd, port, uint64(e.started))
+	}
+	if len(conns) > 0 {
+		e.notes = append(e.notes, fmt.Sprintf("%d connection(s) were open at the start: their queue time is unknown and a request already in progress on them is not counted", len(conns)))
+	}
+	if s.Py != nil {
+		e.tids = s.NewTidMap()
+	}
+	return e, nil
+}
+
+// Close detaches everything.
+func (e *Engine) Close() { e.probe.Close() }
+
+// Run reads events until end (zero: until ctx ends or the target exits);
+// with interval > 0 it emits one report per interval, else one at the end.
+func (e *Engine) Run(ctx context.Context, end time.Time, interval time.Duration, emit func(*Report) error) error {
+	winStart := e.started
+	nextPoll := time.Now().Add(e.opt.Poll)
+	var nextEmit time.Time
+	if interval > 0 {
+		nextEmit = time.Now().Add(interval)
+	}
+	alive := time.Now()
+	for {
+		deadline := nextPoll
+		if !end.IsZero() && end.Before(deadline) {
+			deadline = end
+		}
+		var ok bool
+		var err error
+		if e.probe.pending() == 0 {
+			// Sleep rather than wait in epoll for each event: events carry
+			// their kernel times, so batching costs no accuracy and saves a
+			// wakeup per syscall of the target.
+			if d := min(time.Until(deadline), batchWait); d > 0 {
+				time.Sleep(d)
+			}
+		} else {
+			ok, err = e.probe.read(time.Now(), &e.ev)
+		}
+		if err != nil {
+			e.decode++
+			if !errors.Is(err, errDecode) {
+				return err
+			}
+		}
+		if ok {
+			e.tr.Handle(&e.ev)
+			if e.tr.Events&255 != 0 { // look at the clock every 256 events
+				continue
+			}
+		}
+		now := time.Now()
+		stop := false
+		select {
+		case <-ctx.Done():
+			stop = true
+			e.notes = append(e.notes, fmt.Sprintf("ended early by a signal after %.2f s", float64(session.MonoNow()-e.started)/1e9))
+		case <-e.s.Exited():
+			stop = true
+		default:
+		}
+		if !end.IsZero() && !now.Before(end) {
+			stop = true
+		}
+		if !stop && now.Sub(alive) > 200*time.Millisecond {
+			alive = now
+			if !e.s.Spawned() && !e.s.Alive() {
+				stop = true
+			}
+		}
+		if stop {
+			if !e.s.Alive() || e.isExited() {
+				e.exited = fmt.Sprintf("pid %d exited after %.2f s: the report covers up to its exit", e.s.Pid, float64(session.MonoNow()-e.started)/1e9)
+			}
+			return e.finish(winStart, emit)
+		}
+		if !now.Before(nextPoll) {
+			if e.tids == nil && e.s.Spawned() && e.s.TryPython() {
+				e.tids = e.s.NewTidMap()
+			}
+			e.sampleStacks()
+			nextPoll = now.Add(e.opt.Poll)
+		}
+		if interval > 0 && !now.Before(nextEmit) {
+			t := session.MonoNow()
+			e.tr.FlushResponded(uint64(t))
+			if err := emit(e.report(winStart, t, false)); err != nil {
+				return err
+			}
+			e.tr.ResetSlowest()
+			winStart = t
+			nextEmit = nextEmit.Add(interval)
+		}
+	}
+}
+
+func (e *Engine) isExited() bool {
+	select {
+	case <-e.s.Exited():
+		return true
+	default:
+		return false
+	}
+}
+
+// finish detaches the probe, drains what the ring still holds, and emits
+// the last report.
+func (e *Engine) finish(winStart int64, emit func(*Report) error) error {
+	t := session.MonoNow()
+	e.probe.detach()
+	for e.probe.pending() > 0 {
+		ok, err := e.probe.read(time.Now().Add(10*time.Millisecond), &e.ev)
+		if err != nil && !errors.Is(err, errDecode) {
+			break
+		}
+		if !ok {
+			break
+		}
+		if err == nil {
+			e.tr.Handle(&e.ev)
+		}
+	}
+	e.tr.FlushResponded(uint64(t))
+	return emit(e.report(winStart, t, true))
+}
+
+// sampleStacks reads the handling thread's Python stack of every request
+// in flight longer than a poll period.
+func (e *Engine) sampleStacks() {
+	if e.tids == nil || e.opt.Slowest <= 0 {
+		return
+	}
+	now := uint64(session.MonoNow())
+	for _, f := range e.tr.InFlight() {
+		if now-min(f.Start, now) < uint64(e.opt.Poll) {
+			continue
+		}
+		ref, ok := e.tids.Lookup(int(f.Tid))
+		if !ok {
+			e.failed++
+			e.tr.AddStack(f, "", nil)
+			continue
+		}
+		e.reads++
+		frames, consistent, _, err := e.s.Py.Stack(ref.Addr, pyframes.Options{Retries: 2})
+		if err != nil || !consistent {
+			e.failed++
+			e.tr.AddStack(f, "", nil)
+			continue
+		}
+		sf := make([]StackFrame, len(frames))
+		var key strings.Builder
+		for i, fr := range frames {
+			sf[i] = StackFrame{Function: fr.Function, File: fr.File, Line: fr.Line}
+			key.WriteString(fr.Function)
+			key.WriteByte(0)
+			key.WriteString(fr.File)
+			key.WriteByte(0)
+			key.WriteString(strconv.Itoa(fr.Line))
+			key.WriteByte(1)
+		}
+		e.tr.AddStack(f, key.String(), sf)
+	}
+}

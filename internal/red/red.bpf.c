@@ -1,0 +1,272 @@
+//go:build ignore
+
+// The kernel half of pyobs red: raw_tp/sys_enter + raw_tp/sys_exit filtered
+// by the target's tgid. For the socket syscalls a request/response server
+// makes (accept, read/recv*, write/send*, sendfile, close, shutdown) it
+// keeps the entry time per thread and, at exit, sends one fixed-size event
+// (tid, fd, syscall, return value, times, up to PREFIX bytes of the data
+// moved) to a ring buffer. Everything else returns after a compare.
+//
+// x86_64 only: syscall numbers and the pt_regs offsets are that ABI's.
+// Our own minimal definitions; helper ids are include/uapi/linux/bpf.h's.
+//
+// Build: make bpf-red (clang -target bpf); red_bpfel.o is committed.
+
+typedef unsigned char u8;
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef int s32;
+typedef unsigned long long u64;
+typedef long long s64;
+
+#define SEC(name) __attribute__((section(name), used))
+#define __always_inline inline __attribute__((always_inline))
+#define __uint(name, val) int (*name)[val]
+#define __type(name, val) typeof(val) *name
+
+enum {
+	BPF_MAP_TYPE_HASH = 1,
+	BPF_MAP_TYPE_ARRAY = 2,
+	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
+	BPF_MAP_TYPE_RINGBUF = 27,
+};
+
+static void *(*bpf_map_lookup_elem)(void *map, const void *key) = (void *)1;
+static long (*bpf_map_update_elem)(void *map, const void *key, const void *value, u64 flags) = (void *)2;
+static long (*bpf_map_delete_elem)(void *map, const void *key) = (void *)3;
+static u64 (*bpf_ktime_get_ns)(void) = (void *)5;
+static u64 (*bpf_get_current_pid_tgid)(void) = (void *)14;
+static long (*bpf_probe_read_user)(void *dst, u32 size, const void *src) = (void *)112;
+static long (*bpf_probe_read_kernel)(void *dst, u32 size, const void *src) = (void *)113;
+static void *(*bpf_ringbuf_reserve)(void *ringbuf, u64 size, u64 flags) = (void *)131;
+static void (*bpf_ringbuf_submit)(void *data, u64 flags) = (void *)132;
+
+// x86_64 syscall numbers.
+#define NR_read 0
+#define NR_write 1
+#define NR_close 3
+#define NR_readv 19
+#define NR_writev 20
+#define NR_sendfile 40
+#define NR_accept 43
+#define NR_sendto 44
+#define NR_recvfrom 45
+#define NR_sendmsg 46
+#define NR_recvmsg 47
+#define NR_shutdown 48
+#define NR_accept4 288
+
+// struct pt_regs offsets of the first three argument registers and orig_ax.
+#define REGS_DX 96
+#define REGS_SI 104
+#define REGS_DI 112
+#define REGS_ORIG_AX 120
+
+#define PREFIX 128
+
+struct config {
+	u32 tgid;
+	u32 pad;
+};
+
+struct enter {
+	u64 ts;
+	u64 buf;  // data pointer, iovec array or msghdr (by nr)
+	s32 fd;
+	u32 nr;
+};
+
+// event.flags
+#define EV_NO_ENTER 1 // the entry was not seen (attached mid-call, or map full)
+
+struct event {
+	u64 t_enter;
+	u64 t_exit;
+	s64 ret;
+	u32 tid;
+	s32 fd;
+	u32 nr;
+	u16 len;  // bytes of data[] that are valid
+	u16 flags;
+	u8 data[PREFIX];
+};
+
+// counters index
+enum {
+	C_EVENTS = 0,
+	C_RING_FULL = 1,
+	C_ENTER_FULL = 2,
+	C_NO_ENTER = 3,
+	C_COPY_FAILED = 4,
+	C_MAX = 8,
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct config);
+} config SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, u32);
+	__type(value, struct enter);
+} enters SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, C_MAX);
+	__type(key, u32);
+	__type(value, u64);
+} counters SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 22);
+} events SEC(".maps");
+
+struct raw_args {
+	u64 args[2];
+};
+
+static __always_inline void count(u32 i)
+{
+	u64 *c = bpf_map_lookup_elem(&counters, &i);
+	if (c)
+		*c += 1;
+}
+
+static __always_inline int watched(u64 nr)
+{
+	switch (nr) {
+	case NR_read: case NR_write: case NR_close: case NR_readv: case NR_writev:
+	case NR_sendfile: case NR_accept: case NR_sendto: case NR_recvfrom:
+	case NR_sendmsg: case NR_recvmsg: case NR_shutdown: case NR_accept4:
+		return 1;
+	}
+	return 0;
+}
+
+// ours returns the tid when the current task belongs to the target.
+static __always_inline u32 ours(void)
+{
+	u32 zero = 0;
+	struct config *cfg = bpf_map_lookup_elem(&config, &zero);
+	u64 id = bpf_get_current_pid_tgid();
+	if (!cfg || cfg->tgid == 0 || (u32)(id >> 32) != cfg->tgid)
+		return 0;
+	return (u32)id;
+}
+
+SEC("raw_tracepoint/sys_enter")
+int red_enter(struct raw_args *ctx)
+{
+	u64 nr = ctx->args[1];
+	if (!watched(nr))
+		return 0;
+	u32 tid = ours();
+	if (!tid)
+		return 0;
+	void *regs = (void *)ctx->args[0];
+	struct enter e = {};
+	u64 di = 0, si = 0;
+	bpf_probe_read_kernel(&di, sizeof(di), regs + REGS_DI);
+	bpf_probe_read_kernel(&si, sizeof(si), regs + REGS_SI);
+	e.ts = bpf_ktime_get_ns();
+	e.fd = (s32)di;
+	e.buf = si;
+	e.nr = (u32)nr;
+	if (bpf_map_update_elem(&enters, &tid, &e, 0) != 0)
+		count(C_ENTER_FULL);
+	return 0;
+}
+
+// data_ptr finds the first buffer of a vectored call (iovec[0] or the
+// msghdr's iovec[0]) and clips n to its length.
+static __always_inline u64 data_ptr(u32 nr, u64 buf, s64 *n)
+{
+	u64 iov = buf;
+	if (nr == NR_recvmsg || nr == NR_sendmsg) {
+		iov = 0;
+		bpf_probe_read_user(&iov, sizeof(iov), (void *)(buf + 16)); // msg_iov
+	}
+	if (nr == NR_readv || nr == NR_writev || nr == NR_recvmsg || nr == NR_sendmsg) {
+		u64 v[2] = {};
+		if (bpf_probe_read_user(v, sizeof(v), (void *)iov) != 0)
+			return 0;
+		if ((s64)v[1] < *n)
+			*n = (s64)v[1];
+		return v[0];
+	}
+	return buf;
+}
+
+SEC("raw_tracepoint/sys_exit")
+int red_exit(struct raw_args *ctx)
+{
+	u32 tid = ours();
+	if (!tid)
+		return 0;
+	void *regs = (void *)ctx->args[0];
+	u64 nr = 0;
+	bpf_probe_read_kernel(&nr, sizeof(nr), regs + REGS_ORIG_AX);
+	if (!watched(nr))
+		return 0;
+	u64 now = bpf_ktime_get_ns();
+	struct enter e = {};
+	u16 flags = 0;
+	struct enter *pe = bpf_map_lookup_elem(&enters, &tid);
+	if (pe && pe->nr == (u32)nr) {
+		e = *pe;
+		bpf_map_delete_elem(&enters, &tid);
+	} else {
+		// The arguments are still in the saved user registers.
+		u64 di = 0, si = 0;
+		bpf_probe_read_kernel(&di, sizeof(di), regs + REGS_DI);
+		bpf_probe_read_kernel(&si, sizeof(si), regs + REGS_SI);
+		e.fd = (s32)di;
+		e.buf = si;
+		e.nr = (u32)nr;
+		flags |= EV_NO_ENTER;
+		count(C_NO_ENTER);
+		if (pe)
+			bpf_map_delete_elem(&enters, &tid);
+	}
+	struct event *ev = bpf_ringbuf_reserve(&events, sizeof(struct event), 0);
+	if (!ev) {
+		count(C_RING_FULL);
+		return 0;
+	}
+	s64 ret = (s64)ctx->args[1];
+	ev->t_enter = e.ts;
+	ev->t_exit = now;
+	ev->ret = ret;
+	ev->tid = tid;
+	ev->fd = e.fd;
+	ev->nr = e.nr;
+	ev->len = 0;
+	ev->flags = flags;
+	if (ret > 0 && nr != NR_accept && nr != NR_accept4 && nr != NR_sendfile &&
+	    nr != NR_close && nr != NR_shutdown) {
+		s64 n = ret;
+		u64 p = data_ptr(e.nr, e.buf, &n);
+		if (n > PREFIX)
+			n = PREFIX;
+		if (p && n > 0) {
+			u32 sz = (u32)n & (PREFIX * 2 - 1);
+			if (sz > PREFIX)
+				sz = PREFIX;
+			if (bpf_probe_read_user(ev->data, sz, (void *)p) == 0)
+				ev->len = (u16)sz;
+			else
+				count(C_COPY_FAILED);
+		}
+	}
+	count(C_EVENTS);
+	bpf_ringbuf_submit(ev, 0);
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

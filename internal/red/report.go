@@ -1,0 +1,361 @@
+package red
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/pyobs/pyobs/internal/session"
+)
+
+// JSONVersion is the schema version of red's JSON (docs/json.md).
+const JSONVersion = 1
+
+// Price is what red costs the target, said in every report.
+const Price = "eBPF tracepoints on syscalls, no stops"
+
+// Report is one window (or interval) of RED per port.
+type Report struct {
+	Version    int          `json:"version"`
+	Pid        int          `json:"pid"`
+	Mode       string       `json:"mode"` // window | interval
+	WindowS    float64      `json:"window_s"`
+	StartNs    int64        `json:"start_mono_ns"` // CLOCK_MONOTONIC
+	EndNs      int64        `json:"end_mono_ns"`
+	Ports      []PortReport `json:"ports"`
+	Slowest    []SlowReport `json:"slowest"`
+	Events     uint64       `json:"events"`
+	Drops      Drops        `json:"drops"`
+	StackReads uint64       `json:"stack_reads"`
+	StackFail  uint64       `json:"stack_read_failures"`
+	ObserverS  float64      `json:"observer_cpu_s"`
+	Price      string       `json:"price"`
+	QuantErr   float64      `json:"quantile_error_pct"`
+	Notes      []string     `json:"notes"`
+}
+
+// Drops are events the observer did not get.
+type Drops struct {
+	RingFull   uint64 `json:"ring_full"`
+	EnterFull  uint64 `json:"enter_map_full"`
+	NoEnter    uint64 `json:"entry_not_seen"`
+	CopyFailed uint64 `json:"copy_failed"`
+	Decode     uint64 `json:"decode_errors"`
+}
+
+// Durations summarises a histogram in milliseconds.
+type Durations struct {
+	Count  uint64  `json:"count"`
+	MeanMs float64 `json:"mean_ms"`
+	P50Ms  float64 `json:"p50_ms"`
+	P90Ms  float64 `json:"p90_ms"`
+	P99Ms  float64 `json:"p99_ms"`
+	MaxMs  float64 `json:"max_ms"`
+}
+
+func summarise(h *Hist) *Durations {
+	if h.N == 0 {
+		return nil
+	}
+	ms := func(v uint64) float64 { return float64(v) / 1e6 }
+	return &Durations{Count: h.N, MeanMs: float64(h.Sum) / float64(h.N) / 1e6,
+		P50Ms: ms(h.Quantile(0.50)), P90Ms: ms(h.Quantile(0.90)), P99Ms: ms(h.Quantile(0.99)), MaxMs: ms(h.Max)}
+}
+
+// PortReport is one listening port.
+type PortReport struct {
+	Port        int               `json:"port"`
+	Proto       string            `json:"proto"` // http | other | mixed | none
+	Requests    uint64            `json:"requests"`
+	RatePerS    float64           `json:"rate_per_s"`
+	Errors      uint64            `json:"errors"`
+	ErrorPct    float64           `json:"error_pct"`
+	Client4xx   uint64            `json:"client_errors_4xx"`
+	Client4xxPc float64           `json:"client_error_4xx_pct"`
+	Aborted     map[string]uint64 `json:"aborted"`
+	Status      map[string]uint64 `json:"status"`
+	Duration    *Durations        `json:"duration"`
+	Queue       *Durations        `json:"queue"`
+	InFlight    int               `json:"in_flight"`
+	Unnamed     uint64            `json:"unnamed_requests"`
+	Routes      []RouteReport     `json:"routes"`
+	Conns       ConnReport        `json:"connections"`
+	NotParsed   []NotParsed       `json:"not_parsed"`
+}
+
+// RouteReport is one method + path.
+type RouteReport struct {
+	Route     string     `json:"route"`
+	Requests  uint64     `json:"requests"`
+	Errors    uint64     `json:"errors"`
+	Client4xx uint64     `json:"client_errors_4xx"`
+	Duration  *Durations `json:"duration"`
+}
+
+// ConnReport is connection-level RED (every protocol).
+type ConnReport struct {
+	Opened   uint64     `json:"opened"`
+	Closed   uint64     `json:"closed"`
+	Open     int        `json:"open"`
+	RatePerS float64    `json:"rate_per_s"`
+	Resets   uint64     `json:"resets"`
+	BytesIn  uint64     `json:"bytes_in"`
+	BytesOut uint64     `json:"bytes_out"`
+	Duration *Durations `json:"duration"`
+}
+
+// NotParsed says why some connections got only connection-level numbers.
+type NotParsed struct {
+	Why         string `json:"why"`
+	Connections uint64 `json:"connections"`
+}
+
+// SlowReport is one of the slowest requests.
+type SlowReport struct {
+	Port       int          `json:"port"`
+	Method     string       `json:"method"`
+	Path       string       `json:"path"`
+	Route      string       `json:"route"`
+	Status     int          `json:"status"`
+	DurationMs float64      `json:"duration_ms"`
+	StartS     float64      `json:"start_s"` // since the measurement began
+	Error      string       `json:"error,omitempty"`
+	Tid        uint32       `json:"tid"`
+	Stack      []StackFrame `json:"stack"` // innermost first; the one most often seen in flight
+	StackSeen  int          `json:"stack_seen"`
+	StackReads int          `json:"stack_reads"`
+}
+
+func pct(a, b uint64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return 100 * float64(a) / float64(b)
+}
+
+func (e *Engine) report(start, end int64, final bool) *Report {
+	ports, inflight, open := e.tr.TakeWindow()
+	win := float64(end-start) / 1e9
+	r := &Report{Version: JSONVersion, Pid: e.s.Pid, Mode: "interval", WindowS: win, StartNs: start, EndNs: end,
+		Events: e.tr.Events, StackReads: e.reads, StackFail: e.failed, Price: Price,
+		QuantErr: 100 * QuantileError, ObserverS: (session.ObserverCPU() - e.cpu0).Seconds(),
+		Ports: []PortReport{}, Slowest: []SlowReport{}, Notes: append([]string{}, e.notes...)}
+	if final {
+		r.Mode = "window"
+	}
+	if c, err := e.probe.counters(); err == nil {
+		r.Drops = Drops{RingFull: c.RingFull, EnterFull: c.EnterFull, NoEnter: c.NoEnter, CopyFailed: c.CopyFailed}
+	}
+	r.Drops.Decode = e.decode
+	for _, ps := range ports {
+		r.Ports = append(r.Ports, buildPort(ps, win, inflight[ps.Port], open[ps.Port]))
+	}
+	for _, f := range e.tr.Slowest() {
+		s := SlowReport{Port: f.Port, Method: f.Head.Method, Path: f.Head.Target, Status: f.Status,
+			DurationMs: float64(f.Dur) / 1e6, StartS: float64(int64(f.Start)-e.started) / 1e9,
+			Error: f.Aborted, Tid: f.Tid, Stack: f.Stack, StackSeen: f.StackN, StackReads: f.Reads}
+		if f.Named {
+			s.Route = Route(f.Head)
+		} else {
+			s.Route = "[unnamed]"
+		}
+		if s.Stack == nil {
+			s.Stack = []StackFrame{}
+		}
+		r.Slowest = append(r.Slowest, s)
+	}
+	if e.exited != "" {
+		r.Notes = append(r.Notes, e.exited)
+	}
+	if e.tids == nil {
+		r.Notes = append(r.Notes, "no Python frame walker for this target: --slowest has no stacks")
+	}
+	if r.Drops.RingFull > 0 {
+		r.Notes = append(r.Notes, fmt.Sprintf("%d events were lost (ring buffer full): counts are low", r.Drops.RingFull))
+	}
+	return r
+}
+
+func buildPort(ps *PortStats, win float64, inflight, open int) PortReport {
+	pr := PortReport{Port: ps.Port, Requests: ps.Requests, Errors: ps.Errors, Client4xx: ps.Client4xx,
+		ErrorPct: pct(ps.Errors, ps.Requests), Client4xxPc: pct(ps.Client4xx, ps.Requests),
+		Aborted: ps.Aborted, Status: map[string]uint64{}, Duration: summarise(&ps.Dur), Queue: summarise(&ps.Queue),
+		InFlight: inflight, Unnamed: ps.Unnamed, Routes: []RouteReport{}, NotParsed: []NotParsed{}}
+	if win > 0 {
+		pr.RatePerS = float64(ps.Requests) / win
+	}
+	for k, v := range ps.Status {
+		pr.Status[fmt.Sprint(k)] = v
+	}
+	for k, v := range ps.Routes {
+		pr.Routes = append(pr.Routes, RouteReport{Route: k, Requests: v.Requests, Errors: v.Errors,
+			Client4xx: v.Client4xx, Duration: summarise(&v.Dur)})
+	}
+	sort.Slice(pr.Routes, func(i, j int) bool {
+		if pr.Routes[i].Requests != pr.Routes[j].Requests {
+			return pr.Routes[i].Requests > pr.Routes[j].Requests
+		}
+		return pr.Routes[i].Route < pr.Routes[j].Route
+	})
+	var np uint64
+	for k, v := range ps.NotParsed {
+		pr.NotParsed = append(pr.NotParsed, NotParsed{Why: k, Connections: v})
+		np += v
+	}
+	sort.Slice(pr.NotParsed, func(i, j int) bool { return pr.NotParsed[i].Why < pr.NotParsed[j].Why })
+	switch {
+	case ps.HTTPConns > 0 && np > 0:
+		pr.Proto = "mixed"
+	case ps.HTTPConns > 0 || ps.Requests > 0:
+		pr.Proto = "http"
+	case np > 0:
+		pr.Proto = "other"
+	default:
+		pr.Proto = "none"
+	}
+	pr.Conns = ConnReport{Opened: ps.ConnOpened, Closed: ps.ConnClosed, Open: open, Resets: ps.ConnResets,
+		BytesIn: ps.BytesIn, BytesOut: ps.BytesOut, Duration: summarise(&ps.ConnDur)}
+	if win > 0 {
+		pr.Conns.RatePerS = float64(ps.ConnOpened) / win
+	}
+	return pr
+}
+
+// WriteJSON writes the report; indent for a whole-window report, one line
+// per interval in live mode.
+func WriteJSON(w io.Writer, r *Report, indent bool) error {
+	enc := json.NewEncoder(w)
+	if indent {
+		enc.SetIndent("", "  ")
+	}
+	return enc.Encode(r)
+}
+
+func fmtMs(v float64) string {
+	d := time.Duration(v * 1e6)
+	switch {
+	case d >= 10*time.Second:
+		return fmt.Sprintf("%.1fs", d.Seconds())
+	case d >= time.Second:
+		return fmt.Sprintf("%.2fs", d.Seconds())
+	case d >= 100*time.Millisecond:
+		return fmt.Sprintf("%.0fms", v)
+	case d >= 10*time.Millisecond:
+		return fmt.Sprintf("%.1fms", v)
+	case d >= time.Millisecond:
+		return fmt.Sprintf("%.2fms", v)
+	}
+	return fmt.Sprintf("%.0fµs", v*1000)
+}
+
+func fmtBytes(b uint64) string {
+	switch {
+	case b >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30))
+	case b >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20))
+	case b >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(b)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", b)
+}
+
+// WriteText writes the human table.
+func WriteText(w io.Writer, r *Report) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "pid %d: RED per listening port over %.2f s\n\n", r.Pid, r.WindowS)
+	if len(r.Ports) == 0 {
+		b.WriteString("no listening TCP sockets seen (none at the start, no accept during the window)\n")
+	} else {
+		fmt.Fprintf(&b, "%-6s %-6s %9s %7s %6s %8s %8s %8s %8s %8s %s\n",
+			"PORT", "PROTO", "REQ/S", "ERR%", "4XX%", "P50", "P90", "P99", "MAX", "INFLIGHT", "QUEUE p50/p99")
+	}
+	for _, p := range r.Ports {
+		if p.Requests > 0 || p.Proto == "http" || p.Proto == "mixed" {
+			d := p.Duration
+			if d == nil {
+				d = &Durations{}
+			}
+			q := "-"
+			if p.Queue != nil {
+				q = fmtMs(p.Queue.P50Ms) + "/" + fmtMs(p.Queue.P99Ms)
+			}
+			fmt.Fprintf(&b, "%-6d %-6s %9.1f %7.2f %6.2f %8s %8s %8s %8s %8d %s\n", p.Port, p.Proto, p.RatePerS,
+				p.ErrorPct, p.Client4xxPc, fmtMs(d.P50Ms), fmtMs(d.P90Ms), fmtMs(d.P99Ms), fmtMs(d.MaxMs), p.InFlight, q)
+		} else {
+			fmt.Fprintf(&b, "%-6d %-6s %9s (connection level below)\n", p.Port, p.Proto, "-")
+		}
+		if p.Requests > 0 {
+			fmt.Fprintf(&b, "       %d requests: %d errors", p.Requests, p.Errors)
+			var st []string
+			for k, v := range p.Status {
+				if k >= "500" {
+					st = append(st, fmt.Sprintf("%s ×%d", k, v))
+				}
+			}
+			for k, v := range p.Aborted {
+				st = append(st, fmt.Sprintf("%s ×%d", k, v))
+			}
+			sort.Strings(st)
+			if len(st) > 0 {
+				b.WriteString(" (" + strings.Join(st, ", ") + ")")
+			}
+			fmt.Fprintf(&b, ", %d 4xx\n", p.Client4xx)
+			for i, rt := range p.Routes {
+				if i == 8 {
+					fmt.Fprintf(&b, "       … %d more routes (--format json lists them)\n", len(p.Routes)-8)
+					break
+				}
+				d := rt.Duration
+				if d == nil {
+					d = &Durations{}
+				}
+				fmt.Fprintf(&b, "       %-32s %7d req %6.2f%% err  p50 %s  p99 %s  max %s\n", rt.Route, rt.Requests,
+					pct(rt.Errors, rt.Requests), fmtMs(d.P50Ms), fmtMs(d.P99Ms), fmtMs(d.MaxMs))
+			}
+		}
+		c := p.Conns
+		fmt.Fprintf(&b, "       connections: %.1f/s (%d opened, %d closed, %d open, %d reset), in %s, out %s",
+			c.RatePerS, c.Opened, c.Closed, c.Open, c.Resets, fmtBytes(c.BytesIn), fmtBytes(c.BytesOut))
+		if c.Duration != nil {
+			fmt.Fprintf(&b, ", duration p50 %s p99 %s max %s", fmtMs(c.Duration.P50Ms), fmtMs(c.Duration.P99Ms), fmtMs(c.Duration.MaxMs))
+		}
+		b.WriteString("\n")
+		for _, np := range p.NotParsed {
+			fmt.Fprintf(&b, "       not parsed: %s (%d connections)\n", np.Why, np.Connections)
+		}
+	}
+	if len(r.Slowest) > 0 {
+		b.WriteString("\nslowest requests (stack: the one most often seen while in flight):\n")
+		for i, s := range r.Slowest {
+			what := fmt.Sprint(s.Status)
+			if s.Error != "" {
+				what = s.Error
+			}
+			fmt.Fprintf(&b, "%3d. %8s  %s %s → %s  (port %d, tid %d, at +%.2fs)\n", i+1, fmtMs(s.DurationMs), s.Method, s.Path, what, s.Port, s.Tid, s.StartS)
+			if len(s.Stack) > 0 {
+				fmt.Fprintf(&b, "       seen in %d of %d stack reads:\n", s.StackSeen, s.StackReads)
+				for _, f := range s.Stack {
+					fmt.Fprintf(&b, "         %s (%s:%d)\n", f.Function, f.File, f.Line)
+				}
+			} else if s.StackReads == 0 {
+				b.WriteString("       (no stack: it finished within one poll period)\n")
+			}
+		}
+	}
+	for _, n := range r.Notes {
+		b.WriteString("\nnote: " + n)
+	}
+	if len(r.Notes) > 0 {
+		b.WriteString("\n")
+	}
+	d := r.Drops
+	fmt.Fprintf(&b, "\nevents %d, drops %d (ring full %d, entry map full %d), entries not seen %d, copy failures %d; stack reads %d (failed %d); observer CPU %.2f s\n",
+		r.Events, d.RingFull+d.EnterFull+d.Decode, d.RingFull, d.EnterFull, d.NoEnter, d.CopyFailed, r.StackReads, r.StackFail, r.ObserverS)
+	fmt.Fprintf(&b, "quantiles are bucket midpoints (±%.1f %%); max is exact. price: %s\n", r.QuantErr, r.Price)
+	_, err := io.WriteString(w, b.String())
+	return err
+}

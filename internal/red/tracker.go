@@ -1,0 +1,575 @@
+package red
+
+import (
+	"container/heap"
+	"sort"
+)
+
+// errno values the tracker tells apart (negated syscall returns).
+const (
+	eAgain      = 11
+	ePipe       = 32
+	eConnReset  = 104
+	eConnAbort  = 103
+	eInProgress = 115
+)
+
+// FdKind is what an fd of the target turned out to be.
+type FdKind int
+
+const (
+	FdOther  FdKind = iota // not a socket of a watched port
+	FdListen               // a listening TCP socket
+	FdConn                 // an established connection on a listening port
+)
+
+// Resolver tells, from /proc, what an fd the tracker has not seen opened is.
+type Resolver func(fd int32) (kind FdKind, port int)
+
+// MaxRoutes bounds the routes kept per port; the rest go to [other].
+const MaxRoutes = 64
+
+// OtherRoute collects requests beyond MaxRoutes distinct routes.
+const OtherRoute = "[other]"
+
+type phase int
+
+const (
+	phIdle phase = iota
+	phReading
+	phWriting
+)
+
+// request is one HTTP request in flight on a connection.
+type request struct {
+	head      RequestHead
+	named     bool
+	start     uint64 // first byte read (CLOCK_MONOTONIC ns)
+	lastWrite uint64
+	status    int
+	tid       uint32
+	aborted   string
+	stacks    map[string]*stackSeen
+	reads     int // stack reads while in flight
+}
+
+type stackSeen struct {
+	frames []StackFrame
+	n      int
+}
+
+// conn is one accepted connection.
+type conn struct {
+	port      int
+	opened    uint64 // accept (or first sight) time
+	accepted  bool   // its accept was seen
+	firstRead uint64
+	proto     Protocol
+	note      string
+	sniffBuf  []byte
+	bytesIn   uint64
+	bytesOut  uint64
+	reset     bool
+	phase     phase
+	cur       *request
+	pending   []RequestHead // pipelined request lines seen in the same read
+	shut      bool
+	tries     int // sniff attempts on a connection open before the start
+}
+
+// RouteStats is RED for one route of one port.
+type RouteStats struct {
+	Requests  uint64
+	Errors    uint64
+	Client4xx uint64
+	Dur       Hist
+}
+
+// PortStats accumulates one port over a window.
+type PortStats struct {
+	Port      int
+	Requests  uint64
+	Errors    uint64 // 5xx + aborted
+	Client4xx uint64
+	Aborted   map[string]uint64
+	Status    map[int]uint64
+	Dur       Hist
+	Queue     Hist // accept → first byte read
+	Routes    map[string]*RouteStats
+	Unnamed   uint64 // pipelined requests whose request line was beyond the prefix
+
+	ConnOpened, ConnClosed, ConnResets uint64
+	ConnDur                            Hist
+	BytesIn, BytesOut                  uint64
+	HTTPConns                          uint64
+	NotParsed                          map[string]uint64
+}
+
+func newPortStats(port int) *PortStats {
+	return &PortStats{Port: port, Aborted: map[string]uint64{}, Status: map[int]uint64{},
+		Routes: map[string]*RouteStats{}, NotParsed: map[string]uint64{}}
+}
+
+// Finished is one completed request, as kept for --slowest.
+type Finished struct {
+	Port     int
+	Head     RequestHead
+	Named    bool
+	Status   int
+	Start    uint64
+	Dur      uint64
+	Aborted  string
+	Tid      uint32
+	Stack    []StackFrame
+	StackN   int // reads that saw Stack
+	Reads    int // stack reads of this request
+	sequence uint64
+}
+
+// StackFrame is one Python frame, innermost first.
+type StackFrame struct {
+	Function string `json:"function"`
+	File     string `json:"file"`
+	Line     int    `json:"line"`
+}
+
+// Tracker turns syscall events into connections and requests. It is pure
+// logic over events (no I/O besides the Resolver) so it can be tested with
+// recorded sequences.
+type Tracker struct {
+	resolve Resolver
+	listen  map[int32]int
+	conns   map[int32]*conn
+	other   map[int32]bool
+	ports   map[int]*PortStats
+	slow    slowHeap
+	slowN   int
+	seq     uint64
+
+	Events, Unknown, Resolves uint64
+}
+
+// NewTracker starts with the listening sockets and connections found at
+// start; slowest is how many of the slowest requests to keep.
+func NewTracker(resolve Resolver, slowest int) *Tracker {
+	return &Tracker{resolve: resolve, listen: map[int32]int{}, conns: map[int32]*conn{},
+		other: map[int32]bool{}, ports: map[int]*PortStats{}, slowN: slowest}
+}
+
+// AddListener registers a listening fd.
+func (t *Tracker) AddListener(fd int32, port int) {
+	t.listen[fd] = port
+	t.port(port)
+}
+
+// AddConn registers a connection that was open before the start.
+func (t *Tracker) AddConn(fd int32, port int, now uint64) {
+	t.conns[fd] = &conn{port: port, opened: now}
+	t.port(port)
+}
+
+func (t *Tracker) port(p int) *PortStats {
+	ps := t.ports[p]
+	if ps == nil {
+		ps = newPortStats(p)
+		t.ports[p] = ps
+	}
+	return ps
+}
+
+// lookup finds the connection behind fd, asking the resolver once per fd
+// lifetime (until its close is seen).
+func (t *Tracker) lookup(fd int32, now uint64) *conn {
+	if c := t.conns[fd]; c != nil {
+		return c
+	}
+	if t.other[fd] || t.resolve == nil {
+		return nil
+	}
+	if _, ok := t.listen[fd]; ok {
+		return nil
+	}
+	t.Resolves++
+	kind, port := t.resolve(fd)
+	switch kind {
+	case FdConn:
+		t.AddConn(fd, port, now)
+		return t.conns[fd]
+	case FdListen:
+		t.AddListener(fd, port)
+	default:
+		t.other[fd] = true
+	}
+	return nil
+}
+
+// Handle processes one syscall exit.
+func (t *Tracker) Handle(ev *Event) {
+	t.Events++
+	now := ev.TExit
+	switch ev.Nr {
+	case nrAccept, nrAccept4:
+		if ev.Ret < 0 {
+			return
+		}
+		port, ok := t.listen[ev.Fd]
+		if !ok && t.resolve != nil && !t.other[ev.Fd] {
+			t.Resolves++
+			if kind, p := t.resolve(ev.Fd); kind == FdListen {
+				t.AddListener(ev.Fd, p)
+				port, ok = p, true
+			}
+		}
+		if !ok {
+			return
+		}
+		nfd := int32(ev.Ret)
+		if old := t.conns[nfd]; old != nil && (old.accepted || old.firstRead != 0) {
+			t.closeConn(nfd, old, now) // its close was missed
+		}
+		delete(t.other, nfd)
+		t.conns[nfd] = &conn{port: port, opened: now, accepted: true}
+		t.port(port).ConnOpened++
+	case nrRead, nrReadv, nrRecvfrom, nrRecvmsg:
+		c := t.lookup(ev.Fd, now)
+		if c == nil {
+			return
+		}
+		switch {
+		case ev.Ret > 0:
+			t.onRead(c, ev)
+		case ev.Ret == 0: // peer closed its side
+		case -ev.Ret == eConnReset || -ev.Ret == eConnAbort:
+			c.reset = true
+			if c.cur != nil && c.phase == phReading {
+				c.cur.aborted = "reset before the response"
+			}
+			t.finish(c, now)
+		}
+	case nrWrite, nrWritev, nrSendto, nrSendmsg, nrSendfile:
+		c := t.lookup(ev.Fd, now)
+		if c == nil {
+			return
+		}
+		switch {
+		case ev.Ret > 0:
+			t.onWrite(c, ev)
+		case -ev.Ret == ePipe || -ev.Ret == eConnReset:
+			c.reset = true
+			if c.cur != nil {
+				c.cur.aborted = "reset during the response"
+			}
+			t.finish(c, now)
+		}
+	case nrShutdown:
+		if c := t.conns[ev.Fd]; c != nil {
+			t.finish(c, now)
+			c.shut = true
+		}
+	case nrClose:
+		if c := t.conns[ev.Fd]; c != nil {
+			t.closeConn(ev.Fd, c, now)
+		}
+		delete(t.listen, ev.Fd)
+		delete(t.other, ev.Fd)
+	default:
+		t.Unknown++
+	}
+}
+
+func (t *Tracker) onRead(c *conn, ev *Event) {
+	now := ev.TExit
+	ps := t.port(c.port)
+	n := uint64(ev.Ret)
+	c.bytesIn += n
+	ps.BytesIn += n
+	data := ev.Data[:ev.Len]
+	first := c.firstRead == 0
+	if first {
+		c.firstRead = now
+		if c.accepted {
+			ps.Queue.Add(now - c.opened)
+		}
+	}
+	if c.proto == ProtoUnknown && !c.accepted {
+		// Open before the start: its next bytes may be the middle of a
+		// request. Sniff only reads that follow a write (or the first
+		// one), each on its own, and give up after a few.
+		if c.phase == phReading {
+			return
+		}
+		c.phase = phReading
+		if p, _ := Sniff(data); p != ProtoHTTP1 {
+			if c.tries++; c.tries >= 4 {
+				c.proto, c.note = ProtoOther, "first bytes are not an HTTP/1.x request line"
+				ps.NotParsed[c.note]++
+			}
+			return
+		}
+		c.proto = ProtoHTTP1
+		c.phase = phIdle
+		ps.HTTPConns++
+	} else if c.proto == ProtoUnknown {
+		c.sniffBuf = append(c.sniffBuf, data...)
+		c.proto, c.note = Sniff(c.sniffBuf)
+		if c.proto == ProtoUnknown && len(c.sniffBuf) >= 16 {
+			c.proto, c.note = ProtoOther, "first bytes are not an HTTP/1.x request line"
+		}
+		switch c.proto {
+		case ProtoHTTP1:
+			ps.HTTPConns++
+			c.sniffBuf = nil
+		case ProtoOther, ProtoTLS:
+			ps.NotParsed[c.note]++
+			c.sniffBuf = nil
+			return
+		default:
+			return
+		}
+	} else if c.proto != ProtoHTTP1 {
+		return
+	}
+	if c.phase == phReading && c.cur != nil {
+		return // more of the same request (headers or body)
+	}
+	if c.cur != nil {
+		t.finish(c, now)
+	}
+	heads := ParseRequests(data)
+	r := &request{start: now, tid: ev.Tid}
+	if len(heads) > 0 {
+		r.head, r.named = heads[0], true
+		c.pending = append(c.pending[:0], heads[1:]...)
+	} else {
+		c.pending = c.pending[:0]
+	}
+	c.cur = r
+	c.phase = phReading
+}
+
+func (t *Tracker) onWrite(c *conn, ev *Event) {
+	now := ev.TExit
+	ps := t.port(c.port)
+	n := uint64(ev.Ret)
+	c.bytesOut += n
+	ps.BytesOut += n
+	if c.proto == ProtoUnknown {
+		c.phase = phWriting
+	}
+	if c.proto != ProtoHTTP1 || c.cur == nil {
+		return
+	}
+	code, ok := ParseStatusLine(ev.Data[:ev.Len])
+	if ok && code < 200 {
+		return // interim (100 Continue): the request goes on
+	}
+	if ok {
+		if c.cur.status != 0 {
+			// A second response before the next read: pipelining. The next
+			// request arrived in the same read as the one just answered.
+			start := c.cur.start
+			tid := c.cur.tid
+			t.finish(c, now)
+			r := &request{start: start, tid: tid}
+			if len(c.pending) > 0 {
+				r.head, r.named = c.pending[0], true
+				c.pending = c.pending[1:]
+			}
+			c.cur = r
+		}
+		c.cur.status = code
+	}
+	c.cur.lastWrite = now
+	c.phase = phWriting
+}
+
+// finish ends the connection's current request.
+func (t *Tracker) finish(c *conn, now uint64) {
+	r := c.cur
+	c.cur = nil
+	c.phase = phIdle
+	if r == nil {
+		return
+	}
+	if r.lastWrite == 0 && r.aborted == "" {
+		r.aborted = "closed without a response"
+	}
+	ps := t.port(c.port)
+	ps.Requests++
+	end := r.lastWrite
+	if end == 0 {
+		end = now
+	}
+	dur := end - min(r.start, end)
+	route := OtherRoute
+	if r.named {
+		route = Route(r.head)
+	} else {
+		ps.Unnamed++
+		route = "[unnamed]"
+	}
+	rs := ps.Routes[route]
+	if rs == nil {
+		if len(ps.Routes) >= MaxRoutes {
+			route = OtherRoute
+			rs = ps.Routes[route]
+		}
+		if rs == nil {
+			rs = &RouteStats{}
+			ps.Routes[route] = rs
+		}
+	}
+	rs.Requests++
+	switch {
+	case r.aborted != "":
+		ps.Errors++
+		rs.Errors++
+		ps.Aborted[r.aborted]++
+	case r.status >= 500:
+		ps.Errors++
+		rs.Errors++
+	case r.status >= 400:
+		ps.Client4xx++
+		rs.Client4xx++
+	}
+	if r.status != 0 {
+		ps.Status[r.status]++
+	}
+	if r.lastWrite != 0 {
+		ps.Dur.Add(dur)
+		rs.Dur.Add(dur)
+	}
+	t.keepSlow(c, r, dur)
+}
+
+func (t *Tracker) keepSlow(c *conn, r *request, dur uint64) {
+	if t.slowN <= 0 || r.lastWrite == 0 {
+		return
+	}
+	if len(t.slow) >= t.slowN && dur <= t.slow[0].Dur {
+		return
+	}
+	t.seq++
+	f := &Finished{Port: c.port, Head: r.head, Named: r.named, Status: r.status, Start: r.start,
+		Dur: dur, Aborted: r.aborted, Tid: r.tid, Reads: r.reads, sequence: t.seq}
+	for _, s := range r.stacks {
+		if s.n > f.StackN {
+			f.Stack, f.StackN = s.frames, s.n
+		}
+	}
+	heap.Push(&t.slow, f)
+	if len(t.slow) > t.slowN {
+		heap.Pop(&t.slow)
+	}
+}
+
+func (t *Tracker) closeConn(fd int32, c *conn, now uint64) {
+	t.finish(c, now)
+	ps := t.port(c.port)
+	ps.ConnClosed++
+	if c.reset {
+		ps.ConnResets++
+	}
+	if c.accepted {
+		ps.ConnDur.Add(now - min(c.opened, now))
+	}
+	delete(t.conns, fd)
+}
+
+// InFlight is a request being served now.
+type InFlight struct {
+	Port  int
+	Tid   uint32
+	Start uint64
+	r     *request
+}
+
+// InFlight lists requests that started and are not finished (phase
+// reading: no response byte written yet).
+func (t *Tracker) InFlight() []InFlight {
+	var out []InFlight
+	for _, c := range t.conns {
+		if c.cur != nil && c.phase == phReading {
+			out = append(out, InFlight{Port: c.port, Tid: c.cur.tid, Start: c.cur.start, r: c.cur})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Start < out[j].Start })
+	return out
+}
+
+// AddStack records one read of an in-flight request's handling thread.
+func (t *Tracker) AddStack(f InFlight, key string, frames []StackFrame) {
+	r := f.r
+	r.reads++
+	if key == "" {
+		return
+	}
+	if r.stacks == nil {
+		r.stacks = map[string]*stackSeen{}
+	}
+	s := r.stacks[key]
+	if s == nil {
+		if len(r.stacks) >= 16 { // bound per request
+			return
+		}
+		s = &stackSeen{frames: append([]StackFrame(nil), frames...)}
+		r.stacks[key] = s
+	}
+	s.n++
+}
+
+// FlushResponded ends requests whose response has been written (the next
+// read would have ended them): called at the end of a window.
+func (t *Tracker) FlushResponded(now uint64) {
+	for _, c := range t.conns {
+		if c.cur != nil && c.phase == phWriting {
+			t.finish(c, now)
+		}
+	}
+}
+
+// TakeWindow returns the window's per-port stats and starts new ones;
+// in-flight counts are of now.
+func (t *Tracker) TakeWindow() (ports []*PortStats, inflight map[int]int, open map[int]int) {
+	inflight, open = map[int]int{}, map[int]int{}
+	for _, c := range t.conns {
+		open[c.port]++
+		if c.cur != nil && c.phase == phReading {
+			inflight[c.port]++
+		}
+	}
+	for p := range t.ports {
+		ports = append(ports, t.ports[p])
+		t.ports[p] = newPortStats(p)
+	}
+	sort.Slice(ports, func(i, j int) bool { return ports[i].Port < ports[j].Port })
+	return ports, inflight, open
+}
+
+// Slowest returns the slowest requests kept, slowest first.
+func (t *Tracker) Slowest() []*Finished {
+	out := append([]*Finished(nil), t.slow...)
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Dur != out[j].Dur {
+			return out[i].Dur > out[j].Dur
+		}
+		return out[i].sequence < out[j].sequence
+	})
+	return out
+}
+
+// ResetSlowest empties the slowest list (live mode: per interval).
+func (t *Tracker) ResetSlowest() { t.slow = t.slow[:0] }
+
+type slowHeap []*Finished
+
+func (h slowHeap) Len() int           { return len(h) }
+func (h slowHeap) Less(i, j int) bool { return h[i].Dur < h[j].Dur }
+func (h slowHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *slowHeap) Push(x any)        { *h = append(*h, x.(*Finished)) }
+func (h *slowHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}

@@ -1,0 +1,170 @@
+package red
+
+import (
+	"testing"
+)
+
+// evs builds syscall exits for the tracker: times in ms.
+type evs struct {
+	tr *Tracker
+	t  uint64
+}
+
+func (e *evs) at(ms uint64) *evs { e.t = ms * 1e6; return e }
+
+func (e *evs) ev(nr uint32, fd int32, ret int64, data string) *evs {
+	ev := Event{TExit: e.t, Nr: nr, Fd: fd, Ret: ret, Tid: 7}
+	ev.Len = uint16(copy(ev.Data[:], data))
+	e.tr.Handle(&ev)
+	return e
+}
+
+func newEvs(slowest int) *evs {
+	tr := NewTracker(func(fd int32) (FdKind, int) {
+		if fd == 9 {
+			return FdConn, 80 // a connection open before the start
+		}
+		return FdOther, 0
+	}, slowest)
+	tr.AddListener(3, 80)
+	return &evs{tr: tr}
+}
+
+func port80(t *testing.T, tr *Tracker) *PortStats {
+	tr.FlushResponded(1 << 62)
+	ps, _, _ := tr.TakeWindow()
+	for _, p := range ps {
+		if p.Port == 80 {
+			return p
+		}
+	}
+	t.Fatal("no port 80")
+	return nil
+}
+
+// TestTrackerKeepAlive: two requests on one connection, each from its first
+// read to its last write; the second read ends the first request.
+func TestTrackerKeepAlive(t *testing.T) {
+	e := newEvs(2)
+	e.at(0).ev(nrAccept4, 3, 5, "")
+	e.at(1).ev(nrRecvfrom, 5, 40, "GET /a/1 HTTP/1.1\r\nHost: x\r\n\r\n")
+	e.at(3).ev(nrSendto, 5, 100, "HTTP/1.1 200 OK\r\n")
+	e.at(4).ev(nrSendto, 5, 3, "ok\n")
+	e.at(10).ev(nrRecvfrom, 5, 40, "GET /b HTTP/1.1\r\nHost: x\r\n\r\n")
+	e.at(30).ev(nrWrite, 5, 100, "HTTP/1.1 503 Busy\r\n")
+	e.at(40).ev(nrRecvfrom, 5, 0, "")
+	e.at(41).ev(nrClose, 5, 0, "")
+	e.at(42).ev(nrWrite, 1, 10, "HTTP/1.1 200 log line") // stdout: not a connection
+	p := port80(t, e.tr)
+	if p.Requests != 2 || p.Errors != 1 || p.Status[200] != 1 || p.Status[503] != 1 {
+		t.Fatalf("%+v", p)
+	}
+	if p.Dur.Max != 20e6 || p.Dur.Min != 3e6 {
+		t.Errorf("durations min %d max %d, want 3ms and 20ms", p.Dur.Min, p.Dur.Max)
+	}
+	if p.Queue.N != 1 || p.Queue.Max != 1e6 || p.ConnOpened != 1 || p.ConnClosed != 1 || p.ConnDur.Max != 41e6 {
+		t.Errorf("queue %+v conns %d/%d dur %d", p.Queue.N, p.ConnOpened, p.ConnClosed, p.ConnDur.Max)
+	}
+	if p.Routes["GET /a/:id"] == nil || p.Routes["GET /b"].Errors != 1 {
+		t.Errorf("routes %v", p.Routes)
+	}
+	s := e.tr.Slowest()
+	if len(s) != 2 || s[0].Head.Target != "/b" || s[0].Dur != 20e6 {
+		t.Errorf("slowest %+v", s)
+	}
+}
+
+// TestTrackerPipelined: three requests in one read are answered by three
+// status lines; each response splits a request.
+func TestTrackerPipelined(t *testing.T) {
+	e := newEvs(0)
+	e.at(0).ev(nrAccept, 3, 6, "")
+	e.at(1).ev(nrRead, 6, 90, "GET /a HTTP/1.1\r\n\r\nGET /b HTTP/1.1\r\n\r\nGET /c HTTP/1.1\r\n\r\n")
+	e.at(2).ev(nrWrite, 6, 40, "HTTP/1.1 200 OK\r\n")
+	e.at(3).ev(nrWrite, 6, 40, "HTTP/1.1 404 No\r\n")
+	e.at(5).ev(nrWrite, 6, 40, "HTTP/1.1 200 OK\r\n")
+	e.at(6).ev(nrClose, 6, 0, "")
+	p := port80(t, e.tr)
+	if p.Requests != 3 || p.Client4xx != 1 || p.Routes["GET /b"].Client4xx != 1 || p.Routes["GET /c"] == nil {
+		t.Fatalf("requests %d 4xx %d routes %v", p.Requests, p.Client4xx, p.Routes)
+	}
+	if p.Dur.Max != 4e6 {
+		t.Errorf("last pipelined request took %d, want 4ms (from the shared read)", p.Dur.Max)
+	}
+}
+
+// TestTrackerErrors: a reset during the response, a close without a
+// response, and a reset while the request is being read are errors; a
+// reset after a complete response is not.
+func TestTrackerErrors(t *testing.T) {
+	e := newEvs(0)
+	e.at(0).ev(nrAccept4, 3, 5, "").ev(nrAccept4, 3, 6, "").ev(nrAccept4, 3, 7, "").ev(nrAccept4, 3, 8, "")
+	e.at(1).ev(nrRecvfrom, 5, 30, "GET /big HTTP/1.1\r\n\r\n").ev(nrSendto, 5, 65536, "HTTP/1.1 200 OK\r\n")
+	e.at(2).ev(nrSendto, 5, -ePipe, "")
+	e.at(2).ev(nrRecvfrom, 6, 30, "GET /x HTTP/1.1\r\n\r\n")
+	e.at(3).ev(nrClose, 6, 0, "")
+	e.at(2).ev(nrRecvfrom, 7, 30, "GET /y HTTP/1.1\r\n\r\n")
+	e.at(3).ev(nrRecvfrom, 7, -eConnReset, "")
+	e.at(2).ev(nrRecvfrom, 8, 30, "GET /z HTTP/1.1\r\n\r\n").ev(nrSendto, 8, 40, "HTTP/1.1 200 OK\r\n")
+	e.at(3).ev(nrRecvfrom, 8, -eConnReset, "").ev(nrRecvfrom, 8, -eAgain, "")
+	p := port80(t, e.tr)
+	if p.Requests != 4 || p.Errors != 3 {
+		t.Fatalf("requests %d errors %d (%v)", p.Requests, p.Errors, p.Aborted)
+	}
+	for _, why := range []string{"reset during the response", "closed without a response", "reset before the response"} {
+		if p.Aborted[why] != 1 {
+			t.Errorf("%q: %d (%v)", why, p.Aborted[why], p.Aborted)
+		}
+	}
+}
+
+// TestTrackerOther: non-HTTP connections get bytes and the note; an fd
+// unknown at the start is resolved once and followed.
+func TestTrackerOther(t *testing.T) {
+	e := newEvs(0)
+	e.at(0).ev(nrAccept4, 3, 5, "")
+	e.at(1).ev(nrRecvfrom, 5, 11, "hello echo\n").ev(nrSendto, 5, 11, "hello echo\n")
+	e.at(2).ev(nrClose, 5, 0, "")
+	e.at(3).ev(nrRecvfrom, 9, 20, "GET / HTTP/1.1\r\n\r\n").ev(nrSendto, 9, 20, "HTTP/1.1 200 OK\r\n")
+	e.at(4).ev(nrRecvfrom, 10, 20, "GET / HTTP/1.1\r\n\r\n").ev(nrRecvfrom, 10, 20, "x")
+	p := port80(t, e.tr)
+	if p.BytesIn != 31 || p.BytesOut != 31 || p.NotParsed["first bytes are not an HTTP/1.x request line"] != 1 {
+		t.Errorf("bytes %d/%d not parsed %v", p.BytesIn, p.BytesOut, p.NotParsed)
+	}
+	if p.Requests != 1 || p.HTTPConns != 1 || e.tr.Resolves != 2 {
+		t.Errorf("requests %d http conns %d resolves %d", p.Requests, p.HTTPConns, e.tr.Resolves)
+	}
+}
+
+// TestTrackerRoutesBounded: beyond MaxRoutes distinct routes, [other].
+func TestTrackerRoutesBounded(t *testing.T) {
+	e := newEvs(0)
+	e.at(0).ev(nrAccept4, 3, 5, "")
+	for i := 0; i < MaxRoutes+10; i++ {
+		e.at(uint64(2*i+1)).ev(nrRecvfrom, 5, 30, "GET /r"+string(rune('a'+i%26))+string(rune('a'+i/26))+" HTTP/1.1\r\n\r\n")
+		e.at(uint64(2*i+2)).ev(nrSendto, 5, 30, "HTTP/1.1 200 OK\r\n")
+	}
+	p := port80(t, e.tr)
+	// MaxRoutes named routes plus [other] holding the 10 beyond them.
+	if o := p.Routes[OtherRoute]; len(p.Routes) != MaxRoutes+1 || o == nil || o.Requests != 10 || p.Requests != MaxRoutes+10 {
+		t.Errorf("%d routes, %d requests", len(p.Routes), p.Requests)
+	}
+}
+
+// TestTrackerMidStream: a connection open before the start whose first read
+// is the middle of a request body starts no request; the next request line
+// after a response does. A 100 Continue does not end a request.
+func TestTrackerMidStream(t *testing.T) {
+	e := newEvs(0)
+	e.tr.AddConn(4, 80, 0)
+	e.at(1).ev(nrRecvfrom, 4, 50, "xxxxxxxxxxxxxxxxxxxx body bytes")
+	e.at(2).ev(nrSendto, 4, 40, "HTTP/1.1 200 OK\r\n")
+	e.at(3).ev(nrRecvfrom, 4, 40, "POST /up HTTP/1.1\r\nExpect: 100-continue\r\n\r\n")
+	e.at(4).ev(nrSendto, 4, 25, "HTTP/1.1 100 Continue\r\n\r\n")
+	e.at(5).ev(nrRecvfrom, 4, 100, "body body body")
+	e.at(9).ev(nrSendto, 4, 40, "HTTP/1.1 201 Created\r\n")
+	p := port80(t, e.tr)
+	if p.Requests != 1 || p.Status[201] != 1 || p.Routes["POST /up"] == nil || p.Dur.Max != 6e6 || p.HTTPConns != 1 {
+		t.Errorf("requests %d status %v routes %v dur %d", p.Requests, p.Status, p.Routes, p.Dur.Max)
+	}
+}
