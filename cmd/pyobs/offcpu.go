@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -9,9 +10,13 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
+	"github.com/pyobs/pyobs/internal/capability"
 	"github.com/pyobs/pyobs/internal/flame"
 	"github.com/pyobs/pyobs/internal/offcpu"
+	"github.com/pyobs/pyobs/internal/offcpu/schedbpf"
+	"github.com/pyobs/pyobs/internal/session"
 )
 
 type offcpuFlags struct {
@@ -20,6 +25,8 @@ type offcpuFlags struct {
 	wall     bool
 	threads  bool
 	icicle   bool
+	engine   string
+	mapSize  uint32
 }
 
 var offcpuFormats = []string{"text", "svg", "folded", "pprof", "speedscope", "gecko", "json"}
@@ -35,14 +42,21 @@ weights the Python stack it was blocked in by how long it was blocked
 (futex on the interpreter's GIL), sleep, pipe/read, network/poll, disk I/O,
 other; run-queue (preempted: runnable but not running) is reported apart.
 
-Engine: perf_event_open context-switch records per thread (kernel clock,
-exact interval lengths; no tracefs). The rings are drained every ~1 ms; a
-thread still off CPU then has its Python stack and wait reason read at once
-(it cannot change while the thread is off CPU). Waits that began and ended
-between two drains were not looked at: their count and time are reported and
-folded under [short waits: not read], never guessed. The eBPF engine (stacks
-taken in the kernel at switch-out, so short waits get stacks too) is the
-next step and not built yet; kernel stacks and --waker need it.
+Engines (--engine auto|bpf|perf; auto: bpf, else perf, saying why on
+stderr). Both time every interval with the kernel's clock and read a
+thread's Python stack while it is off CPU (every ~1 ms; it cannot change
+then); a wait that began and ended between two looks has no Python stack
+and is folded under [short waits: not read], never guessed.
+  bpf: an eBPF program on sched_switch (tp_btf, else raw_tp; needs CAP_BPF
+    and CAP_PERFMON or root) takes each wait's kernel stack, state and
+    syscall at the switch-out and sums the intervals in the kernel: short
+    waits too get their kernel stack and class, and the profile shows kernel
+    frames (SYMBOL_[k]) under the Python ones. User stacks: only the
+    innermost native frame (CPython here has no frame pointers).
+  perf: perf_event_open context-switch records per thread; the class of a
+    wait comes from procfs while it lasts, so short waits have none (run-
+    queue excepted) and there are no kernel frames.
+--waker (who woke the thread) is not built.
 
 --wall also folds each thread's on-CPU time under [on-CPU] (no stack: use
 pyobs record for that), so per thread on-CPU + off-CPU + run-queue = window.
@@ -50,12 +64,16 @@ pyobs record for that), so per thread on-CPU + off-CPU + run-queue = window.
 Output: a text summary on stdout by default (per thread on-CPU / off-CPU /
 run-queue, top blocked stacks, class totals); with -o the format follows the
 file name (svg, folded, pprof, speedscope, gecko, json) unless --format says.
-Price: one ring write per context switch in the kernel, plus one stack read
-and a few procfs reads per wait longer than ~1 ms; the footer reports the
-switch rate, lost records and pyobs's own CPU. The target is never stopped.`,
+Price: per context switch of the target a few map updates and a kernel
+stack walk (bpf; the walk is skipped when a thread blocks again in the same
+syscall on the same fd or futex within 10 ms, reusing its last stack) or
+one ring write (perf), plus one Python stack read per wait longer than
+~1 ms; the bpf program also runs (a compare) on every switch of the machine. The footer reports the switch rates, drops or lost
+records and pyobs's own CPU. The target is never stopped.`,
 		Example: `  pyobs offcpu -p 4242 -d 10s -o wait.svg
   pyobs offcpu -p 4242 --format folded --min-block 1ms
   pyobs offcpu -p 4242 --wall --threads -o all.svg
+  pyobs offcpu -p 4242 --engine perf          # no eBPF: context-switch records
   pyobs offcpu -- python3 job.py`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error { return runOffcpu(cmd, g, &f, args) },
@@ -66,6 +84,9 @@ switch rate, lost records and pyobs's own CPU. The target is never stopped.`,
 	fl.BoolVar(&f.wall, "wall", false, "also fold on-CPU time per thread under [on-CPU]")
 	fl.BoolVar(&f.threads, "threads", false, "root each stack at its thread (name and TID)")
 	fl.BoolVar(&f.icicle, "icicle", false, "svg: draw roots at the top")
+	fl.StringVar(&f.engine, "engine", "auto", "auto (bpf, else perf), bpf or perf")
+	fl.Uint32Var(&f.mapSize, "bpf-map-entries", 0, "size of the bpf engine's hash maps (tests of its bounds)")
+	_ = fl.MarkHidden("bpf-map-entries")
 	return c
 }
 
@@ -90,6 +111,11 @@ func runOffcpu(cmd *cobra.Command, g *globals, f *offcpuFlags, args []string) er
 	if f.duration < 0 || f.minBlock < 0 {
 		return usagef("offcpu: --duration and --min-block must not be negative")
 	}
+	switch f.engine {
+	case "auto", offcpu.EngineBPF, offcpu.EnginePerf:
+	default:
+		return usagef("offcpu: unknown --engine %q (auto, bpf, perf)", f.engine)
+	}
 	s, err := target(cmd, g, args)
 	if err != nil {
 		return err
@@ -101,7 +127,7 @@ func runOffcpu(cmd *cobra.Command, g *globals, f *offcpuFlags, args []string) er
 			return err
 		}
 	}
-	res, err := offcpu.Run(ctx, s, offcpu.Options{Duration: f.duration, MinBlock: f.minBlock, Wall: f.wall, Threads: f.threads})
+	res, err := runOffcpuEngine(cmd, s, f)
 	if err != nil && res == nil {
 		return err
 	}
@@ -137,6 +163,47 @@ func runOffcpu(cmd *cobra.Command, g *globals, f *offcpuFlags, args []string) er
 	return nil
 }
 
+// runOffcpuEngine runs the engine asked for; auto falls back from bpf to
+// perf when the program can't be loaded, in one stderr line with the reason
+// and the gate.
+func runOffcpuEngine(cmd *cobra.Command, s *session.Session, f *offcpuFlags) (*offcpu.Result, error) {
+	opt := offcpu.Options{Duration: f.duration, MinBlock: f.minBlock, Wall: f.wall, Threads: f.threads, MapEntries: f.mapSize}
+	ctx := cmd.Context()
+	if f.engine == offcpu.EnginePerf {
+		return offcpu.Run(ctx, s, opt)
+	}
+	res, err := offcpu.RunBPF(ctx, s, opt)
+	if err == nil || res != nil || !errors.Is(err, schedbpf.ErrUnavailable) {
+		return res, err
+	}
+	gate := schedbpf.Gate()
+	if f.engine == offcpu.EngineBPF {
+		if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
+			return nil, &capability.GateError{Op: fmt.Sprintf("load the offcpu eBPF program for pid %d", s.Pid), Gate: gate,
+				Fix: "run as root, grant CAP_BPF and CAP_PERFMON (setcap cap_bpf,cap_perfmon+ep on pyobs), or use --engine perf",
+				Err: errors.Join(capability.ErrPermission, err)}
+		}
+		return nil, fmt.Errorf("offcpu --engine bpf: %w (%s)", err, gate)
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "pyobs offcpu: eBPF engine unavailable (%s; %s): using the perf engine\n", bpfReason(err), gate)
+	return offcpu.Run(ctx, s, opt)
+}
+
+// bpfReason is the load error in a few words: the errno where the kernel
+// refused, else its first line.
+func bpfReason(err error) string {
+	for _, e := range []error{unix.EPERM, unix.EACCES, unix.ENOMEM, unix.EINVAL, unix.ENOENT} {
+		if errors.Is(err, e) {
+			return e.Error()
+		}
+	}
+	r, _, _ := strings.Cut(err.Error(), "\n")
+	if len(r) > 200 {
+		r = r[:200] + "…"
+	}
+	return r
+}
+
 type offcpuTop struct {
 	Stack   string  `json:"stack"`
 	Class   string  `json:"class"`
@@ -159,8 +226,13 @@ func topBlocked(p *flame.Profile, n int) []offcpuTop {
 		class := strings.Trim(leaf, "[]")
 		if leaf == "[short waits: not read]" {
 			class = "not read"
-		} else if len(s.Frames) > 1 && p.Frame(s.Frames[len(s.Frames)-2]).Function == "[short waits: not read]" {
-			class += " (not read)"
+		} else if class != "not read" {
+			for _, id := range s.Frames[:len(s.Frames)-1] {
+				if p.Frame(id).Function == "[short waits: not read]" {
+					class += " (not read)"
+					break
+				}
+			}
 		}
 		if !strings.HasPrefix(class, offcpu.ClassRunQueue) {
 			total += s.Weight
@@ -186,12 +258,20 @@ func writeOffcpuJSON(w io.Writer, r *offcpu.Result) error {
 		Meta   flame.Meta     `json:"meta"`
 		Result *offcpu.Result `json:"result"`
 		Top    []offcpuTop    `json:"top"`
-	}{1, "perf-switch", r.Profile.Meta, r, topBlocked(r.Profile, 50)})
+	}{1, engineName(r), r.Profile.Meta, r, topBlocked(r.Profile, 50)})
+}
+
+// engineName is the JSON's engine: perf-switch or bpf-sched-switch.
+func engineName(r *offcpu.Result) string {
+	if r.Engine == offcpu.EngineBPF {
+		return "bpf-sched-switch"
+	}
+	return "perf-switch"
 }
 
 func writeOffcpuText(w io.Writer, r *offcpu.Result) error {
 	m := r.Profile.Meta
-	fmt.Fprintf(w, "pyobs offcpu: pid %d, Python %s, window %.2fs (perf context-switch engine)\n\n", m.Pid, m.Python, r.WindowS)
+	fmt.Fprintf(w, "pyobs offcpu: pid %d, Python %s, window %.2fs (%s engine)\n\n", m.Pid, m.Python, r.WindowS, engineWords(r))
 	fmt.Fprintf(w, "%-28s %9s %9s %9s %9s  %s\n", "THREAD", "ON-CPU", "OFF-CPU", "RUN-QUEUE", "WINDOW", "SHORT WAITS (not read)")
 	for _, t := range r.Threads {
 		name := fmt.Sprintf("%d", t.Tid)
@@ -205,11 +285,7 @@ func writeOffcpuText(w io.Writer, r *offcpu.Result) error {
 	}
 	fmt.Fprintf(w, "\nTop blocked stacks (%% of blocked time in the profile; innermost frame last):\n")
 	for _, t := range topBlocked(r.Profile, 10) {
-		st := t.Stack
-		if fr := strings.Split(st, ";"); len(fr) > 4 {
-			st = "…;" + strings.Join(fr[len(fr)-4:], ";")
-		}
-		fmt.Fprintf(w, "  %5.1f %%  %-12s %9.3fs  %s\n", t.Percent, t.Class, float64(t.US)/1e6, st)
+		fmt.Fprintf(w, "  %5.1f %%  %-20s %9.3fs  %s\n", t.Percent, t.Class, float64(t.US)/1e6, shortStack(t.Stack))
 	}
 	fmt.Fprintf(w, "\nWait classes (all threads):\n")
 	for _, c := range offcpu.Classes {
@@ -218,9 +294,49 @@ func writeOffcpuText(w io.Writer, r *offcpu.Result) error {
 		}
 	}
 	if r.ShortS > 0 {
-		fmt.Fprintf(w, "  %-13s %9.3fs  (%d waits shorter than a drain, class unknown unless preempted)\n", "not read", r.ShortS, r.ShortN)
+		if r.Engine == offcpu.EngineBPF {
+			fmt.Fprintf(w, "  %-13s %9.3fs  (%d waits shorter than a look: no Python stack; kernel stack and class from the kernel, included above)\n", "not read", r.ShortS, r.ShortN)
+		} else {
+			fmt.Fprintf(w, "  %-13s %9.3fs  (%d waits shorter than a drain, class unknown unless preempted)\n", "not read", r.ShortS, r.ShortN)
+		}
 	}
 	return nil
+}
+
+// shortStack keeps what a line can show: the innermost two frames above
+// the kernel, the innermost two kernel frames, the class.
+func shortStack(st string) string {
+	fr := strings.Split(st, ";")
+	if len(fr) <= 4 {
+		return st
+	}
+	var user, kern []string
+	for _, f := range fr[:len(fr)-1] {
+		if strings.HasSuffix(f, "_[k]") {
+			kern = append(kern, f)
+		} else {
+			user = append(user, f)
+		}
+	}
+	var out []string
+	if len(user) > 2 {
+		out = append(out, "…")
+		user = user[len(user)-2:]
+	}
+	out = append(out, user...)
+	if len(kern) > 2 {
+		out = append(out, "…")
+		kern = kern[len(kern)-2:]
+	}
+	out = append(append(out, kern...), fr[len(fr)-1])
+	return strings.Join(out, ";")
+}
+
+func engineWords(r *offcpu.Result) string {
+	if r.Engine == offcpu.EngineBPF && r.BPF != nil {
+		return "eBPF " + r.BPF.Attach
+	}
+	return "perf context-switch"
 }
 
 func offcpuFooter(r *offcpu.Result, out string) string {
@@ -236,7 +352,17 @@ func offcpuFooter(r *offcpu.Result, out string) string {
 	if r.WindowS > 0 {
 		obs = fmt.Sprintf(" (%.1f %% of one CPU)", 100*r.ObserverCPUS/r.WindowS)
 	}
-	return fmt.Sprintf("pyobs offcpu: perf context-switch engine (eBPF: not built yet), %d threads, %d switches in %.1fs (%.0f/s), lost %d; "+
+	if b := r.BPF; r.Engine == offcpu.EngineBPF && b != nil {
+		d := b.Drops
+		return fmt.Sprintf("pyobs offcpu: eBPF engine (%s, syscall hints %v), %d threads, %d switches in %.1fs (%.0f/s), "+
+			"machine sched_switch rate %.0f/s; drops: start map %d, waits map %d (%.3fs, in the totals), threads map %d, kernel stack ids %d, unpaired %d; kernel stacks reused %d; "+
+			"%d stack reads (%d discarded: the thread ran during the read), %d waits joined to a Python stack; short waits not read: %d, %.3fs; "+
+			"below --min-block: %d, %.3fs; exited threads swept %d; observer CPU %.2fs%s; target stopped 0s; wrote %s",
+			b.Attach, b.SyscallHints, len(r.Threads), r.Switches, r.WindowS, rate, b.SchedSwitchRate,
+			d.StartMapFull, d.WaitsMapFull, d.WaitsMapFullS, d.ThreadsMapFull, d.KernelStackErr, d.Unpaired, d.KernelReused,
+			r.Looks, r.LookRetries, b.PythonJoined, r.ShortN, r.ShortS, r.FilteredN, r.FilteredS, b.SweptThreads, r.ObserverCPUS, obs, where)
+	}
+	return fmt.Sprintf("pyobs offcpu: perf context-switch engine, %d threads, %d switches in %.1fs (%.0f/s), lost %d; "+
 		"%d stack reads (%d discarded: the thread ran during the read); short waits not read: %d, %.3fs (%d of them ≥ 2 drain periods); "+
 		"below --min-block: %d, %.3fs; observer CPU %.2fs%s; target stopped 0s; wrote %s",
 		len(r.Threads), r.Switches, r.WindowS, rate, r.Lost, r.Looks, r.LookRetries, r.ShortN, r.ShortS, r.ShortLongN,

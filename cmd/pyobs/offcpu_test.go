@@ -12,13 +12,16 @@ import (
 	"time"
 
 	"github.com/pyobs/pyobs/internal/flame"
+	"github.com/pyobs/pyobs/internal/offcpu"
 	"github.com/pyobs/pyobs/internal/testutil"
 )
 
 type offcpuJSON struct {
+	Engine string     `json:"engine"`
 	Meta   flame.Meta `json:"meta"`
 	Result struct {
-		WindowS float64 `json:"window_s"`
+		WindowS float64          `json:"window_s"`
+		BPF     *offcpu.BPFStats `json:"bpf"`
 		Threads []struct {
 			Tid     int                `json:"tid"`
 			Name    string             `json:"name"`
@@ -34,13 +37,20 @@ type offcpuJSON struct {
 }
 
 // runOffcpuJSON watches offcpu_waits.py MODE for window with --wall
-// --threads and returns the JSON account.
-func runOffcpuJSON(t *testing.T, label, mode string, window time.Duration) offcpuJSON {
+// --threads (and extra flags, e.g. --engine) and returns the JSON account.
+func runOffcpuJSON(t *testing.T, label, mode string, window time.Duration, extra ...string) offcpuJSON {
 	t.Helper()
 	in := testutil.Find(t, label)
 	tg := testutil.Start(t, in, "offcpu_waits.py", mode)
 	time.Sleep(200 * time.Millisecond) // let the threads settle into their loops
-	r := testutil.Run(t, 60*time.Second, "offcpu", "-p", fmt.Sprint(tg.Pid), "-d", window.String(), "--wall", "--threads", "--format", "json")
+	return offcpuOn(t, tg.Pid, label, mode, window, extra...)
+}
+
+// offcpuOn runs offcpu on pid; see runOffcpuJSON.
+func offcpuOn(t *testing.T, pid int, label, mode string, window time.Duration, extra ...string) offcpuJSON {
+	t.Helper()
+	args := append([]string{"offcpu", "-p", fmt.Sprint(pid), "-d", window.String(), "--wall", "--threads", "--format", "json"}, extra...)
+	r := testutil.Run(t, 60*time.Second, args...)
 	if r.Code != 0 {
 		t.Fatalf("offcpu exit %d: %s", r.Code, r.Stderr)
 	}
@@ -50,6 +60,12 @@ func runOffcpuJSON(t *testing.T, label, mode string, window time.Duration) offcp
 	var out offcpuJSON
 	if err := json.Unmarshal([]byte(r.Stdout), &out); err != nil {
 		t.Fatalf("json: %v\n%.800s", err, r.Stdout)
+	}
+	for i, a := range extra {
+		want := map[string]string{offcpu.EngineBPF: "bpf-sched-switch", offcpu.EnginePerf: "perf-switch"}
+		if a == "--engine" && i+1 < len(extra) && want[extra[i+1]] != out.Engine {
+			t.Errorf("--engine %s ran engine %q", extra[i+1], out.Engine)
+		}
 	}
 	if out.Meta.Unit != "microseconds" || out.Meta.Command != "offcpu" {
 		t.Errorf("meta: %+v", out.Meta)
@@ -61,7 +77,7 @@ func runOffcpuJSON(t *testing.T, label, mode string, window time.Duration) offcp
 			t.Errorf("%s: on %.3f + off %.3f + run-queue %.3f = %.3f s, window %.3f s", th.Name, th.OnCPUS, th.OffCPUS, th.RunQS, sum, out.Result.WindowS)
 		}
 	}
-	t.Logf("%s %s: window %.3fs", label, mode, out.Result.WindowS)
+	t.Logf("%s %s (%s): window %.3fs", label, mode, out.Engine, out.Result.WindowS)
 	for _, th := range out.Result.Threads {
 		t.Logf("  %-10s on %.3f off %.3f rq %.3f short %.3f classes %v", th.Name, th.OnCPUS, th.OffCPUS, th.RunQS, th.ShortS, th.ClassS)
 	}
@@ -79,6 +95,16 @@ func (o offcpuJSON) thread(t *testing.T, name string) (on, off, rq float64, clas
 	return
 }
 
+// short is the time of thread name's waits that nobody read.
+func (o offcpuJSON) short(name string) float64 {
+	for _, th := range o.Result.Threads {
+		if th.Name == name {
+			return th.ShortS
+		}
+	}
+	return 0
+}
+
 // attributed is the µs the profile folds under stacks containing frame
 // (a function label prefix) with this class.
 func (o offcpuJSON) attributed(thread, frame, class string) float64 {
@@ -94,76 +120,87 @@ func (o offcpuJSON) attributed(thread, frame, class string) float64 {
 var offcpuInterps = []string{"pyenv-3.11", "pyenv-3.13", "sid-3.14"}
 
 // TestOffcpuWaits: ground truth from offcpu_waits.py — a lock waiter,
-// a pipe reader, a sleeper, a CPU burner, two GIL-contending spinners.
+// a pipe reader, a sleeper, a CPU burner, two GIL-contending spinners —
+// on the perf engine (the eBPF engine: TestOffcpuBPFWaits).
 func TestOffcpuWaits(t *testing.T) {
 	testutil.RequireRoot(t)
-	const window = 1500 * time.Millisecond
 	for _, label := range offcpuInterps {
-		t.Run(label, func(t *testing.T) {
-			t.Run("lock", func(t *testing.T) {
-				o := runOffcpuJSON(t, label, "lock", window)
-				w := o.Result.WindowS
-				_, _, _, cl := o.thread(t, "waiter")
-				if cl["lock"] < 0.7*w {
-					t.Errorf("waiter blocked in class lock %.3fs, want ≥ 70 %% of %.3fs", cl["lock"], w)
-				}
-				if a := o.attributed("waiter", "wait_for_lock", "lock"); a < 0.7*w {
-					t.Errorf("profile attributes %.3fs of lock waits to wait_for_lock, want ≥ 70 %% of %.3fs", a, w)
-				}
-				_, _, _, hc := o.thread(t, "holder")
-				if hc["sleep"] < 0.7*w {
-					t.Errorf("holder sleeps %.3fs, want ≥ 70 %% of %.3fs", hc["sleep"], w)
-				}
-			})
-			t.Run("io", func(t *testing.T) {
-				o := runOffcpuJSON(t, label, "io", window)
-				w := o.Result.WindowS
-				if _, _, _, c := o.thread(t, "reader"); c["pipe/read"] < 0.95*w {
-					t.Errorf("reader in pipe/read %.3fs, want ≈ window %.3fs (classes %v)", c["pipe/read"], w, c)
-				}
-				if a := o.attributed("reader", "read_pipe", "pipe/read"); a < 0.95*w {
-					t.Errorf("profile attributes %.3fs of pipe/read to read_pipe, want ≈ %.3fs", a, w)
-				}
-				if _, _, _, c := o.thread(t, "sleeper"); c["sleep"] < 0.95*w {
-					t.Errorf("sleeper in sleep %.3fs, want ≈ window %.3fs (classes %v)", c["sleep"], w, c)
-				}
-				if a := o.attributed("sleeper", "nap", "sleep"); a < 0.95*w {
-					t.Errorf("profile attributes %.3fs of sleep to nap, want ≈ %.3fs", a, w)
-				}
-				// Blocked (not run-queue: the machine may be busy) ≈ 0.
-				if _, off, _, c := o.thread(t, "burner"); off > 0.05*w {
-					t.Errorf("CPU-bound burner blocked %.3fs of %.3fs (classes %v)", off, w, c)
-				}
-			})
-			t.Run("cpu2", func(t *testing.T) {
-				o := runOffcpuJSON(t, label, "cpu2", window)
-				w := o.Result.WindowS
-				onA, _, rqA, ca := o.thread(t, "spin-a")
-				onB, _, rqB, cb := o.thread(t, "spin-b")
-				// A waits for the GIL while B holds it: B on CPU, or B
-				// preempted while holding it. Waits nobody read are the
-				// slack (short GIL hand-offs).
-				check := func(me string, gil, otherOn, otherRQ, myShort float64) {
-					if gil < 0.1*w {
-						t.Errorf("%s: GIL wait %.3fs of %.3fs: no contention seen", me, gil, w)
-					}
-					if gil+myShort < 0.5*otherOn || gil > otherOn+otherRQ+0.15*w {
-						t.Errorf("%s: GIL wait %.3fs (+%.3fs not read), the other thread ran %.3fs (+%.3fs preempted)", me, gil, myShort, otherOn, otherRQ)
-					}
-				}
-				shortOf := func(name string) float64 {
-					for _, th := range o.Result.Threads {
-						if th.Name == name {
-							return th.ShortS
-						}
-					}
-					return 0
-				}
-				check("spin-a", ca["GIL"], onB, rqB, shortOf("spin-a"))
-				check("spin-b", cb["GIL"], onA, rqA, shortOf("spin-b"))
-			})
-		})
+		t.Run(label, func(t *testing.T) { offcpuWaitChecks(t, label, offcpu.EnginePerf) })
 	}
+}
+
+// offcpuWaitChecks runs the done-means checks of offcpu on one engine.
+func offcpuWaitChecks(t *testing.T, label, engine string) {
+	const window = 1500 * time.Millisecond
+	t.Run("lock", func(t *testing.T) {
+		o := runOffcpuJSON(t, label, "lock", window, "--engine", engine)
+		w := o.Result.WindowS
+		_, _, _, cl := o.thread(t, "waiter")
+		// Waits nobody read (the observer was not scheduled in time on a
+		// loaded machine) have no Python stack, and with the perf engine
+		// no class: they are the slack, but most waits must be read.
+		short := o.short("waiter")
+		if engine == offcpu.EngineBPF {
+			short = 0 // the kernel classes every wait
+		}
+		if cl["lock"]+short < 0.7*w {
+			t.Errorf("waiter blocked in class lock %.3fs (+%.3fs unclassed), want ≥ 70 %% of %.3fs", cl["lock"], short, w)
+		}
+		if a := o.attributed("waiter", "wait_for_lock", "lock"); a+o.short("waiter") < 0.7*w || a < 0.5*w {
+			t.Errorf("profile attributes %.3fs of lock waits to wait_for_lock (+%.3fs not read), want ≥ 70 %% of %.3fs", a, o.short("waiter"), w)
+		}
+		_, _, _, hc := o.thread(t, "holder")
+		if hc["sleep"] < 0.7*w {
+			t.Errorf("holder sleeps %.3fs, want ≥ 70 %% of %.3fs", hc["sleep"], w)
+		}
+	})
+	t.Run("io", func(t *testing.T) {
+		o := runOffcpuJSON(t, label, "io", window, "--engine", engine)
+		w := o.Result.WindowS
+		if _, _, _, c := o.thread(t, "reader"); c["pipe/read"] < 0.95*w {
+			t.Errorf("reader in pipe/read %.3fs, want ≈ window %.3fs (classes %v)", c["pipe/read"], w, c)
+		}
+		if a := o.attributed("reader", "read_pipe", "pipe/read"); a < 0.95*w {
+			t.Errorf("profile attributes %.3fs of pipe/read to read_pipe, want ≈ %.3fs", a, w)
+		}
+		if _, _, _, c := o.thread(t, "sleeper"); c["sleep"] < 0.95*w {
+			t.Errorf("sleeper in sleep %.3fs, want ≈ window %.3fs (classes %v)", c["sleep"], w, c)
+		}
+		if a := o.attributed("sleeper", "nap", "sleep"); a < 0.95*w {
+			t.Errorf("profile attributes %.3fs of sleep to nap, want ≈ %.3fs", a, w)
+		}
+		// Blocked (not run-queue: the machine may be busy) ≈ 0.
+		if _, off, _, c := o.thread(t, "burner"); off > 0.05*w {
+			t.Errorf("CPU-bound burner blocked %.3fs of %.3fs (classes %v)", off, w, c)
+		}
+	})
+	t.Run("cpu2", func(t *testing.T) {
+		o := runOffcpuJSON(t, label, "cpu2", window, "--engine", engine)
+		w := o.Result.WindowS
+		onA, _, rqA, ca := o.thread(t, "spin-a")
+		onB, _, rqB, cb := o.thread(t, "spin-b")
+		// A waits for the GIL while B holds it: B on CPU, or B
+		// preempted while holding it. Waits nobody read are the
+		// slack (short GIL hand-offs).
+		check := func(me string, gil, otherOn, otherRQ, myShort float64) {
+			if gil < 0.1*w {
+				t.Errorf("%s: GIL wait %.3fs of %.3fs: no contention seen", me, gil, w)
+			}
+			if gil+myShort < 0.5*otherOn || gil > otherOn+otherRQ+0.15*w {
+				t.Errorf("%s: GIL wait %.3fs (+%.3fs not read), the other thread ran %.3fs (+%.3fs preempted)", me, gil, myShort, otherOn, otherRQ)
+			}
+		}
+		shortOf := func(name string) float64 {
+			for _, th := range o.Result.Threads {
+				if th.Name == name {
+					return th.ShortS
+				}
+			}
+			return 0
+		}
+		check("spin-a", ca["GIL"], onB, rqB, shortOf("spin-a"))
+		check("spin-b", cb["GIL"], onA, rqA, shortOf("spin-b"))
+	})
 }
 
 // TestOffcpuFolded: -o FILE.folded writes a folded profile in µs that reads

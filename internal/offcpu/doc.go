@@ -1,30 +1,52 @@
 // Package offcpu measures where a Python process's threads wait: every
 // off-CPU interval of every thread, weighted in microseconds, attributed to
 // the Python stack the thread was blocked in and to a wait class (lock, GIL,
-// sleep, pipe/read, network/poll, disk I/O, run-queue, other).
+// sleep, pipe/read, network/poll, disk I/O, run-queue, other). Two engines
+// share the Python-stack reading, the classification (Classify) and the
+// profile: RunBPF (primary) and Run (perf, the fallback).
 //
-// Truth it reads: the kernel's own context-switch records (perf_event_open,
-// a software dummy event per thread with context_switch and sample_id_all,
-// CLOCK_MONOTONIC times; PERF_RECORD_SWITCH with the switch-out and
-// preempted flags). Interval lengths are exact to the kernel's clock. For a
-// thread still off-CPU when the rings are drained (every ~1 ms), its Python
-// stack is read at once — it cannot change while the thread is off CPU, and
-// the read is kept only if the thread's ring stayed quiet during it — and so
-// is its wait reason: /proc/PID/task/TID/{stat,syscall,wchan}, the futex
-// address (inside the interpreter's GIL state → GIL, else lock) and, for a
-// read, what the fd is (/proc/PID/fd/N → pipe).
+// eBPF engine (bpf.go, kernel half in schedbpf): one program on
+// sched_switch stamps each switch-out of a target thread (prev is current
+// there) with CLOCK_MONOTONIC, its kernel stack id, prev_state, the
+// syscall number, its first argument's GIL bit and the user instruction
+// pointer, and at the switch-in adds the interval to an in-kernel
+// aggregate; only sums reach user space. User space looks every ~1 ms at
+// the threads that are off CPU, reads the Python stack of each new wait
+// and hands the kernel an id for it, keyed by (tid, switch-out time); the
+// kernel keys the wait under that id at the switch-in — only if the thread
+// was still off CPU once the id was in place, so the read was consistent.
+// A wait that ended before it was looked at still has its exact time,
+// kernel stack and class, folded under [short waits: not read] instead of
+// a Python stack. Kernel frames are named from /proc/kallsyms; of the user
+// stack only the syscall's return address (libc) is kept: CPython here has
+// no frame pointers, so the kernel's user stack walk is garbage beyond it.
+// Waits in progress at the attach are read from procfs
+// (/proc/PID/task/TID/{stat,syscall,stack}) like the perf engine does.
 //
-// Price: one ring write per context switch in the kernel (no wake-ups: the
-// observer polls), plus per wait longer than the drain period one stack read
-// and three small procfs reads. On context-switch-heavy targets the ring
-// writes are the cost; the footer reports the switch rate.
+// perf engine (offcpu.go): the kernel's context-switch records
+// (perf_event_open, a software dummy event per thread with context_switch
+// and sample_id_all, CLOCK_MONOTONIC; PERF_RECORD_SWITCH with the
+// switch-out and preempted flags). For a thread still off-CPU when the
+// rings are drained (every ~1 ms), its Python stack is read at once — it
+// cannot change while the thread is off CPU, and the read is kept only if
+// the thread's ring stayed quiet during it — and so is its wait reason:
+// /proc/PID/task/TID/{stat,syscall,wchan}, the futex address (inside the
+// interpreter's GIL state → GIL, else lock) and, for a read, what the fd
+// is (/proc/PID/fd/N → pipe).
 //
-// Cannot see: waits that began and ended between two drains (< ~1 ms) —
-// their count and total time are reported, folded under
-// [short waits: not read], never attributed to a stack nobody looked at;
-// kernel and native stacks; who woke the thread (--waker needs sched_wakeup);
-// the on-CPU stacks (--wall folds on-CPU time under [on-CPU] only: use
-// `pyobs record` for where CPU goes). The eBPF engine (sched_switch with
-// stacks captured in the kernel at switch-out, so short waits get stacks
-// too) is the next step; this is the perf fallback engine.
+// Price: eBPF — per target switch a few hash-map updates and, unless the
+// thread blocks again in the same call within 10 ms (the id is reused,
+// counted), a kernel stack walk; a compare on every other switch of the
+// machine; one-off ~0.1 s of CPU to read /proc/kallsyms. perf — one ring
+// write per switch. Both: per wait longer than ~1 ms one Python stack read.
+// Footers report switch rates, drops/lost records and pyobs's CPU.
+//
+// Cannot see: the Python stack of waits shorter than a look (their time,
+// class and — eBPF — kernel stack are kept); native frames beyond the
+// syscall site; who woke the thread (--waker needs sched_wakeup); the
+// on-CPU stacks (--wall folds on-CPU time under [on-CPU] only: use `pyobs
+// record`). The perf engine also has no kernel stacks and no class for
+// short waits other than preemption. The eBPF engine keys threads by the
+// kernel's (init namespace) tgid: pyobs must see the target's pid as the
+// kernel does (no pid namespace between them).
 package offcpu

@@ -26,7 +26,16 @@ type Options struct {
 	Threads  bool          // root each stack at its thread
 	Drain    time.Duration // ring drain period (default 1 ms)
 	Proc     string        // proc mount (default /proc)
+	// MapEntries, when > 0, sizes every hash map of the eBPF engine (tests
+	// of the bounds); 0 keeps the object's sizes.
+	MapEntries uint32
 }
+
+// Engine names.
+const (
+	EnginePerf = "perf"
+	EngineBPF  = "bpf"
+)
 
 // ThreadStat is one thread's account of the window.
 type ThreadStat struct {
@@ -60,6 +69,8 @@ type Result struct {
 	FilteredS    float64            `json:"filtered_s"`
 	ObserverCPUS float64            `json:"observer_cpu_s"`
 	DrainMS      float64            `json:"drain_period_ms"`
+	Engine       string             `json:"engine"`        // bpf or perf
+	BPF          *BPFStats          `json:"bpf,omitempty"` // the eBPF engine's own account
 }
 
 type thr struct {
@@ -119,6 +130,7 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*Result, error) 
 	defer e.tr.Close()
 	e.prof = flame.New(flame.Meta{Command: "offcpu", Mode: mode, Unit: "microseconds", Pid: s.Pid, Python: s.Py.Version().String()})
 	e.res.DrainMS = float64(opt.Drain.Microseconds()) / 1e3
+	e.res.Engine = EnginePerf
 	e.tids.Refresh()
 	e.refreshNames()
 	e.gilLo, e.gilHi = s.Py.GILRange()

@@ -1,0 +1,209 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pyobs/pyobs/internal/offcpu"
+	"github.com/pyobs/pyobs/internal/testutil"
+)
+
+// TestOffcpuBPFWaits: the done-means checks (lock waiter, pipe reader,
+// sleeper, CPU burner, GIL contention) on the eBPF engine.
+func TestOffcpuBPFWaits(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, label := range []string{"pyenv-3.11", "sid-3.14"} {
+		t.Run(label, func(t *testing.T) { offcpuWaitChecks(t, label, offcpu.EngineBPF) })
+	}
+}
+
+// TestOffcpuEnginesAgree: both engines watch the same lock-contention
+// target over the same window; per thread, on/off-CPU time and the classes
+// of the long waits (which both engines read) agree within 10 % of the
+// window. The eBPF run also shows what only it sees: kernel frames under
+// the Python ones, and a class for waits nobody read.
+func TestOffcpuEnginesAgree(t *testing.T) {
+	testutil.RequireRoot(t)
+	const window = 1500 * time.Millisecond
+	label := "pyenv-3.13"
+	tg := testutil.Start(t, testutil.Find(t, label), "offcpu_waits.py", "lock")
+	time.Sleep(200 * time.Millisecond)
+	var outs [2]offcpuJSON
+	var wg sync.WaitGroup
+	for i, e := range []string{offcpu.EngineBPF, offcpu.EnginePerf} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := testutil.Run(t, 60*time.Second, "offcpu", "-p", fmt.Sprint(tg.Pid), "-d", window.String(), "--threads", "--format", "json", "--engine", e)
+			if r.Code != 0 {
+				t.Errorf("--engine %s: exit %d: %s", e, r.Code, r.Stderr)
+				return
+			}
+			if err := json.Unmarshal([]byte(r.Stdout), &outs[i]); err != nil {
+				t.Errorf("--engine %s: json: %v", e, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	b, p := outs[0], outs[1]
+	if b.Engine != "bpf-sched-switch" || p.Engine != "perf-switch" {
+		t.Fatalf("engines %q, %q", b.Engine, p.Engine)
+	}
+	w := math.Min(b.Result.WindowS, p.Result.WindowS)
+	near := func(what string, x, y, slack float64) {
+		t.Logf("%-16s bpf %.3fs perf %.3fs (perf: %.3fs unclassed)", what, x, y, slack)
+		if x > y+slack+0.1*w || y > x+0.1*w {
+			t.Errorf("%s: bpf %.3fs, perf %.3fs (+%.3fs it did not class): more than 10 %% of the %.3fs window apart", what, x, y, slack, w)
+		}
+	}
+	// The perf engine has no class for waits nobody read (short ones, or
+	// all when the observer was starved on a loaded machine): per class it
+	// may fall short of the eBPF engine by that much, never exceed it.
+	for _, name := range []string{"waiter", "holder"} {
+		bOn, bOff, _, bc := b.thread(t, name)
+		pOn, pOff, _, pc := p.thread(t, name)
+		near(name+" on-CPU", bOn, pOn, 0)
+		near(name+" off-CPU", bOff, pOff, 0)
+		class := map[string]string{"waiter": "lock", "holder": "sleep"}[name]
+		near(name+" "+class, bc[class], pc[class], p.short(name))
+	}
+	var kernel, classedShort bool
+	for _, s := range b.Top {
+		if strings.Contains(s.Stack, "waiter (") && strings.Contains(s.Stack, "futex") && strings.Contains(s.Stack, "_[k]") {
+			kernel = true
+		}
+		if s.Class == "lock (not read)" || s.Class == "sleep (not read)" {
+			classedShort = true
+		}
+	}
+	if !kernel {
+		t.Errorf("no waiter stack with a futex kernel frame in the eBPF profile: %+v", b.Top)
+	}
+	if !classedShort {
+		t.Errorf("no short (not read) wait with a class in the eBPF profile: %+v", b.Top)
+	}
+	if st := b.Result.BPF; st == nil || st.SchedSwitches == 0 || st.TargetOut == 0 || st.Attach == "" {
+		t.Errorf("eBPF account: %+v", st)
+	}
+}
+
+// TestOffcpuBPFRefusedFallsBack: pyobs runs as root without CAP_BPF and
+// CAP_SYS_ADMIN (setpriv drops them from its bounding set), so the kernel
+// refuses the program: auto says so in one stderr line naming the gate and
+// the profile comes from the perf engine; --engine bpf fails with the gate.
+func TestOffcpuBPFRefusedFallsBack(t *testing.T) {
+	testutil.RequireRoot(t)
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		testutil.Skip(t, "setpriv (util-linux) is not installed: can't drop CAP_BPF to provoke a refusal")
+	}
+	tg := testutil.Start(t, testutil.Find(t, "pyenv-3.13"), "offcpu_waits.py", "io")
+	run := func(engine string) testutil.Result {
+		return testutil.RunCmd(t, 60*time.Second, exec.Command(setpriv, "--bounding-set=-bpf,-sys_admin", testutil.Binary(t),
+			"offcpu", "-p", fmt.Sprint(tg.Pid), "-d", "800ms", "--threads", "--format", "json", "--engine", engine))
+	}
+	r := run("auto")
+	if r.Code != 0 {
+		t.Fatalf("auto without CAP_BPF: exit %d: %s", r.Code, r.Stderr)
+	}
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSpace(r.Stderr), "\n") {
+		if strings.Contains(l, "eBPF") {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) != 1 || !strings.Contains(lines[0], "unavailable (operation not permitted") || !strings.Contains(lines[0], "CAP_BPF no") ||
+		!strings.Contains(lines[0], "kernel.unprivileged_bpf_disabled=") || !strings.Contains(lines[0], "using the perf engine") {
+		t.Errorf("want one line saying why eBPF was refused and that perf is used:\n%s", r.Stderr)
+	}
+	var out offcpuJSON
+	if err := json.Unmarshal([]byte(r.Stdout), &out); err != nil {
+		t.Fatalf("json: %v", err)
+	}
+	if out.Engine != "perf-switch" || out.Result.BPF != nil {
+		t.Errorf("engine %q (bpf account %v), want perf-switch", out.Engine, out.Result.BPF)
+	}
+	if _, _, _, c := out.thread(t, "reader"); c["pipe/read"] < 0.9*out.Result.WindowS {
+		t.Errorf("fallback profile: reader in pipe/read %.3fs of %.3fs", c["pipe/read"], out.Result.WindowS)
+	}
+	r = run("bpf")
+	if r.Code != exitPermission || !strings.Contains(r.Stderr, "CAP_BPF") || strings.Count(strings.TrimSpace(r.Stderr), "\n") != 0 {
+		t.Errorf("--engine bpf without CAP_BPF: exit %d, want %d and one line naming CAP_BPF: %q", r.Code, exitPermission, r.Stderr)
+	}
+}
+
+// TestOffcpuBPFThreadChurn: a target that starts and ends thousands of
+// threads, watched with maps of 128 entries: the maps stay bounded, what
+// did not fit is counted, and the entries of exited threads are reclaimed
+// (more threads pass through the maps than they hold; at the end they hold
+// about the live threads). Truth: the target's own count of threads.
+func TestOffcpuBPFThreadChurn(t *testing.T) {
+	testutil.RequireRoot(t)
+	const size = 128
+	tg := testutil.Start(t, testutil.Find(t, "pyenv-3.13"), "offcpu_churn.py", "8")
+	created := func() int {
+		n := -1
+		deadline := time.After(2 * time.Second)
+		for {
+			select {
+			case l := <-tg.Lines:
+				fmt.Sscanf(l, "created %d", &n)
+				if len(tg.Lines) == 0 && n >= 0 {
+					return n
+				}
+			case <-deadline:
+				return n
+			}
+		}
+	}
+	time.Sleep(300 * time.Millisecond)
+	n0 := created()
+	r := testutil.Run(t, 60*time.Second, "offcpu", "-p", fmt.Sprint(tg.Pid), "-d", "1500ms", "--format", "json", "--engine", "bpf",
+		"--bpf-map-entries", fmt.Sprint(size))
+	n1 := created()
+	if r.Code != 0 {
+		t.Fatalf("exit %d: %s", r.Code, r.Stderr)
+	}
+	var out offcpuJSON
+	if err := json.Unmarshal([]byte(r.Stdout), &out); err != nil {
+		t.Fatalf("json: %v", err)
+	}
+	b := out.Result.BPF
+	if b == nil {
+		t.Fatal("no eBPF account")
+	}
+	t.Logf("target started %d threads during the run; swept %d; drops %+v; maps %+v", n1-n0, b.SweptThreads, b.Drops, b.Maps)
+	if n1-n0 < 4*size {
+		t.Fatalf("the target started only %d threads (want ≥ %d to overflow the maps): machine too busy?", n1-n0, 4*size)
+	}
+	if b.SweptThreads < 2*size {
+		t.Errorf("only %d exited threads reclaimed from maps of %d entries while %d threads came and went", b.SweptThreads, size, n1-n0)
+	}
+	for _, m := range b.Maps {
+		if m.Max != size {
+			t.Errorf("map %s has %d entries max, asked %d", m.Name, m.Max, size)
+		}
+		// Live: ≤ 8 short threads + spawner + main; a few may have ended
+		// after the last sweep's listing.
+		if m.Name != "waits" && m.Entries > 24 {
+			t.Errorf("map %s holds %d entries at the end with ≤ 10 threads alive: a leak", m.Name, m.Entries)
+		}
+	}
+	// More threads per sweep period (100 ms) than the thread map holds:
+	// some can't get an entry, and that must show.
+	if rate := float64(n1-n0) / out.Result.WindowS; rate/10 > 2*size && b.Drops.ThreadsMapFull+b.Drops.WaitsMapFull+b.Drops.StartMapFull == 0 {
+		t.Errorf("%.0f threads/s through maps of %d entries and no drop counted", rate, size)
+	}
+	if !strings.Contains(r.Stderr, "drops: start map") || !strings.Contains(r.Stderr, "sched_switch rate") {
+		t.Errorf("footer lacks the drops and the switch rate: %s", r.Stderr)
+	}
+}

@@ -1,0 +1,747 @@
+//go:build 386 || amd64
+
+package offcpu
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+
+	"github.com/pyobs/pyobs/internal/flame"
+	"github.com/pyobs/pyobs/internal/offcpu/schedbpf"
+	"github.com/pyobs/pyobs/internal/procfs"
+	"github.com/pyobs/pyobs/internal/session"
+	"github.com/pyobs/pyobs/internal/unwind"
+)
+
+// BPFStats is the eBPF engine's own account.
+type BPFStats struct {
+	Attach          string      `json:"attach"`        // tp_btf/sched_switch or raw_tp/sched_switch
+	SyscallHints    bool        `json:"syscall_hints"` // syscall number and GIL bit read at switch-out
+	SchedSwitches   uint64      `json:"sched_switches"`
+	SchedSwitchRate float64     `json:"sched_switch_rate"` // per second, the whole machine: what the program runs on
+	TargetOut       uint64      `json:"target_switch_outs"`
+	TargetIn        uint64      `json:"target_switch_ins"`
+	PythonJoined    uint64      `json:"python_stacks_joined"` // waits keyed under a Python stack read while they lasted
+	Drops           BPFDrops    `json:"drops"`
+	Maps            []BPFMapUse `json:"maps"`
+	SweptThreads    uint64      `json:"swept_threads"` // exited threads whose entries were folded and deleted
+	KernelSymbols   string      `json:"kernel_symbols,omitempty"`
+}
+
+// BPFDrops counts what the bounded maps or the stack walker lost.
+type BPFDrops struct {
+	StartMapFull   uint64  `json:"start_map_full"`   // waits missing from the profile and totals
+	WaitsMapFull   uint64  `json:"waits_map_full"`   // waits in the thread totals only
+	WaitsMapFullS  float64 `json:"waits_map_full_s"` // their time
+	ThreadsMapFull uint64  `json:"threads_map_full"`
+	KernelStackErr uint64  `json:"kernel_stack_errors"`
+	KernelReused   uint64  `json:"kernel_stacks_reused"` // taken from the thread's previous wait in the same call (no walk)
+	Unpaired       uint64  `json:"unpaired_switch_ins"`
+	PyidMapFull    uint64  `json:"python_id_map_full"`
+}
+
+// BPFMapUse is one map's fill at the end of the run.
+type BPFMapUse struct {
+	Name    string `json:"name"`
+	Entries int    `json:"entries"`
+	Max     uint32 `json:"max_entries"`
+}
+
+type pyRec struct {
+	ids   []int  // root first (thread frame included with --threads)
+	class string // from procfs at read time; "" when the kernel's hints decide
+	kern  []int  // kernel frames from /proc/TID/stack (waits older than the attach)
+}
+
+type bthr struct {
+	tid    int
+	state0 string // /proc state at the attach
+	pre    uint32 // Python stack id of the wait in progress at the attach
+	lastTS uint64 // switch-out time of the last wait looked at
+	acc    thr
+}
+
+type bpfEngine struct {
+	*engine
+	tr      *schedbpf.Tracer
+	t0      int64
+	ths     map[int]*bthr
+	done    []ThreadStat
+	recs    []pyRec
+	recIdx  map[string]uint32
+	ksyms   *unwind.Kallsyms
+	kcache  map[int32]kstack
+	ucache  map[uint64]int
+	uproc   *unwind.Process
+	bres    BPFStats
+	pyidErr uint64
+	lastSeq uint64
+}
+
+// reuseKernelStack: how long a thread blocking again in the same syscall on
+// the same first argument (fd, futex word) reuses its last kernel stack
+// instead of walking it again — the walk is the program's main cost on a
+// switch-heavy target (measured: BENCHMARKS.md).
+const reuseKernelStack = 10 * time.Millisecond
+
+type kstack struct {
+	ids   []int
+	names []string
+}
+
+// RunBPF is Run on the eBPF engine. An error wrapping
+// schedbpf.ErrUnavailable (nil result) means nothing was attached: the
+// caller may fall back to Run.
+func RunBPF(ctx context.Context, s *session.Session, opt Options) (*Result, error) {
+	if opt.Drain <= 0 {
+		opt.Drain = time.Millisecond
+	}
+	if opt.Proc == "" {
+		opt.Proc = "/proc"
+	}
+	mode := "offcpu"
+	if opt.Wall {
+		mode = "wall"
+	}
+	e := &bpfEngine{engine: &engine{s: s, opt: opt, tids: s.NewTidMap(), frameIDs: map[[2]uint64]int{},
+		minNS: opt.MinBlock.Nanoseconds(), drainNS: opt.Drain.Nanoseconds()},
+		ths: map[int]*bthr{}, recIdx: map[string]uint32{}, kcache: map[int32]kstack{}, ucache: map[uint64]int{}}
+	e.prof = flame.New(flame.Meta{Command: "offcpu", Mode: mode, Unit: "microseconds", Pid: s.Pid, Python: s.Py.Version().String()})
+	e.res.DrainMS = float64(opt.Drain.Microseconds()) / 1e3
+	e.res.Engine = EngineBPF
+	e.tids.Refresh()
+	e.refreshNames()
+	e.gilLo, e.gilHi = s.Py.GILRange()
+
+	tr, err := schedbpf.Load(schedbpf.Config{Tgid: uint32(s.Pid), GILLo: e.gilLo, GILHi: e.gilHi,
+		MinBlockNS: uint64(max(e.minNS, 0)), MapEntries: opt.MapEntries, ReuseNS: uint64(reuseKernelStack)}, func() int64 {
+		e.t0 = session.MonoNow()
+		return e.t0
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pid %d: %w", s.Pid, err)
+	}
+	e.tr = tr
+	defer tr.Close()
+	e.bres.Attach, e.bres.SyscallHints = tr.Attach, tr.Regs
+
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	cpu0 := session.ObserverCPU()
+	e.readBefore()
+	var deadline <-chan time.Time
+	if opt.Duration > 0 {
+		t := time.NewTimer(opt.Duration - time.Duration(session.MonoNow()-e.t0))
+		defer t.Stop()
+		deadline = t.C
+	}
+	lastSweep, lastCheck, lastScan := time.Now(), time.Now(), time.Now()
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case <-deadline:
+			break loop
+		default:
+		}
+		if s.Spawned() {
+			select {
+			case <-s.Exited():
+				break loop
+			default:
+			}
+		}
+		ts := unix.NsecToTimespec(opt.Drain.Nanoseconds())
+		_ = unix.Nanosleep(&ts, nil)
+		if err = e.poll(); err != nil {
+			break
+		}
+		if time.Since(lastScan) > 50*time.Millisecond {
+			lastScan = time.Now()
+			if tids, err := s.FS.Tasks(s.Pid); err == nil {
+				for _, tid := range tids {
+					e.thread(tid)
+				}
+			}
+		}
+		if time.Since(lastSweep) > 100*time.Millisecond {
+			lastSweep = time.Now()
+			if err = e.sweep(false, 0); err != nil {
+				break
+			}
+		}
+		if time.Since(lastCheck) > 200*time.Millisecond {
+			lastCheck = time.Now()
+			if !s.Alive() {
+				break
+			}
+		}
+	}
+	end := session.MonoNow()
+	if serr := tr.Stop(end); err == nil {
+		err = serr
+	}
+	tr.Detach()
+	// Exited threads first, so that the maps' fill at the end shows what
+	// the live threads hold (no leak), then everything.
+	if serr := e.sweep(false, 0); err == nil {
+		err = serr
+	}
+	if serr := e.sweep(true, end); err == nil {
+		err = serr
+	}
+	e.res.WindowS = float64(end-e.t0) / 1e9
+	e.res.ObserverCPUS = (session.ObserverCPU() - cpu0).Seconds()
+	e.counters()
+	e.res.BPF = &e.bres
+	m := &e.prof.Meta
+	m.DurationS = e.res.WindowS
+	m.Samples = e.res.Switches
+	m.Lost = e.res.Lost
+	m.StackReads = e.res.Looks
+	m.ObserverCPUS = e.res.ObserverCPUS
+	m.KernelSymbols = e.bres.KernelSymbols
+	e.res.Profile = e.prof
+	return &e.res, err
+}
+
+func (e *bpfEngine) thread(tid int) *bthr {
+	th := e.ths[tid]
+	if th == nil {
+		th = &bthr{tid: tid, acc: thr{tid: tid, classNS: map[string]int64{}}}
+		e.ths[tid] = th
+	}
+	return th
+}
+
+// readBefore reads the Python stack and wait reason of every thread that
+// is off CPU at the attach and hands the kernel its id, keyed by the
+// attach time (what the kernel keys such a wait's start by).
+func (e *bpfEngine) readBefore() {
+	tids, err := e.s.FS.Tasks(e.s.Pid)
+	if err != nil {
+		return
+	}
+	for _, tid := range tids {
+		th := e.thread(tid)
+		w := readWait(e.opt.Proc, e.s.Pid, tid)
+		th.state0 = w.State
+		if w.State == "R" || w.State == "" {
+			continue
+		}
+		e.res.Looks++
+		rec := pyRec{ids: e.stack(tid, nil), class: Classify(w, e.gilLo, e.gilHi), kern: e.procKernelStack(tid)}
+		id := e.intern(rec)
+		pk := schedbpf.Pkey{Tid: uint32(tid), Ts: uint64(e.t0)}
+		if err := e.tr.Pyids.Update(pk, id, ebpf.UpdateAny); err != nil {
+			e.pyidErr++
+			continue
+		}
+		// Still no event for it: it stayed off CPU during the read.
+		var t schedbpf.Thr
+		if e.tr.Threads.Lookup(uint32(tid), &t) == nil {
+			if e.tr.Pyids.Delete(pk) == nil {
+				e.res.LookRetries++
+			}
+			continue
+		}
+		th.pre = id
+	}
+}
+
+// poll looks at the threads that are off CPU now: each new wait gets its
+// Python stack read and handed to the kernel, which keys the wait under it
+// at the switch-in — if the thread was still off CPU once the id was in
+// place (the read was consistent), else the id is taken back.
+func (e *bpfEngine) poll() error {
+	type ent struct {
+		tid uint32
+		st  schedbpf.Start
+	}
+	if seq, ok := e.tr.OutSeq(); ok {
+		if seq == e.lastSeq {
+			return nil // no switch-out since the last look
+		}
+		e.lastSeq = seq
+	}
+	var ents []ent
+	if len(e.ths) <= 64 {
+		// A batch walks (and locks) every bucket of the map: for a few
+		// threads, one lookup each is far cheaper.
+		for tid := range e.ths {
+			var st schedbpf.Start
+			if e.tr.Starts.Lookup(uint32(tid), &st) == nil {
+				ents = append(ents, ent{uint32(tid), st})
+			}
+		}
+	} else if err := batchAll(e.tr.Starts, func(k uint32, v schedbpf.Start) { ents = append(ents, ent{k, v}) }); err != nil {
+		return fmt.Errorf("pid %d: read map starts: %w", e.s.Pid, err)
+	}
+	for _, en := range ents {
+		tid := int(en.tid)
+		th := e.thread(tid)
+		if en.st.Ts == th.lastTS {
+			continue
+		}
+		th.lastTS = en.st.Ts
+		e.res.Looks++
+		rec := pyRec{}
+		if en.st.Flags&(schedbpf.FlagRegs|schedbpf.FlagRunQueue) == 0 {
+			rec.class = Classify(readWait(e.opt.Proc, e.s.Pid, tid), e.gilLo, e.gilHi)
+		}
+		rec.ids = e.stack(tid, nil)
+		id := e.intern(rec)
+		pk := schedbpf.Pkey{Tid: en.tid, Ts: en.st.Ts}
+		if err := e.tr.Pyids.Update(pk, id, ebpf.UpdateAny); err != nil {
+			e.pyidErr++
+			continue
+		}
+		var now schedbpf.Start
+		if err := e.tr.Starts.Lookup(en.tid, &now); err != nil || now.Ts != en.st.Ts {
+			// It ran: either the kernel took the id at the switch-in (then
+			// the read was finished before it ran) or it ran first.
+			if e.tr.Pyids.Delete(pk) == nil {
+				e.res.LookRetries++
+			}
+		}
+	}
+	return nil
+}
+
+func (e *bpfEngine) intern(r pyRec) uint32 {
+	var b strings.Builder
+	b.WriteString(r.class)
+	for _, l := range [][]int{r.ids, r.kern} {
+		b.WriteByte('|')
+		for _, id := range l {
+			b.WriteString(strconv.Itoa(id))
+			b.WriteByte(',')
+		}
+	}
+	k := b.String()
+	if id, ok := e.recIdx[k]; ok {
+		return id
+	}
+	e.recs = append(e.recs, r)
+	id := uint32(len(e.recs))
+	e.recIdx[k] = id
+	return id
+}
+
+type waitEnt struct {
+	k schedbpf.Wkey
+	v schedbpf.Wval
+}
+
+// sweep folds the entries of exited threads and deletes them from the
+// maps (so a process that churns threads does not fill them); final folds
+// everything, closing the waits and runs still open at end.
+func (e *bpfEngine) sweep(final bool, end int64) error {
+	byTid := map[uint32][]waitEnt{}
+	if err := batchAll(e.tr.Waits, func(k schedbpf.Wkey, v schedbpf.Wval) { byTid[k.Tid] = append(byTid[k.Tid], waitEnt{k, v}) }); err != nil {
+		return fmt.Errorf("pid %d: read map waits: %w", e.s.Pid, err)
+	}
+	totals := map[uint32]schedbpf.Thr{}
+	if err := batchAll(e.tr.Threads, func(k uint32, v schedbpf.Thr) { totals[k] = v }); err != nil {
+		return fmt.Errorf("pid %d: read map threads: %w", e.s.Pid, err)
+	}
+	if final {
+		e.mapUse()
+		starts := map[uint32]schedbpf.Start{}
+		if err := batchAll(e.tr.Starts, func(k uint32, v schedbpf.Start) { starts[k] = v }); err != nil {
+			return fmt.Errorf("pid %d: read map starts: %w", e.s.Pid, err)
+		}
+		for tid := range totals {
+			e.thread(int(tid))
+		}
+		for tid := range byTid {
+			e.thread(int(tid))
+		}
+		for _, tid := range e.sortedTids() {
+			th := e.ths[tid]
+			t, seen := totals[uint32(tid)]
+			e.close(th, t, seen, byTid[uint32(tid)], end, starts)
+		}
+		e.res.Threads = append(e.res.Threads, e.done...)
+		sort.Slice(e.res.Threads, func(i, j int) bool { return e.res.Threads[i].Tid < e.res.Threads[j].Tid })
+		return nil
+	}
+	// Listed after the maps were read: a tid in them that is not listed
+	// has exited and will not be touched by the kernel again.
+	tids, err := e.s.FS.Tasks(e.s.Pid)
+	if err != nil {
+		return nil // exiting: the loop notices
+	}
+	live := make(map[uint32]bool, len(tids))
+	for _, t := range tids {
+		live[uint32(t)] = true
+	}
+	dead := map[uint32]bool{}
+	for tid := range totals {
+		if !live[tid] {
+			dead[tid] = true
+		}
+	}
+	for tid := range byTid {
+		if !live[tid] {
+			dead[tid] = true
+		}
+	}
+	for tid := range dead {
+		th := e.thread(int(tid))
+		t, seen := totals[tid]
+		th.acc.gone = true
+		e.close(th, t, seen, byTid[tid], 0, nil)
+		for _, w := range byTid[tid] {
+			_ = e.tr.Waits.Delete(w.k)
+		}
+		_ = e.tr.Threads.Delete(tid)
+		_ = e.tr.Starts.Delete(tid)
+		delete(e.ths, int(tid))
+		e.bres.SweptThreads++
+	}
+	return nil
+}
+
+func (e *bpfEngine) sortedTids() []int {
+	out := make([]int, 0, len(e.ths))
+	for tid := range e.ths {
+		out = append(out, tid)
+	}
+	sort.Ints(out)
+	return out
+}
+
+// close folds a thread's waits and totals into the profile and its
+// ThreadStat; end > 0 closes what is still open at end.
+func (e *bpfEngine) close(th *bthr, t schedbpf.Thr, seen bool, waits []waitEnt, end int64, starts map[uint32]schedbpf.Start) {
+	a := &th.acc
+	first, last := e.t0, end
+	if seen {
+		first = int64(t.First)
+		a.onNS, a.offNS, a.rqNS = int64(t.OnNs), int64(t.OffNs), int64(t.RqNs)
+		a.switches = t.Outs
+		if t.Exited != 0 {
+			last, a.gone = int64(t.Exited), true
+		}
+	}
+	for _, w := range waits {
+		a.switches += w.v.Count
+		e.fold(th, w.k, int64(w.v.Ns), w.v.Count)
+	}
+	if end > 0 && !a.gone {
+		switch {
+		case seen && t.OnSince != 0:
+			a.onNS += max(end-int64(t.OnSince), 0)
+		case seen:
+			if s, ok := starts[uint32(th.tid)]; ok {
+				d := max(end-int64(s.Ts), 0)
+				var id uint32
+				_ = e.tr.Pyids.Lookup(schedbpf.Pkey{Tid: uint32(th.tid), Ts: s.Ts}, &id)
+				if s.Flags&schedbpf.FlagRunQueue != 0 {
+					a.rqNS += d
+				} else {
+					a.offNS += d
+				}
+				flags := s.Flags
+				if d < e.minNS {
+					flags |= schedbpf.FlagFiltered
+				}
+				e.fold(th, schedbpf.Wkey{Tid: uint32(th.tid), Kstack: s.Kstack, Uip: s.Uip, Sysnr: s.Sysnr, Flags: flags, Pyid: id}, d, 1)
+			}
+		case th.state0 == "R" || th.state0 == "":
+			a.onNS += max(end-e.t0, 0)
+		default:
+			// No event all window: off CPU throughout.
+			d := max(end-e.t0, 0)
+			a.offNS += d
+			flags := uint32(schedbpf.FlagBefore)
+			if d < e.minNS {
+				flags |= schedbpf.FlagFiltered
+			}
+			e.fold(th, schedbpf.Wkey{Tid: uint32(th.tid), Kstack: -1, Sysnr: -1, Flags: flags, Pyid: th.pre}, d, 1)
+		}
+	}
+	if last == 0 {
+		last = first // swept without an exit time: its entry was lost
+	}
+	root := func() []int {
+		if e.opt.Threads {
+			return []int{e.threadFrame(th.tid)}
+		}
+		return nil
+	}
+	if e.opt.Wall && a.onNS > 0 {
+		e.prof.AddIDs(append(root(), e.prof.Intern(flame.Frame{Kind: flame.State, Function: "[on-CPU]"})), a.onNS/1000)
+	}
+	st := ThreadStat{Tid: th.tid, Name: e.name(th.tid), WindowS: float64(max(last-first, 0)) / 1e9,
+		OnCPUS: float64(a.onNS) / 1e9, OffCPUS: float64(a.offNS) / 1e9, RunQS: float64(a.rqNS) / 1e9,
+		ShortN: a.shortN, ShortS: float64(a.shortNS) / 1e9, ClassS: map[string]float64{},
+		Switches: a.switches, Exited: a.gone}
+	if e.res.ClassS == nil {
+		e.res.ClassS = map[string]float64{}
+	}
+	for c, ns := range a.classNS {
+		st.ClassS[c] = float64(ns) / 1e9
+		e.res.ClassS[c] += float64(ns) / 1e9
+	}
+	e.res.ShortN += a.shortN
+	e.res.ShortS += st.ShortS
+	e.done = append(e.done, st)
+}
+
+// fold adds one aggregate (count waits, ns long in all) to the profile
+// and to the thread's classes.
+func (e *bpfEngine) fold(th *bthr, k schedbpf.Wkey, ns int64, count uint64) {
+	a := &th.acc
+	var rec *pyRec
+	if k.Pyid > 0 && int(k.Pyid) <= len(e.recs) {
+		rec = &e.recs[k.Pyid-1]
+	}
+	ks := e.kernelStack(k.Kstack)
+	class := e.classOf(k, ks.names, rec)
+	if class != "" {
+		a.classNS[class] += ns
+	}
+	if rec == nil {
+		a.shortN += count
+		a.shortNS += ns
+	}
+	if k.Flags&schedbpf.FlagFiltered != 0 {
+		e.res.FilteredN += count
+		e.res.FilteredS += float64(ns) / 1e9
+		return
+	}
+	ids := e.scratch[:0]
+	if rec != nil {
+		ids = append(ids, rec.ids...)
+	} else {
+		if e.opt.Threads {
+			ids = append(ids, e.threadFrame(th.tid))
+		}
+		ids = append(ids, e.prof.Intern(flame.Frame{Kind: flame.State, Function: "[short waits: not read]"}))
+	}
+	if k.Uip != 0 {
+		ids = append(ids, e.userFrame(k.Uip))
+	}
+	if len(ks.ids) > 0 {
+		ids = append(ids, ks.ids...)
+	} else if rec != nil {
+		ids = append(ids, rec.kern...)
+	}
+	if class == "" {
+		class = "not read"
+	}
+	ids = append(ids, e.prof.Intern(flame.Frame{Kind: flame.State, Function: "[" + class + "]"}))
+	e.prof.AddIDs(ids, ns/1000)
+	e.scratch = ids
+}
+
+// classOf names the wait class: from the kernel's hints (syscall and GIL
+// bit at the switch-out, state, kernel stack) through Classify, the
+// rules the perf engine applies to procfs; from the procfs read when the
+// kernel had no hints; "" when nobody knows.
+func (e *bpfEngine) classOf(k schedbpf.Wkey, knames []string, rec *pyRec) string {
+	if k.Flags&schedbpf.FlagRunQueue != 0 {
+		return ClassRunQueue
+	}
+	if rec != nil && rec.class != "" && k.Flags&schedbpf.FlagRegs == 0 {
+		return rec.class
+	}
+	if k.Flags&schedbpf.FlagBefore != 0 {
+		return "" // not read: nothing about it is known
+	}
+	w := WaitInfo{State: "S"}
+	if k.Flags&schedbpf.FlagD != 0 {
+		w.State = "D"
+	}
+	if k.Flags&schedbpf.FlagRegs != 0 && k.Sysnr >= 0 {
+		w.Syscall = procfs.SyscallName(int(k.Sysnr))
+		arg := ^uint64(0)
+		if k.Flags&schedbpf.FlagGIL != 0 {
+			arg = e.gilLo
+		}
+		w.Args = []uint64{arg}
+	}
+	for _, n := range knames {
+		switch {
+		case w.Syscall == "" && (strings.HasPrefix(n, "__x64_sys_") || strings.HasPrefix(n, "__ia32_sys_")):
+			w.Syscall = n[strings.Index(n, "_sys_")+5:]
+		case strings.HasSuffix(n, "pipe_read"):
+			w.FdLink = "pipe:"
+		case w.FdLink == "" && (strings.HasPrefix(n, "sock_") || strings.HasPrefix(n, "tcp_") || strings.HasPrefix(n, "unix_") ||
+			strings.HasPrefix(n, "udp_") || strings.HasPrefix(n, "inet_")):
+			w.FdLink = "socket:"
+		case strings.Contains(n, "io_schedule") || strings.Contains(n, "folio_wait"):
+			w.Wchan = n
+		case w.FdLink == "" && (n == "filemap_read" || strings.HasPrefix(n, "ext4_") || strings.HasPrefix(n, "xfs_")):
+			w.FdLink = "/"
+		}
+	}
+	if w.Syscall == "" && len(knames) == 0 {
+		return ""
+	}
+	return Classify(w, e.gilLo, e.gilHi)
+}
+
+// kernelStack names a kernel stack id's frames, root first, without the
+// scheduler's own frames (from __schedule inwards: every wait has them).
+func (e *bpfEngine) kernelStack(id int32) kstack {
+	if id < 0 {
+		return kstack{}
+	}
+	if ks, ok := e.kcache[id]; ok {
+		return ks
+	}
+	var ks kstack
+	addrs, err := schedbpf.Stack(e.tr.Kstacks, id)
+	if err == nil {
+		names := make([]string, len(addrs))
+		cut := -1
+		for i, a := range addrs {
+			names[i] = e.ksym(a)
+			if names[i] == "__schedule" {
+				cut = i
+			}
+		}
+		for i := len(names) - 1; i > cut; i-- {
+			ks.names = append(ks.names, names[i])
+			ks.ids = append(ks.ids, e.prof.Intern(flame.Frame{Kind: flame.Kernel, Function: names[i], Addr: addrs[i]}))
+		}
+	}
+	e.kcache[id] = ks
+	return ks
+}
+
+func (e *bpfEngine) ksym(a uint64) string {
+	if e.ksyms == nil {
+		e.ksyms = &unwind.Kallsyms{}
+		f, err := os.Open("/proc/kallsyms")
+		if err != nil {
+			e.bres.KernelSymbols = "can't read /proc/kallsyms: " + err.Error()
+		} else {
+			if k, err := unwind.ParseKallsyms(f); err == nil {
+				e.ksyms = k
+			}
+			f.Close()
+			if e.ksyms.Hidden {
+				e.bres.KernelSymbols = "kernel addresses hidden (kernel.kptr_restrict): kernel frames unnamed"
+			}
+		}
+	}
+	if n, ok := e.ksyms.Lookup(a); ok {
+		return n
+	}
+	return fmt.Sprintf("0x%x", a)
+}
+
+// userFrame names the user instruction a thread blocked at (the return
+// address of its syscall, in the libc wrapper). Deeper native frames would
+// need an unwind the kernel cannot do here: CPython is built without frame
+// pointers, so the kernel's frame-pointer walk is only exact at its start.
+func (e *bpfEngine) userFrame(ip uint64) int {
+	if id, ok := e.ucache[ip]; ok {
+		return id
+	}
+	if e.uproc == nil {
+		e.uproc = unwind.NewProcess(e.s.Pid, unwind.NewCache())
+	}
+	id := e.prof.Intern(flame.Frame{Kind: flame.Native, Function: e.uproc.Symbolize(ip - 1).Label(), Addr: ip})
+	e.ucache[ip] = id
+	return id
+}
+
+// procKernelStack reads /proc/PID/task/TID/stack (root only): the kernel
+// stack of a wait that began before the attach.
+func (e *bpfEngine) procKernelStack(tid int) []int {
+	b, err := os.ReadFile(e.opt.Proc + "/" + strconv.Itoa(e.s.Pid) + "/task/" + strconv.Itoa(tid) + "/stack")
+	if err != nil {
+		return nil
+	}
+	var names []string
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		f := strings.Fields(l)
+		if len(f) < 2 {
+			continue
+		}
+		n, _, _ := strings.Cut(f[1], "+")
+		names = append(names, n)
+	}
+	cut := -1
+	for i, n := range names {
+		if n == "__schedule" {
+			cut = i
+		}
+	}
+	var ids []int
+	for i := len(names) - 1; i > cut; i-- {
+		ids = append(ids, e.prof.Intern(flame.Frame{Kind: flame.Kernel, Function: names[i]}))
+	}
+	return ids
+}
+
+func (e *bpfEngine) counters() {
+	c, err := e.tr.ReadCounters()
+	if err != nil {
+		return
+	}
+	b := &e.bres
+	b.SchedSwitches, b.TargetOut, b.TargetIn, b.PythonJoined = c[schedbpf.CSwitches], c[schedbpf.COut], c[schedbpf.CIn], c[schedbpf.CPyidHit]
+	if e.res.WindowS > 0 {
+		b.SchedSwitchRate = float64(b.SchedSwitches) / e.res.WindowS
+	}
+	b.Drops = BPFDrops{StartMapFull: c[schedbpf.CDropStart], WaitsMapFull: c[schedbpf.CDropWaits],
+		WaitsMapFullS: float64(c[schedbpf.CDropWaitsNS]) / 1e9, ThreadsMapFull: c[schedbpf.CDropThreads],
+		KernelStackErr: c[schedbpf.CKstackErr], KernelReused: c[schedbpf.CKstackReused], Unpaired: c[schedbpf.CUnpaired],
+		PyidMapFull: e.pyidErr}
+	e.res.Switches = b.TargetOut + b.TargetIn
+	// Waits lost to the profile and the thread totals alike.
+	e.res.Lost = b.Drops.StartMapFull + b.Drops.ThreadsMapFull
+}
+
+func (e *bpfEngine) mapUse() {
+	for _, m := range []struct {
+		n string
+		m *ebpf.Map
+	}{{"starts", e.tr.Starts}, {"waits", e.tr.Waits}, {"threads", e.tr.Threads}, {"pyids", e.tr.Pyids}} {
+		e.bres.Maps = append(e.bres.Maps, BPFMapUse{Name: m.n, Entries: schedbpf.Entries(m.m), Max: m.m.MaxEntries()})
+	}
+}
+
+// batchAll calls fn on every entry of a hash map, in batches where the
+// kernel has them.
+func batchAll[K, V any](m *ebpf.Map, fn func(K, V)) error {
+	keys, vals := make([]K, 256), make([]V, 256)
+	var cur ebpf.MapBatchCursor
+	for {
+		n, err := m.BatchLookup(&cur, keys, vals, nil)
+		for i := range n {
+			fn(keys[i], vals[i])
+		}
+		switch {
+		case errors.Is(err, ebpf.ErrKeyNotExist):
+			return nil
+		case errors.Is(err, ebpf.ErrNotSupported):
+			var k K
+			var v V
+			it := m.Iterate()
+			for it.Next(&k, &v) {
+				fn(k, v)
+			}
+			return it.Err()
+		case err != nil:
+			return err
+		}
+	}
+}

@@ -1,0 +1,385 @@
+//go:build ignore
+
+// The kernel half of pyobs offcpu's eBPF engine: one program on
+// sched_switch that, for the threads of one process, stamps each switch-out
+// with its time, kernel + user stack ids and wait hints, and at the
+// matching switch-in adds the interval to an aggregate keyed by (thread,
+// stacks, hints, Python stack id) — so only sums cross to user space.
+//
+// Written against the kernel's BTF with our own minimal struct definitions
+// (CO-RE relocates the fields); no libbpf headers: the helper ids below are
+// those of include/uapi/linux/bpf.h.
+//
+// Build: make bpf (bpf2go + clang -target bpf); the object is committed.
+
+typedef unsigned char u8;
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef int s32;
+typedef unsigned long long u64;
+typedef long long s64;
+
+#define SEC(name) __attribute__((section(name), used))
+#define __always_inline inline __attribute__((always_inline))
+#define __uint(name, val) int (*name)[val]
+#define __type(name, val) typeof(val) *name
+
+enum {
+	BPF_MAP_TYPE_HASH = 1,
+	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
+	BPF_MAP_TYPE_STACK_TRACE = 7,
+};
+enum { BPF_ANY = 0, BPF_NOEXIST = 1 };
+
+// Only the fields we read; CO-RE finds them by name in the running kernel.
+struct task_struct {
+	int pid;
+	int tgid;
+	u64 start_time; // CLOCK_MONOTONIC ns, like bpf_ktime_get_ns
+} __attribute__((preserve_access_index));
+
+struct pt_regs { // x86_64: the user registers saved at syscall entry
+	unsigned long di;
+	unsigned long orig_ax;
+	unsigned long ip;
+} __attribute__((preserve_access_index));
+
+static void *(*bpf_map_lookup_elem)(void *map, const void *key) = (void *)1;
+static long (*bpf_map_update_elem)(void *map, const void *key, const void *value, u64 flags) = (void *)2;
+static long (*bpf_map_delete_elem)(void *map, const void *key) = (void *)3;
+static u64 (*bpf_ktime_get_ns)(void) = (void *)5;
+static u64 (*bpf_get_current_pid_tgid)(void) = (void *)14;
+static long (*bpf_get_stackid)(void *ctx, void *map, u64 flags) = (void *)27;
+static long (*bpf_probe_read_kernel)(void *dst, u32 size, const void *src) = (void *)113;
+static struct task_struct *(*bpf_get_current_task_btf)(void) = (void *)158;
+static long (*bpf_task_pt_regs)(struct task_struct *task) = (void *)175;
+
+#define TASK_UNINTERRUPTIBLE 0x2
+#define TASK_DEAD 0x80
+
+// Hints: what the wait was, so that user space can classify a wait it never
+// looked at (see internal/offcpu: Classify).
+#define F_RUNQ 0x1   // preempted: runnable, not blocked
+#define F_D 0x2      // TASK_UNINTERRUPTIBLE
+#define F_REGS 0x4   // sysnr and F_GIL are valid
+#define F_GIL 0x8    // the syscall's first argument lies in the GIL state
+#define F_BEFORE 0x10 // off CPU since before the attach (no stacks)
+#define F_NEW 0x20   // a new thread's first wait for a CPU (no stacks)
+#define F_FILTERED 0x40 // shorter than min_block_ns: totals only
+
+struct start {
+	u64 ts;  // switch-out time
+	u64 uip; // user instruction pointer (the syscall's return address)
+	s32 kstack;
+	s32 sysnr;
+	u32 flags;
+	u32 pad;
+};
+
+struct wkey {
+	u64 uip;
+	u32 tid;
+	s32 kstack;
+	s32 sysnr;
+	u32 flags;
+	u32 pyid; // user space's Python stack id, 0: not read
+	u32 pad;
+};
+
+struct wval {
+	u64 ns;
+	u64 count;
+};
+
+struct thr {
+	u64 first;    // watched since (attach, or the thread's creation)
+	u64 on_since; // 0 while off CPU
+	u64 on_ns;
+	u64 off_ns;
+	u64 rq_ns;
+	u64 outs;
+	u64 exited; // time of the final switch-out, 0 while alive
+	// The last kernel stack walked, and for which blocking call: see
+	// switch_out.
+	u64 walked;
+	u64 walk_a0;
+	s32 walk_nr;
+	s32 walk_id;
+};
+
+struct pkey {
+	u32 tid;
+	u32 pad;
+	u64 ts;
+};
+
+// Counter slots (per CPU; user space sums them).
+enum {
+	C_SWITCHES = 0,  // every sched_switch on the machine
+	C_OUT,           // target switch-outs
+	C_IN,            // target switch-ins
+	C_DROP_START,    // start map full: the wait is lost from the profile
+	C_DROP_WAITS,    // aggregate map full: the wait is in the thread totals only
+	C_DROP_WAITS_NS, // their time
+	C_DROP_THREADS,  // thread map full
+	C_KSTACK_ERR,    // kernel stack id failed (stack map full or collision)
+	C_KSTACK_REUSED, // kernel stack taken from the thread's previous wait
+	C_UNPAIRED,      // a switch-in without its switch-out (a drop upstream)
+	C_PYID_HIT,      // waits that got the Python stack user space read
+	C_NCOUNTERS,
+};
+
+// Bounded by design: user space sweeps entries of exited threads; what
+// does not fit is counted, never grown.
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, u32);
+	__type(value, struct start);
+} starts SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct wkey);
+	__type(value, struct wval);
+} waits SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, u32);
+	__type(value, struct thr);
+} threads SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, struct pkey);
+	__type(value, u32);
+} pyids SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(max_entries, 8192);
+	__uint(key_size, sizeof(u32));
+	__uint(value_size, 64 * sizeof(u64));
+} kstacks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, C_NCOUNTERS);
+	__type(key, u32);
+	__type(value, u64);
+} counters SEC(".maps");
+
+// Set before load.
+const volatile u32 target_tgid = 0;
+const volatile u64 gil_lo = 0;
+const volatile u64 gil_hi = 0;
+const volatile u8 use_regs = 0;
+const volatile u64 min_block_ns = 0;
+// A thread that blocks again in the same syscall on the same first
+// argument (fd, futex word) within this time reuses its previous kernel
+// stack: the walk is the program's main cost on a switch-heavy target.
+const volatile u64 reuse_ns = 0;
+
+// Set by user space right before attaching.
+volatile u64 attach_ns = 0;
+// Bumped after every target switch-out is recorded: user space reads it
+// from memory (no syscall) and looks at the start map only when it moved.
+volatile u64 out_seq = 0;
+// The end of the window, set by user space before it detaches: events after
+// it are ignored, so the maps it reads then are of one instant (a detached
+// program may still run for a moment).
+volatile u64 stop_ns = 0;
+
+static __always_inline void count(u32 slot, u64 n)
+{
+	u64 *c = bpf_map_lookup_elem(&counters, &slot);
+	if (c)
+		*c += n;
+}
+
+static __always_inline void switch_out(void *ctx, struct task_struct *prev, u32 tid, u32 prev_state, int preempt, u64 now)
+{
+	struct thr *t = bpf_map_lookup_elem(&threads, &tid);
+	if (!t) {
+		// Running since the attach (or its creation) until now.
+		struct thr z = {.walk_id = -1};
+		u64 born = 0;
+		bpf_probe_read_kernel(&born, sizeof(born), &prev->start_time);
+		z.first = born > attach_ns ? born : attach_ns;
+		z.on_since = z.first;
+		if (bpf_map_update_elem(&threads, &tid, &z, BPF_NOEXIST))
+			count(C_DROP_THREADS, 1);
+		t = bpf_map_lookup_elem(&threads, &tid);
+	}
+	count(C_OUT, 1);
+	if (t) {
+		if (t->on_since && now > t->on_since)
+			t->on_ns += now - t->on_since;
+		t->on_since = 0;
+		t->outs++;
+	}
+	if (prev_state & TASK_DEAD) {
+		// The thread's last switch: nothing will switch it back in.
+		bpf_map_delete_elem(&starts, &tid);
+		if (t)
+			t->exited = now;
+		return;
+	}
+	struct start s = {};
+	s.ts = now;
+	s.sysnr = -1;
+	s.kstack = -1;
+	u64 a0 = 0;
+	if (preempt || prev_state == 0)
+		s.flags |= F_RUNQ;
+	else if (prev_state & TASK_UNINTERRUPTIBLE)
+		s.flags |= F_D;
+	if (use_regs) {
+		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+		unsigned long nr = 0, di = 0, ip = 0;
+		bpf_probe_read_kernel(&nr, sizeof(nr), &regs->orig_ax);
+		bpf_probe_read_kernel(&di, sizeof(di), &regs->di);
+		bpf_probe_read_kernel(&ip, sizeof(ip), &regs->ip);
+		s.sysnr = (s32)nr;
+		s.flags |= F_REGS;
+		a0 = di;
+		if (di >= gil_lo && di < gil_hi)
+			s.flags |= F_GIL;
+		// Preempted at any instruction: a user frame per preemption
+		// point would only multiply the keys.
+		if (!(s.flags & F_RUNQ))
+			s.uip = ip;
+	}
+	// Keyed by the syscall, whether it was a preemption, and its first
+	// argument. Not for preemptions outside a syscall (sysnr -1): the
+	// interrupt differs; they come at most once per tick anyway.
+	s32 walk_nr = s.sysnr | ((s.flags & F_RUNQ) ? 0x40000000 : 0);
+	int reuse = t && (s.flags & F_REGS) && s.sysnr >= 0 && t->walk_id >= 0 &&
+		    t->walk_nr == walk_nr && t->walk_a0 == a0 && now - t->walked < reuse_ns;
+	if (reuse) {
+		s.kstack = t->walk_id;
+		count(C_KSTACK_REUSED, 1);
+	} else {
+		s.kstack = bpf_get_stackid(ctx, &kstacks, 0);
+		if (s.kstack < 0)
+			count(C_KSTACK_ERR, 1);
+		if (t) {
+			t->walked = now;
+			t->walk_a0 = a0;
+			t->walk_nr = walk_nr;
+			t->walk_id = s.kstack;
+		}
+	}
+	if (bpf_map_update_elem(&starts, &tid, &s, BPF_ANY))
+		count(C_DROP_START, 1);
+	__sync_fetch_and_add(&out_seq, 1);
+}
+
+static __always_inline void switch_in(struct task_struct *next, u32 tid, u64 now)
+{
+	struct wkey k = {};
+	u64 from = 0;
+	k.tid = tid;
+	struct thr *t = bpf_map_lookup_elem(&threads, &tid);
+	struct start *s = bpf_map_lookup_elem(&starts, &tid);
+	if (s) {
+		from = s->ts;
+		k.kstack = s->kstack;
+		k.uip = s->uip;
+		k.sysnr = s->sysnr;
+		k.flags = s->flags;
+	} else if (t) {
+		// Its switch-out found the start map full.
+		count(C_UNPAIRED, 1);
+		t->on_since = now;
+		return;
+	} else {
+		// First event of this thread: off CPU since the attach, or a new
+		// thread waiting for its first CPU since its creation.
+		u64 born = 0;
+		bpf_probe_read_kernel(&born, sizeof(born), &next->start_time);
+		struct thr z = {.walk_id = -1};
+		k.kstack = k.sysnr = -1;
+		if (born > attach_ns) {
+			from = born;
+			k.flags = F_NEW | F_RUNQ;
+		} else {
+			from = attach_ns;
+			k.flags = F_BEFORE;
+		}
+		z.first = from;
+		if (bpf_map_update_elem(&threads, &tid, &z, BPF_NOEXIST))
+			count(C_DROP_THREADS, 1);
+		t = bpf_map_lookup_elem(&threads, &tid);
+	}
+	count(C_IN, 1);
+	u64 d = now > from ? now - from : 0;
+	if (d < min_block_ns)
+		k.flags |= F_FILTERED;
+	struct pkey pk = {.tid = tid, .ts = from};
+	u32 *id = bpf_map_lookup_elem(&pyids, &pk);
+	if (id) {
+		k.pyid = *id;
+		bpf_map_delete_elem(&pyids, &pk);
+		count(C_PYID_HIT, 1);
+	}
+	struct wval *v = bpf_map_lookup_elem(&waits, &k);
+	if (v) {
+		v->ns += d;
+		v->count++;
+	} else {
+		struct wval nv = {.ns = d, .count = 1};
+		if (bpf_map_update_elem(&waits, &k, &nv, BPF_NOEXIST)) {
+			count(C_DROP_WAITS, 1);
+			count(C_DROP_WAITS_NS, d);
+		}
+	}
+	if (t) {
+		if (k.flags & F_RUNQ)
+			t->rq_ns += d;
+		else
+			t->off_ns += d;
+		t->on_since = now;
+	}
+	if (s)
+		bpf_map_delete_elem(&starts, &tid);
+}
+
+// args: bool preempt, struct task_struct *prev, struct task_struct *next,
+// unsigned int prev_state (5.18+). prev is current here.
+static __always_inline int on_switch(u64 *ctx)
+{
+	int preempt = ctx[0] & 1;
+	struct task_struct *prev = (struct task_struct *)ctx[1];
+	struct task_struct *next = (struct task_struct *)ctx[2];
+	u32 prev_state = (u32)ctx[3];
+	u64 now = bpf_ktime_get_ns();
+	u64 pt = bpf_get_current_pid_tgid();
+	u64 stop = stop_ns;
+	if (stop && now >= stop)
+		return 0;
+	count(C_SWITCHES, 1);
+	if (target_tgid == 0)
+		return 0;
+	if ((u32)(pt >> 32) == target_tgid)
+		switch_out(ctx, prev, (u32)pt, prev_state, preempt, now);
+	int ntgid = 0, npid = 0;
+	bpf_probe_read_kernel(&ntgid, sizeof(ntgid), &next->tgid);
+	if ((u32)ntgid == target_tgid) {
+		bpf_probe_read_kernel(&npid, sizeof(npid), &next->pid);
+		switch_in(next, (u32)npid, now);
+	}
+	return 0;
+}
+
+SEC("tp_btf/sched_switch")
+int offcpu_btf(u64 *ctx) { return on_switch(ctx); }
+
+SEC("raw_tp/sched_switch")
+int offcpu_raw(u64 *ctx) { return on_switch(ctx); }
+
+char LICENSE[] SEC("license") = "GPL";
