@@ -1,4 +1,4 @@
-# pyobs — see README.md. Targets: build test bench fuzz soak lint demo pythons clean
+# pyobs — see README.md. Targets: build test bench fuzz soak lint demo pythons bpf clean
 GO       ?= go
 VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -s -w -X main.version=$(VERSION)
@@ -7,7 +7,7 @@ FUZZTIME ?= 30s
 # prints the manifest path last.
 PYTHON   ?= $(shell command -v python3)
 
-.PHONY: build test bench fuzz soak lint demo pythons clean
+.PHONY: build test bench fuzz soak lint demo pythons clean bpf bpf-trace bpf-red
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/pyobs ./cmd/pyobs
@@ -22,6 +22,12 @@ test: build pythons
 bench: build pythons
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./...
 	scripts/bench-dump.sh
+	scripts/bench-record.sh
+	scripts/bench-native.sh
+	scripts/bench-dump-native.sh
+	scripts/bench-red.sh
+	scripts/bench-trace.sh
+	scripts/bench-offcpu.sh
 
 fuzz:
 	@for pkg in $$($(GO) list ./...); do \
@@ -50,6 +56,20 @@ lint:
 # The main job on a real example: dump every thread of a running program.
 demo: build
 	bin/pyobs dump --after 1s --kill -- $(PYTHON) testdata/targets/demo.py
+
+# The offcpu eBPF program and its Go bindings (bpf2go; needs clang). The
+# outputs are committed so that build needs no clang.
+bpf: bpf-trace bpf-red
+	cd internal/offcpu/schedbpf && $(GO) generate ./
+
+# trace's eBPF object (clang -target bpf, the go:generate line); committed too.
+bpf-trace:
+	cd internal/trace/tracepoint && $(GO) generate ./
+
+# red's eBPF object (clang -target bpf); committed so that build needs no clang.
+bpf-red:
+	clang -O2 -g -Wall -Werror -target bpf -c internal/red/red.bpf.c -o internal/red/red_bpfel.o
+	llvm-strip -g internal/red/red_bpfel.o
 
 clean:
 	rm -rf bin
