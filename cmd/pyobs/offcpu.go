@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -27,6 +28,7 @@ type offcpuFlags struct {
 	icicle   bool
 	engine   string
 	mapSize  uint32
+	exclude  []string
 }
 
 var offcpuFormats = []string{"text", "svg", "folded", "pprof", "speedscope", "gecko", "json"}
@@ -58,6 +60,12 @@ and is folded under [short waits: not read], never guessed.
     queue excepted) and there are no kernel frames.
 --waker (who woke the thread) is not built.
 
+--exclude REGEXP (repeatable) leaves out of the profile every stack with a
+frame whose label matches (the folded label: "func (file:line)", kernel
+frames "SYMBOL_[k]", classes "[lock]"): for legitimate idle waits such as
+an event loop's epoll_wait or a pool's idle workers. How much was left out
+is reported; the per-thread and class totals still include it.
+
 --wall also folds each thread's on-CPU time under [on-CPU] (no stack: use
 pyobs record for that), so per thread on-CPU + off-CPU + run-queue = window.
 
@@ -74,6 +82,7 @@ records and pyobs's own CPU. The target is never stopped.`,
   pyobs offcpu -p 4242 --format folded --min-block 1ms
   pyobs offcpu -p 4242 --wall --threads -o all.svg
   pyobs offcpu -p 4242 --engine perf          # no eBPF: context-switch records
+  pyobs offcpu -p 4242 --exclude '_worker \(.*concurrent/futures/thread.py' --exclude 'BaseSelectorEventLoop.select' 
   pyobs offcpu -- python3 job.py`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error { return runOffcpu(cmd, g, &f, args) },
@@ -85,6 +94,7 @@ records and pyobs's own CPU. The target is never stopped.`,
 	fl.BoolVar(&f.threads, "threads", false, "root each stack at its thread (name and TID)")
 	fl.BoolVar(&f.icicle, "icicle", false, "svg: draw roots at the top")
 	fl.StringVar(&f.engine, "engine", "auto", "auto (bpf, else perf), bpf or perf")
+	fl.StringArrayVar(&f.exclude, "exclude", nil, "leave out stacks with a frame whose label matches this regexp (repeatable); the amount left out is reported")
 	fl.Uint32Var(&f.mapSize, "bpf-map-entries", 0, "size of the bpf engine's hash maps (tests of its bounds)")
 	_ = fl.MarkHidden("bpf-map-entries")
 	return c
@@ -111,6 +121,14 @@ func runOffcpu(cmd *cobra.Command, g *globals, f *offcpuFlags, args []string) er
 	if f.duration < 0 || f.minBlock < 0 {
 		return usagef("offcpu: --duration and --min-block must not be negative")
 	}
+	var excl []*regexp.Regexp
+	for _, e := range f.exclude {
+		re, err := regexp.Compile(e)
+		if err != nil {
+			return usagef("offcpu: --exclude %q: %v", e, err)
+		}
+		excl = append(excl, re)
+	}
 	switch f.engine {
 	case "auto", offcpu.EngineBPF, offcpu.EnginePerf:
 	default:
@@ -130,6 +148,9 @@ func runOffcpu(cmd *cobra.Command, g *globals, f *offcpuFlags, args []string) er
 	res, err := runOffcpuEngine(cmd, s, f)
 	if err != nil && res == nil {
 		return err
+	}
+	if len(excl) > 0 {
+		res.Excluded = excludeStacks(res.Profile, excl, f.exclude)
 	}
 	var werr error
 	switch format {
@@ -202,6 +223,30 @@ func bpfReason(err error) string {
 		r = r[:200] + "…"
 	}
 	return r
+}
+
+// excludeStacks removes the stacks with a frame matching one of res.
+func excludeStacks(p *flame.Profile, res []*regexp.Regexp, patterns []string) *offcpu.Excluded {
+	match := make([]int8, p.NumFrames()) // per frame: 0 unknown, 1 yes, -1 no
+	us, n := p.Remove(func(s *flame.Stack) bool {
+		for _, id := range s.Frames {
+			if match[id] == 0 {
+				match[id] = -1
+				l := p.Frame(id).Label()
+				for _, re := range res {
+					if re.MatchString(l) {
+						match[id] = 1
+						break
+					}
+				}
+			}
+			if match[id] == 1 {
+				return true
+			}
+		}
+		return false
+	})
+	return &offcpu.Excluded{Patterns: patterns, US: us, Stacks: n}
 }
 
 type offcpuTop struct {
@@ -282,6 +327,9 @@ func writeOffcpuText(w io.Writer, r *offcpu.Result) error {
 			name += " exited"
 		}
 		fmt.Fprintf(w, "%-28s %8.3fs %8.3fs %8.3fs %8.3fs  %d, %.3fs\n", name, t.OnCPUS, t.OffCPUS, t.RunQS, t.WindowS, t.ShortN, t.ShortS)
+	}
+	if x := r.Excluded; x != nil {
+		fmt.Fprintf(w, "\nLeft out by --exclude %s: %.3fs in %d stacks (still in the totals above)\n", strings.Join(x.Patterns, ", "), float64(x.US)/1e6, x.Stacks)
 	}
 	fmt.Fprintf(w, "\nTop blocked stacks (%% of blocked time in the profile; innermost frame last):\n")
 	for _, t := range topBlocked(r.Profile, 10) {

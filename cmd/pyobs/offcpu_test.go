@@ -20,9 +20,10 @@ type offcpuJSON struct {
 	Engine string     `json:"engine"`
 	Meta   flame.Meta `json:"meta"`
 	Result struct {
-		WindowS float64          `json:"window_s"`
-		BPF     *offcpu.BPFStats `json:"bpf"`
-		Threads []struct {
+		WindowS  float64          `json:"window_s"`
+		BPF      *offcpu.BPFStats `json:"bpf"`
+		Excluded *offcpu.Excluded `json:"excluded"`
+		Threads  []struct {
 			Tid     int                `json:"tid"`
 			Name    string             `json:"name"`
 			WindowS float64            `json:"window_s"`
@@ -228,5 +229,34 @@ func TestOffcpuFolded(t *testing.T) {
 	r = testutil.Run(t, 60*time.Second, "offcpu", "-p", fmt.Sprint(tg.Pid), "-d", "300ms")
 	if r.Code != 0 || !strings.Contains(r.Stdout, "Wait classes") || !strings.Contains(r.Stdout, "pipe/read") || !strings.Contains(r.Stdout, "reader (") {
 		t.Errorf("text summary (exit %d):\n%s\n%s", r.Code, r.Stdout, r.Stderr)
+	}
+}
+
+// TestOffcpuExclude: the sleeper of offcpu_waits.py io sleeps through the
+// whole window in nap() (its own design: one sleep of an hour); excluding
+// nap takes exactly that wait out of the profile and says how much, while
+// the pipe reader's wait stays.
+func TestOffcpuExclude(t *testing.T) {
+	testutil.RequireRoot(t)
+	const window = time.Second
+	out := runOffcpuJSON(t, "pyenv-3.12", "io", window, "--exclude", `^nap \(`)
+	x := out.Result.Excluded
+	if x == nil || len(x.Patterns) != 1 || x.Stacks == 0 {
+		t.Fatalf("excluded: %+v", x)
+	}
+	if got, w := float64(x.US)/1e6, out.Result.WindowS; got < 0.9*w || got > 1.02*w {
+		t.Errorf("excluded %.3fs, want the sleeper's whole window %.3fs", got, w)
+	}
+	for _, s := range out.Top {
+		if strings.Contains(s.Stack, ";nap (") {
+			t.Errorf("excluded stack still in the profile: %s", s.Stack)
+		}
+	}
+	if got := out.attributed("reader", "read_pipe", offcpu.ClassPipe); got < 0.7*out.Result.WindowS {
+		t.Errorf("reader's read_pipe wait %.3fs of %.3fs: the filter took more than nap", got, out.Result.WindowS)
+	}
+	r := testutil.Run(t, 10*time.Second, "offcpu", "-p", "1", "--exclude", "(")
+	if r.Code != 2 || !strings.Contains(r.Stderr, "--exclude") {
+		t.Errorf("bad regexp: exit %d %q", r.Code, r.Stderr)
 	}
 }

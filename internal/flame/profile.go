@@ -207,6 +207,30 @@ func (p *Profile) FoldedKey(s *Stack) string {
 	return b.String()
 }
 
+// Remove drops every stack for which drop reports true and returns the
+// weight and the number of stacks dropped (for filters that must say how
+// much they took out).
+func (p *Profile) Remove(drop func(*Stack) bool) (weight int64, stacks int) {
+	for h, chain := range p.stacks {
+		kept := chain[:0]
+		for _, s := range chain {
+			if drop(s) {
+				weight += s.Weight
+				stacks++
+				continue
+			}
+			kept = append(kept, s)
+		}
+		if len(kept) == 0 {
+			delete(p.stacks, h)
+		} else {
+			p.stacks[h] = kept
+		}
+	}
+	p.nstack -= stacks
+	return weight, stacks
+}
+
 // Total is the sum of all weights.
 func (p *Profile) Total() int64 {
 	var t int64

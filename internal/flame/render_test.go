@@ -50,3 +50,21 @@ func TestRenderersDeterministic(t *testing.T) {
 		}
 	}
 }
+
+func TestProfileRemove(t *testing.T) {
+	p := New(Meta{})
+	a := p.Intern(Frame{Kind: Python, Function: "a"})
+	b := p.Intern(Frame{Kind: Python, Function: "b"})
+	c := p.Intern(Frame{Kind: Python, Function: "c"})
+	p.AddIDs([]int{a, b}, 5)
+	p.AddIDs([]int{a, c}, 7)
+	p.AddIDs([]int{a, b}, 1)
+	w, n := p.Remove(func(s *Stack) bool { return s.Frames[len(s.Frames)-1] == b })
+	if w != 6 || n != 1 || p.NumStacks() != 1 || p.Total() != 7 {
+		t.Fatalf("removed %d in %d; left %d stacks, total %d", w, n, p.NumStacks(), p.Total())
+	}
+	p.AddIDs([]int{a, b}, 2) // a removed stack can come back
+	if p.NumStacks() != 2 || p.Total() != 9 {
+		t.Fatalf("after re-add: %d stacks, total %d", p.NumStacks(), p.Total())
+	}
+}

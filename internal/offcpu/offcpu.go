@@ -71,6 +71,15 @@ type Result struct {
 	DrainMS      float64            `json:"drain_period_ms"`
 	Engine       string             `json:"engine"`        // bpf or perf
 	BPF          *BPFStats          `json:"bpf,omitempty"` // the eBPF engine's own account
+	Excluded     *Excluded          `json:"excluded,omitempty"`
+}
+
+// Excluded is what --exclude took out of the profile (not out of the
+// per-thread and class totals).
+type Excluded struct {
+	Patterns []string `json:"patterns"`
+	US       int64    `json:"us"`
+	Stacks   int      `json:"stacks"`
 }
 
 type thr struct {
