@@ -121,7 +121,7 @@ func exitCode(err error) int {
 	case errors.As(err, &ge):
 		return exitPermission
 	case errors.Is(err, session.ErrNoProcess), errors.Is(err, session.ErrZombie),
-		errors.Is(err, session.ErrKernelThread), errors.Is(err, session.ErrExited):
+		errors.Is(err, session.ErrKernelThread), errors.Is(err, session.ErrExited), errors.Is(err, session.ErrReplaced):
 		return exitNoTarget
 	case errors.Is(err, session.ErrNotPython), errors.As(err, &ve):
 		return exitNotPython

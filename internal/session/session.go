@@ -26,6 +26,9 @@ var (
 	ErrZombie       = errors.New("is a zombie (it exited; its parent has not reaped it): nothing to read")
 	ErrKernelThread = errors.New("is a kernel thread: it has no user memory and no Python")
 	ErrExited       = errors.New("exited while it was being read")
+	// ErrReplaced: the target's memory map changed under the read (an
+	// exec, or the interpreter's library unmapped): nothing to read there.
+	ErrReplaced = errors.New("replaced its memory (exec?) while it was being read")
 	ErrNotPython    = pyframes.ErrNotPython
 )
 
@@ -83,11 +86,11 @@ func (s *Session) openPython() error {
 			}
 			return fmt.Errorf("pid %d%s is %w", s.Pid, comm, errNotPythonShort)
 		}
-		return s.explain("find the Python runtime", err)
+		return s.replaced(maps, s.explain("find the Python runtime", err))
 	}
 	py, err := pyframes.New(pyframes.NewProcessMemory(s.Pid), s.Pid, info)
 	if err != nil {
-		return s.explain("read the Python runtime", err)
+		return s.replaced(maps, s.explain("read the Python runtime", err))
 	}
 	s.Py = py
 	return nil
@@ -106,6 +109,31 @@ func (s *Session) explain(op string, err error) error {
 		return fmt.Errorf("pid %d %w: %v", s.Pid, ErrExited, err)
 	}
 	return err
+}
+
+// replaced turns a read of memory that the maps listed but that is gone
+// (EFAULT) into ErrReplaced when the maps have changed since: an exec.
+func (s *Session) replaced(before []pyframes.Mapping, err error) error {
+	if !(errors.Is(err, syscall.EFAULT) || errors.Is(err, pyframes.ErrUnmapped)) || errors.Is(err, ErrExited) {
+		return err
+	}
+	now, rerr := pyframes.ReadMaps(s.Pid)
+	if rerr == nil && sameMaps(before, now) {
+		return err
+	}
+	return fmt.Errorf("pid %d %w: %v", s.Pid, ErrReplaced, err)
+}
+
+func sameMaps(a, b []pyframes.Mapping) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // Explain is explain for callers that read through the session's walker.
