@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
-	"golang.org/x/sys/unix"
 
 	"github.com/pyobs/pyobs/internal/flame"
 	"github.com/pyobs/pyobs/internal/offcpu/schedbpf"
@@ -146,24 +145,8 @@ func RunBPF(ctx context.Context, s *session.Session, opt Options) (*Result, erro
 		deadline = t.C
 	}
 	lastSweep, lastCheck, lastScan := time.Now(), time.Now(), time.Now()
-loop:
-	for {
-		select {
-		case <-ctx.Done():
-			break loop
-		case <-deadline:
-			break loop
-		default:
-		}
-		if s.Spawned() {
-			select {
-			case <-s.Exited():
-				break loop
-			default:
-			}
-		}
-		ts := unix.NsecToTimespec(opt.Drain.Nanoseconds())
-		_ = unix.Nanosleep(&ts, nil)
+	for !ended(ctx, deadline, s) {
+		nap(opt.Drain)
 		if err = e.poll(); err != nil {
 			break
 		}

@@ -159,25 +159,8 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*Result, error) 
 	}
 	lastScan, lastCheck := time.Now(), time.Now()
 	var err error
-loop:
-	for {
-		select {
-		case <-ctx.Done():
-			break loop
-		case <-deadline:
-			break loop
-		default:
-		}
-		if s.Spawned() {
-			select {
-			case <-s.Exited():
-				break loop
-			default:
-			}
-		}
-		// A plain nanosleep on this locked thread: no Go timer, no hand-off.
-		ts := unix.NsecToTimespec(opt.Drain.Nanoseconds())
-		_ = unix.Nanosleep(&ts, nil)
+	for !ended(ctx, deadline, s) {
+		nap(opt.Drain)
 		if err = e.drain(); err != nil {
 			break
 		}
@@ -476,4 +459,31 @@ func perfError(pid int, err error) error {
 		}
 	}
 	return fmt.Errorf("pid %d: %w", pid, err)
+}
+
+// ended reports whether the window is over: Ctrl-C, the duration, or a
+// spawned target's exit.
+func ended(ctx context.Context, deadline <-chan time.Time, s *session.Session) bool {
+	select {
+	case <-ctx.Done():
+		return true
+	case <-deadline:
+		return true
+	default:
+	}
+	if s.Spawned() {
+		select {
+		case <-s.Exited():
+			return true
+		default:
+		}
+	}
+	return false
+}
+
+// nap sleeps one drain period in a plain nanosleep on this locked thread:
+// no Go timer, no hand-off to another thread.
+func nap(d time.Duration) {
+	ts := unix.NsecToTimespec(d.Nanoseconds())
+	_ = unix.Nanosleep(&ts, nil)
 }
