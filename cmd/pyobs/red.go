@@ -12,7 +12,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pyobs/pyobs/internal/red"
-	"github.com/pyobs/pyobs/internal/session"
 )
 
 type redFlags struct {
@@ -92,7 +91,7 @@ func runRed(cmd *cobra.Command, g *globals, f *redFlags, args []string) error {
 	if f.slowest < 0 || f.slowest > 1000 {
 		return usagef("red: --slowest must be between 0 and 1000")
 	}
-	s, err := redTarget(cmd, g, args)
+	s, err := targetAny(cmd, g, args)
 	if err != nil {
 		return err
 	}
@@ -146,22 +145,6 @@ func runRed(cmd *cobra.Command, g *globals, f *redFlags, args []string) error {
 		}
 	}
 	return nil
-}
-
-// redTarget: -p PID attaches (Python needed for --slowest stacks only);
-// -- CMD spawns, and the probe goes on before the server listens.
-func redTarget(cmd *cobra.Command, g *globals, args []string) (*session.Session, error) {
-	if g.pid > 0 {
-		if len(args) > 0 {
-			if cmd.ArgsLenAtDash() >= 0 {
-				return nil, usagef("give either -p PID or -- CMD ARGS, not both")
-			}
-			return nil, usagef("unexpected arguments %q (to spawn a command, put it after --)", args)
-		}
-		s, _, err := session.AttachAny(g.pid)
-		return s, err
-	}
-	return target(cmd, g, args)
 }
 
 func redLive(e *red.Engine, ctx context.Context, end time.Time, interval time.Duration, g *globals, format string) error {

@@ -67,8 +67,9 @@ The target need not be Python; Python thread names are shown when it is.`,
 	return c
 }
 
-// statTarget: -p PID attaches without requiring Python; -- CMD spawns.
-func statTarget(cmd *cobra.Command, g *globals, args []string) (*session.Session, error) {
+// targetAny: -p PID attaches without requiring Python (stat; red needs it
+// only for --slowest stacks); -- CMD spawns.
+func targetAny(cmd *cobra.Command, g *globals, args []string) (*session.Session, error) {
 	if g.pid > 0 {
 		if len(args) > 0 {
 			if cmd.ArgsLenAtDash() >= 0 {
@@ -100,7 +101,7 @@ func runStat(cmd *cobra.Command, g *globals, f *statFlags, args []string) error 
 		return usagef("stat: --poll must be at least 1ms")
 	}
 	start := time.Now()
-	s, err := statTarget(cmd, g, args)
+	s, err := targetAny(cmd, g, args)
 	if err != nil {
 		return err
 	}
