@@ -75,7 +75,7 @@ func offcpuOn(t *testing.T, pid int, label, mode string, window time.Duration, e
 	for _, th := range out.Result.Threads {
 		sum := th.OnCPUS + th.OffCPUS + th.RunQS
 		if math.Abs(sum-out.Result.WindowS) > 0.05*out.Result.WindowS {
-			t.Errorf("%s: on %.3f + off %.3f + run-queue %.3f = %.3f s, window %.3f s", th.Name, th.OnCPUS, th.OffCPUS, th.RunQS, sum, out.Result.WindowS)
+			t.Errorf("%s: on %.3f + off %.3f + run-queue %.3f = %.3f s, window %.3f s (thread window %.3f s; bpf account %+v)", th.Name, th.OnCPUS, th.OffCPUS, th.RunQS, sum, out.Result.WindowS, th.WindowS, out.Result.BPF)
 		}
 	}
 	t.Logf("%s %s (%s): window %.3fs", label, mode, out.Engine, out.Result.WindowS)
