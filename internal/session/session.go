@@ -28,8 +28,8 @@ var (
 	ErrExited       = errors.New("exited while it was being read")
 	// ErrReplaced: the target's memory map changed under the read (an
 	// exec, or the interpreter's library unmapped): nothing to read there.
-	ErrReplaced = errors.New("replaced its memory (exec?) while it was being read")
-	ErrNotPython    = pyframes.ErrNotPython
+	ErrReplaced  = errors.New("replaced its memory (exec?) while it was being read")
+	ErrNotPython = pyframes.ErrNotPython
 )
 
 // Session is one observed target.
