@@ -29,6 +29,7 @@ type offcpuFlags struct {
 	engine   string
 	mapSize  uint32
 	exclude  []string
+	waker    bool
 }
 
 var offcpuFormats = []string{"text", "svg", "folded", "pprof", "speedscope", "gecko", "json"}
@@ -58,7 +59,15 @@ and is folded under [short waits: not read], never guessed.
   perf: perf_event_open context-switch records per thread; the class of a
     wait comes from procfs while it lasts, so short waits have none (run-
     queue excepted) and there are no kernel frames.
---waker (who woke the thread) is not built.
+--waker (bpf engine only; refused with --engine perf, and no fallback):
+a second program on sched_waking notes who woke each target thread, and
+each wait it ended is folded with its waker after the class: the blocked
+stack, [lock], then "[woken by] NAME (TID, this process)" for a thread of
+the target (its thread name), "[woken by] COMM (TID, pid PID)" for another
+process, "(0: an interrupt on an idle CPU)" for the idle task, then the
+waker's kernel frames — which thread's lock release, which pipe write or
+timer interrupt ended the wait. Waits nobody woke in the window (still
+blocked at the end, preempted) have no waker.
 
 --exclude REGEXP (repeatable) leaves out of the profile every stack with a
 frame whose label matches (the folded label: "func (file:line)", kernel
@@ -82,6 +91,7 @@ records and pyobs's own CPU. The target is never stopped.`,
   pyobs offcpu -p 4242 --format folded --min-block 1ms
   pyobs offcpu -p 4242 --wall --threads -o all.svg
   pyobs offcpu -p 4242 --engine perf          # no eBPF: context-switch records
+  pyobs offcpu -p 4242 --waker -o wake.svg    # and who woke each wait
   pyobs offcpu -p 4242 --exclude '_worker \(.*concurrent/futures/thread.py' --exclude 'BaseSelectorEventLoop.select' 
   pyobs offcpu -- python3 job.py`,
 		Args: cobra.ArbitraryArgs,
@@ -95,6 +105,7 @@ records and pyobs's own CPU. The target is never stopped.`,
 	fl.BoolVar(&f.icicle, "icicle", false, "svg: draw roots at the top")
 	fl.StringVar(&f.engine, "engine", "auto", "auto (bpf, else perf), bpf or perf")
 	fl.StringArrayVar(&f.exclude, "exclude", nil, "leave out stacks with a frame whose label matches this regexp (repeatable); the amount left out is reported")
+	fl.BoolVar(&f.waker, "waker", false, "bpf engine: fold each wait with the thread that woke it ([woken by] and its kernel stack)")
 	fl.Uint32Var(&f.mapSize, "bpf-map-entries", 0, "size of the bpf engine's hash maps (tests of its bounds)")
 	_ = fl.MarkHidden("bpf-map-entries")
 	return c
@@ -133,6 +144,9 @@ func runOffcpu(cmd *cobra.Command, g *globals, f *offcpuFlags, args []string) er
 	case "auto", offcpu.EngineBPF, offcpu.EnginePerf:
 	default:
 		return usagef("offcpu: unknown --engine %q (auto, bpf, perf)", f.engine)
+	}
+	if f.waker && f.engine == offcpu.EnginePerf {
+		return usagef("offcpu: --waker needs the bpf engine (sched_waking): not with --engine perf")
 	}
 	s, err := target(cmd, g, args)
 	if err != nil {
@@ -188,7 +202,7 @@ func runOffcpu(cmd *cobra.Command, g *globals, f *offcpuFlags, args []string) er
 // perf when the program can't be loaded, in one stderr line with the reason
 // and the gate.
 func runOffcpuEngine(cmd *cobra.Command, s *session.Session, f *offcpuFlags) (*offcpu.Result, error) {
-	opt := offcpu.Options{Duration: f.duration, MinBlock: f.minBlock, Wall: f.wall, Threads: f.threads, MapEntries: f.mapSize}
+	opt := offcpu.Options{Duration: f.duration, MinBlock: f.minBlock, Wall: f.wall, Threads: f.threads, MapEntries: f.mapSize, Waker: f.waker}
 	ctx := cmd.Context()
 	if f.engine == offcpu.EnginePerf {
 		return offcpu.Run(ctx, s, opt)
@@ -198,13 +212,17 @@ func runOffcpuEngine(cmd *cobra.Command, s *session.Session, f *offcpuFlags) (*o
 		return res, err
 	}
 	gate := schedbpf.Gate()
-	if f.engine == offcpu.EngineBPF {
+	if f.engine == offcpu.EngineBPF || f.waker { // no waker without eBPF: no fallback
+		what := "offcpu --engine bpf"
+		if f.waker {
+			what = "offcpu --waker (needs the eBPF engine)"
+		}
 		if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
 			return nil, &capability.GateError{Op: fmt.Sprintf("load the offcpu eBPF program for pid %d", s.Pid), Gate: gate,
 				Fix: "run as root, grant CAP_BPF and CAP_PERFMON (setcap cap_bpf,cap_perfmon+ep on pyobs), or use --engine perf",
 				Err: errors.Join(capability.ErrPermission, err)}
 		}
-		return nil, fmt.Errorf("offcpu --engine bpf: %w (%s)", err, gate)
+		return nil, fmt.Errorf("%s: %w (%s)", what, err, gate)
 	}
 	fmt.Fprintf(cmd.ErrOrStderr(), "pyobs offcpu: eBPF engine unavailable (%s; %s): using the perf engine\n", bpfReason(err), gate)
 	return offcpu.Run(ctx, s, opt)
@@ -252,6 +270,7 @@ func excludeStacks(p *flame.Profile, res []*regexp.Regexp, patterns []string) *o
 type offcpuTop struct {
 	Stack   string  `json:"stack"`
 	Class   string  `json:"class"`
+	Waker   string  `json:"waker,omitempty"` // --waker: who ended these waits (the [woken by] frame)
 	US      int64   `json:"us"`
 	Percent float64 `json:"percent"` // of all blocked (non-run-queue) time in the profile
 }
@@ -264,7 +283,15 @@ func topBlocked(p *flame.Profile, n int) []offcpuTop {
 		if len(s.Frames) == 0 {
 			continue
 		}
-		leaf := p.Frame(s.Frames[len(s.Frames)-1]).Function
+		// With --waker the class frame is followed by the waker's.
+		end, waker := len(s.Frames)-1, ""
+		for i, id := range s.Frames {
+			if f := p.Frame(id); f.Kind == flame.State && strings.HasPrefix(f.Function, offcpu.WokenBy) && i > 0 {
+				end, waker = i-1, strings.TrimPrefix(f.Function, offcpu.WokenBy)
+				break
+			}
+		}
+		leaf := p.Frame(s.Frames[end]).Function
 		if leaf == "[on-CPU]" {
 			continue
 		}
@@ -272,7 +299,7 @@ func topBlocked(p *flame.Profile, n int) []offcpuTop {
 		if leaf == "[short waits: not read]" {
 			class = "not read"
 		} else if class != "not read" {
-			for _, id := range s.Frames[:len(s.Frames)-1] {
+			for _, id := range s.Frames[:end] {
 				if p.Frame(id).Function == "[short waits: not read]" {
 					class += " (not read)"
 					break
@@ -282,7 +309,7 @@ func topBlocked(p *flame.Profile, n int) []offcpuTop {
 		if !strings.HasPrefix(class, offcpu.ClassRunQueue) {
 			total += s.Weight
 		}
-		out = append(out, offcpuTop{Stack: p.FoldedKey(s), Class: class, US: s.Weight})
+		out = append(out, offcpuTop{Stack: p.FoldedKey(s), Class: class, Waker: waker, US: s.Weight})
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].US > out[j].US })
 	for i := range out {
@@ -333,7 +360,12 @@ func writeOffcpuText(w io.Writer, r *offcpu.Result) error {
 	}
 	fmt.Fprintf(w, "\nTop blocked stacks (%% of blocked time in the profile; innermost frame last):\n")
 	for _, t := range topBlocked(r.Profile, 10) {
-		fmt.Fprintf(w, "  %5.1f %%  %-20s %9.3fs  %s\n", t.Percent, t.Class, float64(t.US)/1e6, shortStack(t.Stack))
+		st, woke := t.Stack, ""
+		if t.Waker != "" {
+			st, _, _ = strings.Cut(st, ";"+offcpu.WokenBy)
+			woke = "  ← woken by " + t.Waker
+		}
+		fmt.Fprintf(w, "  %5.1f %%  %-20s %9.3fs  %s%s\n", t.Percent, t.Class, float64(t.US)/1e6, shortStack(st), woke)
 	}
 	fmt.Fprintf(w, "\nWait classes (all threads):\n")
 	for _, c := range offcpu.Classes {
@@ -402,13 +434,21 @@ func offcpuFooter(r *offcpu.Result, out string) string {
 	}
 	if b := r.BPF; r.Engine == offcpu.EngineBPF && b != nil {
 		d := b.Drops
+		wake := ""
+		if b.WakeAttach != "" {
+			wake = fmt.Sprintf("waker (%s): %d wakings, %d waits joined to their waker, drops: wakes map %d, offwake map %d; ",
+				b.WakeAttach, b.Wakes, b.WakeJoined, d.WakesMapFull, d.OffwakeMapFull)
+		}
+		if b.OnCPUFixed > 0 {
+			wake += fmt.Sprintf("on-CPU time of %d threads taken from the scheduler's schedstat (switch events were off by %+.3fs); ", b.OnCPUFixed, b.OnCPUFixedS)
+		}
 		return fmt.Sprintf("pyobs offcpu: eBPF engine (%s, syscall hints %v), %d threads, %d switches in %.1fs (%.0f/s), "+
 			"machine sched_switch rate %.0f/s; drops: start map %d, waits map %d (%.3fs, in the totals), threads map %d, kernel stack ids %d, unpaired %d; kernel stacks reused %d; "+
 			"%d stack reads (%d discarded: the thread ran during the read), %d waits joined to a Python stack; short waits not read: %d, %.3fs; "+
-			"below --min-block: %d, %.3fs; exited threads swept %d; observer CPU %.2fs%s; target stopped 0s; wrote %s",
+			"below --min-block: %d, %.3fs; exited threads swept %d; %sobserver CPU %.2fs%s; target stopped 0s; wrote %s",
 			b.Attach, b.SyscallHints, len(r.Threads), r.Switches, r.WindowS, rate, b.SchedSwitchRate,
 			d.StartMapFull, d.WaitsMapFull, d.WaitsMapFullS, d.ThreadsMapFull, d.KernelStackErr, d.Unpaired, d.KernelReused,
-			r.Looks, r.LookRetries, b.PythonJoined, r.ShortN, r.ShortS, r.FilteredN, r.FilteredS, b.SweptThreads, r.ObserverCPUS, obs, where)
+			r.Looks, r.LookRetries, b.PythonJoined, r.ShortN, r.ShortS, r.FilteredN, r.FilteredS, b.SweptThreads, wake, r.ObserverCPUS, obs, where)
 	}
 	return fmt.Sprintf("pyobs offcpu: perf context-switch engine, %d threads, %d switches in %.1fs (%.0f/s), lost %d; "+
 		"%d stack reads (%d discarded: the thread ran during the read); short waits not read: %d, %.3fs (%d of them ≥ 2 drain periods); "+

@@ -207,3 +207,96 @@ func TestOffcpuBPFThreadChurn(t *testing.T) {
 		t.Errorf("footer lacks the drops and the switch rate: %s", r.Stderr)
 	}
 }
+
+// TestOffcpuBPFWaker: --waker on the lock target, where only "holder"
+// releases the lock "waiter" blocks on: most of the waiter's lock time
+// (the engine's class total) is folded under [woken by] holder, with the
+// holder's futex wake in the kernel frames, and the split adds no time
+// (the waiter's classes sum to at most its off-CPU total). In io mode
+// the pipe reader, which nobody wakes, has no waker. --waker with
+// --engine perf is refused in one line.
+func TestOffcpuBPFWaker(t *testing.T) {
+	testutil.RequireRoot(t)
+	in := testutil.Find(t, "pyenv-3.13")
+	// Without --wall: the on-CPU account is not what this test is about.
+	run := func(mode string, window time.Duration) offcpuJSON {
+		tg := testutil.Start(t, in, "offcpu_waits.py", mode)
+		time.Sleep(200 * time.Millisecond)
+		r := testutil.Run(t, 60*time.Second, "offcpu", "-p", fmt.Sprint(tg.Pid), "-d", window.String(), "--threads", "--format", "json", "--engine", "bpf", "--waker")
+		if r.Code != 0 {
+			t.Fatalf("%s: exit %d: %s", mode, r.Code, r.Stderr)
+		}
+		if !strings.Contains(r.Stderr, "waker (") || !strings.Contains(r.Stderr, "wakes map") {
+			t.Errorf("footer lacks the waker's account: %s", r.Stderr)
+		}
+		var out offcpuJSON
+		if err := json.Unmarshal([]byte(r.Stdout), &out); err != nil {
+			t.Fatalf("%s: json: %v", mode, err)
+		}
+		return out
+	}
+	out := run("lock", 1500*time.Millisecond)
+	_, off, _, classes := out.thread(t, "waiter")
+	var holderTid int
+	for _, th := range out.Result.Threads {
+		if th.Name == "holder" {
+			holderTid = th.Tid
+		}
+	}
+	var lockUS, byHolderUS int64
+	futexWake := false
+	for _, s := range out.Top {
+		if !strings.HasPrefix(s.Stack, "waiter (") || !strings.HasPrefix(s.Class, "lock") {
+			continue
+		}
+		lockUS += s.US
+		if s.Waker == fmt.Sprintf("holder (%d, this process)", holderTid) {
+			byHolderUS += s.US
+			_, wake, _ := strings.Cut(s.Stack, offcpu.WokenBy)
+			futexWake = futexWake || strings.Contains(wake, "futex_wake")
+		}
+	}
+	lockS := classes["lock"]
+	t.Logf("waiter: lock %.3fs (class total), %.3fs in its lock stacks, %.3fs woken by holder %d; bpf %+v",
+		lockS, float64(lockUS)/1e6, float64(byHolderUS)/1e6, holderTid, out.Result.BPF)
+	if lockS < 0.3*out.Result.WindowS {
+		t.Fatalf("waiter blocked on the lock %.3fs of %.3fs: the target did not contend", lockS, out.Result.WindowS)
+	}
+	if float64(byHolderUS)/1e6 < 0.7*lockS {
+		t.Errorf("only %.3fs of the waiter's %.3fs lock time woken by holder (%d): %+v", float64(byHolderUS)/1e6, lockS, holderTid, out.Top)
+	}
+	// The kernel's per-thread off-CPU total is kept apart from the
+	// aggregates: the classes folded from them must not exceed it.
+	blocked := 0.0
+	for c, v := range classes {
+		if c != offcpu.ClassRunQueue {
+			blocked += v
+		}
+	}
+	if blocked > off*1.01+0.001 || float64(lockUS)/1e6 > lockS*1.01+0.001 {
+		t.Errorf("waiter: classes sum to %.3fs of %.3fs off CPU, lock stacks %.3fs of lock %.3fs: the waker split counted time twice",
+			blocked, off, float64(lockUS)/1e6, lockS)
+	}
+	if !futexWake {
+		t.Errorf("no futex_wake kernel frame under [woken by] holder: %+v", out.Top)
+	}
+	if b := out.Result.BPF; b == nil || b.WakeAttach == "" || b.Wakes == 0 || b.WakeJoined == 0 {
+		t.Errorf("eBPF account lacks the waker's: %+v", b)
+	}
+
+	io := run("io", time.Second)
+	readerUS := int64(0)
+	for _, s := range io.Top {
+		if strings.HasPrefix(s.Stack, "reader (") {
+			readerUS += s.US
+			if s.Waker != "" || strings.Contains(s.Stack, offcpu.WokenBy) {
+				t.Errorf("the pipe reader nobody wakes has a waker: %+v", s)
+			}
+		}
+	}
+	if float64(readerUS)/1e6 < 0.9*io.Result.WindowS {
+		t.Errorf("reader's stacks hold %.3fs of the %.3fs window", float64(readerUS)/1e6, io.Result.WindowS)
+	}
+
+	oneLineError(t, testutil.Run(t, 10*time.Second, "offcpu", "-p", "1", "--waker", "--engine", "perf"), exitUsage, "--waker", "bpf")
+}

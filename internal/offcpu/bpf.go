@@ -33,8 +33,16 @@ type BPFStats struct {
 	PythonJoined    uint64      `json:"python_stacks_joined"` // waits keyed under a Python stack read while they lasted
 	Drops           BPFDrops    `json:"drops"`
 	Maps            []BPFMapUse `json:"maps"`
-	SweptThreads    uint64      `json:"swept_threads"` // exited threads whose entries were folded and deleted
+	SweptThreads    uint64      `json:"swept_threads"`            // exited threads whose entries were folded and deleted
+	WakeAttach      string      `json:"waker_attach,omitempty"`   // --waker: tp_btf/sched_waking or raw_tp/sched_waking
+	Wakes           uint64      `json:"target_wakings,omitempty"` // --waker: wakings of target threads noted
+	WakeJoined      uint64      `json:"waits_joined_to_waker,omitempty"`
 	KernelSymbols   string      `json:"kernel_symbols,omitempty"`
+	// OnCPUFixed: threads whose on-CPU time from the paired switch events
+	// differed from the scheduler's (schedstat) by more than 10 ms; the
+	// scheduler's figure is used, OnCPUFixedS is the sum of the corrections.
+	OnCPUFixed  uint64  `json:"on_cpu_corrected_threads"`
+	OnCPUFixedS float64 `json:"on_cpu_corrected_s"`
 }
 
 // BPFDrops counts what the bounded maps or the stack walker lost.
@@ -47,6 +55,8 @@ type BPFDrops struct {
 	KernelReused   uint64  `json:"kernel_stacks_reused"` // taken from the thread's previous wait in the same call (no walk)
 	Unpaired       uint64  `json:"unpaired_switch_ins"`
 	PyidMapFull    uint64  `json:"python_id_map_full"`
+	WakesMapFull   uint64  `json:"wakes_map_full,omitempty"`   // --waker: wakings not noted (the wait shows no waker)
+	OffwakeMapFull uint64  `json:"offwake_map_full,omitempty"` // --waker: waits joined to a waker but not kept (shown without one)
 }
 
 // BPFMapUse is one map's fill at the end of the run.
@@ -68,6 +78,10 @@ type bthr struct {
 	pre    uint32 // Python stack id of the wait in progress at the attach
 	lastTS uint64 // switch-out time of the last wait looked at
 	acc    thr
+	// The scheduler's run time (schedstat) at the attach and at the end,
+	// for threads that lived through the window: the check on on-CPU time.
+	run0, run1         int64
+	haveRun0, haveRun1 bool
 }
 
 type bpfEngine struct {
@@ -123,8 +137,9 @@ func RunBPF(ctx context.Context, s *session.Session, opt Options) (*Result, erro
 	e.gilLo, e.gilHi = s.Py.GILRange()
 
 	tr, err := schedbpf.Load(schedbpf.Config{Tgid: uint32(s.Pid), GILLo: e.gilLo, GILHi: e.gilHi,
-		MinBlockNS: uint64(max(e.minNS, 0)), MapEntries: opt.MapEntries, ReuseNS: uint64(reuseKernelStack)}, func() int64 {
+		MinBlockNS: uint64(max(e.minNS, 0)), MapEntries: opt.MapEntries, ReuseNS: uint64(reuseKernelStack), Waker: opt.Waker}, func() int64 {
 		e.t0 = session.MonoNow()
+		e.schedRun(func(th *bthr, v int64) { th.run0, th.haveRun0 = v, true })
 		return e.t0
 	})
 	if err != nil {
@@ -132,7 +147,7 @@ func RunBPF(ctx context.Context, s *session.Session, opt Options) (*Result, erro
 	}
 	e.tr = tr
 	defer tr.Close()
-	e.bres.Attach, e.bres.SyscallHints = tr.Attach, tr.Regs
+	e.bres.Attach, e.bres.SyscallHints, e.bres.WakeAttach = tr.Attach, tr.Regs, tr.WakeAt
 
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -172,6 +187,7 @@ func RunBPF(ctx context.Context, s *session.Session, opt Options) (*Result, erro
 		}
 	}
 	end := session.MonoNow()
+	e.schedRun(func(th *bthr, v int64) { th.run1, th.haveRun1 = v, true })
 	if serr := tr.Stop(end); err == nil {
 		err = serr
 	}
@@ -327,6 +343,11 @@ type waitEnt struct {
 	v schedbpf.Wval
 }
 
+type wokeEnt struct {
+	k schedbpf.Okey
+	v schedbpf.Wval
+}
+
 // sweep folds the entries of exited threads and deletes them from the
 // maps (so a process that churns threads does not fill them); final folds
 // everything, closing the waits and runs still open at end.
@@ -334,6 +355,12 @@ func (e *bpfEngine) sweep(final bool, end int64) error {
 	byTid := map[uint32][]waitEnt{}
 	if err := batchAll(e.tr.Waits, func(k schedbpf.Wkey, v schedbpf.Wval) { byTid[k.Tid] = append(byTid[k.Tid], waitEnt{k, v}) }); err != nil {
 		return fmt.Errorf("pid %d: read map waits: %w", e.s.Pid, err)
+	}
+	woke := map[uint32][]wokeEnt{}
+	if e.tr.Offwake != nil {
+		if err := batchAll(e.tr.Offwake, func(k schedbpf.Okey, v schedbpf.Wval) { woke[k.Tid] = append(woke[k.Tid], wokeEnt{k, v}) }); err != nil {
+			return fmt.Errorf("pid %d: read map offwake: %w", e.s.Pid, err)
+		}
 	}
 	totals := map[uint32]schedbpf.Thr{}
 	if err := batchAll(e.tr.Threads, func(k uint32, v schedbpf.Thr) { totals[k] = v }); err != nil {
@@ -354,7 +381,7 @@ func (e *bpfEngine) sweep(final bool, end int64) error {
 		for _, tid := range e.sortedTids() {
 			th := e.ths[tid]
 			t, seen := totals[uint32(tid)]
-			e.close(th, t, seen, byTid[uint32(tid)], end, starts)
+			e.close(th, t, seen, byTid[uint32(tid)], woke[uint32(tid)], end, starts)
 		}
 		e.res.Threads = append(e.res.Threads, e.done...)
 		sort.Slice(e.res.Threads, func(i, j int) bool { return e.res.Threads[i].Tid < e.res.Threads[j].Tid })
@@ -385,9 +412,15 @@ func (e *bpfEngine) sweep(final bool, end int64) error {
 		th := e.thread(int(tid))
 		t, seen := totals[tid]
 		th.acc.gone = true
-		e.close(th, t, seen, byTid[tid], 0, nil)
+		e.close(th, t, seen, byTid[tid], woke[tid], 0, nil)
 		for _, w := range byTid[tid] {
 			_ = e.tr.Waits.Delete(w.k)
+		}
+		if e.tr.Offwake != nil {
+			for _, w := range woke[tid] {
+				_ = e.tr.Offwake.Delete(w.k)
+			}
+			_ = e.tr.Wakes.Delete(tid)
 		}
 		_ = e.tr.Threads.Delete(tid)
 		_ = e.tr.Starts.Delete(tid)
@@ -408,7 +441,7 @@ func (e *bpfEngine) sortedTids() []int {
 
 // close folds a thread's waits and totals into the profile and its
 // ThreadStat; end > 0 closes what is still open at end.
-func (e *bpfEngine) close(th *bthr, t schedbpf.Thr, seen bool, waits []waitEnt, end int64, starts map[uint32]schedbpf.Start) {
+func (e *bpfEngine) close(th *bthr, t schedbpf.Thr, seen bool, waits []waitEnt, woke []wokeEnt, end int64, starts map[uint32]schedbpf.Start) {
 	a := &th.acc
 	first, last := e.t0, end
 	if seen {
@@ -419,9 +452,29 @@ func (e *bpfEngine) close(th *bthr, t schedbpf.Thr, seen bool, waits []waitEnt, 
 			last, a.gone = int64(t.Exited), true
 		}
 	}
+	// The waits joined to a waker are also in waits: fold them with their
+	// waker and the rest of each aggregate without.
+	wokeOf := map[schedbpf.Wkey]schedbpf.Wval{}
+	for _, o := range woke {
+		k := o.k
+		wk := schedbpf.Wkey{Uip: k.Uip, Tid: k.Tid, Kstack: k.Kstack, Sysnr: k.Sysnr, Flags: k.Flags, Pyid: k.Pyid}
+		v := wokeOf[wk]
+		v.Ns += o.v.Ns
+		v.Count += o.v.Count
+		wokeOf[wk] = v
+		e.fold(th, wk, int64(o.v.Ns), o.v.Count, e.wakerFrames(k))
+	}
 	for _, w := range waits {
 		a.switches += w.v.Count
-		e.fold(th, w.k, int64(w.v.Ns), w.v.Count)
+		ns, n := w.v.Ns, w.v.Count
+		if v, ok := wokeOf[w.k]; ok {
+			// More woken than in waits: the waits map was full for some.
+			ns -= min(ns, v.Ns)
+			n -= min(n, v.Count)
+		}
+		if n > 0 || ns > 0 {
+			e.fold(th, w.k, int64(ns), n, nil)
+		}
 	}
 	if end > 0 && !a.gone {
 		switch {
@@ -441,7 +494,7 @@ func (e *bpfEngine) close(th *bthr, t schedbpf.Thr, seen bool, waits []waitEnt, 
 				if d < e.minNS {
 					flags |= schedbpf.FlagFiltered
 				}
-				e.fold(th, schedbpf.Wkey{Tid: uint32(th.tid), Kstack: s.Kstack, Uip: s.Uip, Sysnr: s.Sysnr, Flags: flags, Pyid: id}, d, 1)
+				e.fold(th, schedbpf.Wkey{Tid: uint32(th.tid), Kstack: s.Kstack, Uip: s.Uip, Sysnr: s.Sysnr, Flags: flags, Pyid: id}, d, 1, nil)
 			}
 		case th.state0 == "R" || th.state0 == "":
 			a.onNS += max(end-e.t0, 0)
@@ -453,7 +506,19 @@ func (e *bpfEngine) close(th *bthr, t schedbpf.Thr, seen bool, waits []waitEnt, 
 			if d < e.minNS {
 				flags |= schedbpf.FlagFiltered
 			}
-			e.fold(th, schedbpf.Wkey{Tid: uint32(th.tid), Kstack: -1, Sysnr: -1, Flags: flags, Pyid: th.pre}, d, 1)
+			e.fold(th, schedbpf.Wkey{Tid: uint32(th.tid), Kstack: -1, Sysnr: -1, Flags: flags, Pyid: th.pre}, d, 1, nil)
+		}
+	}
+	if end > 0 && !a.gone && th.haveRun0 && th.haveRun1 {
+		// The scheduler's own account of the thread's CPU time over the
+		// window. Paired switch events have been seen to miss part of a
+		// CPU-bound thread's run; where they disagree by more than 10 ms
+		// (the two reads of schedstat lie a few ms off the window's ends),
+		// the scheduler's figure stands and the difference is reported.
+		if on := th.run1 - th.run0; on-a.onNS > 10e6 || a.onNS-on > 10e6 {
+			e.bres.OnCPUFixed++
+			e.bres.OnCPUFixedS += float64(on-a.onNS) / 1e9
+			a.onNS = on
 		}
 	}
 	if last == 0 {
@@ -485,8 +550,8 @@ func (e *bpfEngine) close(th *bthr, t schedbpf.Thr, seen bool, waits []waitEnt, 
 }
 
 // fold adds one aggregate (count waits, ns long in all) to the profile
-// and to the thread's classes.
-func (e *bpfEngine) fold(th *bthr, k schedbpf.Wkey, ns int64, count uint64) {
+// and to the thread's classes; tail (the waker) goes after the class.
+func (e *bpfEngine) fold(th *bthr, k schedbpf.Wkey, ns int64, count uint64, tail []int) {
 	a := &th.acc
 	var rec *pyRec
 	if k.Pyid > 0 && int(k.Pyid) <= len(e.recs) {
@@ -527,8 +592,37 @@ func (e *bpfEngine) fold(th *bthr, k schedbpf.Wkey, ns int64, count uint64) {
 		class = "not read"
 	}
 	ids = append(ids, e.prof.Intern(flame.Frame{Kind: flame.State, Function: "[" + class + "]"}))
+	ids = append(ids, tail...)
 	e.prof.AddIDs(ids, ns/1000)
 	e.scratch = ids
+}
+
+// wakerFrames: the [woken by] frame, then the waker's kernel stack (root
+// first) — where it was when it woke the thread (a lock release, a timer
+// interrupt, a pipe write).
+func (e *bpfEngine) wakerFrames(k schedbpf.Okey) []int {
+	var b []byte
+	for _, c := range k.Comm {
+		if c == 0 {
+			break
+		}
+		b = append(b, byte(c))
+	}
+	comm := string(b)
+	var label string
+	switch {
+	case int(k.Wtgid) == e.s.Pid:
+		if n := e.name(int(k.Wtid)); n != "" {
+			comm = n
+		}
+		label = fmt.Sprintf("%s%s (%d, this process)", WokenBy, comm, k.Wtid)
+	case k.Wtid == 0:
+		label = fmt.Sprintf("%s%s (0: an interrupt on an idle CPU)", WokenBy, comm)
+	default:
+		label = fmt.Sprintf("%s%s (%d, pid %d)", WokenBy, comm, k.Wtid, k.Wtgid)
+	}
+	ids := []int{e.prof.Intern(flame.Frame{Kind: flame.State, Function: label})}
+	return append(ids, e.kernelStack(k.Wkstack).ids...)
 }
 
 // classOf names the wait class: from the kernel's hints (syscall and GIL
@@ -687,7 +781,8 @@ func (e *bpfEngine) counters() {
 	b.Drops = BPFDrops{StartMapFull: c[schedbpf.CDropStart], WaitsMapFull: c[schedbpf.CDropWaits],
 		WaitsMapFullS: float64(c[schedbpf.CDropWaitsNS]) / 1e9, ThreadsMapFull: c[schedbpf.CDropThreads],
 		KernelStackErr: c[schedbpf.CKstackErr], KernelReused: c[schedbpf.CKstackReused], Unpaired: c[schedbpf.CUnpaired],
-		PyidMapFull: e.pyidErr}
+		PyidMapFull: e.pyidErr, WakesMapFull: c[schedbpf.CDropWakes], OffwakeMapFull: c[schedbpf.CDropOffwake]}
+	b.Wakes, b.WakeJoined = c[schedbpf.CWakes], c[schedbpf.CWakeJoined]
 	e.res.Switches = b.TargetOut + b.TargetIn
 	// Waits lost to the profile and the thread totals alike.
 	e.res.Lost = b.Drops.StartMapFull + b.Drops.ThreadsMapFull
@@ -697,7 +792,10 @@ func (e *bpfEngine) mapUse() {
 	for _, m := range []struct {
 		n string
 		m *ebpf.Map
-	}{{"starts", e.tr.Starts}, {"waits", e.tr.Waits}, {"threads", e.tr.Threads}, {"pyids", e.tr.Pyids}} {
+	}{{"starts", e.tr.Starts}, {"waits", e.tr.Waits}, {"threads", e.tr.Threads}, {"pyids", e.tr.Pyids}, {"wakes", e.tr.Wakes}, {"offwake", e.tr.Offwake}} {
+		if m.m == nil {
+			continue // no --waker
+		}
 		e.bres.Maps = append(e.bres.Maps, BPFMapUse{Name: m.n, Entries: schedbpf.Entries(m.m), Max: m.m.MaxEntries()})
 	}
 }
@@ -725,6 +823,20 @@ func batchAll[K, V any](m *ebpf.Map, fn func(K, V)) error {
 			return it.Err()
 		case err != nil:
 			return err
+		}
+	}
+}
+
+// schedRun reads the scheduler's run time of every listed thread of the
+// target (cheap: one small procfs read each) and hands it to set.
+func (e *bpfEngine) schedRun(set func(*bthr, int64)) {
+	tids, err := e.s.FS.Tasks(e.s.Pid)
+	if err != nil {
+		return
+	}
+	for _, tid := range tids {
+		if v, ok := schedRunTime(e.s.Pid, tid); ok {
+			set(e.thread(tid), v)
 		}
 	}
 }

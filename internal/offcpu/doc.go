@@ -20,6 +20,14 @@
 // a Python stack. Kernel frames are named from /proc/kallsyms; of the user
 // stack only the syscall's return address (libc) is kept: CPython here has
 // no frame pointers, so the kernel's user stack walk is garbage beyond it.
+// --waker adds a program on sched_waking (it runs in the waker's context;
+// sched_wakeup may run on the wakee's CPU from an IPI, where current is not
+// the waker) that notes the waker's tid, comm and kernel stack per wakee;
+// the switch-in joins the wait to it (only a waking after the switch-out
+// counts) in a second aggregate. User space folds those waits with
+// [woken by] and the waker's kernel frames after the class, and the rest
+// of each aggregate without. Waits that began before the attach or were
+// still open at the end have no waker.
 // Waits in progress at the attach are read from procfs
 // (/proc/PID/task/TID/{stat,syscall,stack}) like the perf engine does.
 //
@@ -43,7 +51,8 @@
 //
 // Cannot see: the Python stack of waits shorter than a look (their time,
 // class and — eBPF — kernel stack are kept); native frames beyond the
-// syscall site; who woke the thread (--waker needs sched_wakeup); the
+// syscall site; the waker's own Python or user stack (--waker gives its
+// thread and kernel stack only); the
 // on-CPU stacks (--wall folds on-CPU time under [on-CPU] only: use `pyobs
 // record`). The perf engine also has no kernel stacks and no class for
 // short waits other than preemption. The eBPF engine keys threads by the

@@ -29,7 +29,13 @@ type Options struct {
 	// MapEntries, when > 0, sizes every hash map of the eBPF engine (tests
 	// of the bounds); 0 keeps the object's sizes.
 	MapEntries uint32
+	// Waker (eBPF engine only): join each blocked wait to the thread that
+	// woke it, folded as [woken by] frames and the waker's kernel stack.
+	Waker bool
 }
+
+// WokenBy prefixes the frame that names a wait's waker (--waker).
+const WokenBy = "[woken by] "
 
 // Engine names.
 const (

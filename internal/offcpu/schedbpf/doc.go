@@ -11,7 +11,10 @@
 // instruction pointer; at its switch-in it adds the interval to an
 // aggregate keyed by (tid, kernel stack, user IP, hints, Python stack id).
 // Only sums cross to user space; per-thread on/off/run-queue totals are
-// kept in the kernel too.
+// kept in the kernel too. With Config.Waker, a second program on
+// sched_waking (in the waker's context) notes who woke a target thread, and
+// the switch-in also adds the wait to an aggregate keyed by the wait and
+// its waker (tgid, tid, comm, kernel stack).
 //
 // Price: the program runs on every context switch of the machine (a tgid
 // compare for other processes); a target switch costs a few hash updates
@@ -28,6 +31,7 @@
 // CPU and hands the kernel a Python stack id to key the wait under); user
 // stacks beyond the syscall site (CPython here has no frame pointers, so a
 // frame-pointer walk of the user stack would be garbage past its start);
-// who woke the thread (no sched_wakeup program). x86_64 only (the saved
+// the waker's user stack (Config.Waker: a program on sched_waking notes
+// the waker's tid, comm and kernel stack only). x86_64 only (the saved
 // registers are read by their x86 names).
 package schedbpf

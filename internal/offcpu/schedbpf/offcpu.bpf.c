@@ -5,6 +5,9 @@
 // with its time, kernel + user stack ids and wait hints, and at the
 // matching switch-in adds the interval to an aggregate keyed by (thread,
 // stacks, hints, Python stack id) — so only sums cross to user space.
+// With --waker a second program on sched_waking notes who woke a target
+// thread (its tid, comm, kernel stack), and the switch-in adds the wait to
+// a second aggregate keyed by the wait and its waker.
 //
 // Written against the kernel's BTF with our own minimal struct definitions
 // (CO-RE relocates the fields); no libbpf headers: the helper ids below are
@@ -50,6 +53,7 @@ static long (*bpf_map_delete_elem)(void *map, const void *key) = (void *)3;
 static u64 (*bpf_ktime_get_ns)(void) = (void *)5;
 static u64 (*bpf_get_current_pid_tgid)(void) = (void *)14;
 static long (*bpf_get_stackid)(void *ctx, void *map, u64 flags) = (void *)27;
+static long (*bpf_get_current_comm)(void *buf, u32 size) = (void *)16;
 static long (*bpf_probe_read_kernel)(void *dst, u32 size, const void *src) = (void *)113;
 static struct task_struct *(*bpf_get_current_task_btf)(void) = (void *)158;
 static long (*bpf_task_pt_regs)(struct task_struct *task) = (void *)175;
@@ -107,6 +111,31 @@ struct thr {
 	s32 walk_id;
 };
 
+// --waker: who woke a target thread (sched_waking runs in the waker's
+// context; sched_wakeup may run on the wakee's CPU in an IPI).
+struct wake {
+	u64 ts;
+	u32 tgid;
+	u32 tid;
+	s32 kstack;
+	u32 pad;
+	char comm[16];
+};
+
+// A blocked wait (the wkey fields) and who ended it.
+struct okey {
+	u64 uip;
+	u32 tid;
+	s32 kstack;
+	s32 sysnr;
+	u32 flags;
+	u32 pyid;
+	u32 wtgid;
+	u32 wtid;
+	s32 wkstack;
+	char comm[16];
+};
+
 struct pkey {
 	u32 tid;
 	u32 pad;
@@ -126,6 +155,10 @@ enum {
 	C_KSTACK_REUSED, // kernel stack taken from the thread's previous wait
 	C_UNPAIRED,      // a switch-in without its switch-out (a drop upstream)
 	C_PYID_HIT,      // waits that got the Python stack user space read
+	C_WAKES,         // target wakings recorded (--waker)
+	C_DROP_WAKES,    // wakes map full: the wait has no waker
+	C_DROP_OFFWAKE,  // offwake map full: the wait is in the waits map only
+	C_WAKE_JOINED,   // waits joined to their waker
 	C_NCOUNTERS,
 };
 
@@ -160,6 +193,20 @@ struct {
 } pyids SEC(".maps");
 
 struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, u32);
+	__type(value, struct wake);
+} wakes SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct okey);
+	__type(value, struct wval);
+} offwake SEC(".maps");
+
+struct {
 	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
 	__uint(max_entries, 8192);
 	__uint(key_size, sizeof(u32));
@@ -183,6 +230,8 @@ const volatile u64 min_block_ns = 0;
 // argument (fd, futex word) within this time reuses its previous kernel
 // stack: the walk is the program's main cost on a switch-heavy target.
 const volatile u64 reuse_ns = 0;
+// --waker: join each wait to who woke it.
+const volatile u8 waker = 0;
 
 // Set by user space right before attaching.
 volatile u64 attach_ns = 0;
@@ -347,6 +396,31 @@ static __always_inline void switch_in(struct task_struct *next, u32 tid, u64 now
 	}
 	if (s)
 		bpf_map_delete_elem(&starts, &tid);
+	if (!waker)
+		return;
+	struct wake *wk = bpf_map_lookup_elem(&wakes, &tid);
+	if (!wk)
+		return;
+	// A waking before the switch-out raced the thread going to sleep:
+	// it ended no wait of ours.
+	if (s && !(k.flags & F_RUNQ) && wk->ts >= from) {
+		struct okey o = {.uip = k.uip, .tid = tid, .kstack = k.kstack, .sysnr = k.sysnr, .flags = k.flags,
+				 .pyid = k.pyid, .wtgid = wk->tgid, .wtid = wk->tid, .wkstack = wk->kstack};
+		__builtin_memcpy(o.comm, wk->comm, sizeof(o.comm));
+		struct wval *ov = bpf_map_lookup_elem(&offwake, &o);
+		if (ov) {
+			ov->ns += d;
+			ov->count++;
+			count(C_WAKE_JOINED, 1);
+		} else {
+			struct wval nv = {.ns = d, .count = 1};
+			if (bpf_map_update_elem(&offwake, &o, &nv, BPF_NOEXIST))
+				count(C_DROP_OFFWAKE, 1);
+			else
+				count(C_WAKE_JOINED, 1);
+		}
+	}
+	bpf_map_delete_elem(&wakes, &tid);
 }
 
 // args: bool preempt, struct task_struct *prev, struct task_struct *next,
@@ -381,5 +455,39 @@ int offcpu_btf(u64 *ctx) { return on_switch(ctx); }
 
 SEC("raw_tp/sched_switch")
 int offcpu_raw(u64 *ctx) { return on_switch(ctx); }
+
+// args: struct task_struct *p (the wakee); current is the waker.
+static __always_inline int on_waking(u64 *ctx)
+{
+	struct task_struct *p = (struct task_struct *)ctx[0];
+	int tgid = 0, pid = 0;
+	if (target_tgid == 0 || !waker)
+		return 0;
+	bpf_probe_read_kernel(&tgid, sizeof(tgid), &p->tgid);
+	if ((u32)tgid != target_tgid)
+		return 0;
+	u64 now = bpf_ktime_get_ns();
+	u64 stop = stop_ns;
+	if (stop && now >= stop)
+		return 0;
+	bpf_probe_read_kernel(&pid, sizeof(pid), &p->pid);
+	u32 tid = (u32)pid;
+	u64 pt = bpf_get_current_pid_tgid();
+	struct wake w = {.ts = now, .tgid = (u32)(pt >> 32), .tid = (u32)pt};
+	bpf_get_current_comm(w.comm, sizeof(w.comm));
+	w.kstack = bpf_get_stackid(ctx, &kstacks, 0);
+	if (w.kstack < 0)
+		count(C_KSTACK_ERR, 1);
+	count(C_WAKES, 1);
+	if (bpf_map_update_elem(&wakes, &tid, &w, BPF_ANY))
+		count(C_DROP_WAKES, 1);
+	return 0;
+}
+
+SEC("tp_btf/sched_waking")
+int waking_btf(u64 *ctx) { return on_waking(ctx); }
+
+SEC("raw_tp/sched_waking")
+int waking_raw(u64 *ctx) { return on_waking(ctx); }
 
 char LICENSE[] SEC("license") = "GPL";

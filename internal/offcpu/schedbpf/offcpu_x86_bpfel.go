@@ -13,6 +13,20 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type offcpuOkey struct {
+	_       structs.HostLayout
+	Uip     uint64
+	Tid     uint32
+	Kstack  int32
+	Sysnr   int32
+	Flags   uint32
+	Pyid    uint32
+	Wtgid   uint32
+	Wtid    uint32
+	Wkstack int32
+	Comm    [16]int8
+}
+
 type offcpuPkey struct {
 	_   structs.HostLayout
 	Tid uint32
@@ -45,6 +59,16 @@ type offcpuThr struct {
 	WalkId  int32
 }
 
+type offcpuWake struct {
+	_      structs.HostLayout
+	Ts     uint64
+	Tgid   uint32
+	Tid    uint32
+	Kstack int32
+	Pad    uint32
+	Comm   [16]int8
+}
+
 type offcpuWkey struct {
 	_      structs.HostLayout
 	Uip    uint64
@@ -68,12 +92,16 @@ type offcpuWval struct {
 const (
 	offcpuMapCounters   = "counters"
 	offcpuMapKstacks    = "kstacks"
+	offcpuMapOffwake    = "offwake"
 	offcpuMapPyids      = "pyids"
 	offcpuMapStarts     = "starts"
 	offcpuMapThreads    = "threads"
 	offcpuMapWaits      = "waits"
+	offcpuMapWakes      = "wakes"
 	offcpuProgOffcpuBtf = "offcpu_btf"
 	offcpuProgOffcpuRaw = "offcpu_raw"
+	offcpuProgWakingBtf = "waking_btf"
+	offcpuProgWakingRaw = "waking_raw"
 	offcpuVarAttachNs   = "attach_ns"
 	offcpuVarGilHi      = "gil_hi"
 	offcpuVarGilLo      = "gil_lo"
@@ -83,6 +111,7 @@ const (
 	offcpuVarStopNs     = "stop_ns"
 	offcpuVarTargetTgid = "target_tgid"
 	offcpuVarUseRegs    = "use_regs"
+	offcpuVarWaker      = "waker"
 )
 
 // loadOffcpu returns the embedded CollectionSpec for offcpu.
@@ -129,6 +158,8 @@ type offcpuSpecs struct {
 type offcpuProgramSpecs struct {
 	OffcpuBtf *ebpf.ProgramSpec `ebpf:"offcpu_btf"`
 	OffcpuRaw *ebpf.ProgramSpec `ebpf:"offcpu_raw"`
+	WakingBtf *ebpf.ProgramSpec `ebpf:"waking_btf"`
+	WakingRaw *ebpf.ProgramSpec `ebpf:"waking_raw"`
 }
 
 // offcpuMapSpecs contains maps before they are loaded into the kernel.
@@ -137,10 +168,12 @@ type offcpuProgramSpecs struct {
 type offcpuMapSpecs struct {
 	Counters *ebpf.MapSpec `ebpf:"counters"`
 	Kstacks  *ebpf.MapSpec `ebpf:"kstacks"`
+	Offwake  *ebpf.MapSpec `ebpf:"offwake"`
 	Pyids    *ebpf.MapSpec `ebpf:"pyids"`
 	Starts   *ebpf.MapSpec `ebpf:"starts"`
 	Threads  *ebpf.MapSpec `ebpf:"threads"`
 	Waits    *ebpf.MapSpec `ebpf:"waits"`
+	Wakes    *ebpf.MapSpec `ebpf:"wakes"`
 }
 
 // offcpuVariableSpecs contains global variables before they are loaded into the kernel.
@@ -156,6 +189,7 @@ type offcpuVariableSpecs struct {
 	StopNs     *ebpf.VariableSpec `ebpf:"stop_ns"`
 	TargetTgid *ebpf.VariableSpec `ebpf:"target_tgid"`
 	UseRegs    *ebpf.VariableSpec `ebpf:"use_regs"`
+	Waker      *ebpf.VariableSpec `ebpf:"waker"`
 }
 
 // offcpuObjects contains all objects after they have been loaded into the kernel.
@@ -180,20 +214,24 @@ func (o *offcpuObjects) Close() error {
 type offcpuMaps struct {
 	Counters *ebpf.Map `ebpf:"counters"`
 	Kstacks  *ebpf.Map `ebpf:"kstacks"`
+	Offwake  *ebpf.Map `ebpf:"offwake"`
 	Pyids    *ebpf.Map `ebpf:"pyids"`
 	Starts   *ebpf.Map `ebpf:"starts"`
 	Threads  *ebpf.Map `ebpf:"threads"`
 	Waits    *ebpf.Map `ebpf:"waits"`
+	Wakes    *ebpf.Map `ebpf:"wakes"`
 }
 
 func (m *offcpuMaps) Close() error {
 	return _OffcpuClose(
 		m.Counters,
 		m.Kstacks,
+		m.Offwake,
 		m.Pyids,
 		m.Starts,
 		m.Threads,
 		m.Waits,
+		m.Wakes,
 	)
 }
 
@@ -210,6 +248,7 @@ type offcpuVariables struct {
 	StopNs     *ebpf.Variable `ebpf:"stop_ns"`
 	TargetTgid *ebpf.Variable `ebpf:"target_tgid"`
 	UseRegs    *ebpf.Variable `ebpf:"use_regs"`
+	Waker      *ebpf.Variable `ebpf:"waker"`
 }
 
 // offcpuPrograms contains all programs after they have been loaded into the kernel.
@@ -218,12 +257,16 @@ type offcpuVariables struct {
 type offcpuPrograms struct {
 	OffcpuBtf *ebpf.Program `ebpf:"offcpu_btf"`
 	OffcpuRaw *ebpf.Program `ebpf:"offcpu_raw"`
+	WakingBtf *ebpf.Program `ebpf:"waking_btf"`
+	WakingRaw *ebpf.Program `ebpf:"waking_raw"`
 }
 
 func (p *offcpuPrograms) Close() error {
 	return _OffcpuClose(
 		p.OffcpuBtf,
 		p.OffcpuRaw,
+		p.WakingBtf,
+		p.WakingRaw,
 	)
 }
 

@@ -39,6 +39,10 @@ const (
 	CKstackReused
 	CUnpaired
 	CPyidHit
+	CWakes
+	CDropWakes
+	CDropOffwake
+	CWakeJoined
 	NCounters
 )
 
@@ -49,6 +53,8 @@ type (
 	Wval  = offcpuWval
 	Thr   = offcpuThr
 	Pkey  = offcpuPkey
+	Wake  = offcpuWake
+	Okey  = offcpuOkey
 )
 
 // Config of a load.
@@ -61,6 +67,9 @@ type Config struct {
 	// instead of walking the stack (0: always walk).
 	ReuseNS    uint64
 	MapEntries uint32 // 0: the object's sizes; else every hash map's size (tests)
+	// Waker: also attach to sched_waking and join each wait to its waker
+	// (maps Wakes and Offwake).
+	Waker bool
 }
 
 // Tracer is the loaded and attached program with its maps.
@@ -73,8 +82,13 @@ type Tracer struct {
 	Pyids    *ebpf.Map
 	Kstacks  *ebpf.Map
 	Counters *ebpf.Map
+	Wakes    *ebpf.Map // --waker only
+	Offwake  *ebpf.Map // --waker only
+	WakeAt   string    // "tp_btf/sched_waking" or "raw_tp/sched_waking" with --waker
 	prog     *ebpf.Program
 	lnk      link.Link
+	wprog    *ebpf.Program
+	wlnk     link.Link
 	attachNS *ebpf.Variable
 	outSeq   *ebpf.Variable
 	stopNS   *ebpf.Variable
@@ -87,6 +101,8 @@ type loaded struct {
 	Pyids    *ebpf.Map      `ebpf:"pyids"`
 	Kstacks  *ebpf.Map      `ebpf:"kstacks"`
 	Counters *ebpf.Map      `ebpf:"counters"`
+	Wakes    *ebpf.Map      `ebpf:"wakes"`
+	Offwake  *ebpf.Map      `ebpf:"offwake"`
 	AttachNS *ebpf.Variable `ebpf:"attach_ns"`
 	OutSeq   *ebpf.Variable `ebpf:"out_seq"`
 	StopNS   *ebpf.Variable `ebpf:"stop_ns"`
@@ -129,23 +145,36 @@ func load(cfg Config, progName string, regs bool, attachNS func() int64) (*Trace
 		}
 		return vs.Set(v)
 	}
-	var u8 uint8
+	var u8, wk uint8
 	if regs {
 		u8 = 1
 	}
+	wprogName := ""
+	if cfg.Waker {
+		wk = 1
+		wprogName = "waking_raw"
+		if progName == "offcpu_btf" {
+			wprogName = "waking_btf"
+		}
+	}
 	for _, e := range []error{set("target_tgid", cfg.Tgid), set("gil_lo", cfg.GILLo), set("gil_hi", cfg.GILHi),
-		set("use_regs", u8), set("min_block_ns", cfg.MinBlockNS), set("reuse_ns", cfg.ReuseNS)} {
+		set("use_regs", u8), set("waker", wk), set("min_block_ns", cfg.MinBlockNS), set("reuse_ns", cfg.ReuseNS)} {
 		if e != nil {
 			return nil, e
 		}
 	}
 	if cfg.MapEntries > 0 {
-		for _, n := range []string{"starts", "waits", "threads", "pyids"} {
+		for _, n := range []string{"starts", "waits", "threads", "pyids", "wakes", "offwake"} {
 			spec.Maps[n].MaxEntries = cfg.MapEntries
 		}
 	}
+	if !cfg.Waker {
+		// Unused: the smallest the kernel takes.
+		spec.Maps["wakes"].MaxEntries = 1
+		spec.Maps["offwake"].MaxEntries = 1
+	}
 	for n := range spec.Programs {
-		if n != progName {
+		if n != progName && n != wprogName {
 			delete(spec.Programs, n)
 		}
 	}
@@ -163,9 +192,19 @@ func load(cfg Config, progName string, regs bool, attachNS func() int64) (*Trace
 		return nil, fmt.Errorf("offcpu.bpf.o: %w", err)
 	}
 	prog := coll.DetachProgram(progName)
+	var wprog *ebpf.Program
+	if wprogName != "" {
+		wprog = coll.DetachProgram(wprogName)
+	}
 	coll.Close() // the maps we assigned stay open: Assign took them
 	t := &Tracer{Regs: regs, Starts: l.Starts, Waits: l.Waits, Threads: l.Threads, Pyids: l.Pyids,
-		Kstacks: l.Kstacks, Counters: l.Counters, prog: prog, attachNS: l.AttachNS, outSeq: l.OutSeq, stopNS: l.StopNS}
+		Kstacks: l.Kstacks, Counters: l.Counters, prog: prog, wprog: wprog, attachNS: l.AttachNS, outSeq: l.OutSeq, stopNS: l.StopNS}
+	if cfg.Waker {
+		t.Wakes, t.Offwake = l.Wakes, l.Offwake
+	} else {
+		l.Wakes.Close()
+		l.Offwake.Close()
+	}
 	if err := t.attachNS.Set(uint64(attachNS())); err != nil {
 		t.Close()
 		return nil, fmt.Errorf("set attach_ns: %w", err)
@@ -180,6 +219,22 @@ func load(cfg Config, progName string, regs bool, attachNS func() int64) (*Trace
 	if err != nil {
 		t.Close()
 		return nil, fmt.Errorf("attach %s: %w", t.Attach, err)
+	}
+	if wprog == nil {
+		return t, nil
+	}
+	// Attached second: a waking noted before the switch program runs
+	// would only be dropped at the next switch-in.
+	if progName == "offcpu_btf" {
+		t.WakeAt = "tp_btf/sched_waking"
+		t.wlnk, err = link.AttachTracing(link.TracingOptions{Program: wprog})
+	} else {
+		t.WakeAt = "raw_tp/sched_waking"
+		t.wlnk, err = link.AttachRawTracepoint(link.RawTracepointOptions{Name: "sched_waking", Program: wprog})
+	}
+	if err != nil {
+		t.Close()
+		return nil, fmt.Errorf("attach %s: %w", t.WakeAt, err)
 	}
 	return t, nil
 }
@@ -201,6 +256,10 @@ func (t *Tracer) Stop(ns int64) error {
 
 // Detach stops the program; the maps stay readable.
 func (t *Tracer) Detach() {
+	if t.wlnk != nil {
+		t.wlnk.Close()
+		t.wlnk = nil
+	}
 	if t.lnk != nil {
 		t.lnk.Close()
 		t.lnk = nil
@@ -210,7 +269,7 @@ func (t *Tracer) Detach() {
 // Close detaches and frees everything.
 func (t *Tracer) Close() {
 	t.Detach()
-	for _, c := range []interface{ Close() error }{t.prog, t.Starts, t.Waits, t.Threads, t.Pyids, t.Kstacks, t.Counters} {
+	for _, c := range []interface{ Close() error }{t.prog, t.wprog, t.Starts, t.Waits, t.Threads, t.Pyids, t.Kstacks, t.Counters, t.Wakes, t.Offwake} {
 		if c != nil && !isNil(c) {
 			c.Close()
 		}

@@ -90,3 +90,68 @@ func TestSelfSleeps(t *testing.T) {
 		})
 	}
 }
+
+// TestSelfWaker: with Config.Waker, a thread of this process blocks in a
+// pipe read that another thread ends by writing, 10 times; the waits are
+// joined to the writer (its tid, as it named itself, and this tgid), with
+// a kernel stack, summing most of what the reader timed.
+func TestSelfWaker(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, prog := range []string{"offcpu_btf", "offcpu_raw"} {
+		t.Run(prog, func(t *testing.T) {
+			tr, err := load(Config{Tgid: uint32(os.Getpid()), Waker: true}, prog, true, mono)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tr.Close()
+			var p [2]int
+			if err := unix.Pipe(p[:]); err != nil {
+				t.Fatal(err)
+			}
+			defer unix.Close(p[0])
+			defer unix.Close(p[1])
+			writer := make(chan int, 1)
+			go func() {
+				runtime.LockOSThread()
+				defer runtime.UnlockOSThread()
+				writer <- unix.Gettid()
+				for range 10 {
+					time.Sleep(10 * time.Millisecond)
+					_, _ = unix.Write(p[1], []byte{1})
+				}
+			}()
+			wtid := <-writer
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			tid := unix.Gettid()
+			var blocked int64
+			b := make([]byte, 1)
+			for range 10 {
+				t0 := mono()
+				_, _ = unix.Read(p[0], b)
+				blocked += mono() - t0
+			}
+			tr.Detach()
+			var byWriter uint64
+			var kstack bool
+			it := tr.Offwake.Iterate()
+			var k Okey
+			var val Wval
+			for it.Next(&k, &val) {
+				if k.Tid == uint32(tid) && k.Wtid == uint32(wtid) && k.Wtgid == uint32(os.Getpid()) {
+					byWriter += val.Ns
+					kstack = kstack || k.Wkstack >= 0
+				}
+			}
+			c, _ := tr.ReadCounters()
+			t.Logf("%s: reader %d blocked %.1f ms, woken by writer %d: %.1f ms; wakings %d, joined %d", tr.WakeAt, tid,
+				float64(blocked)/1e6, wtid, float64(byWriter)/1e6, c[CWakes], c[CWakeJoined])
+			if float64(byWriter) < 0.8*float64(blocked) || !kstack {
+				t.Errorf("waits woken by the writer: %d ns (with its kernel stack: %v), the reader blocked %d ns", byWriter, kstack, blocked)
+			}
+			if c[CDropWakes]+c[CDropOffwake] != 0 {
+				t.Errorf("drops on a quiet run: %v", c)
+			}
+		})
+	}
+}
