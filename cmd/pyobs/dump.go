@@ -95,16 +95,17 @@ func runDump(cmd *cobra.Command, g *globals, f *dumpFlags, args []string) error 
 	if f.native && f.tasks {
 		return usagef("dump: --native does not combine with --tasks")
 	}
-	if f.native && !f.lock {
-		f.lock = true
-		fmt.Fprintln(os.Stderr, "pyobs dump: --native implies --lock: the threads are stopped while their registers and stacks are read")
-	}
 	if f.after < 0 {
 		return usagef("dump: --after must not be negative")
 	}
 	s, err := target(cmd, g, args)
 	if err != nil {
 		return err
+	}
+	if f.native && !f.lock {
+		// Said once there is a target: a bad pid gets its one line only.
+		f.lock = true
+		fmt.Fprintln(os.Stderr, "pyobs dump: --native implies --lock: the threads are stopped while their registers and stacks are read")
 	}
 	ctx := cmd.Context()
 	if s.Spawned() {
@@ -128,17 +129,23 @@ func runDump(cmd *cobra.Command, g *globals, f *dumpFlags, args []string) error 
 		}
 		return err
 	}
+	return finishDump(ctx, s, g, f, format, d, func(w io.Writer) error { return writeDumpText(w, d) })
+}
+
+// finishDump writes a dump (JSON, or text by writeText) and, for a spawned
+// target, lets it run to its end unless --kill.
+func finishDump(ctx context.Context, s *session.Session, g *globals, f *dumpFlags, format string, d any, writeText func(io.Writer) error) error {
 	mode := os.FileMode(0o644)
 	if f.locals {
 		mode = 0o600 // locals can hold secrets
 	}
-	err = writeOutput(g.output, mode, func(w io.Writer) error {
+	err := writeOutput(g.output, mode, func(w io.Writer) error {
 		if format == "json" {
 			enc := json.NewEncoder(w)
 			enc.SetIndent("", "  ")
 			return enc.Encode(d)
 		}
-		return writeDumpText(w, d)
+		return writeText(w)
 	})
 	if err != nil {
 		return err
@@ -237,25 +244,7 @@ func runDumpTasks(ctx context.Context, s *session.Session, g *globals, f *dumpFl
 		}
 		return err
 	}
-	mode := os.FileMode(0o644)
-	if f.locals {
-		mode = 0o600
-	}
-	err = writeOutput(g.output, mode, func(w io.Writer) error {
-		if format == "json" {
-			enc := json.NewEncoder(w)
-			enc.SetIndent("", "  ")
-			return enc.Encode(d)
-		}
-		return writeTasksText(w, d)
-	})
-	if err != nil {
-		return err
-	}
-	if s.Spawned() && !f.kill {
-		return waitSpawned(ctx, s)
-	}
-	return nil
+	return finishDump(ctx, s, g, f, format, d, func(w io.Writer) error { return writeTasksText(w, d) })
 }
 
 // writeTasksText prints the task tree like python -m asyncio pstree: a task,

@@ -64,3 +64,24 @@ func writeError(path, tmp string, err error) error {
 	}
 	return fmt.Errorf("can't write %s: %w", path, err)
 }
+
+// liveOutput is where a live (-i) command streams its reports: stdout, or
+// -o FILE written as it goes (not replaced whole). An empty format means
+// text on a terminal, JSON lines otherwise.
+func liveOutput(g *globals, format string) (out io.Writer, tty bool, _ string, closeOut func(), _ error) {
+	out, tty, closeOut = io.Writer(os.Stdout), isTTY(os.Stdout), func() {}
+	if g.output != "" && g.output != "-" {
+		fh, err := os.OpenFile(g.output, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+		if err != nil {
+			return nil, false, "", nil, fmt.Errorf("can't create %s: %w", g.output, err)
+		}
+		out, tty, closeOut = fh, false, func() { fh.Close() }
+	}
+	if format == "" {
+		format = "json"
+		if tty {
+			format = "text"
+		}
+	}
+	return out, tty, format, closeOut, nil
+}

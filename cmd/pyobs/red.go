@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -148,23 +147,12 @@ func runRed(cmd *cobra.Command, g *globals, f *redFlags, args []string) error {
 }
 
 func redLive(e *red.Engine, ctx context.Context, end time.Time, interval time.Duration, g *globals, format string) error {
-	out := io.Writer(os.Stdout)
-	tty := isTTY(os.Stdout)
-	if g.output != "" && g.output != "-" {
-		fh, err := os.OpenFile(g.output, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-		if err != nil {
-			return fmt.Errorf("can't create %s: %w", g.output, err)
-		}
-		defer fh.Close()
-		out, tty = fh, false
+	out, tty, format, closeOut, err := liveOutput(g, format)
+	if err != nil {
+		return err
 	}
-	if format == "" {
-		format = "json"
-		if tty {
-			format = "text"
-		}
-	}
-	err := e.Run(ctx, end, interval, func(r *red.Report) error {
+	defer closeOut()
+	err = e.Run(ctx, end, interval, func(r *red.Report) error {
 		var err error
 		if format == "json" {
 			err = red.WriteJSON(out, r, false)

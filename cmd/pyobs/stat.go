@@ -344,22 +344,11 @@ func (m *meter) live(ctx context.Context, cmd *cobra.Command, g *globals, f *sta
 	if cmd.Flags().Changed("duration") {
 		end = time.Now().Add(f.dur)
 	}
-	out := io.Writer(os.Stdout)
-	tty := isTTY(os.Stdout)
-	if g.output != "" && g.output != "-" {
-		fh, err := os.OpenFile(g.output, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-		if err != nil {
-			return fmt.Errorf("can't create %s: %w", g.output, err)
-		}
-		defer fh.Close()
-		out, tty = fh, false
+	out, tty, format, closeOut, err := liveOutput(g, format)
+	if err != nil {
+		return err
 	}
-	if format == "" {
-		format = "json"
-		if tty {
-			format = "text"
-		}
-	}
+	defer closeOut()
 	a, err := m.snap(false)
 	if err != nil {
 		return m.s.Explain("read the process", err)

@@ -116,23 +116,9 @@ type kstack struct {
 // schedbpf.ErrUnavailable (nil result) means nothing was attached: the
 // caller may fall back to Run.
 func RunBPF(ctx context.Context, s *session.Session, opt Options) (*Result, error) {
-	if opt.Drain <= 0 {
-		opt.Drain = time.Millisecond
-	}
-	if opt.Proc == "" {
-		opt.Proc = "/proc"
-	}
-	mode := "offcpu"
-	if opt.Wall {
-		mode = "wall"
-	}
-	e := &bpfEngine{engine: &engine{s: s, opt: opt, tids: s.NewTidMap(), frameIDs: map[[2]uint64]int{},
-		minNS: opt.MinBlock.Nanoseconds(), drainNS: opt.Drain.Nanoseconds()},
+	e := &bpfEngine{engine: newEngine(s, opt, EngineBPF),
 		ths: map[int]*bthr{}, recIdx: map[string]uint32{}, kcache: map[int32]kstack{}, ucache: map[uint64]int{}}
-	e.prof = flame.New(flame.Meta{Command: "offcpu", Mode: mode, Unit: "microseconds", Pid: s.Pid, Python: s.Py.Version().String()})
-	e.res.DrainMS = float64(opt.Drain.Microseconds()) / 1e3
-	e.res.Engine = EngineBPF
-	e.tids.Refresh()
+	opt = e.opt
 	e.refreshNames()
 	e.gilLo, e.gilHi = s.Py.GILRange()
 

@@ -130,23 +130,10 @@ type engine struct {
 // Run watches the target's context switches until opt.Duration passes, ctx
 // ends or the target exits; a cut-short run still returns its result.
 func Run(ctx context.Context, s *session.Session, opt Options) (*Result, error) {
-	if opt.Drain <= 0 {
-		opt.Drain = time.Millisecond
-	}
-	if opt.Proc == "" {
-		opt.Proc = "/proc"
-	}
-	mode := "offcpu"
-	if opt.Wall {
-		mode = "wall"
-	}
-	e := &engine{s: s, opt: opt, tr: perfevent.NewSwitchTracer(), tids: s.NewTidMap(), threads: map[int]*thr{},
-		frameIDs: map[[2]uint64]int{}, minNS: opt.MinBlock.Nanoseconds(), drainNS: opt.Drain.Nanoseconds()}
+	e := newEngine(s, opt, EnginePerf)
+	e.tr = perfevent.NewSwitchTracer()
 	defer e.tr.Close()
-	e.prof = flame.New(flame.Meta{Command: "offcpu", Mode: mode, Unit: "microseconds", Pid: s.Pid, Python: s.Py.Version().String()})
-	e.res.DrainMS = float64(opt.Drain.Microseconds()) / 1e3
-	e.res.Engine = EnginePerf
-	e.tids.Refresh()
+	opt = e.opt
 	e.refreshNames()
 	e.gilLo, e.gilHi = s.Py.GILRange()
 
@@ -492,4 +479,25 @@ func ended(ctx context.Context, deadline <-chan time.Time, s *session.Session) b
 func nap(d time.Duration) {
 	ts := unix.NsecToTimespec(d.Nanoseconds())
 	_ = unix.Nanosleep(&ts, nil)
+}
+
+// newEngine is the state both engines share, with opt's defaults filled in.
+func newEngine(s *session.Session, opt Options, engineName string) *engine {
+	if opt.Drain <= 0 {
+		opt.Drain = time.Millisecond
+	}
+	if opt.Proc == "" {
+		opt.Proc = "/proc"
+	}
+	mode := "offcpu"
+	if opt.Wall {
+		mode = "wall"
+	}
+	e := &engine{s: s, opt: opt, tids: s.NewTidMap(), threads: map[int]*thr{},
+		frameIDs: map[[2]uint64]int{}, minNS: opt.MinBlock.Nanoseconds(), drainNS: opt.Drain.Nanoseconds()}
+	e.prof = flame.New(flame.Meta{Command: "offcpu", Mode: mode, Unit: "microseconds", Pid: s.Pid, Python: s.Py.Version().String()})
+	e.res.DrainMS = float64(opt.Drain.Microseconds()) / 1e3
+	e.res.Engine = engineName
+	e.tids.Refresh()
+	return e
 }
