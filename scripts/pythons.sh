@@ -39,7 +39,16 @@ CACHE=${PYOBS_PYTHONS_CACHE:-/var/cache/pyobs-pythons}
 MANIFEST=$CACHE/interpreters.tsv
 PYENV_MINORS=(3.10 3.11 3.12 3.13)
 SID_MINORS=(3.14 3.15)
-SID_MIRROR=http://deb.debian.org/debian
+# The Debian mirror is the one the machine's own apt sources name (no host
+# name is written here): the first URI serving the "debian" archive.
+sid_mirror() {
+	local uri
+	uri=$(apt-get indextargets --format '$(REPO_URI)' 2>/dev/null |
+		grep -v -e security -e updates | sed 's:/*$::' | grep -m1 '/debian$') ||
+		uri=$(grep -hoE '^(deb|URIs:)[^#]*https?://[^ ]+' /etc/apt/sources.list /etc/apt/sources.list.d/* 2>/dev/null |
+			grep -oE 'https?://[^ ]+' | grep -v security | sed 's:/*$::' | head -n1)
+	printf '%s\n' "$uri"
+}
 KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
 # The probe imports what test targets use, so a half-unpacked stdlib fails.
 PROBE='import sys, threading, asyncio, json, time; print("%d.%d.%d" % sys.version_info[:3])'
@@ -197,9 +206,16 @@ sid_apt_setup() {
 
 	# Prefer a verified index; fall back to trusted=yes only when the host's
 	# keyring is missing or cannot verify sid (e.g. too old for a new key).
+	local mirror
+	mirror=$(sid_mirror)
+	if [[ -z $mirror ]]; then
+		log "sid: no Debian mirror found in the machine's apt sources"
+		apt_ready=2
+		return 1
+	fi
 	for signed in "signed-by=$KEYRING" trusted=yes; do
 		[[ $signed == signed-by=* && ! -r $KEYRING ]] && continue
-		echo "deb [$signed] $SID_MIRROR sid main" >"$APT/sources.list"
+		echo "deb [$signed] $mirror sid main" >"$APT/sources.list"
 		log "sid: apt-get update ($signed)"
 		rm -f "$APT"/lists/*_Packages* "$APT"/lists/*Release*
 		out=$(apt-get update -qq 2>&1) || true
