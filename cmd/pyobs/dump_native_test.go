@@ -10,12 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pyobs/pyobs/internal/session"
+	"github.com/pyobs/pyobs/internal/dump"
 	"github.com/pyobs/pyobs/internal/testutil"
 )
 
 // dumpNative runs dump --native --format json on pid.
-func dumpNative(t *testing.T, pid int) *session.Dump {
+func dumpNative(t *testing.T, pid int) *dump.Dump {
 	t.Helper()
 	r := testutil.Run(t, 30*time.Second, "dump", "--native", "--format", "json", "-p", fmt.Sprint(pid))
 	if r.Code != 0 {
@@ -24,7 +24,7 @@ func dumpNative(t *testing.T, pid int) *session.Dump {
 	if !strings.Contains(r.Stderr, "--native implies --lock") {
 		t.Errorf("stderr lacks the --lock note: %q", r.Stderr)
 	}
-	var d session.Dump
+	var d dump.Dump
 	if err := json.Unmarshal([]byte(r.Stdout), &d); err != nil {
 		t.Fatalf("json: %v\n%s", err, r.Stdout)
 	}
@@ -66,8 +66,8 @@ func lineOf(t *testing.T, src []string, prefix string) int {
 	return 0
 }
 
-func frameLabel(f session.FrameDump) string {
-	if f.Kind == session.KindPython {
+func frameLabel(f dump.FrameDump) string {
+	if f.Kind == dump.KindPython {
 		return fmt.Sprintf("%s (%s:%d)", f.Function, filepath.Base(f.File), f.Line)
 	}
 	return f.Function
@@ -116,7 +116,7 @@ func TestDumpNativeQsort(t *testing.T) {
 				if d.Native.Mismatch != 0 {
 					t.Errorf("dump %d: %d merge mismatches with the threads stopped: %+v", dumps, d.Native.Mismatch, d.Threads[0].Native)
 				}
-				var main *session.ThreadDump
+				var main *dump.ThreadDump
 				for i := range d.Threads {
 					if d.Threads[i].Tid == tg.Pid {
 						main = &d.Threads[i]
@@ -141,7 +141,7 @@ func TestDumpNativeQsort(t *testing.T) {
 				var pyIdx []int
 				for i := len(main.Frames) - 1; i >= 0; i-- {
 					f := main.Frames[i]
-					if f.Kind == session.KindPython {
+					if f.Kind == dump.KindPython {
 						py = append(py, frameLabel(f))
 						pyIdx = append(pyIdx, len(labels))
 					}
@@ -159,7 +159,7 @@ func TestDumpNativeQsort(t *testing.T) {
 				ok := len(py) >= len(chain) && len(py) <= len(chain)+1 && strings.Join(py[:len(chain)], ";") == strings.Join(chain, ";")
 				last := main.Frames[0]
 				for _, f := range main.Frames {
-					if f.Kind == session.KindPython {
+					if f.Kind == dump.KindPython {
 						last = f
 						break
 					}
@@ -202,7 +202,7 @@ func TestDumpNativeBlockedRead(t *testing.T) {
 	for _, label := range []string{"pyenv-3.12", "sid-3.14"} {
 		t.Run(label, func(t *testing.T) {
 			tg := testutil.Start(t, testutil.Find(t, label), "offcpu_waits.py", "io")
-			var reader *session.ThreadDump
+			var reader *dump.ThreadDump
 			inRead := func(tid int) bool {
 				sc, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/syscall", tg.Pid, tid))
 				return strings.HasPrefix(string(sc), "0 ") // read(2)
@@ -245,7 +245,7 @@ func TestDumpNativeBlockedRead(t *testing.T) {
 			// frames, then read_pipe.
 			ri := -1
 			for i, f := range reader.Frames {
-				if f.Kind == session.KindPython {
+				if f.Kind == dump.KindPython {
 					ri = i
 					break
 				}
@@ -260,11 +260,11 @@ func TestDumpNativeBlockedRead(t *testing.T) {
 			libcRead := -1
 			for i := 0; i < ri; i++ {
 				f := reader.Frames[i]
-				if f.Kind == session.KindNative && strings.HasPrefix(filepath.Base(f.File), "libc.so") && oneOf("read", "__read", "__libc_read", "__read_nocancel")(f.Function) {
+				if f.Kind == dump.KindNative && strings.HasPrefix(filepath.Base(f.File), "libc.so") && oneOf("read", "__read", "__libc_read", "__read_nocancel")(f.Function) {
 					libcRead = i
 				}
 			}
-			if libcRead < 0 || reader.Frames[0].Kind != session.KindNative || !strings.HasPrefix(filepath.Base(reader.Frames[0].File), "libc.so") {
+			if libcRead < 0 || reader.Frames[0].Kind != dump.KindNative || !strings.HasPrefix(filepath.Base(reader.Frames[0].File), "libc.so") {
 				t.Errorf("want libc read at the leaf under read_pipe, got:\n  %s", strings.Join(labels, "\n  "))
 			}
 			requireRunning(t, tg.Pid)
@@ -295,16 +295,16 @@ func TestDumpNativeBadInput(t *testing.T) {
 // order, and shows a thread whose stacks did not glue with both stacks
 // apart under the marker (pure: a made-up dump).
 func TestDumpNativeText(t *testing.T) {
-	py := session.FrameDump{Function: "caller", File: "app.py", Line: 32, Kind: session.KindPython}
-	qs := session.FrameDump{Function: "qsort_r", File: "/usr/lib/x86_64-linux-gnu/libc.so.6", Offset: 0x3fd35, Kind: session.KindNative}
-	d := &session.Dump{Pid: 7, Python: session.PythonInfo{Version: "3.12.1"}, Read: session.ReadInfo{Method: "ptrace-stopped", StoppedUS: 12},
-		Native: &session.NativeInfo{StackSize: 65536, Full: 2, Mismatch: 1},
-		Threads: []session.ThreadDump{
-			{Tid: 7, Consistent: true, Frames: []session.FrameDump{qs, py}, Native: &session.ThreadNative{Unwind: "full", Merge: "address"}},
-			{Tid: 8, Consistent: true, Frames: []session.FrameDump{py}, Native: &session.ThreadNative{Unwind: "full", Merge: "mismatch", NativeFrames: []session.FrameDump{qs}}},
+	py := dump.FrameDump{Function: "caller", File: "app.py", Line: 32, Kind: dump.KindPython}
+	qs := dump.FrameDump{Function: "qsort_r", File: "/usr/lib/x86_64-linux-gnu/libc.so.6", Offset: 0x3fd35, Kind: dump.KindNative}
+	d := &dump.Dump{Pid: 7, Python: dump.PythonInfo{Version: "3.12.1"}, Read: dump.ReadInfo{Method: "ptrace-stopped", StoppedUS: 12},
+		Native: &dump.NativeInfo{StackSize: 65536, Full: 2, Mismatch: 1},
+		Threads: []dump.ThreadDump{
+			{Tid: 7, Consistent: true, Frames: []dump.FrameDump{qs, py}, Native: &dump.ThreadNative{Unwind: "full", Merge: "address"}},
+			{Tid: 8, Consistent: true, Frames: []dump.FrameDump{py}, Native: &dump.ThreadNative{Unwind: "full", Merge: "mismatch", NativeFrames: []dump.FrameDump{qs}}},
 		}}
 	var b strings.Builder
-	if err := writeDumpText(&b, d); err != nil {
+	if err := dump.WriteText(&b, d); err != nil {
 		t.Fatal(err)
 	}
 	out := b.String()

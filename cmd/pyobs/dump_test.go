@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pyobs/pyobs/internal/session"
+	"github.com/pyobs/pyobs/internal/dump"
 	"github.com/pyobs/pyobs/internal/testutil"
 )
 
@@ -27,13 +27,13 @@ type truthFile struct {
 	} `json:"threads"`
 }
 
-func dumpJSON(t *testing.T, args ...string) *session.Dump {
+func dumpJSON(t *testing.T, args ...string) *dump.Dump {
 	t.Helper()
 	r := testutil.Run(t, 60*time.Second, append([]string{"dump", "--format", "json"}, args...)...)
 	if r.Code != 0 {
 		t.Fatalf("pyobs dump %v: exit %d, stderr: %s", args, r.Code, r.Stderr)
 	}
-	var d session.Dump
+	var d dump.Dump
 	if err := json.Unmarshal([]byte(r.Stdout), &d); err != nil {
 		t.Fatalf("dump output is not JSON: %v\n%s", err, r.Stdout)
 	}
@@ -71,7 +71,7 @@ func TestDumpMatchesCurrentFrames(t *testing.T) {
 				if want := in.Version; d.Python.Version != want && !strings.HasPrefix(want, d.Python.Version) {
 					t.Errorf("python version %q, want %q", d.Python.Version, want)
 				}
-				got := map[uint64]session.ThreadDump{}
+				got := map[uint64]dump.ThreadDump{}
 				for _, th := range d.Threads {
 					got[th.ThreadID] = th
 				}

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pyobs/pyobs/internal/session"
+	"github.com/pyobs/pyobs/internal/dump"
 	"github.com/pyobs/pyobs/internal/testutil"
 )
 
@@ -230,7 +230,7 @@ func TestOtherPidNamespace(t *testing.T) {
 			if r.Code != 0 {
 				oneLineError(t, r, r.Code)
 			} else {
-				var d session.Dump
+				var d dump.Dump
 				if err := json.Unmarshal([]byte(r.Stdout), &d); err != nil {
 					t.Fatalf("dump output is not JSON: %v", err)
 				}

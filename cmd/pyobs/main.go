@@ -3,8 +3,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"runtime/pprof"
@@ -147,27 +149,61 @@ func oneLine(s string) string {
 	return string(out)
 }
 
-// target resolves -p PID or `-- CMD ARGS` into a session.
-func target(cmd *cobra.Command, g *globals, args []string) (*session.Session, error) {
+// targetSpec turns -p PID or `-- CMD ARGS` into what the session opens
+// (the Python the command needs is the session's default: required).
+func targetSpec(cmd *cobra.Command, g *globals, args []string) (session.Spec, error) {
 	dash := cmd.ArgsLenAtDash()
 	var argv []string
 	if dash >= 0 {
 		if dash > 0 {
-			return nil, usagef("unexpected arguments before --: %q", args[:dash])
+			return session.Spec{}, usagef("unexpected arguments before --: %q", args[:dash])
 		}
 		argv = args[dash:]
 	} else if len(args) > 0 {
-		return nil, usagef("unexpected arguments %q (to spawn a command, put it after --)", args)
+		return session.Spec{}, usagef("unexpected arguments %q (to spawn a command, put it after --)", args)
 	}
 	switch {
 	case g.pid != 0 && len(argv) > 0:
-		return nil, usagef("give either -p PID or -- CMD ARGS, not both")
+		return session.Spec{}, usagef("give either -p PID or -- CMD ARGS, not both")
 	case g.pid < 0:
-		return nil, usagef("invalid pid %d", g.pid)
-	case g.pid > 0:
-		return session.Attach(g.pid)
-	case len(argv) > 0:
-		return session.Spawn(argv)
+		return session.Spec{}, usagef("invalid pid %d", g.pid)
+	case g.pid == 0 && len(argv) == 0:
+		return session.Spec{}, usagef("no target: give -p PID or -- CMD ARGS")
 	}
-	return nil, usagef("no target: give -p PID or -- CMD ARGS")
+	return session.Spec{Pid: g.pid, Argv: argv}, nil
 }
+
+// target resolves -p PID or `-- CMD ARGS` into a session without waiting
+// for a spawned program's interpreter.
+func target(cmd *cobra.Command, g *globals, args []string) (*session.Session, error) {
+	spec, err := targetSpec(cmd, g, args)
+	if err != nil {
+		return nil, err
+	}
+	if spec.Pid > 0 {
+		return session.Attach(spec.Pid)
+	}
+	return session.Spawn(spec.Argv)
+}
+
+// finish lets a spawned program run to its end and passes its status on.
+func finish(ctx context.Context, s *session.Session) error {
+	if code := s.Finish(ctx, session.Wait); code != 0 {
+		return exitStatus{code}
+	}
+	return nil
+}
+
+// abort ends a spawned program on an error path (or dump --kill); its
+// status is not pyobs's.
+func abort(s *session.Session) { s.Finish(context.Background(), session.Kill) }
+
+// writeJSON writes v indented, as every command's JSON output is.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// waitSpawned is finish under its old name, until every command uses Open.
+func waitSpawned(ctx context.Context, s *session.Session) error { return finish(ctx, s) }

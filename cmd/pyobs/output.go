@@ -7,6 +7,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
+
+	"github.com/pyobs/pyobs/internal/flame"
 )
 
 // writeOutput writes to stdout, or to path atomically: a temporary file in
@@ -84,4 +87,33 @@ func liveOutput(g *globals, format string) (out io.Writer, tty bool, _ string, c
 		}
 	}
 	return out, tty, format, closeOut, nil
+}
+
+// profileFormat is the profile format a command writes: --format, else the
+// one -o's file name implies; binary formats need -o.
+func profileFormat(command string, g *globals) (string, error) {
+	format := g.format
+	if format == "" {
+		format = flame.FormatFor(g.output)
+	}
+	if !flame.Known(format) {
+		return "", usagef("%s: unknown --format %q (%s)", command, format, strings.Join(flame.Formats(), ", "))
+	}
+	if flame.Binary(format) && (g.output == "" || g.output == "-") {
+		return "", usagef("%s: %s output is binary: give -o FILE", command, format)
+	}
+	return format, nil
+}
+
+// writeFlame writes a profile in a format, to stdout or -o atomically.
+func writeFlame(out, format string, p *flame.Profile, o flame.WriteOptions) error {
+	return writeOutput(out, 0o644, func(w io.Writer) error { return flame.Write(w, format, p, o) })
+}
+
+// formatFromName is flame.FormatFor under its old name (offcpu, until it moves).
+func formatFromName(path string) string { return flame.FormatFor(path) }
+
+// writeProfile is writeFlame under its old shape (offcpu, until it moves).
+func writeProfile(out, format string, p *flame.Profile, icicle bool) error {
+	return writeFlame(out, format, p, flame.WriteOptions{Title: fmt.Sprintf("pyobs record: pid %d, %s mode", p.Meta.Pid, p.Meta.Mode), Icicle: icicle})
 }

@@ -1,12 +1,8 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
 	"os"
-	"sort"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -14,6 +10,7 @@ import (
 
 	"github.com/pyobs/pyobs/internal/flame"
 	"github.com/pyobs/pyobs/internal/record"
+	"github.com/pyobs/pyobs/internal/session"
 )
 
 type recordFlags struct {
@@ -27,8 +24,6 @@ type recordFlags struct {
 	icicle   bool
 	async    bool
 }
-
-var recordFormats = []string{"svg", "folded", "pprof", "speedscope", "gecko", "json"}
 
 func newRecord(g *globals) *cobra.Command {
 	var f recordFlags
@@ -91,39 +86,10 @@ pyobs's own CPU. Ctrl-C ends the recording early and still writes the output.`,
 	return c
 }
 
-// formatFromName guesses the format from the output file's name.
-func formatFromName(path string) string {
-	switch p := strings.ToLower(path); {
-	case strings.HasSuffix(p, ".svg"):
-		return "svg"
-	case strings.HasSuffix(p, ".pb.gz"), strings.HasSuffix(p, ".pb"), strings.HasSuffix(p, ".pprof"):
-		return "pprof"
-	case strings.HasSuffix(p, ".folded"), strings.HasSuffix(p, ".txt"), strings.HasSuffix(p, ".collapsed"):
-		return "folded"
-	case strings.HasSuffix(p, ".speedscope.json"):
-		return "speedscope"
-	case strings.HasSuffix(p, ".gecko.json"):
-		return "gecko"
-	case strings.HasSuffix(p, ".json"):
-		return "json"
-	}
-	return "svg"
-}
-
 func runRecord(cmd *cobra.Command, g *globals, f *recordFlags, args []string) error {
-	format := g.format
-	if format == "" {
-		format = formatFromName(g.output)
-	}
-	ok := false
-	for _, x := range recordFormats {
-		ok = ok || x == format
-	}
-	if !ok {
-		return usagef("record: unknown --format %q (%s)", format, strings.Join(recordFormats, ", "))
-	}
-	if format == "pprof" && (g.output == "" || g.output == "-") {
-		return usagef("record: pprof output is binary: give -o FILE")
+	format, err := profileFormat("record", g)
+	if err != nil {
+		return err
 	}
 	if f.freq <= 0 || f.freq > 100000 {
 		return usagef("record: -F %d is outside 1..100000", f.freq)
@@ -143,16 +109,14 @@ func runRecord(cmd *cobra.Command, g *globals, f *recordFlags, args []string) er
 	if f.duration < 0 {
 		return usagef("record: --duration must not be negative")
 	}
-	s, err := target(cmd, g, args)
+	spec, err := targetSpec(cmd, g, args)
 	if err != nil {
 		return err
 	}
 	ctx := cmd.Context()
-	if s.Spawned() {
-		if err := s.WaitPython(ctx, 0); err != nil {
-			s.Kill(2 * time.Second)
-			return err
-		}
+	s, err := session.Open(ctx, spec)
+	if err != nil {
+		return err
 	}
 	opt := record.Options{Mode: f.mode, Freq: f.freq, Duration: f.duration, Threads: f.threads, Native: f.native, Kernel: f.kernel, StackSize: f.stack}
 	var async *record.AsyncStats
@@ -172,22 +136,25 @@ func runRecord(cmd *cobra.Command, g *globals, f *recordFlags, args []string) er
 		fmt.Fprint(os.Stderr, "\r\x1b[K")
 	}
 	if err != nil {
-		if s.Spawned() {
-			s.Kill(2 * time.Second)
-		}
+		abort(s)
 		return err
 	}
-	if err := writeRecording(g.output, format, prof, f.icicle, async); err != nil {
+	wo := flame.WriteOptions{Title: fmt.Sprintf("pyobs record: pid %d, %s mode", prof.Meta.Pid, prof.Meta.Mode), Icicle: f.icicle}
+	if async != nil {
+		wo.JSON = struct {
+			flame.AccountJSON
+			Async *record.AsyncStats `json:"async,omitempty"`
+		}{flame.Account(prof), async}
+	}
+	if err := writeFlame(g.output, format, prof, wo); err != nil {
+		abort(s)
 		return err
 	}
 	fmt.Fprintln(os.Stderr, footer(prof, g.output))
 	if async != nil {
 		fmt.Fprintln(os.Stderr, asyncFooter(prof, async))
 	}
-	if s.Spawned() {
-		return waitSpawned(ctx, s)
-	}
-	return nil
+	return finish(ctx, s)
 }
 
 func footer(p *flame.Profile, out string) string {
@@ -241,58 +208,6 @@ func asyncFooter(p *flame.Profile, a *record.AsyncStats) string {
 		s += "; " + a.Note
 	}
 	return s
-}
-
-func writeProfile(out, format string, p *flame.Profile, icicle bool) error {
-	return writeRecording(out, format, p, icicle, nil)
-}
-
-// writeRecording is writeProfile with record --async's account in the JSON.
-func writeRecording(out, format string, p *flame.Profile, icicle bool, async *record.AsyncStats) error {
-	return writeOutput(out, 0o644, func(w io.Writer) error {
-		switch format {
-		case "folded":
-			return flame.WriteFolded(w, p)
-		case "pprof":
-			return flame.WritePprof(w, p)
-		case "speedscope":
-			return flame.WriteSpeedscope(w, p)
-		case "gecko":
-			return flame.WriteGecko(w, p)
-		case "json":
-			return writeProfileJSON(w, p, async)
-		}
-		return flame.WriteSVG(w, p, flame.SVGOptions{Title: fmt.Sprintf("pyobs record: pid %d, %s mode", p.Meta.Pid, p.Meta.Mode), Icicle: icicle})
-	})
-}
-
-// writeProfileJSON writes the recording's account and its heaviest stacks.
-func writeProfileJSON(w io.Writer, p *flame.Profile, async *record.AsyncStats) error {
-	type top struct {
-		Stack   string  `json:"stack"`
-		Weight  int64   `json:"weight"`
-		Percent float64 `json:"percent"`
-	}
-	stacks := p.Stacks()
-	sort.SliceStable(stacks, func(i, j int) bool { return stacks[i].Weight > stacks[j].Weight })
-	total := p.Total()
-	var tops []top
-	for i, s := range stacks {
-		if i == 50 {
-			break
-		}
-		tops = append(tops, top{p.FoldedKey(s), s.Weight, 100 * float64(s.Weight) / float64(max(total, 1))})
-	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(struct {
-		Schema int                `json:"schema"`
-		Meta   flame.Meta         `json:"meta"`
-		Total  int64              `json:"total"`
-		Stacks int                `json:"unique_stacks"`
-		Top    []top              `json:"top"`
-		Async  *record.AsyncStats `json:"async,omitempty"`
-	}{1, p.Meta, total, len(stacks), tops, async})
 }
 
 func isTerminal(f *os.File) bool {

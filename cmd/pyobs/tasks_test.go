@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pyobs/pyobs/internal/dump"
 	"github.com/pyobs/pyobs/internal/session"
 	"github.com/pyobs/pyobs/internal/testutil"
 )
@@ -40,13 +41,13 @@ func readTaskTruthLine(t *testing.T, tg *testutil.Target) string {
 	return ""
 }
 
-func tasksJSON(t *testing.T, args ...string) *session.TasksDump {
+func tasksJSON(t *testing.T, args ...string) *dump.TasksDump {
 	t.Helper()
 	r := testutil.Run(t, 60*time.Second, append([]string{"dump", "--tasks", "--format", "json"}, args...)...)
 	if r.Code != 0 {
 		t.Fatalf("pyobs dump --tasks %v: exit %d, stderr: %s", args, r.Code, r.Stderr)
 	}
-	var d session.TasksDump
+	var d dump.TasksDump
 	if err := json.Unmarshal([]byte(r.Stdout), &d); err != nil {
 		t.Fatalf("dump --tasks output is not JSON: %v\n%s", err, r.Stdout)
 	}
@@ -100,7 +101,7 @@ func TestTasksTreeMatchesTarget(t *testing.T) {
 				if len(truth.Tasks) != 6 || len(d.Tasks) != len(truth.Tasks) {
 					t.Fatalf("dump has %d tasks, the target %d (want 6)", len(d.Tasks), len(truth.Tasks))
 				}
-				got := map[uint64]session.TaskDump{}
+				got := map[uint64]dump.TaskDump{}
 				for _, x := range d.Tasks {
 					got[x.ID] = x
 				}
@@ -181,7 +182,7 @@ func TestTasksTreeMatchesTarget(t *testing.T) {
 // comparePstree: the target's own interpreter runs `python -m asyncio
 // pstree PID`; every task name and coroutine (function file:line) it prints
 // must be in pyobs's tree.
-func comparePstree(t *testing.T, in testutil.Interp, pid int, d *session.TasksDump) {
+func comparePstree(t *testing.T, in testutil.Interp, pid int, d *dump.TasksDump) {
 	t.Helper()
 	argv := append(append([]string{}, in.Argv...), "-m", "asyncio", "pstree", fmt.Sprint(pid))
 	r := testutil.RunCmd(t, 30*time.Second, exec.Command(argv[0], argv[1:]...))

@@ -20,22 +20,6 @@ func startMany(b *testing.B, label string) *Session {
 	return s
 }
 
-// BenchmarkDump50Threads: one whole dump (every stack, names, /proc states)
-// of a 50-thread target, each thread 20+ frames deep.
-func BenchmarkDump50Threads(b *testing.B) {
-	for _, label := range []string{"pyenv-3.10", "pyenv-3.12", "sid-3.14"} {
-		b.Run(label, func(b *testing.B) {
-			s := startMany(b, label)
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				if _, err := s.Dump(DumpOptions{}); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
-}
-
 // BenchmarkStackRead: the cost of reading one thread's full stack (≈25
 // frames), with the code-object cache and without it.
 func BenchmarkStackRead(b *testing.B) {

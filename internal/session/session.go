@@ -37,6 +37,8 @@ type Session struct {
 	Pid int
 	FS  procfs.FS
 	Py  *pyframes.Process
+	// PyErr: with PythonOptional, why Py is nil (nil when it is open).
+	PyErr error
 
 	cmd     *exec.Cmd
 	waited  chan struct{}

@@ -1,4 +1,4 @@
-package session
+package dump
 
 import (
 	"bufio"
@@ -12,14 +12,15 @@ import (
 	"github.com/pyobs/pyobs/internal/mixed"
 	"github.com/pyobs/pyobs/internal/ptrace"
 	"github.com/pyobs/pyobs/internal/pyframes"
+	"github.com/pyobs/pyobs/internal/session"
 	"github.com/pyobs/pyobs/internal/unwind"
 	"golang.org/x/sys/unix"
 )
 
-// DefaultDumpStackSize is the user stack copied per thread by dump
+// DefaultStackSize is the user stack copied per thread by dump
 // --native: one copy per thread (not per sample), so it can be larger than
 // record's.
-const DefaultDumpStackSize = 64 << 10
+const DefaultStackSize = 64 << 10
 
 // NativeInfo is dump --native's account: every thread's registers and
 // stack were read while it was stopped, like its Python stack, so a merge
@@ -77,9 +78,9 @@ type natThread struct {
 // prepareNative reads the target's mappings before its threads are
 // stopped (to keep the stop short; capture re-reads them if a stack
 // pointer lies in none).
-func (s *Session) prepareNative(size int) *nativeDump {
+func prepareNative(s *session.Session, size int) *nativeDump {
 	if size <= 0 {
-		size = DefaultDumpStackSize
+		size = DefaultStackSize
 	}
 	n := &nativeDump{pid: s.Pid, size: size, threads: map[int]*natThread{}, info: NativeInfo{StackSize: size}}
 	n.spans, n.spansErr = readSpans(s.Pid)

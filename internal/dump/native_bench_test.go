@@ -1,4 +1,4 @@
-package session
+package dump
 
 import (
 	"path/filepath"
@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pyobs/pyobs/internal/session"
 	"github.com/pyobs/pyobs/internal/testutil"
 )
 
@@ -19,7 +20,7 @@ func BenchmarkDumpNative10Threads(b *testing.B) {
 			in := testutil.Find(b, label)
 			argv := append(append([]string{}, in.Argv...), filepath.Join(testutil.Repo(), "testdata/targets/many_threads.py"), "10", "20")
 			tg := testutil.StartArgv(b, argv, 60*time.Second)
-			s, err := Attach(tg.Pid)
+			s, err := session.Attach(tg.Pid)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -36,7 +37,7 @@ func BenchmarkDumpNative10Threads(b *testing.B) {
 						b.StopTimer()
 						runtime.GC()
 						b.StartTimer()
-						d, err := s.Dump(DumpOptions{Lock: true, Native: native})
+						d, err := Run(s, Options{Lock: true, Native: native})
 						if err != nil {
 							b.Fatal(err)
 						}
@@ -53,6 +54,33 @@ func BenchmarkDumpNative10Threads(b *testing.B) {
 						b.ReportMetric(unwind/float64(b.N), "µs-unwind/op")
 					}
 				})
+			}
+		})
+	}
+}
+
+func startMany(b *testing.B, label string) *session.Session {
+	in := testutil.Find(b, label)
+	argv := append(append([]string{}, in.Argv...), filepath.Join(testutil.Repo(), "testdata/targets/many_threads.py"), "50", "20")
+	tg := testutil.StartArgv(b, argv, 60*time.Second)
+	s, err := session.Attach(tg.Pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s
+}
+
+// BenchmarkDump50Threads: one whole dump (every stack, names, /proc states)
+// of a 50-thread target, each thread 20+ frames deep.
+func BenchmarkDump50Threads(b *testing.B) {
+	for _, label := range []string{"pyenv-3.10", "pyenv-3.12", "sid-3.14"} {
+		b.Run(label, func(b *testing.B) {
+			s := startMany(b, label)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, err := Run(s, Options{}); err != nil {
+					b.Fatal(err)
+				}
 			}
 		})
 	}

@@ -1,9 +1,11 @@
-package session
+package dump
+
+import "github.com/pyobs/pyobs/internal/session"
 
 // taskStates describes every thread's scheduler state now (for dump
 // --lock, which must read them before it stops the threads: once thawed,
 // each is "running" for a moment while it goes back to its wait).
-func (s *Session) taskStates() map[int]string {
+func taskStates(s *session.Session) map[int]string {
 	tids, err := s.FS.Tasks(s.Pid)
 	if err != nil {
 		return nil

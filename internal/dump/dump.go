@@ -1,16 +1,16 @@
-package session
+package dump
 
 import (
-	"encoding/binary"
 	"errors"
 	"sort"
 	"time"
 
 	"github.com/pyobs/pyobs/internal/pyframes"
+	"github.com/pyobs/pyobs/internal/session"
 )
 
-// DumpVersion is the JSON schema version of a dump (docs/json.md).
-const DumpVersion = 1
+// Version is the JSON schema version of a dump (docs/json.md).
+const Version = 1
 
 // Dump is every thread's Python stack at one moment.
 type Dump struct {
@@ -63,19 +63,19 @@ type FrameDump struct {
 	Offset   uint64           `json:"offset,omitempty"` // native: address in File's own terms
 }
 
-// DumpOptions select what a dump reads.
-type DumpOptions struct {
+// Options select what a dump reads.
+type Options struct {
 	Locals bool
 	Lock   bool // stop the threads for a frozen snapshot
 	// Native unwinds each stopped thread's stack too (implies Lock),
-	// copying StackSize bytes of it (0: DefaultDumpStackSize).
+	// copying StackSize bytes of it (0: DefaultStackSize).
 	Native    bool
 	StackSize int
 }
 
-// Dump reads every thread's stack once.
-func (s *Session) Dump(opt DumpOptions) (*Dump, error) {
-	d := &Dump{Schema: DumpVersion, Pid: s.Pid, Python: PythonInfo{
+// Run reads every thread's stack once.
+func Run(s *session.Session, opt Options) (*Dump, error) {
+	d := &Dump{Schema: Version, Pid: s.Pid, Python: PythonInfo{
 		Version: s.Py.Version().String(), Binary: s.Py.Info.Binary, Layout: s.Py.Layout.Source,
 	}, Read: ReadInfo{Method: "unsynchronised"}}
 	before := s.Py.Stats
@@ -86,9 +86,9 @@ func (s *Session) Dump(opt DumpOptions) (*Dump, error) {
 	var nat *nativeDump
 	if opt.Lock || opt.Native {
 		d.Read.Method = "ptrace-stopped"
-		states = s.taskStates() // after Thaw, every thread looks "running" while it wakes up
+		states = taskStates(s) // after Thaw, every thread looks "running" while it wakes up
 		if opt.Native {
-			nat = s.prepareNative(opt.StackSize)
+			nat = prepareNative(s, opt.StackSize)
 		}
 		f, ferr := s.Freeze()
 		if ferr != nil {
@@ -105,14 +105,14 @@ func (s *Session) Dump(opt DumpOptions) (*Dump, error) {
 	}
 	d.Read.DurationUS = float64(time.Since(start).Nanoseconds()) / 1e3
 	if err != nil {
-		return nil, s.explain("read the Python threads", err)
+		return nil, s.Explain("read the Python threads", err)
 	}
 	d.Read.TornRetries = s.Py.Stats.TornRetries - before.TornRetries
 	tids, _ := s.FS.Tasks(s.Pid)
-	ns := s.hostTids()
+	ns := s.HostTids()
 	for _, t := range threads {
 		td := ThreadDump{ThreadID: t.ThreadID, Name: t.Name, HoldsGIL: t.HoldsGIL, Interp: t.Interp,
-			Consistent: t.Consistent, Tid: s.hostTid(t.NativeID, t.ThreadID, tids, ns), Frames: []FrameDump{}}
+			Consistent: t.Consistent, Tid: s.HostTid(t.NativeID, t.ThreadID, tids, ns), Frames: []FrameDump{}}
 		if t.Err != nil {
 			td.Error = t.Err.Error()
 			d.Read.Torn++
@@ -144,29 +144,6 @@ func (s *Session) Dump(opt DumpOptions) (*Dump, error) {
 		return a < b
 	})
 	return d, nil
-}
-
-// glibcTidOffset is offsetof(struct pthread, tid) in glibc 2.x on x86_64
-// (nptl/descr.h: the TCB header, then the list_t, then tid). Used only on
-// 3.10, whose thread state has no native_thread_id, and only when the value
-// read is one of the target's TIDs.
-const glibcTidOffset = 0x2d0
-
-func (s *Session) tidFromPthread(pthread uint64, tids []int) int {
-	if pthread == 0 {
-		return 0
-	}
-	var b [4]byte
-	if err := pyframes.NewProcessMemory(s.Pid).Read(pthread+glibcTidOffset, b[:]); err != nil {
-		return 0
-	}
-	tid := int(binary.LittleEndian.Uint32(b[:]))
-	for _, t := range tids {
-		if t == tid {
-			return tid
-		}
-	}
-	return 0
 }
 
 // TasksDump is the asyncio task tree of a process (dump --tasks); see
@@ -227,9 +204,9 @@ type TasksReadInfo struct {
 	ExitedTasks int     `json:"tasks_of_exited_threads"`
 }
 
-// Tasks reads the asyncio task tree, then every thread's stack.
-func (s *Session) Tasks(opt DumpOptions) (*TasksDump, error) {
-	d := &TasksDump{Schema: DumpVersion, Kind: "asyncio-tasks", Pid: s.Pid, Python: PythonInfo{
+// RunTasks reads the asyncio task tree, then every thread's stack.
+func RunTasks(s *session.Session, opt Options) (*TasksDump, error) {
+	d := &TasksDump{Schema: Version, Kind: "asyncio-tasks", Pid: s.Pid, Python: PythonInfo{
 		Version: s.Py.Version().String(), Binary: s.Py.Info.Binary, Layout: s.Py.Layout.Source,
 	}, Threads: []TaskThreadDump{}, Tasks: []TaskDump{}, Cycles: [][]uint64{}, Read: TasksReadInfo{Method: "unsynchronised"}}
 	start := time.Now()
@@ -255,7 +232,7 @@ func (s *Session) Tasks(opt DumpOptions) (*TasksDump, error) {
 	case errors.Is(err, pyframes.ErrAsyncioNotImported):
 		d.Note = "asyncio not imported: no tasks"
 	case err != nil:
-		return nil, s.explain("read the asyncio tasks", err)
+		return nil, s.Explain("read the asyncio tasks", err)
 	default:
 		d.Supported = true
 		d.Section = snap.Section
@@ -268,7 +245,7 @@ func (s *Session) Tasks(opt DumpOptions) (*TasksDump, error) {
 			td := TaskThreadDump{Tid: th.NativeID, ThreadID: th.ThreadID, RunningLoop: th.RunningLoop != 0,
 				RunningTask: th.RunningTask, Tasks: th.Tasks, Error: th.Err}
 			if td.Tid == 0 {
-				td.Tid = s.tidFromPthread(th.ThreadID, tids)
+				td.Tid = s.TidFromPthread(th.ThreadID, tids)
 			}
 			d.Threads = append(d.Threads, td)
 		}
@@ -282,7 +259,7 @@ func (s *Session) Tasks(opt DumpOptions) (*TasksDump, error) {
 		}
 		d.Cycles = append(d.Cycles, snap.Cycles...)
 	}
-	if d.Stacks, err = s.Dump(opt); err != nil {
+	if d.Stacks, err = Run(s, opt); err != nil {
 		return nil, err
 	}
 	return d, nil

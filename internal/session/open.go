@@ -1,0 +1,105 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// NeedPython says what a command needs of the target's interpreter.
+type NeedPython int
+
+const (
+	// PythonRequired: the frame walker must open (attach), or the spawned
+	// program must run its first Python frame before Open returns.
+	PythonRequired NeedPython = iota
+	// PythonOptional: any live user-space process will do (stat, red);
+	// s.Py is nil when the interpreter can't be read, and PyErr says why.
+	PythonOptional
+)
+
+// Spec is what a command asks to observe: a pid, or a program to spawn.
+type Spec struct {
+	Pid    int
+	Argv   []string // spawn this (with the caller's stdio) when Pid is 0
+	Python NeedPython
+	// After: with Argv and PythonRequired, how long the program may run
+	// after its first Python frame before Open returns (dump --after).
+	After time.Duration
+}
+
+// Grace is how long a spawned program is given to end by itself when the
+// observation is interrupted (Ctrl-C reached its whole process group), and
+// KillGrace how long SIGTERM gets before SIGKILL.
+const (
+	Grace     = 5 * time.Second
+	KillGrace = 2 * time.Second
+)
+
+// Open resolves a Spec into a session. A spawned program that fails to
+// become observable is ended before the error is returned: Open leaves no
+// child behind.
+func Open(ctx context.Context, spec Spec) (*Session, error) {
+	switch {
+	case spec.Pid != 0 && len(spec.Argv) > 0:
+		return nil, errors.New("give either a pid or a command, not both")
+	case spec.Pid < 0:
+		return nil, fmt.Errorf("invalid pid %d", spec.Pid)
+	case spec.Pid > 0 && spec.Python == PythonOptional:
+		s, pyErr, err := AttachAny(spec.Pid)
+		if err != nil {
+			return nil, err
+		}
+		s.PyErr = pyErr
+		return s, nil
+	case spec.Pid > 0:
+		return Attach(spec.Pid)
+	case len(spec.Argv) == 0:
+		return nil, errors.New("no target: give a pid or a command")
+	}
+	s, err := Spawn(spec.Argv)
+	if err != nil {
+		return nil, err
+	}
+	if spec.Python == PythonRequired {
+		if err := s.WaitPython(ctx, spec.After); err != nil {
+			s.Kill(KillGrace)
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// End says how Finish ends a spawned program.
+type End int
+
+const (
+	// Wait lets the program run to its end (Ctrl-C: Grace, then Kill).
+	Wait End = iota
+	// Kill ends the program now (SIGTERM, KillGrace, SIGKILL).
+	Kill
+)
+
+// Finish ends the observation of a spawned program and returns its exit
+// status (128+signal when a signal ended it); for an attached process it
+// returns 0 and leaves the process alone. Call it on every path after Open.
+func (s *Session) Finish(ctx context.Context, end End) int {
+	if s.cmd == nil {
+		return 0
+	}
+	if end == Kill {
+		s.Kill(KillGrace)
+		return s.ExitCode()
+	}
+	select {
+	case <-s.waited:
+	case <-ctx.Done():
+		select {
+		case <-s.waited:
+		case <-time.After(Grace):
+			s.Kill(KillGrace)
+		}
+	}
+	return s.ExitCode()
+}
