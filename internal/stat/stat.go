@@ -1,16 +1,9 @@
-package main
+package stat
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"os"
-	"strings"
 	"time"
-
-	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 
 	"github.com/pyobs/pyobs/internal/perfevent"
 	"github.com/pyobs/pyobs/internal/procfs"
@@ -18,122 +11,61 @@ import (
 	"github.com/pyobs/pyobs/internal/session"
 )
 
-type statFlags struct {
-	dur      time.Duration
-	interval time.Duration
-	poll     time.Duration
-	noPerf   bool
+// Options of a measurement.
+type Options struct {
+	// Duration is the window (Run on an attached target); for Stream, when
+	// > 0, how long to report for (0: until ctx ends or the target exits).
+	Duration time.Duration
+	// Interval is Stream's report period.
+	Interval time.Duration
+	// Poll is how often thread states are polled inside a window.
+	Poll time.Duration
+	// NoPerf leaves the perf counters closed.
+	NoPerf bool
+	// Started is when a spawned target was started: its whole-run counters
+	// count from there.
+	Started time.Time
 }
 
-func newStat(g *globals) *cobra.Command {
-	var f statFlags
-	c := &cobra.Command{
-		Use:   "stat (-p PID | -- CMD ARGS)",
-		Short: "Count what the kernel already counts, over a window, and say on-CPU or off-CPU (counting: free)",
-		Long: `stat measures one process and each of its threads over a window (-d, 1 s by
-default): CPU time and utilization in cores, voluntary and involuntary context
-switches, run-queue wait (schedstat), memory (RSS, PSS split from
-smaps_rollup, high-water mark, faults), I/O (syscall bytes vs block-layer
-bytes, fds vs RLIMIT_NOFILE), the cgroup's CPU throttling and quota (v1 or v2),
-pressure stall information, and perf counters (software and, where the
-machine has a PMU, hardware events, opened as groups and scaled when
-multiplexed). It ends with verdicts: on-cpu, off-cpu, cpu-throttled,
-runqueue-saturated, cpu-contention, blocking, blocking-io, major-faults,
-memory-pressure, fd-pressure, gil-bound, multiplexed — each with the numbers
-that triggered it, the threshold, and the next command to run.
-
-Price: counting — file reads from /proc and /sys, and perf counters the
-kernel saves on each context switch. Nothing is stopped.
-Cannot see: where time goes (no stacks: use record/offcpu for that); states
-are polled (every --poll), so a short block between polls is not seen.
-
--i INTERVAL: live mode, one report per interval until Ctrl-C (or -d when
-given): a refreshed table on a terminal, a JSON line per interval otherwise.
--- CMD ARGS: starts CMD and reports whole-run counters when it exits (CPU,
-faults and switches from wait4, like time -v), then exits with its status.
-The target need not be Python; Python thread names are shown when it is.`,
-		Example: `  pyobs stat -p 4242
-  pyobs stat -p 4242 -d 10s --format json
-  pyobs stat -p 4242 -i 1s
-  pyobs stat -- python3 job.py`,
-		Args: cobra.ArbitraryArgs,
-		RunE: func(cmd *cobra.Command, args []string) error { return runStat(cmd, g, &f, args) },
-	}
-	fl := c.Flags()
-	fl.DurationVarP(&f.dur, "duration", "d", time.Second, "window length (with -i: stop after this long; default: until Ctrl-C)")
-	fl.DurationVarP(&f.interval, "interval", "i", 0, "live mode: report every INTERVAL")
-	fl.DurationVar(&f.poll, "poll", 200*time.Millisecond, "how often thread states are polled inside a window")
-	fl.BoolVar(&f.noPerf, "no-perf", false, "do not open perf counters")
-	return c
+// Result is one report: a window, an interval or a spawned command's
+// whole run.
+type Result struct {
+	Stat *report.Stat
+	// ExitCode is a spawned command's exit status (128+signal when a
+	// signal ended it); 0 for an attached target.
+	ExitCode int
 }
 
-// targetAny: -p PID attaches without requiring Python (stat; red needs it
-// only for --slowest stacks); -- CMD spawns.
-func targetAny(cmd *cobra.Command, g *globals, args []string) (*session.Session, error) {
-	if g.pid > 0 {
-		if len(args) > 0 {
-			if cmd.ArgsLenAtDash() >= 0 {
-				return nil, usagef("give either -p PID or -- CMD ARGS, not both")
-			}
-			return nil, usagef("unexpected arguments %q (to spawn a command, put it after --)", args)
-		}
-		s, _, err := session.AttachAny(g.pid)
-		return s, err
-	}
-	return target(cmd, g, args)
-}
-
-func runStat(cmd *cobra.Command, g *globals, f *statFlags, args []string) error {
-	format := g.format
-	if format != "" && format != "text" && format != "json" {
-		return usagef("stat: unknown --format %q (text, json)", format)
-	}
-	if f.dur <= 0 && !(f.interval > 0 && !cmd.Flags().Changed("duration")) {
-		return usagef("stat: -d must be positive")
-	}
-	if f.interval < 0 {
-		return usagef("stat: -i must be positive")
-	}
-	if f.interval > 0 && f.interval < 10*time.Millisecond {
-		return usagef("stat: -i below 10ms measures the observer, not the target")
-	}
-	if f.poll < time.Millisecond {
-		return usagef("stat: --poll must be at least 1ms")
-	}
-	start := time.Now()
-	s, err := targetAny(cmd, g, args)
-	if err != nil {
-		return err
-	}
-	m := newMeter(s, f)
-	ctx := cmd.Context()
-	if s.Spawned() {
-		return m.run(ctx, g, format, start)
-	}
+// Run measures the target: one window of opt.Duration (cut short when ctx
+// ends or the target exits) for an attached target; a spawned command from
+// opt.Started until it exits. Run does not end a spawned command: when ctx
+// ends it waits for the exit, which the caller brings about.
+func Run(ctx context.Context, s *session.Session, opt Options) (*Result, error) {
+	m := newMeter(s, opt)
 	defer m.close()
-	if f.interval > 0 {
-		return m.live(ctx, cmd, g, f, format)
+	if s.Spawned() {
+		return m.run(ctx)
 	}
-	st, err := m.window(ctx, f.dur)
+	st, err := m.window(ctx, opt.Duration)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return writeStat(g.output, format, st)
+	return &Result{Stat: st}, nil
 }
 
-func writeStat(path, format string, st *report.Stat) error {
-	return writeOutput(path, 0o644, func(w io.Writer) error {
-		if format == "json" {
-			return report.WriteStatJSON(w, st, true)
-		}
-		return report.WriteStatText(w, st)
-	})
+// Stream reports every opt.Interval to emit until ctx ends, the target
+// exits, opt.Duration passes (when > 0) or emit fails (its error is
+// returned). For an attached target.
+func Stream(ctx context.Context, s *session.Session, opt Options, emit func(*Result) error) error {
+	m := newMeter(s, opt)
+	defer m.close()
+	return m.live(ctx, emit)
 }
 
 // meter takes snapshots of one target.
 type meter struct {
 	s       *session.Session
-	f       *statFlags
+	opt     Options
 	cg      procfs.Cgroups
 	place   procfs.CgroupPlace
 	cgErr   string
@@ -154,8 +86,8 @@ type snapshot struct {
 	perf perfevent.Reading
 }
 
-func newMeter(s *session.Session, f *statFlags) *meter {
-	m := &meter{s: s, f: f, cg: procfs.NewCgroups(), cpus: onlineCPUs(), delay: delayAcct()}
+func newMeter(s *session.Session, opt Options) *meter {
+	m := &meter{s: s, opt: opt, cg: procfs.NewCgroups(), cpus: procfs.OnlineCPUs(), delay: procfs.DelayAcct()}
 	m.resetPolls()
 	if pl, err := m.cg.Locate(s.Pid); err == nil {
 		m.place = pl
@@ -165,7 +97,7 @@ func newMeter(s *session.Session, f *statFlags) *meter {
 	} else {
 		m.cgErr = err.Error()
 	}
-	if !f.noPerf {
+	if !opt.NoPerf {
 		tids, _ := s.FS.Tasks(s.Pid)
 		set, err := perfevent.Open(s.Pid, tids, perfevent.DefaultGroups)
 		if err != nil {
@@ -293,7 +225,7 @@ func (m *meter) window(ctx context.Context, dur time.Duration) (*report.Stat, er
 // the last good poll with the counters read at exit).
 func (m *meter) until(ctx context.Context, a *snapshot, deadline time.Time) (b *snapshot, complete, early bool) {
 	last := a
-	poll := m.f.poll
+	poll := m.opt.Poll
 	for {
 		wait := time.Until(deadline)
 		if wait <= 0 {
@@ -338,44 +270,24 @@ func (m *meter) gone(a, last *snapshot) *snapshot {
 	return &b
 }
 
-// live prints one report per interval.
-func (m *meter) live(ctx context.Context, cmd *cobra.Command, g *globals, f *statFlags, format string) error {
+// live emits one report per interval.
+func (m *meter) live(ctx context.Context, emit func(*Result) error) error {
 	var end time.Time
-	if cmd.Flags().Changed("duration") {
-		end = time.Now().Add(f.dur)
+	if m.opt.Duration > 0 {
+		end = time.Now().Add(m.opt.Duration)
 	}
-	out, tty, format, closeOut, err := liveOutput(g, format)
-	if err != nil {
-		return err
-	}
-	defer closeOut()
 	a, err := m.snap(false)
 	if err != nil {
 		return m.s.Explain("read the process", err)
 	}
 	for {
-		deadline := time.Now().Add(f.interval)
+		deadline := time.Now().Add(m.opt.Interval)
 		if !end.IsZero() && end.Before(deadline) {
 			deadline = end
 		}
 		m.resetPolls()
 		b, complete, early := m.until(ctx, a, deadline)
-		st := report.Build(m.input("interval", a, b, complete))
-		if format == "json" {
-			err = report.WriteStatJSON(out, st, false)
-		} else {
-			if tty {
-				fmt.Fprint(out, "\x1b[H\x1b[2J")
-			}
-			err = report.WriteStatText(out, st)
-			if !tty {
-				fmt.Fprintln(out)
-			}
-		}
-		if err != nil {
-			if errors.Is(err, unix.EPIPE) {
-				return nil
-			}
+		if err := emit(&Result{Stat: report.Build(m.input("interval", a, b, complete))}); err != nil {
 			return err
 		}
 		if !complete || early || (!end.IsZero() && !time.Now().Before(end)) {
@@ -387,9 +299,8 @@ func (m *meter) live(ctx context.Context, cmd *cobra.Command, g *globals, f *sta
 }
 
 // run measures a spawned command from start to exit.
-func (m *meter) run(ctx context.Context, g *globals, format string, started time.Time) error {
-	defer m.close()
-	a := &snapshot{p: &procfs.Sample{Time: started, Pid: m.s.Pid}}
+func (m *meter) run(ctx context.Context) (*Result, error) {
+	a := &snapshot{p: &procfs.Sample{Time: m.opt.Started, Pid: m.s.Pid}}
 	if m.place.Version != 0 {
 		if c, err := m.cg.ReadCPU(m.place); err == nil {
 			a.cg = &c
@@ -397,9 +308,8 @@ func (m *meter) run(ctx context.Context, g *globals, format string, started time
 	}
 	a.ps = m.cg.ReadPressure(m.place)
 	var last *snapshot
-	tick := time.NewTicker(m.f.poll)
+	tick := time.NewTicker(m.opt.Poll)
 	defer tick.Stop()
-	interrupted := false
 	tries := 0
 loop:
 	for {
@@ -407,16 +317,8 @@ loop:
 		case <-m.s.Exited():
 			break loop
 		case <-ctx.Done():
-			if !interrupted {
-				interrupted = true
-				go func() { // Ctrl-C reached the whole group; give it its chance to finish
-					select {
-					case <-m.s.Exited():
-					case <-time.After(5 * time.Second):
-						m.s.Kill(2 * time.Second)
-					}
-				}()
-			}
+			// Ctrl-C: the caller gives the command its chance to finish
+			// (and then ends it); its whole run is still reported.
 			<-m.s.Exited()
 			break loop
 		case <-tick.C:
@@ -476,47 +378,5 @@ loop:
 	if st.Comm == "" {
 		st.Comm = "?"
 	}
-	if format == "" {
-		format = "text"
-	}
-	if err := writeStat(g.output, format, st); err != nil {
-		return err
-	}
-	if code != 0 {
-		return exitStatus{code}
-	}
-	return nil
-}
-
-func isTTY(f *os.File) bool {
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
-}
-
-func onlineCPUs() int {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return 0
-	}
-	n := 0
-	for _, l := range strings.Split(string(b), "\n") {
-		if len(l) > 3 && strings.HasPrefix(l, "cpu") && l[3] >= '0' && l[3] <= '9' {
-			n++
-		}
-	}
-	return n
-}
-
-func delayAcct() string {
-	b, err := os.ReadFile("/proc/sys/kernel/task_delayacct")
-	if err != nil {
-		return "unknown"
-	}
-	switch strings.TrimSpace(string(b)) {
-	case "0":
-		return "off"
-	case "1":
-		return "on"
-	}
-	return "unknown"
+	return &Result{Stat: st, ExitCode: code}, nil
 }

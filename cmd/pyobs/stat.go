@@ -1,0 +1,147 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+
+	"github.com/pyobs/pyobs/internal/report"
+	"github.com/pyobs/pyobs/internal/stat"
+)
+
+type statFlags struct {
+	dur      time.Duration
+	interval time.Duration
+	poll     time.Duration
+	noPerf   bool
+}
+
+func newStat(g *globals) *cobra.Command {
+	var f statFlags
+	c := &cobra.Command{
+		Use:   "stat (-p PID | -- CMD ARGS)",
+		Short: "Count what the kernel already counts, over a window, and say on-CPU or off-CPU (counting: free)",
+		Long: `stat measures one process and each of its threads over a window (-d, 1 s by
+default): CPU time and utilization in cores, voluntary and involuntary context
+switches, run-queue wait (schedstat), memory (RSS, PSS split from
+smaps_rollup, high-water mark, faults), I/O (syscall bytes vs block-layer
+bytes, fds vs RLIMIT_NOFILE), the cgroup's CPU throttling and quota (v1 or v2),
+pressure stall information, and perf counters (software and, where the
+machine has a PMU, hardware events, opened as groups and scaled when
+multiplexed). It ends with verdicts: on-cpu, off-cpu, cpu-throttled,
+runqueue-saturated, cpu-contention, blocking, blocking-io, major-faults,
+memory-pressure, fd-pressure, gil-bound, multiplexed — each with the numbers
+that triggered it, the threshold, and the next command to run.
+
+Price: counting — file reads from /proc and /sys, and perf counters the
+kernel saves on each context switch. Nothing is stopped.
+Cannot see: where time goes (no stacks: use record/offcpu for that); states
+are polled (every --poll), so a short block between polls is not seen.
+
+-i INTERVAL: live mode, one report per interval until Ctrl-C (or -d when
+given): a refreshed table on a terminal, a JSON line per interval otherwise.
+-- CMD ARGS: starts CMD and reports whole-run counters when it exits (CPU,
+faults and switches from wait4, like time -v), then exits with its status.
+The target need not be Python; Python thread names are shown when it is.`,
+		Example: `  pyobs stat -p 4242
+  pyobs stat -p 4242 -d 10s --format json
+  pyobs stat -p 4242 -i 1s
+  pyobs stat -- python3 job.py`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error { return runStat(cmd, g, &f, args) },
+	}
+	fl := c.Flags()
+	fl.DurationVarP(&f.dur, "duration", "d", time.Second, "window length (with -i: stop after this long; default: until Ctrl-C)")
+	fl.DurationVarP(&f.interval, "interval", "i", 0, "live mode: report every INTERVAL")
+	fl.DurationVar(&f.poll, "poll", 200*time.Millisecond, "how often thread states are polled inside a window")
+	fl.BoolVar(&f.noPerf, "no-perf", false, "do not open perf counters")
+	return c
+}
+
+func runStat(cmd *cobra.Command, g *globals, f *statFlags, args []string) error {
+	format := g.format
+	if format != "" && format != "text" && format != "json" {
+		return usagef("stat: unknown --format %q (text, json)", format)
+	}
+	if f.dur <= 0 && !(f.interval > 0 && !cmd.Flags().Changed("duration")) {
+		return usagef("stat: -d must be positive")
+	}
+	if f.interval < 0 {
+		return usagef("stat: -i must be positive")
+	}
+	if f.interval > 0 && f.interval < 10*time.Millisecond {
+		return usagef("stat: -i below 10ms measures the observer, not the target")
+	}
+	if f.poll < time.Millisecond {
+		return usagef("stat: --poll must be at least 1ms")
+	}
+	opt := stat.Options{Duration: f.dur, Interval: f.interval, Poll: f.poll, NoPerf: f.noPerf, Started: time.Now()}
+	s, err := targetAny(cmd, g, args)
+	if err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	if f.interval > 0 && !s.Spawned() {
+		if !cmd.Flags().Changed("duration") {
+			opt.Duration = 0 // until Ctrl-C
+		}
+		out, tty, format, closeOut, err := liveOutput(g, format)
+		if err != nil {
+			return err
+		}
+		defer closeOut()
+		err = stat.Stream(ctx, s, opt, func(r *stat.Result) error { return writeLive(out, tty, format, r.Stat) })
+		if errors.Is(err, unix.EPIPE) {
+			return nil
+		}
+		return err
+	}
+	// Spawned target, end of life (session.Finish at merge): Ctrl-C gives
+	// it its chance to finish; the report covers its whole run.
+	if s.Spawned() {
+		graceOnInterrupt(ctx, s)
+	}
+	res, err := stat.Run(ctx, s, opt)
+	if err != nil {
+		return err
+	}
+	if format == "" {
+		format = "text"
+	}
+	if err := writeStat(g.output, format, res.Stat); err != nil {
+		return err
+	}
+	if res.ExitCode != 0 {
+		return exitStatus{res.ExitCode}
+	}
+	return nil
+}
+
+func writeStat(path, format string, st *report.Stat) error {
+	return writeOutput(path, 0o644, func(w io.Writer) error {
+		if format == "json" {
+			return report.WriteStatJSON(w, st, true)
+		}
+		return report.WriteStatText(w, st)
+	})
+}
+
+// writeLive writes one interval's report: a JSON line, or a text table
+// (redrawn in place on a terminal).
+func writeLive(out io.Writer, tty bool, format string, st *report.Stat) error {
+	if format == "json" {
+		return report.WriteStatJSON(out, st, false)
+	}
+	if tty {
+		fmt.Fprint(out, "\x1b[H\x1b[2J")
+	}
+	err := report.WriteStatText(out, st)
+	if !tty {
+		fmt.Fprintln(out)
+	}
+	return err
+}
