@@ -34,7 +34,7 @@ type offcpuJSON struct {
 			ClassS  map[string]float64 `json:"classes_s"`
 		} `json:"threads"`
 	} `json:"result"`
-	Top []offcpuTop `json:"top"`
+	Top []offcpu.TopStack `json:"top"`
 }
 
 // runOffcpuJSON watches offcpu_waits.py MODE for window with --wall

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pyobs/pyobs/internal/red"
+	"github.com/pyobs/pyobs/internal/session"
 )
 
 type redFlags struct {
@@ -94,25 +95,16 @@ func runRed(cmd *cobra.Command, g *globals, f *redFlags, args []string) error {
 	if err != nil {
 		return err
 	}
-	e, err := red.Open(s, red.Options{Slowest: f.slowest, Poll: f.poll})
-	if err != nil {
-		if s.Spawned() {
-			s.Kill(2 * time.Second)
-		}
-		return err
-	}
-	defer e.Close()
-	var end time.Time
+	opt := red.Options{Slowest: f.slowest, Poll: f.poll, Interval: f.interval}
 	if !(s.Spawned() || f.interval > 0) || durSet {
-		end = time.Now().Add(f.dur)
+		opt.Duration = f.dur
 	}
 	ctx := cmd.Context()
 	if f.interval > 0 {
-		err = redLive(e, ctx, end, f.interval, g, format)
+		err = redLive(ctx, s, opt, g, format)
 	} else {
-		var rep *red.Report
-		err = e.Run(ctx, end, 0, func(r *red.Report) error { rep = r; return nil })
-		if err == nil {
+		var rep *red.Result
+		if rep, err = red.Run(ctx, s, opt); err == nil {
 			err = writeOutput(g.output, 0o644, func(w io.Writer) error {
 				if format == "json" {
 					return red.WriteJSON(w, rep, true)
@@ -121,38 +113,41 @@ func runRed(cmd *cobra.Command, g *globals, f *redFlags, args []string) error {
 			})
 		}
 	}
-	if err != nil {
+	// Spawned target, end of life (session.Finish at merge): -d ends it;
+	// Ctrl-C gives it its chance to finish; its status is passed on.
+	if !s.Spawned() {
 		return err
 	}
-	if s.Spawned() {
+	if err != nil {
+		s.Kill(2 * time.Second)
+		return err
+	}
+	select {
+	case <-s.Exited():
+	default:
+		if ctx.Err() == nil && opt.Duration > 0 {
+			s.Kill(2 * time.Second) // -d ended the measurement: end the command too
+			return nil
+		}
 		select {
 		case <-s.Exited():
-		default:
-			if ctx.Err() == nil && !end.IsZero() {
-				s.Kill(2 * time.Second) // -d ended the measurement: end the command too
-				return nil
-			}
-			// Ctrl-C reached the whole group: give it its chance to finish.
-			select {
-			case <-s.Exited():
-			case <-time.After(5 * time.Second):
-				s.Kill(2 * time.Second)
-			}
+		case <-time.After(5 * time.Second):
+			s.Kill(2 * time.Second)
 		}
-		if code := s.ExitCode(); code != 0 {
-			return exitStatus{code}
-		}
+	}
+	if code := s.ExitCode(); code != 0 {
+		return exitStatus{code}
 	}
 	return nil
 }
 
-func redLive(e *red.Engine, ctx context.Context, end time.Time, interval time.Duration, g *globals, format string) error {
+func redLive(ctx context.Context, s *session.Session, opt red.Options, g *globals, format string) error {
 	out, tty, format, closeOut, err := liveOutput(g, format)
 	if err != nil {
 		return err
 	}
 	defer closeOut()
-	err = e.Run(ctx, end, interval, func(r *red.Report) error {
+	err = red.Stream(ctx, s, opt, func(r *red.Result) error {
 		var err error
 		if format == "json" {
 			err = red.WriteJSON(out, r, false)

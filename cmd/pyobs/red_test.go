@@ -163,7 +163,7 @@ func load(t *testing.T, port, workers, max int, stop <-chan struct{}) func() []c
 	return func() []clientReq { wg.Wait(); return all }
 }
 
-func findPort(t *testing.T, r *red.Report, port int) red.PortReport {
+func findPort(t *testing.T, r *red.Result, port int) red.PortReport {
 	for _, p := range r.Ports {
 		if p.Port == port {
 			return p
@@ -189,7 +189,7 @@ func TestRedHTTP(t *testing.T) {
 	if res.Code != 0 {
 		t.Fatalf("exit %d: %s", res.Code, res.Stderr)
 	}
-	var r red.Report
+	var r red.Result
 	if err := json.Unmarshal([]byte(res.Stdout), &r); err != nil {
 		t.Fatalf("bad JSON: %v\n%s", err, res.Stdout)
 	}
@@ -305,7 +305,7 @@ func TestRedSlowestVersions(t *testing.T) {
 			}
 			wg.Wait()
 			res := wait()
-			var r red.Report
+			var r red.Result
 			if err := json.Unmarshal([]byte(res.Stdout), &r); err != nil || res.Code != 0 {
 				t.Fatalf("exit %d, %v: %s %s", res.Code, err, res.Stdout, res.Stderr)
 			}
@@ -337,7 +337,7 @@ func TestRedAsyncio(t *testing.T) {
 	if res.Code != 0 {
 		t.Fatalf("exit %d: %s", res.Code, res.Stderr)
 	}
-	var r red.Report
+	var r red.Result
 	if err := json.Unmarshal([]byte(res.Stdout), &r); err != nil {
 		t.Fatalf("bad JSON: %v\n%s", err, res.Stdout)
 	}
@@ -408,7 +408,7 @@ func TestRedResetLive(t *testing.T) {
 	var aborted, errs, reqs, c4 uint64
 	routes := map[string]uint64{}
 	for _, l := range lines {
-		var r red.Report
+		var r red.Result
 		if err := json.Unmarshal([]byte(l), &r); err != nil {
 			t.Fatalf("bad JSON line %q: %v", l, err)
 		}
@@ -472,7 +472,7 @@ func TestRedEcho(t *testing.T) {
 	if res.Code != 0 {
 		t.Fatalf("exit %d: %s", res.Code, res.Stderr)
 	}
-	var r red.Report
+	var r red.Result
 	if err := json.Unmarshal([]byte(res.Stdout), &r); err != nil {
 		t.Fatalf("bad JSON: %v\n%s", err, res.Stdout)
 	}
@@ -546,7 +546,7 @@ func TestRedSpawn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var r red.Report
+	var r red.Result
 	if err := json.Unmarshal(b, &r); err != nil {
 		t.Fatalf("bad JSON: %v\n%s", err, b)
 	}

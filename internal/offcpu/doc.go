@@ -3,7 +3,9 @@
 // the Python stack the thread was blocked in and to a wait class (lock, GIL,
 // sleep, pipe/read, network/poll, disk I/O, run-queue, other). Two engines
 // share the Python-stack reading, the classification (Classify) and the
-// profile: RunBPF (primary) and Run (perf, the fallback).
+// profile: RunBPF (primary) and the perf engine (the fallback); Run picks
+// one (internal/fallback: eBPF, else perf, saying why in Result.Fallback),
+// applies --exclude, and render.go writes the summary, JSON and footer.
 //
 // eBPF engine (bpf.go, kernel half in schedbpf): one program on
 // sched_switch stamps each switch-out of a target thread (prev is current

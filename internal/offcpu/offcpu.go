@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"runtime"
 	"sort"
 	"strconv"
@@ -32,6 +33,15 @@ type Options struct {
 	// Waker (eBPF engine only): join each blocked wait to the thread that
 	// woke it, folded as [woken by] frames and the waker's kernel stack.
 	Waker bool
+	// Engine is EngineAuto ("" too: eBPF, else perf, saying why),
+	// EngineBPF (no fallback; Waker implies it) or EnginePerf.
+	Engine string
+	// Exclude leaves out of the profile every stack with a frame whose
+	// label matches one of these (Result.Excluded says how much).
+	Exclude []*regexp.Regexp
+	// OnFallback, when set, is told the fallback line (Result.Fallback)
+	// at the moment auto gives up on eBPF, before the perf engine runs.
+	OnFallback func(line string)
 }
 
 // WokenBy prefixes the frame that names a wait's waker (--waker).
@@ -39,6 +49,7 @@ const WokenBy = "[woken by] "
 
 // Engine names.
 const (
+	EngineAuto = "auto"
 	EnginePerf = "perf"
 	EngineBPF  = "bpf"
 )
@@ -78,6 +89,10 @@ type Result struct {
 	Engine       string             `json:"engine"`        // bpf or perf
 	BPF          *BPFStats          `json:"bpf,omitempty"` // the eBPF engine's own account
 	Excluded     *Excluded          `json:"excluded,omitempty"`
+	// Fallback is why auto runs the perf engine: "eBPF engine unavailable
+	// (REASON; GATE): using the perf engine"; "" when it was not tried or
+	// loaded.
+	Fallback string `json:"-"`
 }
 
 // Excluded is what --exclude took out of the profile (not out of the
@@ -127,9 +142,10 @@ type engine struct {
 	scratch  []int
 }
 
-// Run watches the target's context switches until opt.Duration passes, ctx
-// ends or the target exits; a cut-short run still returns its result.
-func Run(ctx context.Context, s *session.Session, opt Options) (*Result, error) {
+// runPerf is the perf engine: it watches the target's context switches
+// until opt.Duration passes, ctx ends or the target exits; a cut-short run
+// still returns its result.
+func runPerf(ctx context.Context, s *session.Session, opt Options) (*Result, error) {
 	e := newEngine(s, opt, EnginePerf)
 	e.tr = perfevent.NewSwitchTracer()
 	defer e.tr.Close()

@@ -19,10 +19,46 @@ const batchWait = 5 * time.Millisecond
 type Options struct {
 	Slowest int           // keep the N slowest requests (with stacks)
 	Poll    time.Duration // in-flight requests older than this get a stack read, every Poll
+	// Duration, when > 0, ends the measurement that long after the probe
+	// is attached; 0: when ctx ends or the target exits.
+	Duration time.Duration
+	// Interval is Stream's report period.
+	Interval time.Duration
 }
 
-// Engine is one attached measurement.
-type Engine struct {
+// Run measures the target until opt.Duration passes, ctx ends or the
+// target exits, and returns the whole window's report. It does not end a
+// spawned target.
+func Run(ctx context.Context, s *session.Session, opt Options) (*Result, error) {
+	var res *Result
+	err := measure(ctx, s, opt, 0, func(r *Result) error { res = r; return nil })
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// Stream is Run in live mode: one report per opt.Interval to emit, and the
+// last at the end (emit's error ends it and is returned).
+func Stream(ctx context.Context, s *session.Session, opt Options, emit func(*Result) error) error {
+	return measure(ctx, s, opt, opt.Interval, emit)
+}
+
+func measure(ctx context.Context, s *session.Session, opt Options, interval time.Duration, emit func(*Result) error) error {
+	e, err := open(s, opt)
+	if err != nil {
+		return err
+	}
+	defer e.close()
+	var end time.Time
+	if opt.Duration > 0 {
+		end = time.Now().Add(opt.Duration)
+	}
+	return e.run(ctx, end, interval, emit)
+}
+
+// engine is one attached measurement.
+type engine struct {
 	s       *session.Session
 	opt     Options
 	probe   *probe
@@ -39,12 +75,12 @@ type Engine struct {
 	notes   []string
 }
 
-// Open attaches the probe to the session's target and scans its sockets.
-func Open(s *session.Session, opt Options) (*Engine, error) {
+// open attaches the probe to the session's target and scans its sockets.
+func open(s *session.Session, opt Options) (*engine, error) {
 	if opt.Poll <= 0 {
 		opt.Poll = 50 * time.Millisecond
 	}
-	e := &Engine{s: s, opt: opt, cpu0: session.ObserverCPU(), socks: newProcSockets(s.Pid)}
+	e := &engine{s: s, opt: opt, cpu0: session.ObserverCPU(), socks: newProcSockets(s.Pid)}
 	p, err := openProbe(s.Pid)
 	if err != nil {
 		return nil, fmt.Errorf("pid %d: %w", s.Pid, err)
@@ -72,12 +108,12 @@ func Open(s *session.Session, opt Options) (*Engine, error) {
 	return e, nil
 }
 
-// Close detaches everything.
-func (e *Engine) Close() { e.probe.Close() }
+// close detaches everything.
+func (e *engine) close() { e.probe.Close() }
 
-// Run reads events until end (zero: until ctx ends or the target exits);
+// run reads events until end (zero: until ctx ends or the target exits);
 // with interval > 0 it emits one report per interval, else one at the end.
-func (e *Engine) Run(ctx context.Context, end time.Time, interval time.Duration, emit func(*Report) error) error {
+func (e *engine) run(ctx context.Context, end time.Time, interval time.Duration, emit func(*Result) error) error {
 	winStart := e.started
 	nextPoll := time.Now().Add(e.opt.Poll)
 	var nextEmit time.Time
@@ -159,7 +195,7 @@ func (e *Engine) Run(ctx context.Context, end time.Time, interval time.Duration,
 	}
 }
 
-func (e *Engine) isExited() bool {
+func (e *engine) isExited() bool {
 	select {
 	case <-e.s.Exited():
 		return true
@@ -170,7 +206,7 @@ func (e *Engine) isExited() bool {
 
 // finish detaches the probe, drains what the ring still holds, and emits
 // the last report.
-func (e *Engine) finish(winStart int64, emit func(*Report) error) error {
+func (e *engine) finish(winStart int64, emit func(*Result) error) error {
 	t := session.MonoNow()
 	e.probe.detach()
 	for e.probe.pending() > 0 {
@@ -191,7 +227,7 @@ func (e *Engine) finish(winStart int64, emit func(*Report) error) error {
 
 // sampleStacks reads the handling thread's Python stack of every request
 // in flight longer than a poll period.
-func (e *Engine) sampleStacks() {
+func (e *engine) sampleStacks() {
 	if e.tids == nil || e.opt.Slowest <= 0 {
 		return
 	}

@@ -17,8 +17,9 @@ const JSONVersion = 1
 // Price is what red costs the target, said in every report.
 const Price = "eBPF tracepoints on syscalls, no stops"
 
-// Report is one window (or interval) of RED per port.
-type Report struct {
+// Result is one window (or interval) of RED per port: the report and its
+// account (events, drops, stack reads, observer CPU, price, notes).
+type Result struct {
 	Version    int          `json:"version"`
 	Pid        int          `json:"pid"`
 	Mode       string       `json:"mode"` // window | interval
@@ -136,10 +137,10 @@ func pct(a, b uint64) float64 {
 	return 100 * float64(a) / float64(b)
 }
 
-func (e *Engine) report(start, end int64, final bool) *Report {
+func (e *engine) report(start, end int64, final bool) *Result {
 	ports, inflight, open := e.tr.TakeWindow()
 	win := float64(end-start) / 1e9
-	r := &Report{Version: JSONVersion, Pid: e.s.Pid, Mode: "interval", WindowS: win, StartNs: start, EndNs: end,
+	r := &Result{Version: JSONVersion, Pid: e.s.Pid, Mode: "interval", WindowS: win, StartNs: start, EndNs: end,
 		Events: e.tr.Events, StackReads: e.reads, StackFail: e.failed, Price: Price,
 		QuantErr: 100 * QuantileError, ObserverS: (session.ObserverCPU() - e.cpu0).Seconds(),
 		Ports: []PortReport{}, Slowest: []SlowReport{}, Notes: append([]string{}, e.notes...)}
@@ -226,7 +227,7 @@ func buildPort(ps *PortStats, win float64, inflight, open int) PortReport {
 
 // WriteJSON writes the report; indent for a whole-window report, one line
 // per interval in live mode.
-func WriteJSON(w io.Writer, r *Report, indent bool) error {
+func WriteJSON(w io.Writer, r *Result, indent bool) error {
 	enc := json.NewEncoder(w)
 	if indent {
 		enc.SetIndent("", "  ")
@@ -264,7 +265,7 @@ func fmtBytes(b uint64) string {
 }
 
 // WriteText writes the human table.
-func WriteText(w io.Writer, r *Report) error {
+func WriteText(w io.Writer, r *Result) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "pid %d: RED per listening port over %.2f s\n\n", r.Pid, r.WindowS)
 	if len(r.Ports) == 0 {

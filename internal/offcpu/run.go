@@ -1,0 +1,104 @@
+package offcpu
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+
+	"github.com/pyobs/pyobs/internal/capability"
+	"github.com/pyobs/pyobs/internal/fallback"
+	"github.com/pyobs/pyobs/internal/flame"
+	"github.com/pyobs/pyobs/internal/offcpu/schedbpf"
+	"github.com/pyobs/pyobs/internal/session"
+)
+
+// Run measures the target's waits with the engine opt.Engine asks for:
+// auto runs the eBPF engine, else the perf engine, and says why in
+// Result.Fallback (and to opt.OnFallback as it happens); --engine bpf and
+// --waker have no fallback. A run cut short by an error still returns its
+// result with the error. The target must have Python (s.Py).
+func Run(ctx context.Context, s *session.Session, opt Options) (*Result, error) {
+	want := fallback.Auto
+	switch {
+	case opt.Engine == EnginePerf:
+		want = fallback.NoBPF
+	case opt.Engine == EngineBPF || opt.Waker: // no waker without eBPF: no fallback
+		want = fallback.BPFOnly
+	}
+	var res *Result
+	var err error
+	useBPF, why := fallback.Choose(want, func() error {
+		res, err = RunBPF(ctx, s, opt)
+		if res == nil && errors.Is(err, schedbpf.ErrUnavailable) {
+			return err // nothing attached
+		}
+		return nil
+	})
+	line := ""
+	switch {
+	case useBPF:
+	case why != nil && want == fallback.BPFOnly:
+		return nil, refused(s.Pid, opt.Waker, why)
+	default:
+		if why != nil {
+			line = fmt.Sprintf("eBPF engine unavailable (%s; %s): using the perf engine", fallback.Reason(why), schedbpf.Gate())
+			if opt.OnFallback != nil {
+				opt.OnFallback(line)
+			}
+		}
+		res, err = runPerf(ctx, s, opt)
+	}
+	if res == nil {
+		return nil, err
+	}
+	res.Fallback = line
+	if len(opt.Exclude) > 0 {
+		res.Excluded = exclude(res.Profile, opt.Exclude)
+	}
+	return res, err
+}
+
+// refused is the error of an eBPF-only run that could not load: the gate
+// when the kernel said no for lack of privilege.
+func refused(pid int, waker bool, err error) error {
+	gate := schedbpf.Gate()
+	what := "offcpu --engine bpf"
+	if waker {
+		what = "offcpu --waker (needs the eBPF engine)"
+	}
+	if fallback.Denied(err) {
+		return &capability.GateError{Op: fmt.Sprintf("load the offcpu eBPF program for pid %d", pid), Gate: gate,
+			Fix: "run as root, grant CAP_BPF and CAP_PERFMON (setcap cap_bpf,cap_perfmon+ep on pyobs), or use --engine perf",
+			Err: errors.Join(capability.ErrPermission, err)}
+	}
+	return fmt.Errorf("%s: %w (%s)", what, err, gate)
+}
+
+// exclude removes the stacks with a frame whose label matches one of res.
+func exclude(p *flame.Profile, res []*regexp.Regexp) *Excluded {
+	match := make([]int8, p.NumFrames()) // per frame: 0 unknown, 1 yes, -1 no
+	us, n := p.Remove(func(s *flame.Stack) bool {
+		for _, id := range s.Frames {
+			if match[id] == 0 {
+				match[id] = -1
+				l := p.Frame(id).Label()
+				for _, re := range res {
+					if re.MatchString(l) {
+						match[id] = 1
+						break
+					}
+				}
+			}
+			if match[id] == 1 {
+				return true
+			}
+		}
+		return false
+	})
+	patterns := make([]string, len(res))
+	for i, re := range res {
+		patterns[i] = re.String()
+	}
+	return &Excluded{Patterns: patterns, US: us, Stacks: n}
+}
