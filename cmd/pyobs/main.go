@@ -14,8 +14,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/pyobs/pyobs/internal/capability"
-	"github.com/pyobs/pyobs/internal/pyframes"
 	"github.com/pyobs/pyobs/internal/session"
 )
 
@@ -115,8 +113,8 @@ func run(args []string) int {
 
 func exitCode(err error) int {
 	var ue usageError
-	var ge *capability.GateError
-	var ve *pyframes.UnsupportedVersionError
+	var ge *session.GateError
+	var ve *session.UnsupportedVersionError
 	switch {
 	case errors.As(err, &ue):
 		return exitUsage
@@ -173,17 +171,16 @@ func targetSpec(cmd *cobra.Command, g *globals, args []string) (session.Spec, er
 	return session.Spec{Pid: g.pid, Argv: argv}, nil
 }
 
-// target resolves -p PID or `-- CMD ARGS` into a session without waiting
-// for a spawned program's interpreter.
-func target(cmd *cobra.Command, g *globals, args []string) (*session.Session, error) {
+// openTarget opens the command line's target: what the command needs of
+// its Python decides whether -p must be Python and whether a spawned
+// program is waited for until it runs Python code.
+func openTarget(cmd *cobra.Command, g *globals, args []string, need session.NeedPython) (*session.Session, error) {
 	spec, err := targetSpec(cmd, g, args)
 	if err != nil {
 		return nil, err
 	}
-	if spec.Pid > 0 {
-		return session.Attach(spec.Pid)
-	}
-	return session.Spawn(spec.Argv)
+	spec.Python = need
+	return session.Open(cmd.Context(), spec)
 }
 
 // finish lets a spawned program run to its end and passes its status on.
@@ -204,6 +201,3 @@ func writeJSON(w io.Writer, v any) error {
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }
-
-// waitSpawned is finish under its old name, until every command uses Open.
-func waitSpawned(ctx context.Context, s *session.Session) error { return finish(ctx, s) }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/pyobs/pyobs/internal/flame"
 	"github.com/pyobs/pyobs/internal/offcpu"
+	"github.com/pyobs/pyobs/internal/session"
 )
 
 type offcpuFlags struct {
@@ -109,7 +110,7 @@ func runOffcpu(cmd *cobra.Command, g *globals, f *offcpuFlags, args []string) er
 	if format == "" {
 		format = "text"
 		if g.output != "" && g.output != "-" {
-			format = formatFromName(g.output)
+			format = flame.FormatFor(g.output)
 		}
 	}
 	ok := false
@@ -141,24 +142,17 @@ func runOffcpu(cmd *cobra.Command, g *globals, f *offcpuFlags, args []string) er
 	if f.waker && f.engine == offcpu.EnginePerf {
 		return usagef("offcpu: --waker needs the bpf engine (sched_waking): not with --engine perf")
 	}
-	s, err := target(cmd, g, args)
+	ctx := cmd.Context()
+	s, err := openTarget(cmd, g, args, session.PythonRequired)
 	if err != nil {
 		return err
-	}
-	ctx := cmd.Context()
-	// Spawned target, start of life (session.Open at merge): offcpu needs
-	// its Python; a command that never gets there is ended.
-	if s.Spawned() {
-		if err := s.WaitPython(ctx, 0); err != nil {
-			s.Kill(2 * time.Second)
-			return err
-		}
 	}
 	stderr := cmd.ErrOrStderr()
 	res, err := offcpu.Run(ctx, s, offcpu.Options{Engine: f.engine, Duration: f.duration, MinBlock: f.minBlock, Wall: f.wall,
 		Threads: f.threads, MapEntries: f.mapSize, Waker: f.waker, Exclude: excl,
 		OnFallback: func(line string) { fmt.Fprintln(stderr, "pyobs offcpu: "+line) }})
 	if err != nil && res == nil {
+		abort(s)
 		return err
 	}
 	var werr error
@@ -178,9 +172,10 @@ func runOffcpu(cmd *cobra.Command, g *globals, f *offcpuFlags, args []string) er
 			return flame.WriteSVG(w, res.Profile, flame.SVGOptions{Title: fmt.Sprintf("pyobs offcpu: pid %d, µs %s", res.Profile.Meta.Pid, what), Icicle: f.icicle})
 		})
 	default:
-		werr = writeProfile(g.output, format, res.Profile, f.icicle)
+		werr = writeFlame(g.output, format, res.Profile, flame.WriteOptions{})
 	}
 	if werr != nil {
+		abort(s)
 		return werr
 	}
 	where := "stdout"
@@ -189,11 +184,8 @@ func runOffcpu(cmd *cobra.Command, g *globals, f *offcpuFlags, args []string) er
 	}
 	fmt.Fprintln(stderr, offcpu.Footer(res, where))
 	if err != nil {
+		abort(s)
 		return err
 	}
-	// Spawned target, end of life (session.Finish at merge).
-	if s.Spawned() {
-		return waitSpawned(ctx, s)
-	}
-	return nil
+	return finish(ctx, s)
 }

@@ -72,7 +72,7 @@ func writeError(path, tmp string, err error) error {
 // -o FILE written as it goes (not replaced whole). An empty format means
 // text on a terminal, JSON lines otherwise.
 func liveOutput(g *globals, format string) (out io.Writer, tty bool, _ string, closeOut func(), _ error) {
-	out, tty, closeOut = io.Writer(os.Stdout), isTTY(os.Stdout), func() {}
+	out, tty, closeOut = io.Writer(os.Stdout), isTerminal(os.Stdout), func() {}
 	if g.output != "" && g.output != "-" {
 		fh, err := os.OpenFile(g.output, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
 		if err != nil {
@@ -108,12 +108,4 @@ func profileFormat(command string, g *globals) (string, error) {
 // writeFlame writes a profile in a format, to stdout or -o atomically.
 func writeFlame(out, format string, p *flame.Profile, o flame.WriteOptions) error {
 	return writeOutput(out, 0o644, func(w io.Writer) error { return flame.Write(w, format, p, o) })
-}
-
-// formatFromName is flame.FormatFor under its old name (offcpu, until it moves).
-func formatFromName(path string) string { return flame.FormatFor(path) }
-
-// writeProfile is writeFlame under its old shape (offcpu, until it moves).
-func writeProfile(out, format string, p *flame.Profile, icicle bool) error {
-	return writeFlame(out, format, p, flame.WriteOptions{Title: fmt.Sprintf("pyobs record: pid %d, %s mode", p.Meta.Pid, p.Meta.Mode), Icicle: icicle})
 }

@@ -91,7 +91,8 @@ func runRed(cmd *cobra.Command, g *globals, f *redFlags, args []string) error {
 	if f.slowest < 0 || f.slowest > 1000 {
 		return usagef("red: --slowest must be between 0 and 1000")
 	}
-	s, err := targetAny(cmd, g, args)
+	ctx := cmd.Context()
+	s, err := openTarget(cmd, g, args, session.PythonOptional)
 	if err != nil {
 		return err
 	}
@@ -99,7 +100,6 @@ func runRed(cmd *cobra.Command, g *globals, f *redFlags, args []string) error {
 	if !(s.Spawned() || f.interval > 0) || durSet {
 		opt.Duration = f.dur
 	}
-	ctx := cmd.Context()
 	if f.interval > 0 {
 		err = redLive(ctx, s, opt, g, format)
 	} else {
@@ -113,32 +113,15 @@ func runRed(cmd *cobra.Command, g *globals, f *redFlags, args []string) error {
 			})
 		}
 	}
-	// Spawned target, end of life (session.Finish at merge): -d ends it;
-	// Ctrl-C gives it its chance to finish; its status is passed on.
-	if !s.Spawned() {
-		return err
-	}
 	if err != nil {
-		s.Kill(2 * time.Second)
+		abort(s)
 		return err
 	}
-	select {
-	case <-s.Exited():
-	default:
-		if ctx.Err() == nil && opt.Duration > 0 {
-			s.Kill(2 * time.Second) // -d ended the measurement: end the command too
-			return nil
-		}
-		select {
-		case <-s.Exited():
-		case <-time.After(5 * time.Second):
-			s.Kill(2 * time.Second)
-		}
+	if s.Running() && ctx.Err() == nil && opt.Duration > 0 {
+		abort(s) // -d ended the measurement: end the command too
+		return nil
 	}
-	if code := s.ExitCode(); code != 0 {
-		return exitStatus{code}
-	}
-	return nil
+	return finish(ctx, s)
 }
 
 func redLive(ctx context.Context, s *session.Session, opt red.Options, g *globals, format string) error {

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pyobs/pyobs/internal/report"
+	"github.com/pyobs/pyobs/internal/session"
 	"github.com/pyobs/pyobs/internal/stat"
 )
 
@@ -80,11 +81,11 @@ func runStat(cmd *cobra.Command, g *globals, f *statFlags, args []string) error 
 		return usagef("stat: --poll must be at least 1ms")
 	}
 	opt := stat.Options{Duration: f.dur, Interval: f.interval, Poll: f.poll, NoPerf: f.noPerf, Started: time.Now()}
-	s, err := targetAny(cmd, g, args)
+	ctx := cmd.Context()
+	s, err := openTarget(cmd, g, args, session.PythonOptional)
 	if err != nil {
 		return err
 	}
-	ctx := cmd.Context()
 	if f.interval > 0 && !s.Spawned() {
 		if !cmd.Flags().Changed("duration") {
 			opt.Duration = 0 // until Ctrl-C
@@ -100,11 +101,9 @@ func runStat(cmd *cobra.Command, g *globals, f *statFlags, args []string) error 
 		}
 		return err
 	}
-	// Spawned target, end of life (session.Finish at merge): Ctrl-C gives
-	// it its chance to finish; the report covers its whole run.
-	if s.Spawned() {
-		graceOnInterrupt(ctx, s)
-	}
+	// A spawned program is measured to its end (the report covers its
+	// whole run); Ctrl-C gives it its grace to finish.
+	s.EndOnInterrupt(ctx)
 	res, err := stat.Run(ctx, s, opt)
 	if err != nil {
 		return err

@@ -103,3 +103,38 @@ func (s *Session) Finish(ctx context.Context, end End) int {
 	}
 	return s.ExitCode()
 }
+
+// Running reports whether a spawned program is still running (false for
+// an attached process: the session does not own its life).
+func (s *Session) Running() bool {
+	if s.cmd == nil {
+		return false
+	}
+	select {
+	case <-s.waited:
+		return false
+	default:
+		return true
+	}
+}
+
+// EndOnInterrupt gives a spawned program its end of life when ctx ends
+// before it does (Ctrl-C reached its whole process group): Grace to
+// finish, then Kill. For engines that wait for the program themselves.
+func (s *Session) EndOnInterrupt(ctx context.Context) {
+	if s.cmd == nil {
+		return
+	}
+	go func() {
+		select {
+		case <-s.waited:
+			return
+		case <-ctx.Done():
+		}
+		select {
+		case <-s.waited:
+		case <-time.After(Grace):
+			s.Kill(KillGrace)
+		}
+	}()
+}

@@ -282,3 +282,12 @@ func (s *Session) Freeze() (*ptrace.Frozen, error) {
 	}
 	return f, nil
 }
+
+// Errors of the layers below, named here so that commands map them to exit
+// codes without importing those layers.
+type (
+	// UnsupportedVersionError: a CPython version pyobs does not read.
+	UnsupportedVersionError = pyframes.UnsupportedVersionError
+	// GateError: a kernel gate (capability, sysctl, LSM) refused.
+	GateError = capability.GateError
+)
