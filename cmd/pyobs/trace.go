@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"os"
@@ -118,56 +117,34 @@ func runTrace(cmd *cobra.Command, g *globals, f *traceFlags, args []string) erro
 	} else {
 		s = t
 	}
-	// --log lines go to stdout as they come, or before the summary in -o FILE.
-	var logBuf *bufio.Writer
-	var logFile *os.File
+	where, toFile := "stdout", g.output != "" && g.output != "-"
+	if toFile {
+		where = g.output
+	}
+	var log *trace.LogSink // --log lines: to stdout as they come, or before the summary in -o FILE
 	if f.log {
-		if g.output == "" || g.output == "-" {
-			logBuf = bufio.NewWriter(os.Stdout)
-		} else {
-			var err error
-			if logFile, err = os.CreateTemp("", "pyobs-trace-log-*"); err != nil {
-				return err
-			}
-			defer os.Remove(logFile.Name())
-			defer logFile.Close()
-			logBuf = bufio.NewWriter(logFile)
+		var err error
+		if log, err = trace.NewLogSink(os.Stdout, toFile); err != nil {
+			return err
 		}
-		opt.Log = logBuf
+		defer log.Close()
+		opt.Log = log
 	}
 	res, err := trace.Run(cmd.Context(), s, opt)
 	if err != nil {
 		return err
 	}
-	if logBuf != nil {
-		_ = logBuf.Flush()
+	if log != nil {
+		_ = log.Flush()
 	}
-	err = writeOutput(g.output, 0o644, func(w io.Writer) error {
-		if logFile != nil {
-			if _, err := logFile.Seek(0, 0); err != nil {
-				return err
-			}
-			if _, err := io.Copy(w, logFile); err != nil {
-				return err
-			}
-		}
-		if format == "json" {
-			return trace.WriteJSON(w, res)
-		}
-		return trace.WriteText(w, res, f.log)
-	})
-	if err != nil {
+	if err := writeOutput(g.output, 0o644, func(w io.Writer) error { return trace.Write(w, format, res, log) }); err != nil {
 		return err
-	}
-	where := "stdout"
-	if g.output != "" && g.output != "-" {
-		where = g.output
 	}
 	fmt.Fprintln(os.Stderr, res.Footer(where))
 	if res.Account.DetachError != nil {
 		return fmt.Errorf("trace: %w (the kernel detaches the rest when pyobs exits)", res.Account.DetachError)
 	}
-	if res.Account.Spawned {
+	if res.Account.Spawned { // the end of a spawned target's life (session.Finish at merge)
 		if code := trace.FinishSpawned(cmd.Context(), res); code != 0 {
 			return exitStatus{code} // the spawned command's status is ours
 		}
