@@ -56,6 +56,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/pyobs/pyobs/internal/procfs"
 )
 
 // Syscall is one finished call, reported at its exit stop.
@@ -337,7 +339,7 @@ func (t *tracer) start() error {
 				nrs = append(nrs, strconv.Itoa(n))
 			}
 			env = append(env, SeccompEnv+"="+strings.Join(nrs, ","), SeccompPathEnv+"="+abs)
-			path = "/proc/self/exe"
+			path = procfs.SelfExe
 			opts |= unix.PTRACE_O_TRACESECCOMP
 			t.seccomp, t.preExec = true, true
 		}
@@ -783,50 +785,20 @@ func ptraceListen(tid int) error {
 	return nil
 }
 
-func listTasks(pid int) ([]int, error) {
-	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-	if err != nil {
-		return nil, err
-	}
-	var out []int
-	for _, e := range ents {
-		if n, err := strconv.Atoi(e.Name()); err == nil {
-			out = append(out, n)
-		}
-	}
-	return out, nil
-}
+// proc is /proc, for the tracer's few reads of it.
+var proc = procfs.Default()
+
+func listTasks(pid int) ([]int, error) { return proc.Tasks(pid) }
 
 // tgidOf reads a task's thread-group id, -1 when it cannot.
-func tgidOf(tid int) int { return statusInt(tid, "Tgid:") }
+func tgidOf(tid int) int { return proc.StatusInt(tid, "Tgid") }
 
-func ppidOf(pid int) int { return statusInt(pid, "PPid:") }
-
-func statusInt(tid int, key string) int {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", tid))
-	if err != nil {
-		return -1
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, key); ok {
-			n, _ := strconv.Atoi(strings.TrimSpace(v))
-			return n
-		}
-	}
-	return -1
-}
+func ppidOf(pid int) int { return proc.StatusInt(pid, "PPid") }
 
 // pickKickSignal chooses a wake-up signal the target does not catch, so
 // even one we fail to swallow has no effect (default action: ignore).
 func pickKickSignal(pid int) unix.Signal {
-	cgt := uint64(0)
-	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(l, "SigCgt:"); ok {
-				cgt, _ = strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-			}
-		}
-	}
+	cgt := proc.SigCaught(pid)
 	for _, s := range []unix.Signal{unix.SIGURG, unix.SIGWINCH} {
 		if cgt&(1<<(uint(s)-1)) == 0 {
 			return s
