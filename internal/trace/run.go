@@ -103,9 +103,15 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*Result, error) 
 	if len(opt.Argv) > 0 && opt.Engine == "tracepoint" {
 		return nil, ErrSpawnTracepoint
 	}
+	switch {
+	case len(opt.Argv) == 0 && s == nil:
+		return nil, errors.New("trace: no target: give a session or a command to spawn")
+	case len(opt.Argv) == 0 && s.Py == nil:
+		return nil, fmt.Errorf("trace pid %d: no Python interpreter open in the session", s.Pid)
+	}
 	filter, _ := ParseSyscalls(opt.Syscalls)
 	r := &sites{filter: filter, slow: opt.Slow, slowSet: opt.SlowSet, agg: New(), logw: opt.Log}
-	if s != nil && len(opt.Argv) == 0 {
+	if len(opt.Argv) == 0 {
 		r.sess, r.tids, r.pid = s, s.NewTidMap(), s.Pid
 		r.mem = pyframes.NewProcessMemory(s.Pid)
 	}
