@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/pyobs/pyobs/internal/testutil"
+	"github.com/pyobs/pyobs/internal/trace"
 )
 
 // neverStopped polls the target's threads every few ms while pyobs runs and
@@ -205,7 +206,7 @@ func TestTraceBPFStatSleep(t *testing.T) {
 				t.Fatalf("target reports %v", truth)
 			}
 			out := readTraceJSON(t, o)
-			if out.Engine != "tracepoint" || out.Slowdown != bpfSlowdown || out.TargetStoppedS != 0 || out.Lost != 0 {
+			if out.Engine != "tracepoint" || out.Slowdown != trace.TracepointSlowdown || out.TargetStoppedS != 0 || out.Lost != 0 {
 				t.Errorf("summary: %+v", out)
 			}
 			st, ok := row(out, "newfstatat")

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pyobs/pyobs/internal/testutil"
+	"github.com/pyobs/pyobs/internal/trace"
 )
 
 // TestTraceSpawnSeccomp: `pyobs trace -e … -- CMD` installs a seccomp
@@ -34,7 +35,7 @@ func TestTraceSpawnSeccomp(t *testing.T) {
 				t.Errorf("footer: %s", r.Stderr)
 			}
 			out := readTraceJSON(t, o)
-			if out.Engine != "ptrace" || out.Slowdown != seccompSlowdown || out.ExitCode == nil || *out.ExitCode != 7 {
+			if out.Engine != "ptrace" || out.Slowdown != trace.SeccompSlowdown || out.ExitCode == nil || *out.ExitCode != 7 {
 				t.Errorf("summary: %+v", out)
 			}
 			var calls uint64

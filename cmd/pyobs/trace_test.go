@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/pyobs/pyobs/internal/testutil"
+	"github.com/pyobs/pyobs/internal/trace"
 )
 
 type traceOut struct {
@@ -84,7 +85,7 @@ func checkStatAndSleep(t *testing.T, out traceOut, engine string, n, m uint64) {
 	t.Helper()
 	statLine := markerLine(t, "trace_stat.py", "STAT_LINE")
 	sleepLine := markerLine(t, "trace_stat.py", "SLEEP_LINE")
-	slowdown := map[string]string{"ptrace": ptraceSlowdown, "tracepoint": bpfSlowdown}[engine]
+	slowdown := map[string]string{"ptrace": trace.PtraceSlowdown, "tracepoint": trace.TracepointSlowdown}[engine]
 	if out.Engine != engine || out.Lost != 0 || out.Slowdown != slowdown || out.Events == 0 {
 		t.Errorf("footer fields: %+v", out)
 	}
@@ -281,19 +282,6 @@ func TestTraceUsage(t *testing.T) {
 		if r.Code != exitUsage || !strings.Contains(r.Stderr, c.want) {
 			t.Errorf("%v: exit %d, stderr %q; want %d and %q", c.args, r.Code, r.Stderr, exitUsage, c.want)
 		}
-	}
-}
-
-func TestParseSyscallList(t *testing.T) {
-	m, err := parseSyscallList("openat, newfstatat")
-	if err != nil || len(m) != 2 || !m[257] || !m[262] {
-		t.Fatalf("%v %v", m, err)
-	}
-	if m, err := parseSyscallList(""); m != nil || err != nil {
-		t.Fatal("empty list should mean all")
-	}
-	if editDistance("opnat", "openat") != 1 {
-		t.Fatal("edit distance")
 	}
 }
 

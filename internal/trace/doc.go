@@ -1,17 +1,47 @@
-// Package trace aggregates syscall events into a summary: per syscall
-// counts, errors by errno name, a log-linear latency histogram (p50, p99,
-// max), share of wall time, and the Python call sites of the calls whose
-// site was read. It is pure: engines feed it Calls, renderers read Summary.
+// Package trace is the engine of `pyobs trace`: Run chooses the engine,
+// drives it, aggregates what it reports into per-syscall rows and returns
+// them with an Account; WriteText, WriteJSON and Footer render the result.
 //
-// Sites are read only for some calls (slow or failing ones: reading a
-// Python stack per call would cost more than the call); every call without
-// a site is counted as unattributed, never guessed.
+// Engine choice, one rule: eBPF (internal/trace/tracepoint) when asked for
+// or when --engine auto can load it on a running process, else ptrace
+// (internal/trace/ptrace), and the Account says why (Note, and Fallback
+// with the reason eBPF could not be had, which the CLI prints before the
+// trace starts). A spawned command is always traced with ptrace, from its
+// first instruction (with -e, under a seccomp filter so only the listed
+// calls stop).
 //
-// Two ways in: Add takes one finished call at a time (the ptrace engine);
-// AddKernel takes a syscall's account already aggregated in the kernel
-// (counts, total, min/max and the histogram's buckets — the tracepoint
-// engine computes the same buckets in BPF) and AddSite the outcome of each
-// site read. A site read after the call had returned (the tracepoint
-// engine's fallback for threads the kernel could not read) is counted as
-// late and never attributed, as record counts its late reads.
+// Price, per engine:
+//   - tracepoint: no stops; about half a microsecond of kernel time per
+//     syscall of the target, and one ring-buffer event per slow or failing
+//     call; user space resolves those events' frames and refreshes the
+//     kernel's map of thread states (every 250 ms, sooner after a new thread).
+//   - ptrace: two stops (four context switches) per syscall of every thread,
+//     10–70× slower for a syscall-heavy program; with seccomp, two stops per
+//     listed call and none for the rest. The stopped time is measured.
+//
+// Both report pyobs's own CPU time over the window.
+//
+// What truth it reads: the kernel's syscall entries and exits (in-kernel
+// counts and histograms, or one exit stop per call with its arguments and
+// result), and for slow or failing calls the innermost Python frame — read
+// by the BPF program while the thread is still in the kernel, or from the
+// stopped thread at its exit stop. A site read after the call had returned
+// (the tracepoint engine's fallback for threads the kernel could not read)
+// is counted as late and never attributed, as record counts its late reads.
+// Calls still blocked when a tracepoint trace ends are listed with the site
+// read while they block, when they have not returned after the read.
+//
+// Aggregation: per syscall counts, errors by errno name, a log-linear
+// latency histogram (p50, p99, max; the buckets of internal/trace/bucket),
+// share of wall time, and the Python call sites of the calls whose site was
+// read. Two ways in: Add takes one finished call at a time (ptrace);
+// AddKernel takes a syscall's account already aggregated in the kernel and
+// AddSite the outcome of each site read (tracepoint).
+//
+// Cannot see: forked children; calls in progress when it attached (not
+// counted); the site of calls that were neither slow nor failing (reading a
+// Python stack per call would cost more than the call: they are counted as
+// unattributed, never guessed); arguments under the tracepoint engine
+// (--log prints "…"); anything the bounded kernel maps dropped (counted in
+// the Account's Drops and Lost). x86_64 only (syscall numbers and names).
 package trace

@@ -1,9 +1,10 @@
 package trace
 
 import (
-	"math/bits"
 	"sort"
 	"time"
+
+	"github.com/pyobs/pyobs/internal/trace/bucket"
 )
 
 // Site is the innermost Python frame that issued a call.
@@ -23,9 +24,9 @@ type Call struct {
 	SiteTried bool
 }
 
-// Hist is a log-linear histogram of nanoseconds: values below 2^subBits
-// have a bucket each, above that each power of two is split in 2^subBits
-// linear buckets, so a bucket's width is at most 1/2^subBits of its value.
+// Hist is a log-linear histogram of nanoseconds: values below 2^bucket.SubBits
+// have a bucket each, above that each power of two is split in 2^bucket.SubBits
+// linear buckets, so a bucket's width is at most 1/2^bucket.SubBits of its value.
 type Hist struct {
 	Counts map[int]uint64
 	N      uint64
@@ -33,30 +34,11 @@ type Hist struct {
 	Min    uint64
 }
 
-const subBits = 4
-const subCount = 1 << subBits
-
 // bucketOf returns the bucket index of v.
-func bucketOf(v uint64) int {
-	if v < subCount {
-		return int(v)
-	}
-	e := bits.Len64(v) - 1 // v in [2^e, 2^(e+1))
-	sub := (v >> (uint(e) - subBits)) & (subCount - 1)
-	return (e-subBits+1)*subCount + int(sub)
-}
+func bucketOf(v uint64) int { return bucket.Of(v) }
 
 // bucketBounds returns the [lo, hi] values of bucket i.
-func bucketBounds(i int) (lo, hi uint64) {
-	if i < subCount {
-		return uint64(i), uint64(i)
-	}
-	e := i/subCount + subBits - 1
-	sub := uint64(i % subCount)
-	w := uint64(1) << (uint(e) - subBits)
-	lo = uint64(1)<<uint(e) + sub*w
-	return lo, lo + w - 1
-}
+func bucketBounds(i int) (lo, hi uint64) { return bucket.Bounds(i) }
 
 // Add records one value.
 func (h *Hist) Add(v uint64) {

@@ -14,7 +14,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/pyobs/pyobs/internal/testutil"
-	"github.com/pyobs/pyobs/internal/trace"
+	"github.com/pyobs/pyobs/internal/trace/bucket"
 )
 
 func requireBPF(t *testing.T) {
@@ -70,8 +70,8 @@ func TestTracerCountsSelf(t *testing.T) {
 			}
 			// The kernel's bucketing is trace.Hist's: the slowest and the
 			// fastest call fall in the buckets Go computes for them.
-			if s.Hist[trace.BucketOf(uint64(s.Max))] == 0 || s.Hist[trace.BucketOf(uint64(s.Min))] == 0 {
-				t.Errorf("min %v / max %v not in their buckets %d, %d: %v", s.Min, s.Max, trace.BucketOf(uint64(s.Min)), trace.BucketOf(uint64(s.Max)), s.Hist)
+			if s.Hist[bucket.Of(uint64(s.Max))] == 0 || s.Hist[bucket.Of(uint64(s.Min))] == 0 {
+				t.Errorf("min %v / max %v not in their buckets %d, %d: %v", s.Min, s.Max, bucket.Of(uint64(s.Min)), bucket.Of(uint64(s.Max)), s.Hist)
 			}
 		case unix.SYS_NANOSLEEP, unix.SYS_CLOCK_NANOSLEEP:
 			if s.Max >= 30*time.Millisecond && s.Max <= slept+time.Millisecond {

@@ -1,44 +1,5 @@
 package ptrace
 
-// Syscall tracing (the `ptrace` engine of `pyobs trace`).
-//
-// Every thread of the target is seized (PTRACE_SEIZE with TRACESYSGOOD,
-// TRACECLONE, TRACEEXEC and TRACEEXIT), interrupted once and resumed with
-// PTRACE_SYSCALL, so each syscall stops the thread twice: at entry and at
-// exit. New threads are followed (TRACECLONE); forks are not (no
-// TRACEFORK/TRACEVFORK, and a clone that makes a new process is detached).
-// Signals are passed through: a signal-delivery stop is resumed with the
-// signal; a group stop (SIGSTOP, SIGTSTP, …) is kept with PTRACE_LISTEN.
-// Nothing ever injects EINTR: a syscall interrupted by one of our stops
-// returns ERESTART* internally and the kernel restarts it, as no handler ran.
-//
-// Price: two stops (four context switches) per syscall of every thread,
-// whether or not the call is of interest; the time the target's threads
-// spent in our stops is measured and reported.
-//
-// Seccomp (spawn only, TraceConfig.Seccomp): the command is started
-// through a re-exec of this program (SeccompExec) that sets
-// PR_SET_NO_NEW_PRIVS, installs a seccomp filter returning SECCOMP_RET_TRACE
-// for the traced numbers and allowing the rest, and execs the command. The
-// tracer then resumes threads with PTRACE_CONT: only a traced call stops,
-// at its seccomp stop, and is resumed with PTRACE_SYSCALL to see its exit.
-// Untraced calls never stop. The command keeps no_new_privs (setuid
-// programs it execs do not gain privileges).
-//
-// A filter cannot be removed, and a filtered call without a tracer fails
-// with ENOSYS: asked to stop early, the tracer stops counting and keeps
-// passing stops through until the command ends (SIGTERM after 5 s, as an
-// untraced spawn). If pyobs itself is killed, the command's filtered calls
-// fail with ENOSYS from then on; that is why it is used only for commands
-// pyobs started.
-//
-// Ending: the loop blocks in wait4. To end it, the caller's context is
-// cancelled; a helper then "kicks" the tracer by sending one tracee a signal
-// the target neither catches nor needs (SIGURG or SIGWINCH, default action:
-// ignore); the tracer swallows it at its delivery stop. Every tracee is then
-// interrupted (PTRACE_INTERRUPT), waited for, and detached, so none is left
-// stopped or traced. If pyobs dies instead, the kernel detaches them.
-
 import (
 	"context"
 	"errors"
@@ -56,6 +17,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/pyobs/pyobs/internal/procfs"
 )
 
 // Syscall is one finished call, reported at its exit stop.
@@ -337,7 +300,7 @@ func (t *tracer) start() error {
 				nrs = append(nrs, strconv.Itoa(n))
 			}
 			env = append(env, SeccompEnv+"="+strings.Join(nrs, ","), SeccompPathEnv+"="+abs)
-			path = "/proc/self/exe"
+			path = procfs.SelfExe
 			opts |= unix.PTRACE_O_TRACESECCOMP
 			t.seccomp, t.preExec = true, true
 		}
@@ -783,50 +746,20 @@ func ptraceListen(tid int) error {
 	return nil
 }
 
-func listTasks(pid int) ([]int, error) {
-	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-	if err != nil {
-		return nil, err
-	}
-	var out []int
-	for _, e := range ents {
-		if n, err := strconv.Atoi(e.Name()); err == nil {
-			out = append(out, n)
-		}
-	}
-	return out, nil
-}
+// proc is /proc, for the tracer's few reads of it.
+var proc = procfs.Default()
+
+func listTasks(pid int) ([]int, error) { return proc.Tasks(pid) }
 
 // tgidOf reads a task's thread-group id, -1 when it cannot.
-func tgidOf(tid int) int { return statusInt(tid, "Tgid:") }
+func tgidOf(tid int) int { return proc.StatusInt(tid, "Tgid") }
 
-func ppidOf(pid int) int { return statusInt(pid, "PPid:") }
-
-func statusInt(tid int, key string) int {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", tid))
-	if err != nil {
-		return -1
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, key); ok {
-			n, _ := strconv.Atoi(strings.TrimSpace(v))
-			return n
-		}
-	}
-	return -1
-}
+func ppidOf(pid int) int { return proc.StatusInt(pid, "PPid") }
 
 // pickKickSignal chooses a wake-up signal the target does not catch, so
 // even one we fail to swallow has no effect (default action: ignore).
 func pickKickSignal(pid int) unix.Signal {
-	cgt := uint64(0)
-	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(l, "SigCgt:"); ok {
-				cgt, _ = strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-			}
-		}
-	}
+	cgt := proc.SigCaught(pid)
 	for _, s := range []unix.Signal{unix.SIGURG, unix.SIGWINCH} {
 		if cgt&(1<<(uint(s)-1)) == 0 {
 			return s

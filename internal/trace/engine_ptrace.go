@@ -1,0 +1,83 @@
+package trace
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pyobs/pyobs/internal/procfs"
+	"github.com/pyobs/pyobs/internal/pyframes"
+	"github.com/pyobs/pyobs/internal/session"
+	tptrace "github.com/pyobs/pyobs/internal/trace/ptrace"
+)
+
+// onExit takes one call at its exit stop, the thread still stopped.
+func (r *sites) onExit(c *tptrace.Syscall) {
+	if r.filter != nil && !r.filter[c.Nr] {
+		return
+	}
+	name := procfs.SyscallName(c.Nr)
+	call := Call{Name: name, Dur: c.Dur}
+	if e := c.Errno(); e != 0 {
+		if e >= tptrace.ERESTARTSYS && e <= tptrace.ERESTART_RESTARTBLOCK {
+			// Interrupted by a stop or a signal with no handler: the kernel
+			// restarts it (the rest appears as the same call again, or as
+			// restart_syscall); the target never sees this result.
+			r.restarts++
+			return
+		}
+		call.Errno = tptrace.ErrnoName(e)
+	}
+	if c.Dur >= r.slow || call.Errno != "" {
+		call.SiteTried = true
+		call.Site = r.site(c.Tid)
+		r.siteTried++
+		if call.Site == nil {
+			r.siteFail++
+		}
+	}
+	r.agg.Add(call)
+	if r.logw != nil && (!r.slowSet || c.Dur >= r.slow) {
+		fmt.Fprintln(r.logw, logLine(c, name, call, r.mem))
+	}
+}
+
+// runPtrace runs the ptrace engine until ctx ends or the target exits.
+func runPtrace(ctx context.Context, r *sites, opt Options, a Account) (*Result, error) {
+	cfg := tptrace.TraceConfig{Pid: r.pid, Argv: opt.Argv, OnExit: r.onExit}
+	if len(opt.Argv) > 0 {
+		cfg.Seccomp = seccompList(r.filter)
+		cfg.OnSpawn = func(pid int) { r.pid = pid; r.mem = pyframes.NewProcessMemory(pid) }
+	}
+	cpu0 := session.ObserverCPU()
+	start := time.Now()
+	st, err := tptrace.Trace(ctx, cfg)
+	a.Wall = time.Since(start)
+	a.ObserverCPU = session.ObserverCPU() - cpu0
+	if r.mem != nil {
+		_ = r.mem.Close()
+		r.mem = nil
+	}
+	if err != nil {
+		if errors.Is(err, unix.EPERM) && r.sess != nil {
+			return nil, r.sess.Explain("PTRACE_SEIZE", err)
+		}
+		return nil, err
+	}
+	a.Slowdown = PtraceSlowdown
+	if len(cfg.Seccomp) > 0 {
+		a.Slowdown = SeccompSlowdown
+		if a.Note != "" {
+			a.Note += " "
+		}
+		a.Note += "(seccomp filter: untraced calls never stop)"
+	}
+	a.Pid, a.Calls, a.Stopped, a.Stops = st.Pid, st.Syscalls, st.Stopped, st.Stops
+	a.Threads, a.Signals, a.Restarted = st.Threads, st.Signals, r.restarts
+	a.SiteReads, a.SiteReadsFailed, a.SiteReadError = r.siteTried, r.siteFail, r.firstSiteErr
+	a.TargetExited, a.Spawned, a.ExitCode, a.DetachError = st.TargetGone, len(cfg.Argv) > 0, st.ExitCode, st.DetachError
+	return &Result{Account: a, Syscalls: r.agg.Rows(a.Wall, opt.Sites)}, nil
+}

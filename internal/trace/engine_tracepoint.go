@@ -1,0 +1,209 @@
+package trace
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pyobs/pyobs/internal/procfs"
+	"github.com/pyobs/pyobs/internal/session"
+	tptrace "github.com/pyobs/pyobs/internal/trace/ptrace"
+	"github.com/pyobs/pyobs/internal/trace/tracepoint"
+)
+
+// bpfRun is the tracepoint engine's user-space side: it drains the ring
+// buffer of slow or failing calls, resolves the Python frame the kernel
+// captured, and keeps the kernel's map of thread states current.
+type bpfRun struct {
+	run      *sites
+	tp       *tracepoint.Tracer
+	res      *tracepoint.Resolver
+	refresh  time.Time
+	stale    bool // a thread the kernel did not know made a call
+	threads  map[int]bool
+	events   uint64
+	exact    uint64
+	walked   uint64 // of exact: the kernel found the thread's state itself
+	late     uint64
+	noFrame  uint64
+	firstErr string
+}
+
+func (b *bpfRun) refreshThreads() {
+	b.refresh = time.Now()
+	b.stale = false
+	m := b.run.sess.NewTidMap()
+	m.Refresh()
+	ts := map[int]uint64{}
+	for _, r := range m.All() {
+		ts[r.NativeID] = r.Addr
+		b.threads[r.NativeID] = true
+	}
+	b.run.tids, b.run.tidsAt = m, time.Now()
+	if err := b.tp.SetThreads(ts); err != nil && b.firstErr == "" {
+		b.firstErr = err.Error()
+	}
+}
+
+func (b *bpfRun) onEvent(e tracepoint.Event) {
+	r := b.run
+	b.events++
+	b.threads[e.Tid] = true
+	name := procfs.SyscallName(e.Nr)
+	errno := ""
+	if e.Ret < 0 && e.Ret >= -4095 {
+		errno = tptrace.ErrnoName(unix.Errno(-e.Ret))
+	}
+	var site, lateSite *Site
+	switch e.Py {
+	case tracepoint.PyCaptured:
+		if b.res == nil {
+			r.siteErr("tid %d: frame captured but no resolver", e.Tid)
+			break
+		}
+		if e.Walked {
+			b.walked++
+		}
+		fr, err := b.res.Site(e)
+		if err != nil {
+			r.siteErr("%v", err)
+			break
+		}
+		site = &Site{Function: fr.Function, File: fr.File, Line: fr.Line}
+		b.exact++
+	case tracepoint.PyNoFrame:
+		b.noFrame++
+		r.siteErr("tid %d ran no Python frame at the call", e.Tid)
+	default:
+		// The kernel could not read the frame (a thread it does not know
+		// yet, a page not present, or 3.10): read the live stack now and
+		// label it, since the thread may have moved on since the call.
+		if e.Py == tracepoint.PyNoThreadState {
+			b.stale = true // the walk did not find it either (3.10, another pid namespace)
+		}
+		lateSite = r.site(e.Tid)
+		if lateSite != nil {
+			b.late++
+		}
+	}
+	r.siteTried++
+	if site == nil && lateSite == nil {
+		r.siteFail++
+	}
+	r.agg.AddSite(name, site, lateSite != nil)
+	if r.logw != nil && (!r.slowSet || e.Dur >= r.slow) {
+		ret := fmt.Sprint(e.Ret)
+		if errno != "" {
+			ret = "-1 " + errno
+		} else if e.Ret > 1<<32 || e.Ret < -(1<<32) {
+			ret = fmt.Sprintf("%#x", uint64(e.Ret))
+		}
+		where := "-"
+		switch {
+		case site != nil:
+			where = fmt.Sprintf("%s (%s:%d)", site.Function, site.File, site.Line)
+		case lateSite != nil:
+			where = fmt.Sprintf("[late read: then at %s (%s:%d)]", lateSite.Function, lateSite.File, lateSite.Line)
+		}
+		fmt.Fprintf(r.logw, "%-7d %10.6fs %s(…) = %s  %s\n", e.Tid, e.Dur.Seconds(), name, ret, where)
+	}
+}
+
+// inProgress reads the site of every call in progress for at least slow:
+// the thread is blocked in the kernel, so its stack is where the call was
+// made — if the call is still the same one after the read. It returns those
+// and the number of calls in progress.
+func (b *bpfRun) inProgress(slow time.Duration) ([]BlockedCall, int) {
+	var out []BlockedCall
+	n := 0
+	now := session.MonoNow()
+	live := map[int]bool{}
+	if tids, err := procfs.Default().Tasks(b.run.pid); err == nil {
+		for _, t := range tids {
+			live[t] = true
+		}
+	}
+	for tid, c := range b.tp.InProgress() {
+		if !live[tid] {
+			continue // a thread that exited leaves its last enter behind
+		}
+		n++
+		dur := time.Duration(now - int64(c[1]))
+		if dur < slow {
+			continue
+		}
+		site := b.run.site(tid)
+		if again, ok := b.tp.InProgress()[tid]; site == nil || !ok || again != c {
+			continue // returned meanwhile: the stack may be elsewhere already
+		}
+		out = append(out, BlockedCall{Tid: tid, Name: procfs.SyscallName(int(c[0])), ForUS: float64(dur) / 1e3, Site: site})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ForUS > out[j].ForUS })
+	return out, n
+}
+
+// runTracepoint runs the tracepoint engine until ctx ends or the target exits.
+func runTracepoint(ctx context.Context, run *sites, tp *tracepoint.Tracer, opt Options, a Account) (*Result, error) {
+	defer tp.Close()
+	s := run.sess
+	b := &bpfRun{run: run, tp: tp, threads: map[int]bool{}}
+	if tracepoint.OffsetsFor(s.Py.Layout) != nil {
+		res, err := tracepoint.NewResolver(s.Pid, run.mem, s.Py.Info)
+		if err != nil {
+			return nil, err
+		}
+		b.res = res
+	}
+	cpu0 := session.ObserverCPU()
+	start := time.Now()
+	b.refresh = time.Now()
+	gone := false
+	for ctx.Err() == nil {
+		if err := tp.ReadEvents(time.Now().Add(20*time.Millisecond), b.onEvent); err != nil {
+			return nil, fmt.Errorf("trace pid %d: %w", s.Pid, err)
+		}
+		if !s.Alive() {
+			gone = true
+			break
+		}
+		// New threads: refresh soon after one shows up, else every 250 ms.
+		if (b.stale && time.Since(b.refresh) > 5*time.Millisecond) || time.Since(b.refresh) > 250*time.Millisecond {
+			b.refreshThreads()
+		}
+	}
+	var blocked []BlockedCall
+	if !gone {
+		blocked, a.InProgress = b.inProgress(opt.Slow)
+	}
+	tp.Detach()
+	a.Wall = time.Since(start)
+	if err := tp.ReadEvents(time.Time{}, b.onEvent); err != nil {
+		return nil, fmt.Errorf("trace pid %d: %w", s.Pid, err)
+	}
+	stats, c, err := tp.Read()
+	if err != nil {
+		return nil, fmt.Errorf("trace pid %d: %w", s.Pid, err)
+	}
+	for _, k := range stats {
+		errnos := map[string]uint64{}
+		for e, n := range k.Errnos {
+			errnos[tptrace.ErrnoName(unix.Errno(e))] += n
+		}
+		a.Calls += k.Calls
+		run.agg.AddKernel(Kernel{Name: procfs.SyscallName(k.Nr), Calls: k.Calls, Errors: k.Errors, Total: k.Total,
+			Min: k.Min, Max: k.Max, Hist: k.Hist, Errnos: errnos})
+	}
+	a.ObserverCPU = session.ObserverCPU() - cpu0
+	if b.firstErr != "" {
+		run.siteErr("%s", b.firstErr)
+	}
+	a.Pid, a.Slowdown, a.Events, a.Lost = s.Pid, TracepointSlowdown, b.events, c.EventsDropped
+	a.Drops = &KernelDrops{Events: c.EventsDropped, Hist: c.HistDropped, Errnos: c.ErrnoDropped, Enters: c.StartsDropped}
+	a.Threads, a.Restarted, a.TargetExited = len(b.threads), c.Restarted, gone
+	a.SiteReads, a.SiteReadsFailed, a.SiteReadError = run.siteTried, run.siteFail, run.firstSiteErr
+	a.SiteReadsKernel, a.SiteReadsWalked, a.SiteReadsLate = b.exact, b.walked, b.late
+	return &Result{Account: a, Syscalls: run.agg.Rows(a.Wall, opt.Sites), Blocked: blocked}, nil
+}

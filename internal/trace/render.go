@@ -1,0 +1,162 @@
+package trace
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+)
+
+// Slowdown classes, as the JSON's slowdown_class says them.
+const (
+	PtraceSlowdown     = "ptrace: 2 stops per call"
+	SeccompSlowdown    = "ptrace+seccomp: 2 stops per traced call, none for the rest"
+	TracepointSlowdown = "tracepoint: in-kernel aggregation, no stops"
+)
+
+// BlockedCall is a call still blocked when the trace ended, with the site
+// read while it blocked (exact: the call had not returned after the read).
+type BlockedCall struct {
+	Tid   int     `json:"tid"`
+	Name  string  `json:"name"`
+	ForUS float64 `json:"for_us"`
+	*Site
+}
+
+// KernelDrops: what the tracepoint engine's bounded maps could not hold.
+type KernelDrops struct {
+	Events uint64 `json:"events"`    // slow/failing calls without an event (ring buffer full): no site read
+	Hist   uint64 `json:"histogram"` // calls missing from their histogram (p50/p99 from the rest)
+	Errnos uint64 `json:"errnos"`    // errors missing from their errno count
+	Enters uint64 `json:"enters"`    // enters not recorded: those calls are not counted
+}
+
+// summary is `pyobs trace --format json` (DESIGN.md); the text table reads it too.
+type summary struct {
+	Schema          int           `json:"schema"`
+	Pid             int           `json:"pid"`
+	Engine          string        `json:"engine"`
+	EngineNote      string        `json:"engine_note,omitempty"`
+	DurationS       float64       `json:"duration_s"`
+	Events          uint64        `json:"events"`
+	Lost            uint64        `json:"lost"`
+	ObserverCPUS    float64       `json:"observer_cpu_s"`
+	TargetStoppedS  float64       `json:"target_stopped_s"`
+	Slowdown        string        `json:"slowdown_class"`
+	Threads         int           `json:"threads"`
+	Signals         uint64        `json:"signals_passed"`
+	SlowUS          float64       `json:"slow_us"`
+	SiteReads       uint64        `json:"site_reads"`
+	SiteReadsFailed uint64        `json:"site_reads_failed"`
+	SiteReadError   string        `json:"site_read_error,omitempty"`
+	SiteReadsKernel uint64        `json:"site_reads_in_kernel"`
+	SiteReadsLate   uint64        `json:"site_reads_late"`
+	KernelDrops     *KernelDrops  `json:"kernel_drops,omitempty"`
+	InProgress      int           `json:"in_progress_at_end,omitempty"`
+	Blocked         []BlockedCall `json:"in_progress,omitempty"`
+	TargetExited    bool          `json:"target_exited"`
+	Restarted       uint64        `json:"restarted_calls"`
+	ExitCode        *int          `json:"exit_code,omitempty"`
+	Syscalls        []SyscallJSON `json:"syscalls"`
+}
+
+func (r *Result) summary() *summary {
+	a := &r.Account
+	s := &summary{
+		Schema: 1, Pid: a.Pid, Engine: a.Engine, EngineNote: a.Note, DurationS: a.Wall.Seconds(),
+		Events: a.Calls, Lost: a.Lost, ObserverCPUS: a.ObserverCPU.Seconds(), TargetStoppedS: a.Stopped.Seconds(),
+		Slowdown: a.Slowdown, Threads: a.Threads, Signals: a.Signals, SlowUS: float64(a.Slow) / 1e3,
+		SiteReads: a.SiteReads, SiteReadsFailed: a.SiteReadsFailed, SiteReadError: a.SiteReadError,
+		SiteReadsKernel: a.SiteReadsKernel, SiteReadsLate: a.SiteReadsLate, KernelDrops: a.Drops,
+		InProgress: a.InProgress, Blocked: r.Blocked, TargetExited: a.TargetExited, Restarted: a.Restarted,
+		Syscalls: r.Syscalls,
+	}
+	if a.Spawned && a.TargetExited {
+		code := a.ExitCode
+		s.ExitCode = &code
+	}
+	return s
+}
+
+// WriteJSON writes the result as `--format json`.
+func WriteJSON(w io.Writer, r *Result) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r.summary())
+}
+
+func fmtUS(us float64) string {
+	switch {
+	case us >= 1e6:
+		return fmt.Sprintf("%.2fs", us/1e6)
+	case us >= 1e3:
+		return fmt.Sprintf("%.2fms", us/1e3)
+	}
+	return fmt.Sprintf("%.1fµs", us)
+}
+
+// WriteText writes the result as the text table; afterLog: --log lines
+// came first (a blank line separates them).
+func WriteText(w io.Writer, r *Result, afterLog bool) error {
+	s := r.summary()
+	bw := bufio.NewWriter(w)
+	if afterLog {
+		fmt.Fprintln(bw)
+	}
+	fmt.Fprintf(bw, "pyobs trace: pid %d, %.2fs, engine %s (%s), %d calls\n", s.Pid, s.DurationS, s.Engine, s.Slowdown, s.Events)
+	fmt.Fprintf(bw, "%6s %9s %8s %10s %9s %9s %9s  %-18s %s\n", "%wall", "calls", "errors", "total", "p50", "p99", "max", "syscall", "errnos / top Python sites")
+	for _, r := range s.Syscalls {
+		var errs []string
+		for k, v := range r.Errnos {
+			errs = append(errs, fmt.Sprintf("%s %d", k, v))
+		}
+		sort.Strings(errs)
+		fmt.Fprintf(bw, "%6.1f %9d %8d %10s %9s %9s %9s  %-18s %s\n", r.PctWall, r.Calls, r.Errors, fmtUS(r.TotalS*1e6),
+			fmtUS(r.P50US), fmtUS(r.P99US), fmtUS(r.MaxUS), r.Name, strings.Join(errs, ", "))
+		for _, site := range r.TopSites {
+			fmt.Fprintf(bw, "%73s %d× %s (%s:%d)\n", "", site.Calls, site.Function, site.File, site.Line)
+		}
+		if r.LateReads > 0 {
+			fmt.Fprintf(bw, "%73s %d× [late read] (stack read after the call returned: not attributed)\n", "", r.LateReads)
+		}
+		if (len(r.TopSites) > 0 || r.LateReads > 0) && r.Unattributed > r.LateReads {
+			fmt.Fprintf(bw, "%73s %d× unattributed\n", "", r.Unattributed-r.LateReads)
+		}
+	}
+	for _, b := range s.Blocked {
+		fmt.Fprintf(bw, "in progress at the end: tid %d in %s for %s at %s (%s:%d)\n", b.Tid, b.Name, fmtUS(b.ForUS), b.Function, b.File, b.Line)
+	}
+	return bw.Flush()
+}
+
+// Footer is the account's line for stderr; where names the output.
+func (r *Result) Footer(where string) string {
+	a := &r.Account
+	note := ""
+	if a.Note != "" {
+		note = " " + a.Note
+	}
+	obs := ""
+	if a.Wall > 0 {
+		obs = fmt.Sprintf(" (%.1f %% of one CPU)", 100*a.ObserverCPU.Seconds()/a.Wall.Seconds())
+	}
+	slow := fmtUS(float64(a.Slow) / 1e3)
+	if a.Engine == "tracepoint" {
+		end := "programs detached"
+		if a.TargetExited {
+			end = "target exited"
+		}
+		d := a.Drops
+		return fmt.Sprintf("pyobs trace: engine tracepoint%s; %d calls counted in the kernel; %d events of slow or failing calls read (lost %d: ring buffer full); kernel map drops: histogram %d, errno %d, enters %d; %d threads; %d interrupted calls restarted by the kernel (not counted); %d calls in progress at the end (not counted); sites for %d calls: %d read in the kernel at the call (%d of new threads found by walking the interpreter's thread list), %d late reads (after the call returned: not attributed), %d found none (slow ≥ %s or failing); observer CPU %.2fs%s; target stopped 0s — %s (ptrace: 2 stops per call); %s; wrote %s",
+			note, a.Calls, a.Events, d.Events, d.Hist, d.Errnos, d.Enters, a.Threads, a.Restarted, a.InProgress,
+			a.SiteReads, a.SiteReadsKernel, a.SiteReadsWalked, a.SiteReadsLate, a.SiteReadsFailed, slow, a.ObserverCPU.Seconds(), obs, TracepointSlowdown, end, where)
+	}
+	end := "detached from every thread"
+	if a.TargetExited {
+		end = "target exited"
+	}
+	return fmt.Sprintf("pyobs trace: engine ptrace%s; %d events, lost 0; %d threads, %d signals passed through, %d interrupted calls restarted by the kernel (not counted); sites read for %d calls (%d found none; slow ≥ %s or failing); observer CPU %.2fs%s; target stopped %.3fs (summed over threads); %s; %s; wrote %s",
+		note, a.Calls, a.Threads, a.Signals, a.Restarted, a.SiteReads, a.SiteReadsFailed, slow, a.ObserverCPU.Seconds(), obs, a.Stopped.Seconds(), a.Slowdown, end, where)
+}

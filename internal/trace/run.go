@@ -1,0 +1,195 @@
+package trace
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pyobs/pyobs/internal/capability"
+	"github.com/pyobs/pyobs/internal/pyframes"
+	"github.com/pyobs/pyobs/internal/session"
+	tptrace "github.com/pyobs/pyobs/internal/trace/ptrace"
+	"github.com/pyobs/pyobs/internal/trace/tracepoint"
+)
+
+// Options say what to trace and how.
+type Options struct {
+	Engine   string        // auto, tracepoint (eBPF, attach only) or ptrace
+	Duration time.Duration // 0: until ctx ends or the target exits
+	Syscalls string        // -e: comma-separated names; "" for every call
+	Slow     time.Duration // read the site of calls at least this slow (and of failing ones)
+	SlowSet  bool          // --slow was given: Log gets only calls at least Slow
+	Sites    int           // top Python sites per syscall
+	Log      io.Writer     // one line per matching call; nil for none
+	// Argv: spawn this command under the ptrace engine, from its first
+	// instruction (it must be the tracer's own child), instead of tracing s.
+	Argv []string
+	// OnEngine is called once the engine is chosen, before tracing starts
+	// (a fallback's reason is worth saying before a long trace).
+	OnEngine func(Account)
+}
+
+// Validate checks the options alone (no target needed).
+func (o *Options) Validate() error {
+	switch o.Engine {
+	case "ptrace", "auto", "tracepoint":
+	default:
+		return fmt.Errorf("trace: unknown --engine %q (auto, ptrace, tracepoint)", o.Engine)
+	}
+	if o.Duration < 0 {
+		return errors.New("trace: --duration must not be negative")
+	}
+	if o.Slow < 0 {
+		return errors.New("trace: --slow must not be negative")
+	}
+	_, err := ParseSyscalls(o.Syscalls)
+	return err
+}
+
+// ErrSpawnTracepoint: the eBPF engine attaches; it cannot start a command.
+var ErrSpawnTracepoint = errors.New("trace: --engine tracepoint attaches to a running process (-p PID); a spawned command is traced with ptrace (--engine auto or ptrace)")
+
+// Account is what a trace saw, what it could not see and what it cost.
+type Account struct {
+	Pid      int
+	Engine   string // "tracepoint" or "ptrace"
+	Note     string // why this engine and how it ran ("" when asked for by name)
+	Fallback string // auto wanted eBPF and could not have it: why ("" otherwise)
+	Slowdown string // the price class (PtraceSlowdown, …)
+	Slow     time.Duration
+	Wall     time.Duration
+	// Calls: calls counted (ptrace: every exit stop; tracepoint: counted
+	// in the kernel). Events: tracepoint events of slow or failing calls
+	// read; Lost: events the ring buffer could not hold (Drops has the rest).
+	Calls, Events, Lost uint64
+	Drops               *KernelDrops
+	ObserverCPU         time.Duration
+	Stopped             time.Duration // target stopped, summed over threads
+	Stops               uint64        // ptrace stops handled
+	Threads             int
+	Signals             uint64 // signals passed through to the target
+	Restarted           uint64 // interrupted calls the kernel restarted (not counted)
+	SiteReads           uint64
+	SiteReadsFailed     uint64
+	SiteReadError       string // why the first failed site read failed
+	SiteReadsKernel     uint64 // tracepoint: read by the program at the call (exact)
+	SiteReadsWalked     uint64 // of those: the program found the thread itself
+	SiteReadsLate       uint64 // read after the call returned: never attributed
+	InProgress          int    // calls in progress at the end (not counted)
+	TargetExited        bool
+	Spawned             bool
+	ExitCode            int   // the spawned target's status when it exited while traced
+	DetachError         error // first error while letting the target go
+}
+
+// Result is one trace: the account, the rows and the calls still blocked.
+type Result struct {
+	Account  Account
+	Syscalls []SyscallJSON
+	Blocked  []BlockedCall
+}
+
+// Run traces s (or spawns opt.Argv) until ctx ends, opt.Duration passes or
+// the target exits. The engine is eBPF when it can be, else ptrace, and the
+// account says why.
+func Run(ctx context.Context, s *session.Session, opt Options) (*Result, error) {
+	if err := opt.Validate(); err != nil {
+		return nil, err
+	}
+	if len(opt.Argv) > 0 && opt.Engine == "tracepoint" {
+		return nil, ErrSpawnTracepoint
+	}
+	switch {
+	case len(opt.Argv) == 0 && s == nil:
+		return nil, errors.New("trace: no target: give a session or a command to spawn")
+	case len(opt.Argv) == 0 && s.Py == nil:
+		return nil, fmt.Errorf("trace pid %d: no Python interpreter open in the session", s.Pid)
+	}
+	filter, _ := ParseSyscalls(opt.Syscalls)
+	r := &sites{filter: filter, slow: opt.Slow, slowSet: opt.SlowSet, agg: New(), logw: opt.Log}
+	if len(opt.Argv) == 0 {
+		r.sess, r.tids, r.pid = s, s.NewTidMap(), s.Pid
+		r.mem = pyframes.NewProcessMemory(s.Pid)
+	}
+	defer func() {
+		if r.mem != nil {
+			_ = r.mem.Close()
+		}
+	}()
+	acct := Account{Pid: r.pid, Slow: opt.Slow}
+	tp, err := choose(r, opt, &acct)
+	if err != nil {
+		return nil, err
+	}
+	if opt.OnEngine != nil {
+		opt.OnEngine(acct)
+	}
+	if opt.Duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, opt.Duration)
+		defer cancel()
+	}
+	if tp != nil {
+		return runTracepoint(ctx, r, tp, opt, acct)
+	}
+	return runPtrace(ctx, r, opt, acct)
+}
+
+// choose is the one rule: eBPF when asked for or when auto can load it,
+// else ptrace, and say why. It returns the loaded programs, or nil for ptrace.
+func choose(r *sites, opt Options, acct *Account) (*tracepoint.Tracer, error) {
+	acct.Engine = "ptrace"
+	switch {
+	case len(opt.Argv) > 0 && opt.Engine == "auto":
+		acct.Note = "(auto: a spawned command runs under ptrace from its first instruction)"
+		return nil, nil
+	case opt.Engine == "ptrace":
+		return nil, nil
+	}
+	cfg := tracepoint.Config{Pid: r.pid, Slow: opt.Slow, Threads: map[int]uint64{},
+		Py: tracepoint.OffsetsFor(r.sess.Py.Layout).WithRuntime(r.sess.Py.Info.Runtime)}
+	// The threads known now go into the kernel's map before it attaches.
+	r.tids.Refresh()
+	for _, t := range r.tids.All() {
+		cfg.Threads[t.NativeID] = t.Addr
+	}
+	r.tidsAt = time.Now()
+	if r.filter != nil {
+		cfg.Filter = r.filter
+	}
+	if opt.Log != nil && !opt.SlowSet {
+		cfg.Slow = 0 // --log without --slow: an event for every call
+	}
+	tp, err := tracepoint.Open(cfg)
+	denied := errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES)
+	switch {
+	case err == nil:
+		acct.Engine = "tracepoint"
+		if opt.Engine == "auto" {
+			acct.Note = "(auto: BPF programs loaded)"
+		}
+		return tp, nil
+	case opt.Engine == "tracepoint" && denied:
+		return nil, &capability.GateError{Op: fmt.Sprintf("trace pid %d with eBPF", r.pid), Gate: tracepoint.Gate(),
+			Fix: "run as root or grant CAP_BPF and CAP_PERFMON, or use --engine ptrace", Err: err}
+	case opt.Engine == "tracepoint":
+		return nil, fmt.Errorf("trace pid %d: --engine tracepoint: %w (%s)", r.pid, err, tracepoint.Gate())
+	}
+	why := err.Error()
+	if denied {
+		why = "loading the BPF programs: permission denied"
+	}
+	acct.Fallback = why + "; " + tracepoint.Gate()
+	acct.Note = fmt.Sprintf("(auto: eBPF not available: %s)", acct.Fallback)
+	return nil, nil
+}
+
+// SeccompExec is the seccomp helper of a spawned trace (-e with -- CMD):
+// the program re-executes itself, installs the filter and execs CMD before
+// anything else. Call it first thing in main (an init); it returns at once
+// in a normal run.
+func SeccompExec() { tptrace.SeccompExec() }

@@ -1,0 +1,75 @@
+package trace
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/pyobs/pyobs/internal/pyframes"
+	"github.com/pyobs/pyobs/internal/session"
+)
+
+// sites is the state both engines share while a trace runs (all on the
+// tracer's thread): the filter, the aggregate, the log and the reader of
+// Python sites.
+type sites struct {
+	pid       int
+	sess      *session.Session
+	tids      *session.TidMap
+	tidsAt    time.Time
+	lastTry   time.Time
+	filter    map[int]bool
+	slow      time.Duration
+	slowSet   bool
+	agg       *Agg
+	logw      io.Writer
+	mem       *pyframes.ProcessMemory
+	siteTried uint64
+	siteFail  uint64
+	restarts  uint64
+	// firstSiteErr: why the first failed site read failed.
+	firstSiteErr string
+}
+
+// siteErr keeps the first reason a site read failed, for the JSON.
+func (r *sites) siteErr(format string, a ...any) {
+	if r.firstSiteErr == "" {
+		r.firstSiteErr = fmt.Sprintf(format, a...)
+	}
+}
+
+// site reads the innermost Python frame of tid now; nil when it cannot.
+func (r *sites) site(tid int) *Site {
+	if r.sess == nil {
+		if time.Since(r.lastTry) < 5*time.Millisecond {
+			return nil
+		}
+		r.lastTry = time.Now()
+		s, err := session.Attach(r.pid)
+		if err != nil {
+			return nil
+		}
+		r.sess, r.tids, r.tidsAt = s, s.NewTidMap(), time.Now()
+	}
+	ref, ok := r.tids.Lookup(tid)
+	if !ok && time.Since(r.tidsAt) > 2*time.Millisecond {
+		// The map refreshes itself at most every 20 ms; a thread that got
+		// its thread state since (interpreter start-up, a new thread) should
+		// not wait that long: start a fresh map (it refreshes at once).
+		r.tids, r.tidsAt = r.sess.NewTidMap(), time.Now()
+		ref, ok = r.tids.Lookup(tid)
+	}
+	if !ok {
+		r.siteErr("tid %d has no Python thread state", tid)
+		return nil
+	}
+	frames, _, _, err := r.sess.Py.Stack(ref.Addr, pyframes.Options{Retries: 1})
+	if err != nil {
+		r.siteErr("tid %d: %v", tid, err)
+		return nil
+	}
+	if len(frames) == 0 {
+		return nil
+	}
+	return &Site{Function: frames[0].Function, File: frames[0].File, Line: frames[0].Line}
+}
