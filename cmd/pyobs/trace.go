@@ -103,19 +103,20 @@ func runTrace(cmd *cobra.Command, g *globals, f *traceFlags, args []string) erro
 		return usagef("trace: --log writes text lines; use --format text")
 	}
 	// -- CMD is started by the tracer itself (it must be the tracer's own
-	// child: a second waiter in pyobs would steal its ptrace stops); every
-	// other shape of target, good or bad, is target()'s.
-	var s *session.Session
-	spawn := cmd.ArgsLenAtDash() == 0 && len(args) > 0
-	if spawn && f.engine == "tracepoint" {
-		return usageError{trace.ErrSpawnTracepoint}
-	}
-	if spawn && g.pid == 0 {
-		opt.Argv = args
-	} else if t, err := target(cmd, g, args); err != nil {
+	// child: a second waiter in pyobs would steal its ptrace stops) and
+	// handed to a session afterwards (Adopt); -p PID is opened as usual.
+	spec, err := targetSpec(cmd, g, args)
+	if err != nil {
 		return err
-	} else {
-		s = t
+	}
+	var s *session.Session
+	if len(spec.Argv) > 0 {
+		if f.engine == "tracepoint" {
+			return usageError{trace.ErrSpawnTracepoint}
+		}
+		opt.Argv = spec.Argv
+	} else if s, err = session.Open(cmd.Context(), spec); err != nil {
+		return err
 	}
 	where, toFile := "stdout", g.output != "" && g.output != "-"
 	if toFile {
@@ -144,10 +145,8 @@ func runTrace(cmd *cobra.Command, g *globals, f *traceFlags, args []string) erro
 	if res.Account.DetachError != nil {
 		return fmt.Errorf("trace: %w (the kernel detaches the rest when pyobs exits)", res.Account.DetachError)
 	}
-	if res.Account.Spawned { // the end of a spawned target's life (session.Finish at merge)
-		if code := trace.FinishSpawned(cmd.Context(), res); code != 0 {
-			return exitStatus{code} // the spawned command's status is ours
-		}
+	if a := res.Account; a.Spawned {
+		return finish(cmd.Context(), session.Adopt(a.Pid, a.TargetExited, a.ExitCode))
 	}
 	return nil
 }

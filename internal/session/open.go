@@ -85,6 +85,9 @@ const (
 // status (128+signal when a signal ended it); for an attached process it
 // returns 0 and leaves the process alone. Call it on every path after Open.
 func (s *Session) Finish(ctx context.Context, end End) int {
+	if s.adopted {
+		return s.finishAdopted(end)
+	}
 	if s.cmd == nil {
 		return 0
 	}

@@ -43,6 +43,9 @@ type Session struct {
 	cmd     *exec.Cmd
 	waited  chan struct{}
 	waitErr error
+
+	adopted     bool // started by an engine (Adopt); waited for here once handed over
+	adoptedCode int
 }
 
 // Attach checks pid and finds its interpreter.

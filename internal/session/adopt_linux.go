@@ -1,0 +1,58 @@
+package session
+
+import (
+	"errors"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Adopt hands a session the end of life of a program an engine started
+// itself: the ptrace syscall tracer must be its child's only waiter while it
+// traces, so it spawns CMD on its own. exited and code say whether the
+// engine already reaped it, and its status. Finish then waits for it
+// (Grace), ends it (SIGTERM, KillGrace, SIGKILL) and returns its status.
+func Adopt(pid int, exited bool, code int) *Session {
+	s := &Session{Pid: pid, adopted: true, adoptedCode: code, waited: make(chan struct{})}
+	if exited {
+		close(s.waited)
+		return s
+	}
+	go func() {
+		var ws unix.WaitStatus
+		for {
+			_, err := unix.Wait4(pid, &ws, 0, nil)
+			if !errors.Is(err, unix.EINTR) {
+				break
+			}
+		}
+		if ws.Signaled() {
+			s.adoptedCode = 128 + int(ws.Signal())
+		} else {
+			s.adoptedCode = ws.ExitStatus()
+		}
+		close(s.waited)
+	}()
+	return s
+}
+
+// finishAdopted: the engine's observation is over, so the program gets
+// Grace to end by itself whatever ctx says, then is ended.
+func (s *Session) finishAdopted(end End) int {
+	if end == Wait {
+		select {
+		case <-s.waited:
+			return s.adoptedCode
+		case <-time.After(Grace):
+		}
+	}
+	_ = syscall.Kill(s.Pid, syscall.SIGTERM)
+	select {
+	case <-s.waited:
+	case <-time.After(KillGrace):
+		_ = syscall.Kill(s.Pid, syscall.SIGKILL)
+		<-s.waited
+	}
+	return s.adoptedCode
+}
