@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pyobs/pyobs/internal/dump"
+	"github.com/pyobs/pyobs/internal/output"
 	"github.com/pyobs/pyobs/internal/session"
 )
 
@@ -133,7 +134,7 @@ func runDump(cmd *cobra.Command, g *globals, f *dumpFlags, args []string) error 
 	if f.locals {
 		mode = 0o600 // locals can hold secrets
 	}
-	err = writeOutput(g.output, mode, func(w io.Writer) error {
+	err = output.Write(g.output, mode, func(w io.Writer) error {
 		if format == "json" {
 			return writeJSON(w, out)
 		}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -133,19 +134,10 @@ func exitCode(err error) int {
 
 func isUnknownCommand(err error) bool {
 	s := err.Error()
-	return len(s) > 16 && (s[:16] == "unknown command " || s[:15] == "unknown flag: -" || s[:15] == "unknown shortha")
+	return strings.HasPrefix(s, "unknown command ") || strings.HasPrefix(s, "unknown flag: -") || strings.HasPrefix(s, "unknown shorthand")
 }
 
-func oneLine(s string) string {
-	out := []rune{}
-	for _, r := range s {
-		if r == '\n' {
-			r = ' '
-		}
-		out = append(out, r)
-	}
-	return string(out)
-}
+func oneLine(s string) string { return strings.ReplaceAll(s, "\n", " ") }
 
 // targetSpec turns -p PID or `-- CMD ARGS` into what the session opens
 // (the Python the command needs is the session's default: required).

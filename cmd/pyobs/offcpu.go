@@ -4,13 +4,13 @@ import (
 	"fmt"
 	"io"
 	"regexp"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/pyobs/pyobs/internal/flame"
 	"github.com/pyobs/pyobs/internal/offcpu"
+	"github.com/pyobs/pyobs/internal/output"
 	"github.com/pyobs/pyobs/internal/session"
 )
 
@@ -25,8 +25,6 @@ type offcpuFlags struct {
 	exclude  []string
 	waker    bool
 }
-
-var offcpuFormats = []string{"text", "svg", "folded", "pprof", "speedscope", "gecko", "json"}
 
 func newOffcpu(g *globals) *cobra.Command {
 	var f offcpuFlags
@@ -106,22 +104,9 @@ records and pyobs's own CPU. The target is never stopped.`,
 }
 
 func runOffcpu(cmd *cobra.Command, g *globals, f *offcpuFlags, args []string) error {
-	format := g.format
-	if format == "" {
-		format = "text"
-		if g.output != "" && g.output != "-" {
-			format = flame.FormatFor(g.output)
-		}
-	}
-	ok := false
-	for _, x := range offcpuFormats {
-		ok = ok || x == format
-	}
-	if !ok {
-		return usagef("offcpu: unknown --format %q (%s)", format, strings.Join(offcpuFormats, ", "))
-	}
-	if format == "pprof" && (g.output == "" || g.output == "-") {
-		return usagef("offcpu: pprof output is binary: give -o FILE")
+	format, err := profileFormat("offcpu", g, true)
+	if err != nil {
+		return err
 	}
 	if f.duration < 0 || f.minBlock < 0 {
 		return usagef("offcpu: --duration and --min-block must not be negative")
@@ -158,7 +143,7 @@ func runOffcpu(cmd *cobra.Command, g *globals, f *offcpuFlags, args []string) er
 	var werr error
 	switch format {
 	case "text", "json", "svg":
-		werr = writeOutput(g.output, 0o644, func(w io.Writer) error {
+		werr = output.Write(g.output, 0o644, func(w io.Writer) error {
 			switch format {
 			case "text":
 				return offcpu.WriteText(w, res)

@@ -87,7 +87,7 @@ pyobs's own CPU. Ctrl-C ends the recording early and still writes the output.`,
 }
 
 func runRecord(cmd *cobra.Command, g *globals, f *recordFlags, args []string) error {
-	format, err := profileFormat("record", g)
+	format, err := profileFormat("record", g, false)
 	if err != nil {
 		return err
 	}
@@ -150,64 +150,11 @@ func runRecord(cmd *cobra.Command, g *globals, f *recordFlags, args []string) er
 		abort(s)
 		return err
 	}
-	fmt.Fprintln(os.Stderr, footer(prof, g.output))
+	fmt.Fprintln(os.Stderr, record.Footer(prof, g.output))
 	if async != nil {
-		fmt.Fprintln(os.Stderr, asyncFooter(prof, async))
+		fmt.Fprintln(os.Stderr, record.AsyncFooter(prof, async))
 	}
 	return finish(ctx, s)
-}
-
-func footer(p *flame.Profile, out string) string {
-	m := p.Meta
-	rate := fmt.Sprintf("requested %g Hz, achieved %.0f Hz", m.RequestedHz, m.AchievedHz)
-	if m.Mode == "cpu" {
-		rate += " per CPU-second of the target"
-		if m.StackReads > 0 && m.StackReads < m.Samples {
-			rate += fmt.Sprintf("; %d stack reads, each for the samples since the thread's previous read", m.StackReads)
-		}
-	}
-	obs := ""
-	if m.DurationS > 0 {
-		obs = fmt.Sprintf(" (%.1f %% of one CPU)", 100*m.ObserverCPUS/m.DurationS)
-	}
-	where := "stdout"
-	if out != "" && out != "-" {
-		where = out
-	}
-	lag := ""
-	if m.ReadLagUS > 0 {
-		lag = fmt.Sprintf(", late %d (mean read lag %.0f µs), moved %d", m.Late, m.ReadLagUS, m.Moved)
-	}
-	nat := ""
-	if n := m.NativeFull + m.NativeTruncated + m.NativeFailed; n > 0 {
-		nat = fmt.Sprintf("; native stacks: %d unwound fully (%.1f %%), %d truncated, %d failed, %d merge mismatches",
-			m.NativeFull, 100*float64(m.NativeFull)/float64(n), m.NativeTruncated, m.NativeFailed, m.MergeMismatch)
-		if m.MergeLinked > 0 {
-			nat += fmt.Sprintf(", %d glued by C-stack address (%d with Python frames returned before read)", m.MergeLinked, m.MergeGone)
-		}
-	}
-	return fmt.Sprintf("pyobs record: %s mode, %d samples in %.1fs (%s); lost %d, torn %d, failed %d, throttled %d%s%s; observer CPU %.2fs%s; target stopped 0s; wrote %s",
-		m.Mode, m.Samples, m.DurationS, rate, m.Lost, m.Torn, m.Failed, m.Throttled, lag, nat, m.ObserverCPUS, obs, where)
-}
-
-// asyncFooter is record --async's account: how many samples were rooted at
-// a task, what could not be, and the observer's CPU per sample.
-func asyncFooter(p *flame.Profile, a *record.AsyncStats) string {
-	m := p.Meta
-	pct := 0.0
-	if m.Samples > 0 {
-		pct = 100 * float64(a.InTask) / float64(m.Samples)
-	}
-	per := 0.0
-	if m.Samples > 0 {
-		per = 1e6 * m.ObserverCPUS / float64(m.Samples)
-	}
-	s := fmt.Sprintf("pyobs record --async: %d samples rooted at a task (%.1f %%), %d outside any task, %d task changed during the read, %d task unreadable, %d awaiter chain cut, %d with the coroutine off the stack; %d task reads; observer CPU %.1f µs per sample",
-		a.InTask, pct, a.NoTask, a.Changed, a.Unreadable, a.ChainCut, a.CoroNotOnStack, a.TaskReads, per)
-	if a.Note != "" {
-		s += "; " + a.Note
-	}
-	return s
 }
 
 func isTerminal(f *os.File) bool {

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
+	"github.com/pyobs/pyobs/internal/output"
 	"github.com/pyobs/pyobs/internal/red"
 	"github.com/pyobs/pyobs/internal/session"
 )
@@ -105,7 +106,7 @@ func runRed(cmd *cobra.Command, g *globals, f *redFlags, args []string) error {
 	} else {
 		var rep *red.Result
 		if rep, err = red.Run(ctx, s, opt); err == nil {
-			err = writeOutput(g.output, 0o644, func(w io.Writer) error {
+			err = output.Write(g.output, 0o644, func(w io.Writer) error {
 				if format == "json" {
 					return red.WriteJSON(w, rep, true)
 				}

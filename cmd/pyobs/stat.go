@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
+	"github.com/pyobs/pyobs/internal/output"
 	"github.com/pyobs/pyobs/internal/report"
 	"github.com/pyobs/pyobs/internal/session"
 	"github.com/pyobs/pyobs/internal/stat"
@@ -121,7 +122,7 @@ func runStat(cmd *cobra.Command, g *globals, f *statFlags, args []string) error 
 }
 
 func writeStat(path, format string, st *report.Stat) error {
-	return writeOutput(path, 0o644, func(w io.Writer) error {
+	return output.Write(path, 0o644, func(w io.Writer) error {
 		if format == "json" {
 			return report.WriteStatJSON(w, st, true)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/pyobs/pyobs/internal/output"
 	"github.com/pyobs/pyobs/internal/session"
 	"github.com/pyobs/pyobs/internal/trace"
 )
@@ -138,7 +139,7 @@ func runTrace(cmd *cobra.Command, g *globals, f *traceFlags, args []string) erro
 	if log != nil {
 		_ = log.Flush()
 	}
-	if err := writeOutput(g.output, 0o644, func(w io.Writer) error { return trace.Write(w, format, res, log) }); err != nil {
+	if err := output.Write(g.output, 0o644, func(w io.Writer) error { return trace.Write(w, format, res, log) }); err != nil {
 		return err
 	}
 	fmt.Fprintln(os.Stderr, res.Footer(where))

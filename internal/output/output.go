@@ -1,0 +1,70 @@
+// Package output puts a command's result where the user asked: stdout, or a
+// file that is replaced whole or not at all, so a reader (or a crash) never
+// sees half an output. Renderers live with their data (flame, report, the
+// engines); this package only places bytes.
+package output
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+)
+
+// Write writes to stdout, or to path atomically: a temporary file in
+// the same directory, renamed over path only once complete, so an existing
+// file is replaced by a whole new one or not at all.
+func Write(path string, mode os.FileMode, write func(io.Writer) error) error {
+	if path == "" || path == "-" {
+		w := bufio.NewWriter(os.Stdout)
+		if err := write(w); err != nil {
+			return err
+		}
+		return w.Flush()
+	}
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return fmt.Errorf("can't write %s: it is a directory", path)
+	}
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return fmt.Errorf("can't create output in %s: %w", dir, err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	if err := tmp.Chmod(mode); err != nil {
+		return fmt.Errorf("can't set mode of %s: %w", tmp.Name(), err)
+	}
+	w := bufio.NewWriter(tmp)
+	if err := write(w); err != nil {
+		return writeError(path, tmp.Name(), err)
+	}
+	if err := w.Flush(); err != nil {
+		return writeError(path, tmp.Name(), err)
+	}
+	if err := tmp.Close(); err != nil {
+		return writeError(path, tmp.Name(), err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("can't replace %s: %w", path, err)
+	}
+	ok = true
+	return nil
+}
+
+// writeError names the output, not its temporary, when writing fails
+// (EFBIG, ENOSPC, EIO): "can't write out.svg: no space left on device".
+func writeError(path, tmp string, err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) && pe.Path == tmp {
+		return fmt.Errorf("can't write %s: %w", path, pe.Err)
+	}
+	return fmt.Errorf("can't write %s: %w", path, err)
+}
