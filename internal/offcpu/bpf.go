@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
 	"sort"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
+	"github.com/pyobs/pyobs/internal/clock"
 	"github.com/pyobs/pyobs/internal/flame"
 	"github.com/pyobs/pyobs/internal/offcpu/schedbpf"
 	"github.com/pyobs/pyobs/internal/procfs"
@@ -92,7 +92,7 @@ type bpfEngine struct {
 	done    []ThreadStat
 	recs    []pyRec
 	recIdx  map[string]uint32
-	ksyms   *unwind.Kallsyms
+	ksyms   *procfs.Kallsyms
 	kcache  map[int32]kstack
 	ucache  map[uint64]int
 	uproc   *unwind.Process
@@ -124,7 +124,7 @@ func RunBPF(ctx context.Context, s *session.Session, opt Options) (*Result, erro
 
 	tr, err := schedbpf.Load(schedbpf.Config{Tgid: uint32(s.Pid), GILLo: e.gilLo, GILHi: e.gilHi,
 		MinBlockNS: uint64(max(e.minNS, 0)), MapEntries: opt.MapEntries, ReuseNS: uint64(reuseKernelStack), Waker: opt.Waker}, func() int64 {
-		e.t0 = session.MonoNow()
+		e.t0 = clock.MonoNow()
 		e.schedRun(func(th *bthr, v int64) { th.run0, th.haveRun0 = v, true })
 		return e.t0
 	})
@@ -137,11 +137,11 @@ func RunBPF(ctx context.Context, s *session.Session, opt Options) (*Result, erro
 
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	cpu0 := session.ObserverCPU()
+	cpu0 := clock.ObserverCPU()
 	e.readBefore()
 	var deadline <-chan time.Time
 	if opt.Duration > 0 {
-		t := time.NewTimer(opt.Duration - time.Duration(session.MonoNow()-e.t0))
+		t := time.NewTimer(opt.Duration - time.Duration(clock.MonoNow()-e.t0))
 		defer t.Stop()
 		deadline = t.C
 	}
@@ -172,7 +172,7 @@ func RunBPF(ctx context.Context, s *session.Session, opt Options) (*Result, erro
 			}
 		}
 	}
-	end := session.MonoNow()
+	end := clock.MonoNow()
 	e.schedRun(func(th *bthr, v int64) { th.run1, th.haveRun1 = v, true })
 	if serr := tr.Stop(end); err == nil {
 		err = serr
@@ -187,7 +187,7 @@ func RunBPF(ctx context.Context, s *session.Session, opt Options) (*Result, erro
 		err = serr
 	}
 	e.res.WindowS = float64(end-e.t0) / 1e9
-	e.res.ObserverCPUS = (session.ObserverCPU() - cpu0).Seconds()
+	e.res.ObserverCPUS = (clock.ObserverCPU() - cpu0).Seconds()
 	e.counters()
 	e.res.BPF = &e.bres
 	m := &e.prof.Meta
@@ -220,7 +220,7 @@ func (e *bpfEngine) readBefore() {
 	}
 	for _, tid := range tids {
 		th := e.thread(tid)
-		w := readWait(e.opt.Proc, e.s.Pid, tid)
+		w := readWait(e.opt.FS, e.s.Pid, tid)
 		th.state0 = w.State
 		if w.State == "R" || w.State == "" {
 			continue
@@ -283,7 +283,7 @@ func (e *bpfEngine) poll() error {
 		e.res.Looks++
 		rec := pyRec{}
 		if en.st.Flags&(schedbpf.FlagRegs|schedbpf.FlagRunQueue) == 0 {
-			rec.class = Classify(readWait(e.opt.Proc, e.s.Pid, tid), e.gilLo, e.gilHi)
+			rec.class = Classify(readWait(e.opt.FS, e.s.Pid, tid), e.gilLo, e.gilHi)
 		}
 		rec.ids = e.stack(tid, nil)
 		id := e.intern(rec)
@@ -689,18 +689,14 @@ func (e *bpfEngine) kernelStack(id int32) kstack {
 
 func (e *bpfEngine) ksym(a uint64) string {
 	if e.ksyms == nil {
-		e.ksyms = &unwind.Kallsyms{}
-		f, err := os.Open("/proc/kallsyms")
-		if err != nil {
-			e.bres.KernelSymbols = "can't read /proc/kallsyms: " + err.Error()
-		} else {
-			if k, err := unwind.ParseKallsyms(f); err == nil {
-				e.ksyms = k
-			}
-			f.Close()
-			if e.ksyms.Hidden {
-				e.bres.KernelSymbols = "kernel addresses hidden (kernel.kptr_restrict): kernel frames unnamed"
-			}
+		var err error
+		e.ksyms, err = procfs.Default().Kallsyms()
+		var ke *procfs.KallsymsError
+		switch {
+		case errors.As(err, &ke) && !ke.Parse:
+			e.bres.KernelSymbols = ke.Error()
+		case err == nil && e.ksyms.Hidden:
+			e.bres.KernelSymbols = "kernel addresses hidden (kernel.kptr_restrict): kernel frames unnamed"
 		}
 	}
 	if n, ok := e.ksyms.Lookup(a); ok {
@@ -725,21 +721,12 @@ func (e *bpfEngine) userFrame(ip uint64) int {
 	return id
 }
 
-// procKernelStack reads /proc/PID/task/TID/stack (root only): the kernel
-// stack of a wait that began before the attach.
+// procKernelStack reads the thread's kernel stack (task/TID/stack, root
+// only): the kernel stack of a wait that began before the attach.
 func (e *bpfEngine) procKernelStack(tid int) []int {
-	b, err := os.ReadFile(e.opt.Proc + "/" + strconv.Itoa(e.s.Pid) + "/task/" + strconv.Itoa(tid) + "/stack")
+	names, err := e.opt.FS.TaskStack(e.s.Pid, tid)
 	if err != nil {
 		return nil
-	}
-	var names []string
-	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		f := strings.Fields(l)
-		if len(f) < 2 {
-			continue
-		}
-		n, _, _ := strings.Cut(f[1], "+")
-		names = append(names, n)
 	}
 	cut := -1
 	for i, n := range names {

@@ -35,4 +35,3 @@ func TestParseMaps(t *testing.T) {
 		t.Error("bad range accepted")
 	}
 }
-

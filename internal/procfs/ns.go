@@ -11,7 +11,9 @@ const InitPidNamespace = "pid:[4026531836]"
 
 // PidNamespace reads /proc/PID/ns/pid: "pid:[INODE]", the same text for
 // two processes of one pid namespace.
-func (f FS) PidNamespace(pid int) (string, error) { return f.readlink(pid, f.pidPath(pid, "ns", "pid")) }
+func (f FS) PidNamespace(pid int) (string, error) {
+	return f.readlink(pid, f.pidPath(pid, "ns", "pid"))
+}
 
 // SelfPidNamespace is the observer's own pid namespace.
 func (f FS) SelfPidNamespace() (string, error) {
