@@ -32,6 +32,7 @@ import (
 	"github.com/pyobs/pyobs/internal/procfs"
 	"github.com/pyobs/pyobs/internal/pyframes"
 	"github.com/pyobs/pyobs/internal/session"
+	"github.com/pyobs/pyobs/internal/unwind"
 )
 
 // Options of a recording.
@@ -114,6 +115,10 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*flame.Profile, 
 	r.maxLag = max(int64(2e9/opt.Freq), int64(5*time.Millisecond))
 	r.prof = flame.New(flame.Meta{Command: "record", Mode: opt.Mode, Unit: "samples", Pid: s.Pid,
 		Python: s.Py.Version().String(), RequestedHz: float64(opt.Freq), PeriodNS: int64(1e9 / opt.Freq)})
+	if opt.Native && !unwind.Supported {
+		// The perf register layout and the CFI rules are x86_64's.
+		return nil, fmt.Errorf("--native: %w", unwind.ErrArch)
+	}
 	if opt.Native || opt.Kernel {
 		if opt.StackSize == 0 {
 			opt.StackSize = DefaultStackSize
