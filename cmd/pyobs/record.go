@@ -177,6 +177,9 @@ func runRecord(cmd *cobra.Command, g *globals, f *recordFlags, args []string) er
 		}
 		return err
 	}
+	if note := prof.Meta.KernelSymbols; note != "" {
+		fmt.Fprintln(os.Stderr, "pyobs record:", note) // record --kernel: why kernel frames are unnamed
+	}
 	if err := writeRecording(g.output, format, prof, f.icicle, async); err != nil {
 		return err
 	}

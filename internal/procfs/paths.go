@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 )
 
 // Path names a file of pid under the mount (Path(42, "maps") is
@@ -102,3 +103,7 @@ func (f FS) Owner(pid int) (int, error) {
 	}
 	return uid, nil
 }
+
+// Label names a per-process file for people, whatever the mount:
+// Label("io") is "/proc/PID/io".
+func Label(elem ...string) string { return "/proc/PID/" + strings.Join(elem, "/") }
