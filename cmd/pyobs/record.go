@@ -139,6 +139,9 @@ func runRecord(cmd *cobra.Command, g *globals, f *recordFlags, args []string) er
 		abort(s)
 		return err
 	}
+	if note := prof.Meta.KernelSymbols; note != "" {
+		fmt.Fprintln(os.Stderr, "pyobs record:", note) // record --kernel: why kernel frames are unnamed
+	}
 	wo := flame.WriteOptions{Title: fmt.Sprintf("pyobs record: pid %d, %s mode", prof.Meta.Pid, prof.Meta.Mode), Icicle: f.icicle}
 	if async != nil {
 		wo.JSON = struct {

@@ -1,20 +1,17 @@
 package dump
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
-	"os"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/pyobs/pyobs/internal/mixed"
+	"github.com/pyobs/pyobs/internal/procfs"
 	"github.com/pyobs/pyobs/internal/ptrace"
 	"github.com/pyobs/pyobs/internal/pyframes"
 	"github.com/pyobs/pyobs/internal/session"
 	"github.com/pyobs/pyobs/internal/unwind"
-	"golang.org/x/sys/unix"
 )
 
 // DefaultStackSize is the user stack copied per thread by dump
@@ -61,7 +58,7 @@ type nativeDump struct {
 	pid       int
 	size      int
 	threads   map[int]*natThread // by tid (our namespace)
-	spans     []span
+	spans     []procfs.Mapping   // every mapping, any permission: where a stack ends
 	spansErr  error
 	interpBin string // the interpreter's binary as mapped
 	proc      *unwind.Process
@@ -83,7 +80,7 @@ func prepareNative(s *session.Session, size int) *nativeDump {
 		size = DefaultStackSize
 	}
 	n := &nativeDump{pid: s.Pid, size: size, threads: map[int]*natThread{}, info: NativeInfo{StackSize: size}}
-	n.spans, n.spansErr = readSpans(s.Pid)
+	n.spans, n.spansErr = s.FS.Maps(s.Pid)
 	n.interpBin = s.Py.Info.Binary
 	return n
 }
@@ -105,86 +102,50 @@ func (n *nativeDump) capture(f *ptrace.Frozen) {
 			t.err = err
 			continue
 		}
-		t.regs = regsOf(&pr)
+		regs, sp, err := nativeRegs(&pr)
+		if err != nil {
+			t.err = fmt.Errorf("pid %d tid %d: %w", n.pid, tid, err)
+			continue
+		}
+		t.regs = regs
 		if mapsErr != nil {
 			t.err = mapsErr
 			continue
 		}
-		end := spanEnd(spans, pr.Rsp)
+		end := spanEnd(spans, sp)
 		if end == 0 && !reread {
 			reread = true // a thread (and its stack) newer than the maps read
-			if sp, err := readSpans(n.pid); err == nil {
-				spans = sp
-				end = spanEnd(spans, pr.Rsp)
+			if ms, err := procfs.Default().Maps(n.pid); err == nil {
+				spans = ms
+				end = spanEnd(spans, sp)
 			}
 		}
 		if end == 0 {
-			t.err = fmt.Errorf("pid %d tid %d: stack pointer 0x%x in no mapping", n.pid, tid, pr.Rsp)
+			t.err = fmt.Errorf("pid %d tid %d: stack pointer 0x%x in no mapping", n.pid, tid, sp)
 			continue
 		}
-		want := min(uint64(size), end-pr.Rsp)
+		want := min(uint64(size), end-sp)
 		buf := make([]byte, want)
-		if err := mem.Read(pr.Rsp, buf); err != nil {
+		if err := mem.Read(sp, buf); err != nil {
 			// A stack's end is not always a mapping's end: glibc's guard
 			// regions (MADV_GUARD_INSTALL) sit inside a mapping, and
 			// adjacent thread stacks may share one. Keep what was read.
 			var me *pyframes.MemError
 			if !errors.As(err, &me) || me.Got < 8 {
-				t.err = fmt.Errorf("tid %d: copy the stack at 0x%x: %w", tid, pr.Rsp, err)
+				t.err = fmt.Errorf("tid %d: copy the stack at 0x%x: %w", tid, sp, err)
 				continue
 			}
 			buf = buf[:me.Got&^7]
 		}
-		t.stack = unwind.StackCopy{Base: pr.Rsp, Data: buf}
+		t.stack = unwind.StackCopy{Base: sp, Data: buf}
 	}
 	n.proc = unwind.NewProcess(n.pid, unwind.NewCache())
 }
 
-func regsOf(p *unix.PtraceRegs) unwind.Regs {
-	var r unwind.Regs
-	for _, x := range []struct {
-		reg int
-		v   uint64
-	}{{unwind.RegRAX, p.Rax}, {unwind.RegRDX, p.Rdx}, {unwind.RegRCX, p.Rcx}, {unwind.RegRBX, p.Rbx},
-		{unwind.RegRSI, p.Rsi}, {unwind.RegRDI, p.Rdi}, {unwind.RegRBP, p.Rbp}, {unwind.RegRSP, p.Rsp},
-		{unwind.RegR8, p.R8}, {unwind.RegR8 + 1, p.R9}, {unwind.RegR8 + 2, p.R10}, {unwind.RegR8 + 3, p.R11},
-		{unwind.RegR8 + 4, p.R12}, {unwind.RegR8 + 5, p.R13}, {unwind.RegR8 + 6, p.R14}, {unwind.RegR15, p.R15},
-		{unwind.RegRA, p.Rip}} {
-		r.Set(x.reg, x.v)
-	}
-	return r
-}
-
-// span is one line of /proc/PID/maps, any permission.
-type span struct{ start, end uint64 }
-
-func readSpans(pid int) ([]span, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/maps", pid))
-	if err != nil {
-		return nil, fmt.Errorf("can't read the maps of pid %d: %w", pid, err)
-	}
-	defer f.Close()
-	var out []span
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 4096), 1<<20)
-	for sc.Scan() {
-		rng, _, _ := strings.Cut(sc.Text(), " ")
-		lo, hi, ok := strings.Cut(rng, "-")
-		a, err1 := strconv.ParseUint(lo, 16, 64)
-		b, err2 := strconv.ParseUint(hi, 16, 64)
-		if ok && err1 == nil && err2 == nil && b > a {
-			out = append(out, span{a, b})
-		}
-	}
-	return out, sc.Err()
-}
-
 // spanEnd is the end of the mapping holding addr, 0 when none does.
-func spanEnd(spans []span, addr uint64) uint64 {
-	for _, s := range spans {
-		if s.start <= addr && addr < s.end {
-			return s.end
-		}
+func spanEnd(spans []procfs.Mapping, addr uint64) uint64 {
+	if m, ok := procfs.Containing(spans, addr); ok {
+		return m.End
 	}
 	return 0
 }

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
 	"sort"
 	"strconv"
@@ -15,56 +14,13 @@ import (
 
 	"github.com/cilium/ebpf"
 
+	"github.com/pyobs/pyobs/internal/clock"
 	"github.com/pyobs/pyobs/internal/flame"
 	"github.com/pyobs/pyobs/internal/offcpu/schedbpf"
 	"github.com/pyobs/pyobs/internal/procfs"
 	"github.com/pyobs/pyobs/internal/session"
 	"github.com/pyobs/pyobs/internal/unwind"
 )
-
-// BPFStats is the eBPF engine's own account.
-type BPFStats struct {
-	Attach          string      `json:"attach"`        // tp_btf/sched_switch or raw_tp/sched_switch
-	SyscallHints    bool        `json:"syscall_hints"` // syscall number and GIL bit read at switch-out
-	SchedSwitches   uint64      `json:"sched_switches"`
-	SchedSwitchRate float64     `json:"sched_switch_rate"` // per second, the whole machine: what the program runs on
-	TargetOut       uint64      `json:"target_switch_outs"`
-	TargetIn        uint64      `json:"target_switch_ins"`
-	PythonJoined    uint64      `json:"python_stacks_joined"` // waits keyed under a Python stack read while they lasted
-	Drops           BPFDrops    `json:"drops"`
-	Maps            []BPFMapUse `json:"maps"`
-	SweptThreads    uint64      `json:"swept_threads"`            // exited threads whose entries were folded and deleted
-	WakeAttach      string      `json:"waker_attach,omitempty"`   // --waker: tp_btf/sched_waking or raw_tp/sched_waking
-	Wakes           uint64      `json:"target_wakings,omitempty"` // --waker: wakings of target threads noted
-	WakeJoined      uint64      `json:"waits_joined_to_waker,omitempty"`
-	KernelSymbols   string      `json:"kernel_symbols,omitempty"`
-	// OnCPUFixed: threads whose on-CPU time from the paired switch events
-	// differed from the scheduler's (schedstat) by more than 10 ms; the
-	// scheduler's figure is used, OnCPUFixedS is the sum of the corrections.
-	OnCPUFixed  uint64  `json:"on_cpu_corrected_threads"`
-	OnCPUFixedS float64 `json:"on_cpu_corrected_s"`
-}
-
-// BPFDrops counts what the bounded maps or the stack walker lost.
-type BPFDrops struct {
-	StartMapFull   uint64  `json:"start_map_full"`   // waits missing from the profile and totals
-	WaitsMapFull   uint64  `json:"waits_map_full"`   // waits in the thread totals only
-	WaitsMapFullS  float64 `json:"waits_map_full_s"` // their time
-	ThreadsMapFull uint64  `json:"threads_map_full"`
-	KernelStackErr uint64  `json:"kernel_stack_errors"`
-	KernelReused   uint64  `json:"kernel_stacks_reused"` // taken from the thread's previous wait in the same call (no walk)
-	Unpaired       uint64  `json:"unpaired_switch_ins"`
-	PyidMapFull    uint64  `json:"python_id_map_full"`
-	WakesMapFull   uint64  `json:"wakes_map_full,omitempty"`   // --waker: wakings not noted (the wait shows no waker)
-	OffwakeMapFull uint64  `json:"offwake_map_full,omitempty"` // --waker: waits joined to a waker but not kept (shown without one)
-}
-
-// BPFMapUse is one map's fill at the end of the run.
-type BPFMapUse struct {
-	Name    string `json:"name"`
-	Entries int    `json:"entries"`
-	Max     uint32 `json:"max_entries"`
-}
 
 type pyRec struct {
 	ids   []int  // root first (thread frame included with --threads)
@@ -92,7 +48,7 @@ type bpfEngine struct {
 	done    []ThreadStat
 	recs    []pyRec
 	recIdx  map[string]uint32
-	ksyms   *unwind.Kallsyms
+	ksyms   *procfs.Kallsyms
 	kcache  map[int32]kstack
 	ucache  map[uint64]int
 	uproc   *unwind.Process
@@ -124,7 +80,7 @@ func RunBPF(ctx context.Context, s *session.Session, opt Options) (*Result, erro
 
 	tr, err := schedbpf.Load(schedbpf.Config{Tgid: uint32(s.Pid), GILLo: e.gilLo, GILHi: e.gilHi,
 		MinBlockNS: uint64(max(e.minNS, 0)), MapEntries: opt.MapEntries, ReuseNS: uint64(reuseKernelStack), Waker: opt.Waker}, func() int64 {
-		e.t0 = session.MonoNow()
+		e.t0 = clock.MonoNow()
 		e.schedRun(func(th *bthr, v int64) { th.run0, th.haveRun0 = v, true })
 		return e.t0
 	})
@@ -137,11 +93,11 @@ func RunBPF(ctx context.Context, s *session.Session, opt Options) (*Result, erro
 
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	cpu0 := session.ObserverCPU()
+	cpu0 := clock.ObserverCPU()
 	e.readBefore()
 	var deadline <-chan time.Time
 	if opt.Duration > 0 {
-		t := time.NewTimer(opt.Duration - time.Duration(session.MonoNow()-e.t0))
+		t := time.NewTimer(opt.Duration - time.Duration(clock.MonoNow()-e.t0))
 		defer t.Stop()
 		deadline = t.C
 	}
@@ -172,7 +128,7 @@ func RunBPF(ctx context.Context, s *session.Session, opt Options) (*Result, erro
 			}
 		}
 	}
-	end := session.MonoNow()
+	end := clock.MonoNow()
 	e.schedRun(func(th *bthr, v int64) { th.run1, th.haveRun1 = v, true })
 	if serr := tr.Stop(end); err == nil {
 		err = serr
@@ -187,7 +143,7 @@ func RunBPF(ctx context.Context, s *session.Session, opt Options) (*Result, erro
 		err = serr
 	}
 	e.res.WindowS = float64(end-e.t0) / 1e9
-	e.res.ObserverCPUS = (session.ObserverCPU() - cpu0).Seconds()
+	e.res.ObserverCPUS = (clock.ObserverCPU() - cpu0).Seconds()
 	e.counters()
 	e.res.BPF = &e.bres
 	m := &e.prof.Meta
@@ -220,7 +176,7 @@ func (e *bpfEngine) readBefore() {
 	}
 	for _, tid := range tids {
 		th := e.thread(tid)
-		w := readWait(e.opt.Proc, e.s.Pid, tid)
+		w := readWait(e.opt.FS, e.s.Pid, tid)
 		th.state0 = w.State
 		if w.State == "R" || w.State == "" {
 			continue
@@ -283,7 +239,7 @@ func (e *bpfEngine) poll() error {
 		e.res.Looks++
 		rec := pyRec{}
 		if en.st.Flags&(schedbpf.FlagRegs|schedbpf.FlagRunQueue) == 0 {
-			rec.class = Classify(readWait(e.opt.Proc, e.s.Pid, tid), e.gilLo, e.gilHi)
+			rec.class = Classify(readWait(e.opt.FS, e.s.Pid, tid), e.gilLo, e.gilHi)
 		}
 		rec.ids = e.stack(tid, nil)
 		id := e.intern(rec)
@@ -689,18 +645,14 @@ func (e *bpfEngine) kernelStack(id int32) kstack {
 
 func (e *bpfEngine) ksym(a uint64) string {
 	if e.ksyms == nil {
-		e.ksyms = &unwind.Kallsyms{}
-		f, err := os.Open("/proc/kallsyms")
-		if err != nil {
-			e.bres.KernelSymbols = "can't read /proc/kallsyms: " + err.Error()
-		} else {
-			if k, err := unwind.ParseKallsyms(f); err == nil {
-				e.ksyms = k
-			}
-			f.Close()
-			if e.ksyms.Hidden {
-				e.bres.KernelSymbols = "kernel addresses hidden (kernel.kptr_restrict): kernel frames unnamed"
-			}
+		var err error
+		e.ksyms, err = procfs.Default().Kallsyms()
+		var ke *procfs.KallsymsError
+		switch {
+		case errors.As(err, &ke) && !ke.Parse:
+			e.bres.KernelSymbols = ke.Error()
+		case err == nil && e.ksyms.Hidden:
+			e.bres.KernelSymbols = "kernel addresses hidden (kernel.kptr_restrict): kernel frames unnamed"
 		}
 	}
 	if n, ok := e.ksyms.Lookup(a); ok {
@@ -725,21 +677,12 @@ func (e *bpfEngine) userFrame(ip uint64) int {
 	return id
 }
 
-// procKernelStack reads /proc/PID/task/TID/stack (root only): the kernel
-// stack of a wait that began before the attach.
+// procKernelStack reads the thread's kernel stack (task/TID/stack, root
+// only): the kernel stack of a wait that began before the attach.
 func (e *bpfEngine) procKernelStack(tid int) []int {
-	b, err := os.ReadFile(e.opt.Proc + "/" + strconv.Itoa(e.s.Pid) + "/task/" + strconv.Itoa(tid) + "/stack")
+	names, err := e.opt.FS.TaskStack(e.s.Pid, tid)
 	if err != nil {
 		return nil
-	}
-	var names []string
-	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		f := strings.Fields(l)
-		if len(f) < 2 {
-			continue
-		}
-		n, _, _ := strings.Cut(f[1], "+")
-		names = append(names, n)
 	}
 	cut := -1
 	for i, n := range names {

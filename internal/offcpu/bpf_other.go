@@ -9,9 +9,6 @@ import (
 	"github.com/pyobs/pyobs/internal/session"
 )
 
-// BPFStats: see bpf.go (x86_64 only).
-type BPFStats struct{}
-
 // RunBPF: the eBPF engine reads x86_64 registers; elsewhere it is absent.
 func RunBPF(context.Context, *session.Session, Options) (*Result, error) {
 	return nil, schedbpf.ErrUnavailable

@@ -1,8 +1,6 @@
 package offcpu
 
 import (
-	"os"
-	"strconv"
 	"strings"
 
 	"github.com/pyobs/pyobs/internal/procfs"
@@ -29,42 +27,28 @@ type WaitInfo struct {
 	Syscall string   // name, "" when not in a syscall
 	Args    []uint64 // the syscall's arguments
 	Wchan   string
-	FdLink  string // readlink of /proc/PID/fd/ARG0 for read-like calls
+	FdLink  string // readlink of the fd ARG0 for read-like calls
 }
 
 // readWait reads task/TID/{stat,syscall} (and wchan, fd link when they
 // decide the class).
-func readWait(root string, pid, tid int) WaitInfo {
-	dir := root + "/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(tid) + "/"
+func readWait(fs procfs.FS, pid, tid int) WaitInfo {
 	var w WaitInfo
-	if b, err := os.ReadFile(dir + "stat"); err == nil {
-		s := string(b)
-		if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
-			w.State = s[i+2 : i+3]
-		}
+	if st, err := fs.TaskStat(pid, tid); err == nil {
+		w.State = st.State
 	}
-	if b, err := os.ReadFile(dir + "syscall"); err == nil {
-		f := strings.Fields(string(b))
-		if len(f) > 0 {
-			if n, err := strconv.Atoi(f[0]); err == nil && n >= 0 {
-				w.Syscall = procfs.SyscallName(n)
-				for _, a := range f[1:min(len(f), 7)] {
-					v, _ := strconv.ParseUint(strings.TrimPrefix(a, "0x"), 16, 64)
-					w.Args = append(w.Args, v)
-				}
-			}
-		}
+	if sc, err := fs.TaskSyscall(pid, tid); err == nil && sc.Nr >= 0 {
+		w.Syscall = procfs.SyscallName(sc.Nr)
+		w.Args = sc.Args
 	}
 	switch w.Syscall {
 	case "read", "readv", "pread64", "preadv", "preadv2":
-		if len(w.Args) > 0 {
-			w.FdLink, _ = os.Readlink(root + "/" + strconv.Itoa(pid) + "/fd/" + strconv.FormatUint(w.Args[0], 10))
+		if len(w.Args) > 0 && w.Args[0] < 1<<31 {
+			w.FdLink, _ = fs.FdLink(pid, int(w.Args[0]))
 		}
 	}
 	if w.State == "D" || w.Syscall == "" {
-		if b, err := os.ReadFile(dir + "wchan"); err == nil && string(b) != "0" {
-			w.Wchan = string(b)
-		}
+		w.Wchan, _ = fs.TaskWchan(pid, tid)
 	}
 	return w
 }

@@ -13,8 +13,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pyobs/pyobs/internal/capability"
+	"github.com/pyobs/pyobs/internal/clock"
 	"github.com/pyobs/pyobs/internal/flame"
 	"github.com/pyobs/pyobs/internal/perfevent"
+	"github.com/pyobs/pyobs/internal/procfs"
 	"github.com/pyobs/pyobs/internal/pyframes"
 	"github.com/pyobs/pyobs/internal/session"
 )
@@ -26,7 +28,7 @@ type Options struct {
 	Wall     bool          // also fold on-CPU time per thread under [on-CPU]
 	Threads  bool          // root each stack at its thread
 	Drain    time.Duration // ring drain period (default 1 ms)
-	Proc     string        // proc mount (default /proc)
+	FS       procfs.FS     // the proc filesystem (procfs.Default() when zero)
 	// MapEntries, when > 0, sizes every hash map of the eBPF engine (tests
 	// of the bounds); 0 keeps the object's sizes.
 	MapEntries uint32
@@ -155,8 +157,8 @@ func runPerf(ctx context.Context, s *session.Session, opt Options) (*Result, err
 
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	cpu0 := session.ObserverCPU()
-	start := session.MonoNow()
+	cpu0 := clock.ObserverCPU()
+	start := clock.MonoNow()
 	if err := e.addThreads(); err != nil {
 		return nil, err
 	}
@@ -190,10 +192,10 @@ func runPerf(ctx context.Context, s *session.Session, opt Options) (*Result, err
 	if derr := e.drain(); err == nil {
 		err = derr
 	}
-	end := session.MonoNow()
+	end := clock.MonoNow()
 	e.finish(end)
 	e.res.WindowS = float64(end-start) / 1e9
-	e.res.ObserverCPUS = (session.ObserverCPU() - cpu0).Seconds()
+	e.res.ObserverCPUS = (clock.ObserverCPU() - cpu0).Seconds()
 	m := &e.prof.Meta
 	m.DurationS = e.res.WindowS
 	m.Samples = e.res.Switches
@@ -218,14 +220,14 @@ func (e *engine) addThreads() error {
 		if th := e.threads[tid]; th != nil && th.gone {
 			continue
 		}
-		t0 := session.MonoNow() // before the event exists: every record is later
+		t0 := clock.MonoNow() // before the event exists: every record is later
 		if err := e.tr.AddThread(tid); err != nil {
 			if errors.Is(err, unix.ESRCH) {
 				continue
 			}
 			return perfError(e.s.Pid, err)
 		}
-		w := readWait(e.opt.Proc, e.s.Pid, tid)
+		w := readWait(e.opt.FS, e.s.Pid, tid)
 		th := &thr{tid: tid, on: w.State == "R" || w.State == "", since: t0, first: t0, classNS: map[string]int64{}}
 		e.threads[tid] = th
 		e.order = append(e.order, tid)
@@ -333,7 +335,7 @@ func (e *engine) look() {
 		e.res.Looks++
 		class := ClassRunQueue
 		if !th.preempt {
-			class = Classify(readWait(e.opt.Proc, e.s.Pid, tid), e.gilLo, e.gilHi)
+			class = Classify(readWait(e.opt.FS, e.s.Pid, tid), e.gilLo, e.gilHi)
 		}
 		ids := e.stack(tid, th.ids[:0])
 		if !e.tr.Quiet(tid) {
@@ -502,8 +504,8 @@ func newEngine(s *session.Session, opt Options, engineName string) *engine {
 	if opt.Drain <= 0 {
 		opt.Drain = time.Millisecond
 	}
-	if opt.Proc == "" {
-		opt.Proc = "/proc"
+	if opt.FS == (procfs.FS{}) {
+		opt.FS = procfs.Default()
 	}
 	mode := "offcpu"
 	if opt.Wall {

@@ -8,26 +8,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func TestParseSchedstat(t *testing.T) {
-	for _, c := range []struct {
-		in string
-		n  int64
-		ok bool
-	}{
-		{"899862251 962681311 3212\n", 899862251, true},
-		{"0 0 0", 0, true},
-		{"", 0, false},
-		{"12 34", 0, false},
-		{"-5 1 1", 0, false},
-		{"x 1 1", 0, false},
-	} {
-		n, ok := parseSchedstat(c.in)
-		if n != c.n || ok != c.ok {
-			t.Errorf("%q: %d %v, want %d %v", c.in, n, ok, c.n, c.ok)
-		}
-	}
-}
-
 // TestSchedRunTime: a thread's scheduler run time grows by the CPU time
 // the thread's own clock (CLOCK_THREAD_CPUTIME_ID) says it burnt.
 func TestSchedRunTime(t *testing.T) {

@@ -1,10 +1,11 @@
-package procfs
+package procfs_test
 
 import (
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/pyobs/pyobs/internal/procfs"
 	"github.com/pyobs/pyobs/internal/testutil"
 )
 
@@ -15,7 +16,7 @@ func BenchmarkStatSample200Threads(b *testing.B) {
 	in := testutil.Find(b, "pyenv-3.12")
 	tg := testutil.StartArgv(b, append(append([]string{}, in.Argv...),
 		filepath.Join(testutil.Repo(), "testdata/targets/many_threads.py"), "199", "2"), 60*time.Second)
-	fs := Default()
+	fs := procfs.Default()
 	for _, smaps := range []bool{false, true} {
 		name := "threads"
 		if smaps {
@@ -23,7 +24,7 @@ func BenchmarkStatSample200Threads(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
-				s, err := fs.Sample(tg.Pid, SampleOptions{Threads: true, Smaps: smaps})
+				s, err := fs.Sample(tg.Pid, procfs.SampleOptions{Threads: true, Smaps: smaps})
 				if err != nil {
 					b.Fatal(err)
 				}

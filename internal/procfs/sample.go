@@ -172,18 +172,17 @@ func (f FS) TaskSample(pid, tid int) (TaskSample, error) {
 		ts.HasStatus = true
 		ts.VoluntaryCtxt, ts.NonVolCtxt = ps.VoluntaryCtxtSwitches, ps.NonVoluntaryCtxtSwitches
 	}
-	if sc, err := t.Schedstat(); err == nil {
+	if sc, err := f.TaskSchedstat(pid, tid); err == nil {
 		ts.HasSched = true
-		ts.RunNs, ts.WaitNs, ts.Timeslices = sc.RunningNanoseconds, sc.WaitingNanoseconds, sc.RunTimeslices
+		ts.RunNs, ts.WaitNs, ts.Timeslices = sc.RunNs, sc.WaitNs, sc.Timeslices
 	}
 	if ts.State != "R" {
 		if w, err := t.Wchan(); err == nil && w != "0" {
 			ts.Wchan = w
 		}
 	}
-	dir := filepath.Join(f.root, strconv.Itoa(pid), "task", strconv.Itoa(tid))
-	if b, err := os.ReadFile(filepath.Join(dir, "syscall")); err == nil {
-		ts.Syscall = ParseSyscallFile(string(b))
+	if sc, err := f.TaskSyscall(pid, tid); err == nil {
+		ts.Syscall = sc.Nr
 	}
 	return ts, nil
 }

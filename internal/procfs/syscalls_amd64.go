@@ -2,8 +2,6 @@
 
 package procfs
 
-import "strconv"
-
 var syscallNames = map[int]string{
 	0:   "read",
 	1:   "write",
@@ -367,12 +365,4 @@ var syscallNames = map[int]string{
 	448: "process_mrelease",
 	449: "futex_waitv",
 	450: "set_mempolicy_home_node",
-}
-
-// SyscallName names an x86_64 syscall number.
-func SyscallName(n int) string {
-	if s, ok := syscallNames[n]; ok {
-		return s
-	}
-	return "syscall_" + strconv.Itoa(n)
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -36,9 +35,6 @@ func Default() FS {
 // ErrNoProcess: /proc has no such pid.
 var ErrNoProcess = errors.New("no such process")
 
-// pfKthread is PF_KTHREAD in the per-task flags (include/linux/sched.h).
-const pfKthread = 0x00200000
-
 // Process is what the session needs to know before attaching.
 type Process struct {
 	Pid     int
@@ -64,14 +60,15 @@ func (f FS) Process(pid int) (Process, error) {
 		}
 		return Process{}, fmt.Errorf("can't read /proc/%d/stat: %w", pid, err)
 	}
-	return Process{Pid: pid, Comm: st.Comm, State: st.State, Kernel: st.Flags&pfKthread != 0, Threads: st.NumThreads}, nil
+	return Process{Pid: pid, Comm: st.Comm, State: st.State, Kernel: st.Flags&PFKthread != 0, Threads: st.NumThreads}, nil
 }
 
 // Tasks lists the TIDs of pid, sorted.
 func (f FS) Tasks(pid int) ([]int, error) {
-	ents, err := os.ReadDir(filepath.Join(f.root, strconv.Itoa(pid), "task"))
+	dir := f.pidPath(pid, "task")
+	ents, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("can't list /proc/%d/task: %w", pid, err)
+		return nil, fmt.Errorf("pid %d: can't list %s: %w", pid, dir, err)
 	}
 	var tids []int
 	for _, e := range ents {
@@ -108,8 +105,8 @@ func (f FS) TaskState(pid, tid int) (TaskState, error) {
 			ts.Wchan = w
 		}
 	}
-	if b, err := os.ReadFile(filepath.Join(f.root, strconv.Itoa(pid), "task", strconv.Itoa(tid), "syscall")); err == nil {
-		ts.Syscall = ParseSyscallFile(string(b))
+	if sc, err := f.TaskSyscall(pid, tid); err == nil {
+		ts.Syscall = sc.Nr
 	}
 	return ts, nil
 }

@@ -19,25 +19,6 @@ func TestParseSyscallFile(t *testing.T) {
 	}
 }
 
-func TestDescribe(t *testing.T) {
-	cases := []struct {
-		st   TaskState
-		want string
-	}{
-		{TaskState{State: "R", Syscall: -1}, "running"},
-		{TaskState{State: "S", Wchan: "futex_wait_queue", Syscall: 202}, "sleeping in futex_wait_queue (futex)"},
-		{TaskState{State: "D", Wchan: "io_schedule", Syscall: 0}, "disk in io_schedule (read)"},
-		{TaskState{State: "Z"}, "zombie"},
-		{TaskState{State: "t", Syscall: -2}, "tracing stop"},
-		{TaskState{State: "S", Syscall: 9999}, "sleeping (syscall_9999)"},
-	}
-	for _, c := range cases {
-		if got := c.st.Describe(); got != c.want {
-			t.Errorf("%+v: %q, want %q", c.st, got, c.want)
-		}
-	}
-}
-
 func FuzzParseSyscallFile(f *testing.F) {
 	f.Add("running")
 	f.Add("202 0x7f3a2c1b4b80 0x80 0x0 0x0 0x0 0x0 0x7ffd5c0e0a88 0x7f3a2c2a3e2e")

@@ -5,10 +5,9 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"strconv"
-	"strings"
 	"time"
 
+	"github.com/pyobs/pyobs/internal/procfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -182,29 +181,13 @@ func (f *Frozen) Thaw() {
 	<-f.done
 }
 
-// pfExiting is PF_EXITING in /proc/PID/task/TID/stat's flags (include/linux/sched.h).
-const pfExiting = 0x4
-
 // exiting reports whether tid is gone or on its way out (the process
 // exits, or another thread execs): PTRACE_SEIZE refuses such a thread with
 // EPERM, which is then no permission problem.
 func exiting(pid, tid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/stat", pid, tid))
+	st, err := procfs.Default().TaskStat(pid, tid)
 	if err != nil {
 		return errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ESRCH) // gone
 	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return false
-	}
-	f := strings.Fields(s[i+1:]) // state is f[0], flags f[6]
-	if len(f) < 7 {
-		return false
-	}
-	if f[0] == "Z" || f[0] == "X" {
-		return true
-	}
-	flags, err := strconv.ParseUint(f[6], 10, 64)
-	return err == nil && flags&pfExiting != 0
+	return st.State == "Z" || st.State == "X" || st.Flags&procfs.PFExiting != 0
 }

@@ -2,10 +2,10 @@ package pyframes
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"sync"
 
+	"github.com/pyobs/pyobs/internal/procfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -57,7 +57,7 @@ func (m *ProcessMemory) Read(addr uint64, p []byte) error {
 
 func (m *ProcessMemory) fileWorks() bool {
 	m.once.Do(func() {
-		f, err := os.Open(fmt.Sprintf("/proc/%d/mem", m.Pid))
+		f, err := procfs.Default().OpenMem(m.Pid)
 		if err == nil {
 			m.memFile = f
 		}

@@ -10,18 +10,14 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/prometheus/procfs"
+	"github.com/pyobs/pyobs/internal/procfs"
 )
 
 // ErrNotPython: no mapped ELF file defines _PyRuntime.
 var ErrNotPython = errors.New("not a Python process: no mapped file defines _PyRuntime")
 
-// Mapping is one line of /proc/PID/maps that is backed by a file.
-type Mapping struct {
-	Start, End, Offset uint64
-	Perms              string
-	Path               string
-}
+// Mapping is one line of /proc/PID/maps (procfs owns the parser).
+type Mapping = procfs.Mapping
 
 // RuntimeInfo is what the detector found: the ELF that holds the interpreter
 // and the target addresses of the symbols the walker uses.
@@ -42,33 +38,15 @@ var wantSyms = []string{
 
 // ReadMaps returns pid's file-backed mappings.
 func ReadMaps(pid int) ([]Mapping, error) {
-	p, err := procfs.NewProc(pid)
+	all, err := procfs.Default().Maps(pid)
 	if err != nil {
-		return nil, fmt.Errorf("can't open /proc/%d: %w", pid, err)
-	}
-	ms, err := p.ProcMaps()
-	if err != nil {
-		return nil, fmt.Errorf("can't read /proc/%d/maps: %w", pid, err)
+		return nil, err
 	}
 	var out []Mapping
-	for _, m := range ms {
-		if m.Pathname == "" || strings.HasPrefix(m.Pathname, "[") {
-			continue
+	for _, m := range all {
+		if m.FileBacked() {
+			out = append(out, m)
 		}
-		perms := ""
-		if m.Perms != nil {
-			for _, x := range []struct {
-				on bool
-				c  string
-			}{{m.Perms.Read, "r"}, {m.Perms.Write, "w"}, {m.Perms.Execute, "x"}} {
-				if x.on {
-					perms += x.c
-				} else {
-					perms += "-"
-				}
-			}
-		}
-		out = append(out, Mapping{Start: uint64(m.StartAddr), End: uint64(m.EndAddr), Offset: uint64(m.Offset), Perms: perms, Path: m.Pathname})
 	}
 	return out, nil
 }
@@ -97,13 +75,14 @@ func candidates(maps []Mapping) []string {
 // namespace); falls back to map_files when the path is gone.
 func openMapped(pid int, path string, maps []Mapping) (*elf.File, error) {
 	p := strings.TrimSuffix(path, " (deleted)")
-	f, err := elf.Open(fmt.Sprintf("/proc/%d/root%s", pid, p))
+	fs := procfs.Default()
+	f, err := elf.Open(fs.RootPath(pid, p))
 	if err == nil {
 		return f, nil
 	}
 	for _, m := range maps {
 		if m.Path == path {
-			if f2, err2 := elf.Open(fmt.Sprintf("/proc/%d/map_files/%x-%x", pid, m.Start, m.End)); err2 == nil {
+			if f2, err2 := elf.Open(fs.MapFilePath(pid, m.Start, m.End)); err2 == nil {
 				return f2, nil
 			}
 		}

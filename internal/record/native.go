@@ -3,12 +3,12 @@ package record
 import (
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/pyobs/pyobs/internal/flame"
 	"github.com/pyobs/pyobs/internal/mixed"
 	"github.com/pyobs/pyobs/internal/perfevent"
+	"github.com/pyobs/pyobs/internal/procfs"
 	"github.com/pyobs/pyobs/internal/pyframes"
 	"github.com/pyobs/pyobs/internal/unwind"
 )
@@ -22,7 +22,7 @@ const DefaultStackSize = 16384
 type native struct {
 	user, kernel bool
 	proc         *unwind.Process
-	ksyms        *unwind.Kallsyms
+	ksyms        *procfs.Kallsyms
 	slab         []uint64 // pcs of the samples pending in this drain
 	sps          []uint64 // each user frame's stack pointer, parallel to slab (0 for kernel pcs)
 	pcs          map[uint64]mixed.Native
@@ -55,19 +55,20 @@ func newNative(pid int, user, kernel bool) *native {
 		n.proc = unwind.NewProcess(pid, unwind.NewCache())
 	}
 	if kernel {
-		if f, err := os.Open("/proc/kallsyms"); err != nil {
-			n.kernelNote = fmt.Sprintf("can't read /proc/kallsyms (%v): kernel frames are unnamed", err)
-		} else {
-			n.ksyms, err = unwind.ParseKallsyms(f)
-			f.Close()
-			if err != nil {
-				n.kernelNote = fmt.Sprintf("can't parse /proc/kallsyms (%v): kernel frames are unnamed", err)
-			} else if n.ksyms.Hidden {
-				n.kernelNote = "kernel.kptr_restrict hides /proc/kallsyms addresses: kernel frames are unnamed"
-			}
-		}
-		if n.kernelNote != "" {
-			fmt.Fprintln(os.Stderr, "pyobs record:", n.kernelNote)
+		// The note reaches the user through the profile (Meta.KernelSymbols);
+		// the command prints it.
+		var err error
+		n.ksyms, err = procfs.Default().Kallsyms()
+		var ke *procfs.KallsymsError
+		switch {
+		case errors.As(err, &ke) && ke.Parse:
+			n.kernelNote = fmt.Sprintf("can't parse %s (%v): kernel frames are unnamed", ke.Path, ke.Err)
+		case errors.As(err, &ke):
+			n.kernelNote = fmt.Sprintf("can't read %s (%v): kernel frames are unnamed", ke.Path, ke.Err)
+		case err != nil:
+			n.kernelNote = fmt.Sprintf("%v: kernel frames are unnamed", err)
+		case n.ksyms.Hidden:
+			n.kernelNote = "kernel.kptr_restrict hides " + n.ksyms.Path + " addresses: kernel frames are unnamed"
 		}
 	}
 	return n

@@ -18,7 +18,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -27,10 +26,13 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pyobs/pyobs/internal/capability"
+	"github.com/pyobs/pyobs/internal/clock"
 	"github.com/pyobs/pyobs/internal/flame"
 	"github.com/pyobs/pyobs/internal/perfevent"
+	"github.com/pyobs/pyobs/internal/procfs"
 	"github.com/pyobs/pyobs/internal/pyframes"
 	"github.com/pyobs/pyobs/internal/session"
+	"github.com/pyobs/pyobs/internal/unwind"
 )
 
 // Options of a recording.
@@ -113,6 +115,10 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*flame.Profile, 
 	r.maxLag = max(int64(2e9/opt.Freq), int64(5*time.Millisecond))
 	r.prof = flame.New(flame.Meta{Command: "record", Mode: opt.Mode, Unit: "samples", Pid: s.Pid,
 		Python: s.Py.Version().String(), RequestedHz: float64(opt.Freq), PeriodNS: int64(1e9 / opt.Freq)})
+	if opt.Native && !unwind.Supported {
+		// The perf register layout and the CFI rules are x86_64's.
+		return nil, fmt.Errorf("--native: %w", unwind.ErrArch)
+	}
 	if opt.Native || opt.Kernel {
 		if opt.StackSize == 0 {
 			opt.StackSize = DefaultStackSize
@@ -132,7 +138,7 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*flame.Profile, 
 	r.tids.Refresh()
 	r.refreshNames()
 	r.start = time.Now()
-	r.cpu0 = session.ObserverCPU()
+	r.cpu0 = clock.ObserverCPU()
 	r.tcpu0 = targetCPU(s.Pid)
 	var deadline <-chan time.Time
 	if opt.Duration > 0 {
@@ -285,7 +291,7 @@ type pendingSamples struct {
 // after even the newest of them may show where the thread went next (e.g.
 // into a sleep): those samples count as late, under a marker.
 func (r *Recorder) readPending() {
-	now := session.MonoNow()
+	now := clock.MonoNow()
 	if r.async != nil {
 		r.async.newDrain()
 	}
@@ -508,7 +514,7 @@ func (r *Recorder) progress() {
 		return
 	}
 	r.opt.Progress(Progress{Elapsed: time.Since(r.start), Samples: r.samples, AchievedHz: r.achieved(),
-		Lost: r.lost, Torn: r.torn, Late: r.late, ObserverCPU: session.ObserverCPU() - r.cpu0})
+		Lost: r.lost, Torn: r.torn, Late: r.late, ObserverCPU: clock.ObserverCPU() - r.cpu0})
 }
 
 // achieved: cpu mode — samples per second of target CPU time (the kernel
@@ -544,7 +550,7 @@ func (r *Recorder) finish() {
 		m.ReadLagUS = float64(r.lagSum) / float64(r.lagN) / 1e3
 	}
 	m.AchievedHz = r.achieved()
-	m.ObserverCPUS = (session.ObserverCPU() - r.cpu0).Seconds()
+	m.ObserverCPUS = (clock.ObserverCPU() - r.cpu0).Seconds()
 	if r.nat != nil {
 		r.nat.finish(m, r.opt.StackSize)
 	}
@@ -554,24 +560,13 @@ func (r *Recorder) finish() {
 }
 
 // targetCPU is the process's user+system CPU seconds from /proc/PID/stat
-// (clock ticks of 1/100 s; dead threads included).
+// (dead threads included).
 func targetCPU(pid int) float64 {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	st, err := procfs.Default().Stat(pid)
 	if err != nil {
 		return 0
 	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 13 {
-		return 0
-	}
-	u, _ := strconv.ParseFloat(f[11], 64)
-	st, _ := strconv.ParseFloat(f[12], 64)
-	return (u + st) / 100
+	return st.CPUSeconds()
 }
 
 func perfError(pid int, err error) error {

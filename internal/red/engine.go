@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pyobs/pyobs/internal/clock"
 	"github.com/pyobs/pyobs/internal/pyframes"
 	"github.com/pyobs/pyobs/internal/session"
 )
@@ -80,13 +81,13 @@ func open(s *session.Session, opt Options) (*engine, error) {
 	if opt.Poll <= 0 {
 		opt.Poll = 50 * time.Millisecond
 	}
-	e := &engine{s: s, opt: opt, cpu0: session.ObserverCPU(), socks: newProcSockets(s.Pid)}
+	e := &engine{s: s, opt: opt, cpu0: clock.ObserverCPU(), socks: newProcSockets(s.Pid)}
 	p, err := openProbe(s.Pid)
 	if err != nil {
 		return nil, fmt.Errorf("pid %d: %w", s.Pid, err)
 	}
 	e.probe = p
-	e.started = session.MonoNow()
+	e.started = clock.MonoNow()
 	e.tr = NewTracker(e.socks.Resolve, opt.Slowest)
 	listeners, conns, err := e.socks.Scan()
 	if err != nil {
@@ -155,7 +156,7 @@ func (e *engine) run(ctx context.Context, end time.Time, interval time.Duration,
 		select {
 		case <-ctx.Done():
 			stop = true
-			e.notes = append(e.notes, fmt.Sprintf("ended early by a signal after %.2f s", float64(session.MonoNow()-e.started)/1e9))
+			e.notes = append(e.notes, fmt.Sprintf("ended early by a signal after %.2f s", float64(clock.MonoNow()-e.started)/1e9))
 		case <-e.s.Exited():
 			stop = true
 		default:
@@ -171,7 +172,7 @@ func (e *engine) run(ctx context.Context, end time.Time, interval time.Duration,
 		}
 		if stop {
 			if !e.s.Alive() || e.isExited() {
-				e.exited = fmt.Sprintf("pid %d exited after %.2f s: the report covers up to its exit", e.s.Pid, float64(session.MonoNow()-e.started)/1e9)
+				e.exited = fmt.Sprintf("pid %d exited after %.2f s: the report covers up to its exit", e.s.Pid, float64(clock.MonoNow()-e.started)/1e9)
 			}
 			return e.finish(winStart, emit)
 		}
@@ -183,7 +184,7 @@ func (e *engine) run(ctx context.Context, end time.Time, interval time.Duration,
 			nextPoll = now.Add(e.opt.Poll)
 		}
 		if interval > 0 && !now.Before(nextEmit) {
-			t := session.MonoNow()
+			t := clock.MonoNow()
 			e.tr.FlushResponded(uint64(t))
 			if err := emit(e.report(winStart, t, false)); err != nil {
 				return err
@@ -207,7 +208,7 @@ func (e *engine) isExited() bool {
 // finish detaches the probe, drains what the ring still holds, and emits
 // the last report.
 func (e *engine) finish(winStart int64, emit func(*Result) error) error {
-	t := session.MonoNow()
+	t := clock.MonoNow()
 	e.probe.detach()
 	for e.probe.pending() > 0 {
 		ok, err := e.probe.read(time.Now().Add(10*time.Millisecond), &e.ev)
@@ -231,7 +232,7 @@ func (e *engine) sampleStacks() {
 	if e.tids == nil || e.opt.Slowest <= 0 {
 		return
 	}
-	now := uint64(session.MonoNow())
+	now := uint64(clock.MonoNow())
 	for _, f := range e.tr.InFlight() {
 		if now-min(f.Start, now) < uint64(e.opt.Poll) {
 			continue

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pyobs/pyobs/internal/session"
+	"github.com/pyobs/pyobs/internal/clock"
 )
 
 // JSONVersion is the schema version of red's JSON (docs/json.md).
@@ -142,7 +142,7 @@ func (e *engine) report(start, end int64, final bool) *Result {
 	win := float64(end-start) / 1e9
 	r := &Result{Version: JSONVersion, Pid: e.s.Pid, Mode: "interval", WindowS: win, StartNs: start, EndNs: end,
 		Events: e.tr.Events, StackReads: e.reads, StackFail: e.failed, Price: Price,
-		QuantErr: 100 * QuantileError, ObserverS: (session.ObserverCPU() - e.cpu0).Seconds(),
+		QuantErr: 100 * QuantileError, ObserverS: (clock.ObserverCPU() - e.cpu0).Seconds(),
 		Ports: []PortReport{}, Slowest: []SlowReport{}, Notes: append([]string{}, e.notes...)}
 	if final {
 		r.Mode = "window"

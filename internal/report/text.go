@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/pyobs/pyobs/internal/procfs"
 )
 
 // WriteStatJSON writes the document; indent for files and terminals, one
@@ -78,7 +80,7 @@ func WriteStatText(w io.Writer, st *Stat) error {
 			humanBytes(st.IO.RcharBytes), humanBytes(st.IO.WcharBytes), humanBytes(st.IO.ReadBytes), humanBytes(st.IO.WriteBytes),
 			st.IO.ReadSyscalls, st.IO.WriteSyscalls, fds(st.IO))
 	} else {
-		tp("io\tn/a (/proc/PID/io unreadable)\t\t\tfds %s\n", fds(st.IO))
+		tp("io\tn/a ("+procfs.Label("io")+" unreadable)\t\t\tfds %s\n", fds(st.IO))
 	}
 	c := st.Cgroup
 	switch {

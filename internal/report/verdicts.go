@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/pyobs/pyobs/internal/procfs"
 )
 
 // Thresholds of the verdicts (the seed's decision procedure). Each finding
@@ -132,7 +134,7 @@ func judge(st *Stat, in Input, wall float64) {
 			Sentence:  fmt.Sprintf("File descriptors: %d open of a soft limit of %d (%.0f %%).", st.IO.FDs, st.IO.FDLimit, 100*float64(st.IO.FDs)/float64(st.IO.FDLimit)),
 			Evidence:  map[string]float64{"fds": float64(st.IO.FDs), "fd_limit": float64(st.IO.FDLimit)},
 			Threshold: fmt.Sprintf("fds >= %.0f %% of RLIMIT_NOFILE", 100*FDPressure),
-			Next:      fmt.Sprintf("ls -l /proc/%d/fd to see what leaks; raise the limit (ulimit -n / LimitNOFILE=)", pid)})
+			Next:      "ls -l " + procfs.Default().Path(pid, "fd") + " to see what leaks; raise the limit (ulimit -n / LimitNOFILE=)"})
 	}
 	if in.Python {
 		busy := 0

@@ -80,7 +80,7 @@ func (s *Session) check() error {
 func (s *Session) openPython() error {
 	maps, err := pyframes.ReadMaps(s.Pid)
 	if err != nil {
-		return s.explain("read /proc/"+fmt.Sprint(s.Pid)+"/maps", err)
+		return s.explain("read "+s.FS.Path(s.Pid, "maps"), err)
 	}
 	info, err := pyframes.FindRuntime(s.Pid, maps)
 	if err != nil {
@@ -145,12 +145,8 @@ func sameMaps(a, b []pyframes.Mapping) bool {
 func (s *Session) Explain(op string, err error) error { return s.explain(op, err) }
 
 func sameUID(pid int) bool {
-	fi, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
-	if err != nil {
-		return false
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	return ok && int(st.Uid) == os.Geteuid()
+	uid, err := procfs.Default().Owner(pid)
+	return err == nil && uid == os.Geteuid()
 }
 
 // Alive reports whether the target still exists and is not a zombie.

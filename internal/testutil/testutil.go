@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pyobs/pyobs/internal/procfs"
 )
 
 // InCI is true when the CI runner set CI=true: a skip there is a failure.
@@ -248,15 +250,9 @@ func RunCmd(t testing.TB, timeout time.Duration, cmd *exec.Cmd) Result {
 
 // ProcStatus returns fields of /proc/PID/status (State, TracerPid, …).
 func ProcStatus(pid int) map[string]string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	st, err := procfs.Default().Status(pid)
 	if err != nil {
 		return nil
 	}
-	m := map[string]string{}
-	for _, l := range strings.Split(string(b), "\n") {
-		if k, v, ok := strings.Cut(l, ":"); ok {
-			m[k] = strings.TrimSpace(v)
-		}
-	}
-	return m
+	return st.Fields
 }

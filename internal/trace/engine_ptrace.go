@@ -8,9 +8,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pyobs/pyobs/internal/clock"
 	"github.com/pyobs/pyobs/internal/procfs"
 	"github.com/pyobs/pyobs/internal/pyframes"
-	"github.com/pyobs/pyobs/internal/session"
 	tptrace "github.com/pyobs/pyobs/internal/trace/ptrace"
 )
 
@@ -52,11 +52,11 @@ func runPtrace(ctx context.Context, r *sites, opt Options, a Account) (*Result, 
 		cfg.Seccomp = seccompList(r.filter)
 		cfg.OnSpawn = func(pid int) { r.pid = pid; r.mem = pyframes.NewProcessMemory(pid) }
 	}
-	cpu0 := session.ObserverCPU()
+	cpu0 := clock.ObserverCPU()
 	start := time.Now()
 	st, err := tptrace.Trace(ctx, cfg)
 	a.Wall = time.Since(start)
-	a.ObserverCPU = session.ObserverCPU() - cpu0
+	a.ObserverCPU = clock.ObserverCPU() - cpu0
 	if r.mem != nil {
 		_ = r.mem.Close()
 		r.mem = nil

@@ -8,8 +8,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pyobs/pyobs/internal/clock"
 	"github.com/pyobs/pyobs/internal/procfs"
-	"github.com/pyobs/pyobs/internal/session"
 	tptrace "github.com/pyobs/pyobs/internal/trace/ptrace"
 	"github.com/pyobs/pyobs/internal/trace/tracepoint"
 )
@@ -119,7 +119,7 @@ func (b *bpfRun) onEvent(e tracepoint.Event) {
 func (b *bpfRun) inProgress(slow time.Duration) ([]BlockedCall, int) {
 	var out []BlockedCall
 	n := 0
-	now := session.MonoNow()
+	now := clock.MonoNow()
 	live := map[int]bool{}
 	if tids, err := procfs.Default().Tasks(b.run.pid); err == nil {
 		for _, t := range tids {
@@ -157,7 +157,7 @@ func runTracepoint(ctx context.Context, run *sites, tp *tracepoint.Tracer, opt O
 		}
 		b.res = res
 	}
-	cpu0 := session.ObserverCPU()
+	cpu0 := clock.ObserverCPU()
 	start := time.Now()
 	b.refresh = time.Now()
 	gone := false
@@ -196,7 +196,7 @@ func runTracepoint(ctx context.Context, run *sites, tp *tracepoint.Tracer, opt O
 		run.agg.AddKernel(Kernel{Name: procfs.SyscallName(k.Nr), Calls: k.Calls, Errors: k.Errors, Total: k.Total,
 			Min: k.Min, Max: k.Max, Hist: k.Hist, Errnos: errnos})
 	}
-	a.ObserverCPU = session.ObserverCPU() - cpu0
+	a.ObserverCPU = clock.ObserverCPU() - cpu0
 	if b.firstErr != "" {
 		run.siteErr("%s", b.firstErr)
 	}

@@ -1,10 +1,11 @@
 // Package unwind turns a sample's copied user stack and registers into
-// native frames, and kernel callchain addresses into kernel symbols.
+// native frames (kernel callchain addresses are named by procfs.Kallsyms).
+// It knows x86_64's registers only: elsewhere it says so (ErrArch).
 //
 // Truth it reads: the .eh_frame_hdr/.eh_frame call-frame information (CFI)
 // of every mapped ELF file (parsed once per file and kept), /proc/PID/maps
-// to place addresses in files, the [vdso] image from /proc/PID/mem,
-// .symtab/.dynsym for names, and /proc/kallsyms for the kernel.
+// to place addresses in files, the [vdso] image from /proc/PID/mem (all
+// three through procfs), .symtab/.dynsym for names.
 //
 // Price: nothing for the target beyond the kernel copying the stack into
 // the sample; for the observer, one FDE lookup and (cached) CFA rule per

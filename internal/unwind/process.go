@@ -1,11 +1,9 @@
 package unwind
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -13,56 +11,19 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/pyobs/pyobs/internal/procfs"
 )
 
-// Mapping is one executable line of /proc/PID/maps.
-type Mapping struct {
-	Start, End, Off uint64
-	Dev             string
-	Inode           uint64
-	Path            string // "" for anonymous memory, "[vdso]", …
+// mapping is one executable line of /proc/PID/maps and the object it
+// maps, once a pc landed in it.
+type mapping struct {
+	procfs.Mapping
 
 	obj      *Object
 	bias     uint64
 	err      error // why obj is nil
 	attached bool  // obj/err are set: objects load when a pc first lands in them
-}
-
-// ParseMaps reads the executable mappings of a /proc/PID/maps file.
-func ParseMaps(r io.Reader) ([]Mapping, error) {
-	var out []Mapping
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 4096), 1<<20)
-	for sc.Scan() {
-		// 7f0c..-7f0d.. r-xp 00002000 fd:01 1234   /usr/lib/libc.so.6
-		f := strings.Fields(sc.Text())
-		if len(f) < 5 || len(f[1]) < 3 || f[1][2] != 'x' {
-			continue
-		}
-		lo, hi, ok := strings.Cut(f[0], "-")
-		if !ok {
-			return nil, fmt.Errorf("maps: bad range %q", f[0])
-		}
-		var m Mapping
-		var err1, err2, err3, err4 error
-		m.Start, err1 = strconv.ParseUint(lo, 16, 64)
-		m.End, err2 = strconv.ParseUint(hi, 16, 64)
-		m.Off, err3 = strconv.ParseUint(f[2], 16, 64)
-		m.Inode, err4 = strconv.ParseUint(f[4], 10, 64)
-		if err := errors.Join(err1, err2, err3, err4); err != nil || m.End <= m.Start {
-			return nil, fmt.Errorf("maps: bad line %q", sc.Text())
-		}
-		m.Dev = f[3]
-		if len(f) > 5 {
-			m.Path = strings.Join(f[5:], " ")
-		}
-		out = append(out, m)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, err
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Start < out[j].Start })
-	return out, nil
 }
 
 // Cache holds parsed objects by file identity (device, inode, path), so
@@ -94,36 +55,37 @@ func (c *Cache) get(key string, load func() (*Object, error)) (*Object, error) {
 // Process unwinds the samples of one process.
 type Process struct {
 	Pid      int
-	Proc     string // procfs root, /proc by default
+	FS       procfs.FS // the proc filesystem, procfs.Default() unless a test roots it elsewhere
 	cache    *Cache
-	maps     []Mapping
+	maps     []mapping
 	mapsAt   time.Time
 	MapsRead int // how often /proc/PID/maps was read
 }
 
 // NewProcess prepares unwinding in pid, sharing objects through cache.
 func NewProcess(pid int, cache *Cache) *Process {
-	return &Process{Pid: pid, Proc: "/proc", cache: cache}
+	return &Process{Pid: pid, FS: procfs.Default(), cache: cache}
 }
 
 func (p *Process) refresh() error {
 	p.mapsAt = time.Now()
 	p.MapsRead++
-	f, err := os.Open(filepath.Join(p.Proc, strconv.Itoa(p.Pid), "maps"))
+	all, err := p.FS.Maps(p.Pid)
 	if err != nil {
-		return fmt.Errorf("can't read the maps of pid %d: %w", p.Pid, err)
+		return err
 	}
-	defer f.Close()
-	maps, err := ParseMaps(f)
-	if err != nil {
-		return fmt.Errorf("pid %d: %w", p.Pid, err)
+	var maps []mapping // a fresh slice: callers may hold a *mapping of the old one
+	for _, m := range all {
+		if m.Exec() {
+			maps = append(maps, mapping{Mapping: m})
+		}
 	}
 	p.maps = maps
 	return nil
 }
 
 // attach finds (or loads) the object of a mapping and its load bias.
-func (p *Process) attach(m *Mapping) {
+func (p *Process) attach(m *mapping) {
 	m.attached = true
 	var key string
 	var load func() (*Object, error)
@@ -147,8 +109,8 @@ func (p *Process) attach(m *Mapping) {
 	m.obj, m.err = p.cache.get(key, load)
 	if m.obj != nil {
 		var ok bool
-		if m.bias, ok = m.obj.Bias(m.Start, m.Off); !ok {
-			m.obj, m.err = nil, fmt.Errorf("no loadable segment at file offset 0x%x", m.Off)
+		if m.bias, ok = m.obj.Bias(m.Start, m.Offset); !ok {
+			m.obj, m.err = nil, fmt.Errorf("no loadable segment at file offset 0x%x", m.Offset)
 		}
 	}
 }
@@ -156,8 +118,8 @@ func (p *Process) attach(m *Mapping) {
 // openObject opens the mapped file itself (through map_files: right even
 // when the path was replaced or deleted, or lies in another mount
 // namespace), falling back to the path.
-func (p *Process) openObject(m *Mapping) (*Object, error) {
-	f, err := os.Open(filepath.Join(p.Proc, strconv.Itoa(p.Pid), "map_files", fmt.Sprintf("%x-%x", m.Start, m.End)))
+func (p *Process) openObject(m *mapping) (*Object, error) {
+	f, err := os.Open(p.FS.MapFilePath(p.Pid, m.Start, m.End))
 	if err != nil {
 		if f, err = os.Open(strings.TrimSuffix(m.Path, " (deleted)")); err != nil {
 			return nil, fmt.Errorf("can't open %s: %w", m.Path, err)
@@ -172,7 +134,7 @@ func (p *Process) openObject(m *Mapping) (*Object, error) {
 }
 
 func (p *Process) readMem(addr, n uint64) ([]byte, error) {
-	f, err := os.Open(filepath.Join(p.Proc, strconv.Itoa(p.Pid), "mem"))
+	f, err := p.FS.OpenMem(p.Pid)
 	if err != nil {
 		return nil, err
 	}
@@ -186,7 +148,7 @@ func (p *Process) readMem(addr, n uint64) ([]byte, error) {
 
 // mapping finds the executable mapping of addr, re-reading the maps (at
 // most every 100 ms) when none holds it: a library loaded since.
-func (p *Process) mapping(addr uint64) *Mapping {
+func (p *Process) mapping(addr uint64) *mapping {
 	for attempt := 0; attempt < 2; attempt++ {
 		i := sort.Search(len(p.maps), func(i int) bool { return p.maps[i].End > addr })
 		if i < len(p.maps) && p.maps[i].Start <= addr {
@@ -339,7 +301,7 @@ func (p *Process) Symbolize(pc uint64) Symbol {
 		if m.Path == "" {
 			return Symbol{Off: pc}
 		}
-		return Symbol{Path: m.Path, Off: pc - m.Start + m.Off}
+		return Symbol{Path: m.Path, Off: pc - m.Start + m.Offset}
 	}
 	s := Symbol{Path: m.Path, Off: pc - m.bias}
 	s.Name, s.Known = m.obj.Symbol(s.Off)

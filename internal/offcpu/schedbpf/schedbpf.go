@@ -5,14 +5,13 @@ package schedbpf
 import (
 	"errors"
 	"fmt"
-	"os"
-	"strings"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
 	"github.com/pyobs/pyobs/internal/capability"
+	"github.com/pyobs/pyobs/internal/procfs"
 )
 
 // Flags of a wait (the F_ bits of offcpu.bpf.c).
@@ -333,10 +332,7 @@ func Entries(m *ebpf.Map) int {
 // Gate names what decides whether this process may load BPF programs,
 // and where it stands.
 func Gate() string {
-	v := "?"
-	if b, err := os.ReadFile("/proc/sys/kernel/unprivileged_bpf_disabled"); err == nil {
-		v = strings.TrimSpace(string(b))
-	}
+	v := procfs.Default().UnprivilegedBPF("?")
 	yes := func(c int) string {
 		if capability.Has(c) {
 			return "yes"

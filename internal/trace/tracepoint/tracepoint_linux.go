@@ -7,14 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 	"github.com/cilium/ebpf/rlimit"
+	"github.com/pyobs/pyobs/internal/procfs"
 )
 
 //go:generate sh -c "clang -target bpf -O2 -g -Wall -fdebug-prefix-map=$DOLLAR(pwd)=. -c syscalls.bpf.c -o syscalls.bpf.o"
@@ -403,9 +402,8 @@ var ErrPidNamespace = errors.New("the kernel's thread ids are not this namespace
 // programs compare the kernel's own tgid with the target's pid, which in a
 // child namespace would silently match nothing.
 func initPidNS() error {
-	const initIno = "pid:[4026531836]" // PROC_PID_INIT_INO, fixed since Linux 3.8
-	l, err := os.Readlink("/proc/self/ns/pid")
-	if err != nil || l == initIno {
+	l, err := procfs.Default().SelfPidNamespace()
+	if err != nil || l == procfs.InitPidNamespace {
 		return nil
 	}
 	return fmt.Errorf("pyobs runs in a child pid namespace (%s): %w", l, ErrPidNamespace)
@@ -415,12 +413,9 @@ func initPidNS() error {
 // process has and kernel.unprivileged_bpf_disabled.
 func Gate() string {
 	var caps uint64
-	if b, err := os.ReadFile("/proc/self/status"); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(l, "CapEff:"); ok {
-				caps, _ = strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-			}
-		}
+	fs := procfs.Default()
+	if st, err := fs.SelfStatus(); err == nil {
+		caps = st.CapEff
 	}
 	has := func(bit uint) string {
 		if caps&(1<<bit) != 0 {
@@ -428,10 +423,7 @@ func Gate() string {
 		}
 		return "no"
 	}
-	unpriv := "unknown"
-	if b, err := os.ReadFile("/proc/sys/kernel/unprivileged_bpf_disabled"); err == nil {
-		unpriv = strings.TrimSpace(string(b))
-	}
+	unpriv := fs.UnprivilegedBPF("unknown")
 	return fmt.Sprintf("needs CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN): CAP_BPF %s, CAP_PERFMON %s, CAP_SYS_ADMIN %s; kernel.unprivileged_bpf_disabled=%s",
 		has(39), has(38), has(21), unpriv)
 }

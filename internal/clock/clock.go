@@ -1,4 +1,4 @@
-package session
+package clock
 
 import (
 	"time"
