@@ -160,3 +160,38 @@ func checkPidNS(link string, err error) error {
 	}
 	return fmt.Errorf("pyobs runs in a child pid namespace (%s): %w", link, ErrPidNamespace)
 }
+
+// Var is a value for one of a program's global variables (bpf2go's
+// VariableSpecs), set before the load: a `const volatile` one is then fixed
+// for the verifier, which prunes what it disables.
+type Var struct {
+	Spec  *ebpf.VariableSpec
+	Value any
+}
+
+// SetVars sets each variable in the spec; the error names the variable.
+func SetVars(vars ...Var) error {
+	for _, v := range vars {
+		if v.Spec == nil {
+			return errors.New("can't set a BPF variable: not in the object")
+		}
+		if err := v.Spec.Set(v.Value); err != nil {
+			return fmt.Errorf("can't set BPF variable %s: %w", v.Spec.Name, err)
+		}
+	}
+	return nil
+}
+
+// Spec parses an embedded object with bpf2go's loader (loadX) and assigns
+// its typed specs (a *XSpecs) to specs, for SetVars and map sizes before
+// Load.
+func Spec(load func() (*ebpf.CollectionSpec, error), specs any) (*ebpf.CollectionSpec, error) {
+	spec, err := load()
+	if err != nil {
+		return nil, err
+	}
+	if err := spec.Assign(specs); err != nil {
+		return nil, fmt.Errorf("can't read the BPF object's specs: %w", err)
+	}
+	return spec, nil
+}

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/pyobs/pyobs/internal/testutil"
 )
 
 // bpfPackages are the packages whose eBPF objects bpf2go generates (the
@@ -17,12 +19,12 @@ var bpfPackages = []string{"../offcpu/schedbpf", "../trace/tracepoint", "../red"
 // TestObjectsUpToDate: the committed objects and Go bindings are the ones
 // the C sources (and pyobs.h) build to. Each package's own go:generate line
 // is run again, into a temporary directory, and every file it writes must
-// equal the committed one byte for byte. Needs clang and llvm-strip (CI
-// installs clang); skipped without them.
+// equal the committed one byte for byte. Needs clang and llvm-strip (.ci/run
+// installs them); skipped without them, except in CI.
 func TestObjectsUpToDate(t *testing.T) {
 	for _, tool := range []string{"clang", "llvm-strip"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not installed: can't rebuild the eBPF objects to compare", tool)
+			testutil.Skip(t, tool+" not installed: can't rebuild the eBPF objects to compare")
 		}
 	}
 	// Built once (the version go.mod pins), run once per package.

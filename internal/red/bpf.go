@@ -92,16 +92,13 @@ func openProbe(tgid int) (*probe, error) {
 	if err := bpfload.CheckPidNS(); err != nil {
 		return nil, fmt.Errorf("red: %w", err)
 	}
-	spec, err := loadRed()
+	var s redVariableSpecs
+	spec, err := bpfload.Spec(loadRed, &s)
 	if err != nil {
 		return nil, fmt.Errorf("red: %w", err)
 	}
-	var s redVariableSpecs
-	if err := spec.Assign(&s); err != nil {
-		return nil, fmt.Errorf("red: red_bpfel.o: %w", err)
-	}
-	if err := s.TargetTgid.Set(uint32(tgid)); err != nil {
-		return nil, fmt.Errorf("red: set target_tgid %d: %w", tgid, err)
+	if err := bpfload.SetVars(bpfload.Var{Spec: s.TargetTgid, Value: uint32(tgid)}); err != nil {
+		return nil, fmt.Errorf("red: %w", err)
 	}
 	p := &probe{}
 	if err := bpfload.Load("red's BPF programs", spec, &p.objs); err != nil {

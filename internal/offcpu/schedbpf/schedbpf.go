@@ -113,6 +113,9 @@ var ErrUnavailable = errors.New("eBPF engine unavailable")
 // right before the attach: the CLOCK_MONOTONIC time the kernel side counts
 // waits that began before it from.
 func Load(cfg Config, attachNS func() int64) (*Tracer, error) {
+	if err := bpfload.CheckPidNS(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
 	var errs []error
 	for _, v := range []struct {
 		prog string
@@ -131,16 +134,10 @@ func Load(cfg Config, attachNS func() int64) (*Tracer, error) {
 }
 
 func load(cfg Config, progName string, regs bool, attachNS func() int64) (*Tracer, error) {
-	if err := bpfload.CheckPidNS(); err != nil {
-		return nil, err
-	}
-	spec, err := loadOffcpu()
+	var s offcpuSpecs
+	spec, err := bpfload.Spec(loadOffcpu, &s)
 	if err != nil {
 		return nil, err
-	}
-	var s offcpuSpecs
-	if err := spec.Assign(&s); err != nil {
-		return nil, fmt.Errorf("offcpu_x86_bpfel.o: %w", err)
 	}
 	var u8, wk uint8
 	if regs {
@@ -149,14 +146,10 @@ func load(cfg Config, progName string, regs bool, attachNS func() int64) (*Trace
 	if cfg.Waker {
 		wk = 1
 	}
-	for _, v := range []struct {
-		v   *ebpf.VariableSpec
-		val any
-	}{{s.TargetTgid, cfg.Tgid}, {s.GilLo, cfg.GILLo}, {s.GilHi, cfg.GILHi}, {s.UseRegs, u8}, {s.Waker, wk},
-		{s.MinBlockNs, cfg.MinBlockNS}, {s.ReuseNs, cfg.ReuseNS}} {
-		if err := v.v.Set(v.val); err != nil {
-			return nil, fmt.Errorf("set %s: %w", v.v.Name, err)
-		}
+	if err := bpfload.SetVars(bpfload.Var{Spec: s.TargetTgid, Value: cfg.Tgid}, bpfload.Var{Spec: s.GilLo, Value: cfg.GILLo},
+		bpfload.Var{Spec: s.GilHi, Value: cfg.GILHi}, bpfload.Var{Spec: s.UseRegs, Value: u8}, bpfload.Var{Spec: s.Waker, Value: wk},
+		bpfload.Var{Spec: s.MinBlockNs, Value: cfg.MinBlockNS}, bpfload.Var{Spec: s.ReuseNs, Value: cfg.ReuseNS}); err != nil {
+		return nil, err
 	}
 	if cfg.MapEntries > 0 {
 		for _, m := range []*ebpf.MapSpec{s.Starts, s.Waits, s.Threads, s.Pyids, s.Wakes, s.Offwake} {

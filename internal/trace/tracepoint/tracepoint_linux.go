@@ -71,35 +71,26 @@ func Open(cfg Config) (*Tracer, error) {
 	if err := bpfload.CheckPidNS(); err != nil {
 		return nil, err
 	}
-	spec, err := loadSyscalls()
+	var s syscallsSpecs
+	spec, err := bpfload.Spec(loadSyscalls, &s)
 	if err != nil {
 		return nil, err
 	}
-	var s syscallsSpecs
-	if err := spec.Assign(&s); err != nil {
-		return nil, fmt.Errorf("syscalls_bpfel.o: %w", err)
-	}
-	type setting struct {
-		v   *ebpf.VariableSpec
-		val any
-	}
-	set := []setting{{s.TargetTgid, uint32(cfg.Pid)}, {s.SlowNs, uint64(max(cfg.Slow, 0))}}
+	vars := []bpfload.Var{{Spec: s.TargetTgid, Value: uint32(cfg.Pid)}, {Spec: s.SlowNs, Value: uint64(max(cfg.Slow, 0))}}
 	if cfg.Filter != nil {
-		set = append(set, setting{s.UseFilter, uint32(1)})
+		vars = append(vars, bpfload.Var{Spec: s.UseFilter, Value: uint32(1)})
 	}
 	if p := cfg.Py; p != nil {
-		set = append(set, setting{s.PyCapture, uint32(1)}, setting{s.OffTstateFrame, p.TstateFrame},
-			setting{s.OffCframeCurrent, p.CFrameCurrent}, setting{s.OffFramePrevious, p.FramePrevious},
-			setting{s.OffFrameCode, p.FrameCode}, setting{s.OffFrameInstr, p.FrameInstr},
-			setting{s.OffFrameOwner, p.FrameOwner}, setting{s.OwnerSkip, uint32(p.OwnerSkip)},
-			setting{s.RuntimeAddr, p.Runtime}, setting{s.OffRuntimeInterpHead, p.RuntimeInterpHead},
-			setting{s.OffInterpThreadsHead, p.InterpThreadsHead}, setting{s.OffTstateNext, p.TstateNext},
-			setting{s.OffTstateNativeTid, p.TstateNativeTid})
+		vars = append(vars, bpfload.Var{Spec: s.PyCapture, Value: uint32(1)}, bpfload.Var{Spec: s.OffTstateFrame, Value: p.TstateFrame},
+			bpfload.Var{Spec: s.OffCframeCurrent, Value: p.CFrameCurrent}, bpfload.Var{Spec: s.OffFramePrevious, Value: p.FramePrevious},
+			bpfload.Var{Spec: s.OffFrameCode, Value: p.FrameCode}, bpfload.Var{Spec: s.OffFrameInstr, Value: p.FrameInstr},
+			bpfload.Var{Spec: s.OffFrameOwner, Value: p.FrameOwner}, bpfload.Var{Spec: s.OwnerSkip, Value: uint32(p.OwnerSkip)},
+			bpfload.Var{Spec: s.RuntimeAddr, Value: p.Runtime}, bpfload.Var{Spec: s.OffRuntimeInterpHead, Value: p.RuntimeInterpHead},
+			bpfload.Var{Spec: s.OffInterpThreadsHead, Value: p.InterpThreadsHead}, bpfload.Var{Spec: s.OffTstateNext, Value: p.TstateNext},
+			bpfload.Var{Spec: s.OffTstateNativeTid, Value: p.TstateNativeTid})
 	}
-	for _, v := range set {
-		if err := v.v.Set(v.val); err != nil {
-			return nil, fmt.Errorf("set %s: %w", v.v.Name, err)
-		}
+	if err := bpfload.SetVars(vars...); err != nil {
+		return nil, err
 	}
 	for _, m := range []struct {
 		m *ebpf.MapSpec
