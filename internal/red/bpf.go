@@ -78,9 +78,21 @@ type Counters struct {
 	CopyFailed uint64 `json:"copy_failed"` // data prefixes that could not be read
 }
 
+// objects are the programs and maps; not the variables (target_tgid is
+// fixed at load, event_type only carries struct event into the BTF).
+type objects struct {
+	redPrograms
+	redMaps
+}
+
+func (o *objects) Close() {
+	_ = o.redPrograms.Close()
+	_ = o.redMaps.Close()
+}
+
 // probe is the loaded, attached program pair.
 type probe struct {
-	objs   redObjects
+	objs   objects
 	links  bpfload.Links
 	ring   *bpfload.Ring
 	closed bool
@@ -153,5 +165,5 @@ func (p *probe) Close() {
 	if p.ring != nil {
 		_ = p.ring.Close()
 	}
-	_ = p.objs.Close()
+	p.objs.Close()
 }

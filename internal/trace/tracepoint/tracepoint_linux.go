@@ -57,9 +57,21 @@ type Config struct {
 	RingBytes, HistEntries, ErrnoEntries uint32
 }
 
+// objects are the programs and maps; not the variables (fixed at load;
+// event_type only carries struct event into the BTF).
+type objects struct {
+	syscallsPrograms
+	syscallsMaps
+}
+
+func (o *objects) Close() {
+	_ = o.syscallsPrograms.Close()
+	_ = o.syscallsMaps.Close()
+}
+
 // Tracer is a loaded and attached pair of programs.
 type Tracer struct {
-	objs  syscallsObjects
+	objs  objects
 	links bpfload.Links
 	ring  *bpfload.Ring
 }
@@ -135,7 +147,7 @@ func (t *Tracer) Close() {
 	if t.ring != nil {
 		_ = t.ring.Close()
 	}
-	_ = t.objs.Close()
+	t.objs.Close()
 }
 
 // Detach stops counting (the maps stay readable).
