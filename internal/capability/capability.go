@@ -2,7 +2,8 @@
 // pyobs may do to another process: Yama's ptrace_scope, perf_event_paranoid,
 // the caller's capabilities (CAP_SYS_PTRACE, CAP_PERFMON, CAP_BPF,
 // CAP_SYS_ADMIN), BTF and tracefs. A refused operation is explained by a
-// *GateError naming the gate and the fix.
+// *GateError naming the gate and the fix; every eBPF engine words its gate
+// with BPFGate (through internal/bpfload).
 package capability
 
 import (
