@@ -1,4 +1,4 @@
-# pyobs — see README.md. Targets: build test bench fuzz soak lint demo pythons bpf clean
+# pyobs — see README.md. Targets: build test bench fuzz soak lint demo pythons generate (bpf) clean
 GO       ?= go
 VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -s -w -X main.version=$(VERSION)
@@ -7,7 +7,7 @@ FUZZTIME ?= 30s
 # prints the manifest path last.
 PYTHON   ?= $(shell command -v python3)
 
-.PHONY: build test bench fuzz soak lint demo pythons clean bpf bpf-trace bpf-red
+.PHONY: build test bench fuzz soak lint demo pythons clean generate bpf
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/pyobs ./cmd/pyobs
@@ -58,19 +58,16 @@ lint:
 demo: build
 	bin/pyobs dump --after 1s --kill -- $(PYTHON) testdata/targets/demo.py
 
-# The offcpu eBPF program and its Go bindings (bpf2go; needs clang). The
-# outputs are committed so that build needs no clang.
-bpf: bpf-trace bpf-red
-	cd internal/offcpu/schedbpf && $(GO) generate ./
+# The three eBPF programs (offcpu, trace, red) and their Go bindings, all
+# from bpf2go (needs clang and llvm-strip; the C sources share
+# internal/bpf/include/pyobs.h). The outputs are committed so that build
+# needs no clang; TestObjectsUpToDate (internal/bpfload) checks they match.
+BPF_PKGS := ./internal/offcpu/schedbpf ./internal/trace/tracepoint ./internal/red
 
-# trace's eBPF object (clang -target bpf, the go:generate line); committed too.
-bpf-trace:
-	cd internal/trace/tracepoint && $(GO) generate ./
+generate:
+	$(GO) generate $(BPF_PKGS)
 
-# red's eBPF object (clang -target bpf); committed so that build needs no clang.
-bpf-red:
-	clang -O2 -g -Wall -Werror -target bpf -c internal/red/red.bpf.c -o internal/red/red_bpfel.o
-	llvm-strip -g internal/red/red_bpfel.o
+bpf: generate
 
 clean:
 	rm -rf bin

@@ -2,15 +2,19 @@
 // pyobs may do to another process: Yama's ptrace_scope, perf_event_paranoid,
 // the caller's capabilities (CAP_SYS_PTRACE, CAP_PERFMON, CAP_BPF,
 // CAP_SYS_ADMIN), BTF and tracefs. A refused operation is explained by a
-// *GateError naming the gate and the fix.
+// *GateError naming the gate and the fix; every eBPF engine words its gate
+// with BPFGate (through internal/bpfload).
 package capability
 
 import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/pyobs/pyobs/internal/procfs"
 )
 
 // Capability numbers (include/uapi/linux/capability.h).
@@ -38,18 +42,28 @@ func (e *GateError) Unwrap() error { return e.Err }
 // Root is where the probes read; tests point it at a fixture tree.
 var Root = "/"
 
-func readInt(path string) (int, bool) {
-	b, err := os.ReadFile(Root + path)
+// proc is the proc filesystem under Root (every /proc read is procfs's).
+func proc() procfs.FS {
+	fs, err := procfs.NewFS(filepath.Join(Root, "proc"))
+	if err != nil {
+		return procfs.Default()
+	}
+	return fs
+}
+
+// sysctl reads an integer sysctl ("kernel/perf_event_paranoid").
+func sysctl(name string) (int, bool) {
+	v, err := proc().Sysctl(name)
 	if err != nil {
 		return 0, false
 	}
-	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	n, err := strconv.Atoi(v)
 	return n, err == nil
 }
 
 // PtraceScope is kernel.yama.ptrace_scope, or -1 when Yama is absent.
 func PtraceScope() int {
-	if n, ok := readInt("proc/sys/kernel/yama/ptrace_scope"); ok {
+	if n, ok := sysctl("kernel/yama/ptrace_scope"); ok {
 		return n
 	}
 	return -1
@@ -57,7 +71,7 @@ func PtraceScope() int {
 
 // PerfEventParanoid is kernel.perf_event_paranoid (2 when unreadable).
 func PerfEventParanoid() int {
-	if n, ok := readInt("proc/sys/kernel/perf_event_paranoid"); ok {
+	if n, ok := sysctl("kernel/perf_event_paranoid"); ok {
 		return n
 	}
 	return 2
@@ -65,17 +79,11 @@ func PerfEventParanoid() int {
 
 // Effective returns the caller's effective capability mask.
 func Effective() uint64 {
-	b, err := os.ReadFile(Root + "proc/self/status")
+	st, err := proc().SelfStatus()
 	if err != nil {
 		return 0
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
-			n, _ := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-			return n
-		}
-	}
-	return 0
+	return st.CapEff
 }
 
 // Has reports whether the caller holds capability c.
@@ -102,7 +110,7 @@ func InContainer() bool {
 	if _, err := os.Stat(Root + ".dockerenv"); err == nil {
 		return true
 	}
-	b, _ := os.ReadFile(Root + "proc/1/cgroup")
+	b, _ := proc().Cgroup(1)
 	s := string(b)
 	return strings.Contains(s, "docker") || strings.Contains(s, "kubepods") || strings.Contains(s, "containerd")
 }

@@ -96,3 +96,20 @@ func TestProbes(t *testing.T) {
 		t.Errorf("unreadable files must read as no capabilities and paranoid 2")
 	}
 }
+
+func TestBPFGateSaysWhatIsHeld(t *testing.T) {
+	fixture(t, map[string]string{
+		"proc/self/status":                          status("0000008000000000"), // CAP_BPF (39) only
+		"proc/sys/kernel/unprivileged_bpf_disabled": "2\n",
+	})
+	g := BPFGate()
+	for _, want := range []string{"CAP_BPF yes", "CAP_PERFMON no", "CAP_SYS_ADMIN no", "kernel.unprivileged_bpf_disabled=2"} {
+		if !strings.Contains(g, want) {
+			t.Errorf("gate %q lacks %q", g, want)
+		}
+	}
+	e := ExplainBPF("load red's BPF programs", syscall.EPERM)
+	if !errors.Is(e, ErrPermission) || !errors.Is(e, syscall.EPERM) || !strings.Contains(e.Error(), "can't load red's BPF programs: permission denied by the BPF gate") {
+		t.Errorf("ExplainBPF: %v", e)
+	}
+}

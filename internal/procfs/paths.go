@@ -107,3 +107,14 @@ func (f FS) Owner(pid int) (int, error) {
 // Label names a per-process file for people, whatever the mount:
 // Label("io") is "/proc/PID/io".
 func Label(elem ...string) string { return "/proc/PID/" + strings.Join(elem, "/") }
+
+// Cgroup reads /proc/PID/cgroup as the kernel wrote it (one
+// "id:controllers:path" line per hierarchy).
+func (f FS) Cgroup(pid int) ([]byte, error) {
+	p := f.pidPath(pid, "cgroup")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return nil, fmt.Errorf("can't read %s: %w", p, err)
+	}
+	return b, nil
+}

@@ -1,28 +1,16 @@
 package red
 
 import (
-	"bytes"
-	_ "embed"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
-	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/link"
-	"github.com/cilium/ebpf/ringbuf"
-	"github.com/cilium/ebpf/rlimit"
-	"golang.org/x/sys/unix"
-
-	"github.com/pyobs/pyobs/internal/capability"
+	"github.com/pyobs/pyobs/internal/bpfload"
 )
 
-// red_bpfel.o is built from red.bpf.c by `make bpf-red` and committed so
-// that go build needs no clang.
-//
-//go:embed red_bpfel.o
-var bpfObject []byte
+// red_bpfel.{go,o} are generated from red.bpf.c by bpf2go (`make
+// generate`, needs clang) and committed so that go build needs no clang.
+//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang -target bpfel -type event red red.bpf.c -- -I../bpf/include -O2 -g -Wall -Werror
 
 // x86_64 syscall numbers (the ABI red.bpf.c is written for).
 const (
@@ -57,25 +45,17 @@ type Event struct {
 	Data   [PrefixLen]byte
 }
 
-const eventSize = 8 + 8 + 8 + 4 + 4 + 4 + 2 + 2 + PrefixLen
-
 var errDecode = errors.New("red: bad event")
 
-// decodeEvent parses one ring record; short records are an error.
+// decodeEvent parses one ring record (bpf2go's struct event); short
+// records are an error.
 func decodeEvent(b []byte, ev *Event) error {
-	if len(b) < eventSize {
-		return fmt.Errorf("%w: ring record of %d bytes, want %d", errDecode, len(b), eventSize)
+	r, err := bpfload.Decode[redEvent](b)
+	if err != nil {
+		return fmt.Errorf("%w: %w", errDecode, err)
 	}
-	le := binary.LittleEndian
-	ev.TEnter = le.Uint64(b[0:])
-	ev.TExit = le.Uint64(b[8:])
-	ev.Ret = int64(le.Uint64(b[16:]))
-	ev.Tid = le.Uint32(b[24:])
-	ev.Fd = int32(le.Uint32(b[28:]))
-	ev.Nr = le.Uint32(b[32:])
-	ev.Len = min(le.Uint16(b[36:]), PrefixLen)
-	ev.Flags = le.Uint16(b[38:])
-	copy(ev.Data[:], b[40:40+PrefixLen])
+	*ev = Event{TEnter: r.T_enter, TExit: r.T_exit, Ret: r.Ret, Tid: r.Tid, Fd: r.Fd, Nr: r.Nr,
+		Len: min(r.Len, PrefixLen), Flags: r.Flags, Data: r.Data}
 	return nil
 }
 
@@ -98,108 +78,82 @@ type Counters struct {
 	CopyFailed uint64 `json:"copy_failed"` // data prefixes that could not be read
 }
 
+// objects are the programs and maps; not the variables (target_tgid is
+// fixed at load, event_type only carries struct event into the BTF).
+type objects struct {
+	redPrograms
+	redMaps
+}
+
+func (o *objects) Close() {
+	_ = o.redPrograms.Close()
+	_ = o.redMaps.Close()
+}
+
 // probe is the loaded, attached program pair.
 type probe struct {
-	coll   *ebpf.Collection
-	links  []link.Link
-	ring   *ringbuf.Reader
-	rec    ringbuf.Record
-	tgid   uint32
+	objs   objects
+	links  bpfload.Links
+	ring   *bpfload.Ring
 	closed bool
 }
 
 // openProbe loads red.bpf.c's programs for tgid and attaches them to
 // raw_syscalls sys_enter/sys_exit (raw_tp: by name, no tracefs).
 func openProbe(tgid int) (*probe, error) {
-	_ = rlimit.RemoveMemlock() // kernels before 5.11 charge BPF maps to RLIMIT_MEMLOCK
-	spec, err := ebpf.LoadCollectionSpecFromReader(bytes.NewReader(bpfObject))
-	if err != nil {
-		return nil, fmt.Errorf("red: parse embedded BPF object: %w", err)
+	if err := bpfload.CheckPidNS(); err != nil {
+		return nil, fmt.Errorf("red: %w", err)
 	}
-	coll, err := ebpf.NewCollection(spec)
+	var s redVariableSpecs
+	spec, err := bpfload.Spec(loadRed, &s)
 	if err != nil {
-		var ve *ebpf.VerifierError
-		if errors.As(err, &ve) {
-			return nil, fmt.Errorf("red: the kernel's verifier refused the program: %w", err)
-		}
-		if errors.Is(err, unix.EPERM) {
-			return nil, &capability.GateError{Op: "load the BPF programs of red", Gate: "missing CAP_BPF and CAP_PERFMON (or root)",
-				Fix: "run pyobs as root, or grant it: setcap cap_bpf,cap_perfmon+ep " + os.Args[0], Err: errors.Join(capability.ErrPermission, err)}
-		}
-		return nil, fmt.Errorf("red: load BPF programs: %w", err)
+		return nil, fmt.Errorf("red: %w", err)
 	}
-	p := &probe{coll: coll, tgid: uint32(tgid)}
-	cfg := make([]byte, 8)
-	binary.LittleEndian.PutUint32(cfg, uint32(tgid))
-	if err := coll.Maps["config"].Update(uint32(0), cfg, ebpf.UpdateAny); err != nil {
+	if err := bpfload.SetVars(bpfload.Var{Spec: s.TargetTgid, Value: uint32(tgid)}); err != nil {
+		return nil, fmt.Errorf("red: %w", err)
+	}
+	p := &probe{}
+	if err := bpfload.Load("red's BPF programs", spec, &p.objs); err != nil {
+		return nil, err
+	}
+	if p.links, err = bpfload.AttachSyscalls(p.objs.RedEnter, p.objs.RedExit); err != nil {
 		p.Close()
-		return nil, fmt.Errorf("red: set target tgid %d in map config: %w", tgid, err)
+		return nil, fmt.Errorf("red: %w", err)
 	}
-	for _, a := range []struct{ prog, tp string }{{"red_enter", "sys_enter"}, {"red_exit", "sys_exit"}} {
-		l, err := link.AttachRawTracepoint(link.RawTracepointOptions{Name: a.tp, Program: coll.Programs[a.prog]})
-		if err != nil {
-			p.Close()
-			return nil, fmt.Errorf("red: attach %s to raw tracepoint %s: %w", a.prog, a.tp, err)
-		}
-		p.links = append(p.links, l)
-	}
-	r, err := ringbuf.NewReader(coll.Maps["events"])
-	if err != nil {
+	if p.ring, err = bpfload.NewRing("events", p.objs.Events); err != nil {
 		p.Close()
-		return nil, fmt.Errorf("red: open ring buffer map events: %w", err)
+		return nil, fmt.Errorf("red: %w", err)
 	}
-	p.ring = r
 	return p, nil
 }
 
 // read waits until deadline for one event; ok is false on timeout.
 func (p *probe) read(deadline time.Time, ev *Event) (ok bool, err error) {
-	p.ring.SetDeadline(deadline)
-	if err := p.ring.ReadInto(&p.rec); err != nil {
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return false, nil
-		}
-		return false, fmt.Errorf("red: read ring buffer events: %w", err)
+	b, ok, err := p.ring.Next(deadline)
+	if err != nil || !ok {
+		return false, err
 	}
-	if err := decodeEvent(p.rec.RawSample, ev); err != nil {
+	if err := decodeEvent(b, ev); err != nil {
 		return false, err
 	}
 	return true, nil
 }
 
 // pending reports bytes waiting in the ring.
-func (p *probe) pending() int { return p.ring.AvailableBytes() }
+func (p *probe) pending() int { return p.ring.Pending() }
 
 // counters sums the per-CPU counters.
 func (p *probe) counters() (Counters, error) {
-	var c Counters
-	m := p.coll.Maps["counters"]
-	get := func(i uint32) uint64 {
-		var per []uint64
-		if err := m.Lookup(i, &per); err != nil {
-			return 0
-		}
-		var s uint64
-		for _, v := range per {
-			s += v
-		}
-		return s
+	n, err := bpfload.Counters(p.objs.Counters, cMax)
+	if err != nil {
+		return Counters{}, err
 	}
-	c.Events = get(cEvents)
-	c.RingFull = get(cRingFull)
-	c.EnterFull = get(cEnterFull)
-	c.NoEnter = get(cNoEnter)
-	c.CopyFailed = get(cCopyFailed)
-	return c, nil
+	return Counters{Events: n[cEvents], RingFull: n[cRingFull], EnterFull: n[cEnterFull],
+		NoEnter: n[cNoEnter], CopyFailed: n[cCopyFailed]}, nil
 }
 
 // detach stops new events (the ring can still be drained).
-func (p *probe) detach() {
-	for _, l := range p.links {
-		_ = l.Close()
-	}
-	p.links = nil
-}
+func (p *probe) detach() { p.links.Close() }
 
 // Close detaches and frees everything.
 func (p *probe) Close() {
@@ -211,5 +165,5 @@ func (p *probe) Close() {
 	if p.ring != nil {
 		_ = p.ring.Close()
 	}
-	p.coll.Close()
+	p.objs.Close()
 }

@@ -8,38 +8,11 @@
 // moved) to a ring buffer. Everything else returns after a compare.
 //
 // x86_64 only: syscall numbers and the pt_regs offsets are that ABI's.
-// Our own minimal definitions; helper ids are include/uapi/linux/bpf.h's.
+// Kernel types, helpers and map macros: pyobs.h (internal/bpf/include).
 //
-// Build: make bpf-red (clang -target bpf); red_bpfel.o is committed.
+// Build: make generate (bpf2go); red_bpfel.o is committed.
 
-typedef unsigned char u8;
-typedef unsigned short u16;
-typedef unsigned int u32;
-typedef int s32;
-typedef unsigned long long u64;
-typedef long long s64;
-
-#define SEC(name) __attribute__((section(name), used))
-#define __always_inline inline __attribute__((always_inline))
-#define __uint(name, val) int (*name)[val]
-#define __type(name, val) typeof(val) *name
-
-enum {
-	BPF_MAP_TYPE_HASH = 1,
-	BPF_MAP_TYPE_ARRAY = 2,
-	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
-	BPF_MAP_TYPE_RINGBUF = 27,
-};
-
-static void *(*bpf_map_lookup_elem)(void *map, const void *key) = (void *)1;
-static long (*bpf_map_update_elem)(void *map, const void *key, const void *value, u64 flags) = (void *)2;
-static long (*bpf_map_delete_elem)(void *map, const void *key) = (void *)3;
-static u64 (*bpf_ktime_get_ns)(void) = (void *)5;
-static u64 (*bpf_get_current_pid_tgid)(void) = (void *)14;
-static long (*bpf_probe_read_user)(void *dst, u32 size, const void *src) = (void *)112;
-static long (*bpf_probe_read_kernel)(void *dst, u32 size, const void *src) = (void *)113;
-static void *(*bpf_ringbuf_reserve)(void *ringbuf, u64 size, u64 flags) = (void *)131;
-static void (*bpf_ringbuf_submit)(void *data, u64 flags) = (void *)132;
+#include "pyobs.h"
 
 // x86_64 syscall numbers.
 #define NR_read 0
@@ -56,18 +29,16 @@ static void (*bpf_ringbuf_submit)(void *data, u64 flags) = (void *)132;
 #define NR_shutdown 48
 #define NR_accept4 288
 
-// struct pt_regs offsets of the first three argument registers and orig_ax.
-#define REGS_DX 96
-#define REGS_SI 104
-#define REGS_DI 112
-#define REGS_ORIG_AX 120
+// struct pt_regs offsets of the argument registers and orig_ax: fixed
+// offsets, not CO-RE, so that the program loads without the kernel's BTF.
+#define REGS_SI PT_REGS_OFF(si)
+#define REGS_DI PT_REGS_OFF(di)
+#define REGS_ORIG_AX PT_REGS_OFF(orig_ax)
 
 #define PREFIX 128
 
-struct config {
-	u32 tgid;
-	u32 pad;
-};
+// The target's thread group, set before load (.rodata).
+volatile const u32 target_tgid = 0;
 
 struct enter {
 	u64 ts;
@@ -91,6 +62,8 @@ struct event {
 	u8 data[PREFIX];
 };
 
+BTF_KEEP(struct event, event_type);
+
 // counters index
 enum {
 	C_EVENTS = 0,
@@ -102,25 +75,13 @@ enum {
 };
 
 struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, u32);
-	__type(value, struct config);
-} config SEC(".maps");
-
-struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16384);
 	__type(key, u32);
 	__type(value, struct enter);
 } enters SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, C_MAX);
-	__type(key, u32);
-	__type(value, u64);
-} counters SEC(".maps");
+PERCPU_COUNTERS(counters, C_MAX);
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -133,9 +94,7 @@ struct raw_args {
 
 static __always_inline void count(u32 i)
 {
-	u64 *c = bpf_map_lookup_elem(&counters, &i);
-	if (c)
-		*c += 1;
+	counter_add(&counters, i, 1);
 }
 
 static __always_inline int watched(u64 nr)
@@ -152,10 +111,8 @@ static __always_inline int watched(u64 nr)
 // ours returns the tid when the current task belongs to the target.
 static __always_inline u32 ours(void)
 {
-	u32 zero = 0;
-	struct config *cfg = bpf_map_lookup_elem(&config, &zero);
 	u64 id = bpf_get_current_pid_tgid();
-	if (!cfg || cfg->tgid == 0 || (u32)(id >> 32) != cfg->tgid)
+	if (target_tgid == 0 || (u32)(id >> 32) != target_tgid)
 		return 0;
 	return (u32)id;
 }

@@ -34,4 +34,8 @@
 // the waker's user stack (Config.Waker: a program on sched_waking notes
 // the waker's tid, comm and kernel stack only). x86_64 only (the saved
 // registers are read by their x86 names).
+//
+// Built by bpf2go (`make generate`; kernel types from
+// internal/bpf/include/pyobs.h), loaded and attached through
+// internal/bpfload.
 package schedbpf

@@ -9,54 +9,12 @@
 // thread (its tid, comm, kernel stack), and the switch-in adds the wait to
 // a second aggregate keyed by the wait and its waker.
 //
-// Written against the kernel's BTF with our own minimal struct definitions
-// (CO-RE relocates the fields); no libbpf headers: the helper ids below are
-// those of include/uapi/linux/bpf.h.
+// The kernel types, helpers and map macros come from pyobs.h
+// (internal/bpf/include), shared by the three programs.
 //
-// Build: make bpf (bpf2go + clang -target bpf); the object is committed.
+// Build: make generate (bpf2go + clang -target bpf); the object is committed.
 
-typedef unsigned char u8;
-typedef unsigned short u16;
-typedef unsigned int u32;
-typedef int s32;
-typedef unsigned long long u64;
-typedef long long s64;
-
-#define SEC(name) __attribute__((section(name), used))
-#define __always_inline inline __attribute__((always_inline))
-#define __uint(name, val) int (*name)[val]
-#define __type(name, val) typeof(val) *name
-
-enum {
-	BPF_MAP_TYPE_HASH = 1,
-	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
-	BPF_MAP_TYPE_STACK_TRACE = 7,
-};
-enum { BPF_ANY = 0, BPF_NOEXIST = 1 };
-
-// Only the fields we read; CO-RE finds them by name in the running kernel.
-struct task_struct {
-	int pid;
-	int tgid;
-	u64 start_time; // CLOCK_MONOTONIC ns, like bpf_ktime_get_ns
-} __attribute__((preserve_access_index));
-
-struct pt_regs { // x86_64: the user registers saved at syscall entry
-	unsigned long di;
-	unsigned long orig_ax;
-	unsigned long ip;
-} __attribute__((preserve_access_index));
-
-static void *(*bpf_map_lookup_elem)(void *map, const void *key) = (void *)1;
-static long (*bpf_map_update_elem)(void *map, const void *key, const void *value, u64 flags) = (void *)2;
-static long (*bpf_map_delete_elem)(void *map, const void *key) = (void *)3;
-static u64 (*bpf_ktime_get_ns)(void) = (void *)5;
-static u64 (*bpf_get_current_pid_tgid)(void) = (void *)14;
-static long (*bpf_get_stackid)(void *ctx, void *map, u64 flags) = (void *)27;
-static long (*bpf_get_current_comm)(void *buf, u32 size) = (void *)16;
-static long (*bpf_probe_read_kernel)(void *dst, u32 size, const void *src) = (void *)113;
-static struct task_struct *(*bpf_get_current_task_btf)(void) = (void *)158;
-static long (*bpf_task_pt_regs)(struct task_struct *task) = (void *)175;
+#include "pyobs.h"
 
 #define TASK_UNINTERRUPTIBLE 0x2
 #define TASK_DEAD 0x80
@@ -213,12 +171,7 @@ struct {
 	__uint(value_size, 64 * sizeof(u64));
 } kstacks SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, C_NCOUNTERS);
-	__type(key, u32);
-	__type(value, u64);
-} counters SEC(".maps");
+PERCPU_COUNTERS(counters, C_NCOUNTERS);
 
 // Set before load.
 const volatile u32 target_tgid = 0;
@@ -245,9 +198,7 @@ volatile u64 stop_ns = 0;
 
 static __always_inline void count(u32 slot, u64 n)
 {
-	u64 *c = bpf_map_lookup_elem(&counters, &slot);
-	if (c)
-		*c += n;
+	counter_add(&counters, slot, n);
 }
 
 static __always_inline void switch_out(void *ctx, struct task_struct *prev, u32 tid, u32 prev_state, int preempt, u64 now)

@@ -8,10 +8,9 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
-	"golang.org/x/sys/unix"
 
+	"github.com/pyobs/pyobs/internal/bpfload"
 	"github.com/pyobs/pyobs/internal/capability"
-	"github.com/pyobs/pyobs/internal/procfs"
 )
 
 // Flags of a wait (the F_ bits of offcpu.bpf.c).
@@ -93,18 +92,17 @@ type Tracer struct {
 	stopNS   *ebpf.Variable
 }
 
+// loaded is what one load assigns: bpf2go's maps and variables, and the
+// variant's programs under fixed names (load keeps only those).
 type loaded struct {
-	Starts   *ebpf.Map      `ebpf:"starts"`
-	Waits    *ebpf.Map      `ebpf:"waits"`
-	Threads  *ebpf.Map      `ebpf:"threads"`
-	Pyids    *ebpf.Map      `ebpf:"pyids"`
-	Kstacks  *ebpf.Map      `ebpf:"kstacks"`
-	Counters *ebpf.Map      `ebpf:"counters"`
-	Wakes    *ebpf.Map      `ebpf:"wakes"`
-	Offwake  *ebpf.Map      `ebpf:"offwake"`
-	AttachNS *ebpf.Variable `ebpf:"attach_ns"`
-	OutSeq   *ebpf.Variable `ebpf:"out_seq"`
-	StopNS   *ebpf.Variable `ebpf:"stop_ns"`
+	offcpuMaps
+	offcpuVariables
+	Switch *ebpf.Program `ebpf:"switch"`
+}
+
+type loadedWaker struct {
+	loaded
+	Waking *ebpf.Program `ebpf:"waking"`
 }
 
 // ErrUnavailable wraps every reason the engine could not start.
@@ -115,6 +113,9 @@ var ErrUnavailable = errors.New("eBPF engine unavailable")
 // right before the attach: the CLOCK_MONOTONIC time the kernel side counts
 // waits that began before it from.
 func Load(cfg Config, attachNS func() int64) (*Tracer, error) {
+	if err := bpfload.CheckPidNS(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
 	var errs []error
 	for _, v := range []struct {
 		prog string
@@ -125,115 +126,83 @@ func Load(cfg Config, attachNS func() int64) (*Tracer, error) {
 			return t, nil
 		}
 		errs = append(errs, err)
-		if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
-			break // the next variant would be refused the same way
+		if errors.Is(err, capability.ErrPermission) {
+			break // the gate: the next variant would be refused the same way
 		}
 	}
 	return nil, fmt.Errorf("%w: %w", ErrUnavailable, errors.Join(errs...))
 }
 
 func load(cfg Config, progName string, regs bool, attachNS func() int64) (*Tracer, error) {
-	spec, err := loadOffcpu()
+	var s offcpuSpecs
+	spec, err := bpfload.Spec(loadOffcpu, &s)
 	if err != nil {
 		return nil, err
-	}
-	set := func(name string, v any) error {
-		vs, ok := spec.Variables[name]
-		if !ok {
-			return fmt.Errorf("offcpu.bpf.o has no variable %s", name)
-		}
-		return vs.Set(v)
 	}
 	var u8, wk uint8
 	if regs {
 		u8 = 1
 	}
-	wprogName := ""
 	if cfg.Waker {
 		wk = 1
-		wprogName = "waking_raw"
-		if progName == "offcpu_btf" {
-			wprogName = "waking_btf"
-		}
 	}
-	for _, e := range []error{set("target_tgid", cfg.Tgid), set("gil_lo", cfg.GILLo), set("gil_hi", cfg.GILHi),
-		set("use_regs", u8), set("waker", wk), set("min_block_ns", cfg.MinBlockNS), set("reuse_ns", cfg.ReuseNS)} {
-		if e != nil {
-			return nil, e
-		}
+	if err := bpfload.SetVars(bpfload.Var{Spec: s.TargetTgid, Value: cfg.Tgid}, bpfload.Var{Spec: s.GilLo, Value: cfg.GILLo},
+		bpfload.Var{Spec: s.GilHi, Value: cfg.GILHi}, bpfload.Var{Spec: s.UseRegs, Value: u8}, bpfload.Var{Spec: s.Waker, Value: wk},
+		bpfload.Var{Spec: s.MinBlockNs, Value: cfg.MinBlockNS}, bpfload.Var{Spec: s.ReuseNs, Value: cfg.ReuseNS}); err != nil {
+		return nil, err
 	}
 	if cfg.MapEntries > 0 {
-		for _, n := range []string{"starts", "waits", "threads", "pyids", "wakes", "offwake"} {
-			spec.Maps[n].MaxEntries = cfg.MapEntries
+		for _, m := range []*ebpf.MapSpec{s.Starts, s.Waits, s.Threads, s.Pyids, s.Wakes, s.Offwake} {
+			m.MaxEntries = cfg.MapEntries
 		}
 	}
 	if !cfg.Waker {
 		// Unused: the smallest the kernel takes.
-		spec.Maps["wakes"].MaxEntries = 1
-		spec.Maps["offwake"].MaxEntries = 1
+		s.Wakes.MaxEntries = 1
+		s.Offwake.MaxEntries = 1
 	}
-	for n := range spec.Programs {
-		if n != progName && n != wprogName {
-			delete(spec.Programs, n)
-		}
+	btf := progName == "offcpu_btf"
+	attach := "raw_tp"
+	sw, wake := s.OffcpuRaw, s.WakingRaw
+	if btf {
+		attach = "tp_btf"
+		sw, wake = s.OffcpuBtf, s.WakingBtf
 	}
-	coll, err := ebpf.NewCollection(spec)
-	if err != nil {
-		attach := "raw_tp"
-		if progName == "offcpu_btf" {
-			attach = "tp_btf"
-		}
-		return nil, fmt.Errorf("load %s/sched_switch (syscall hints %v): %w", attach, regs, err)
-	}
-	var l loaded
-	if err := coll.Assign(&l); err != nil {
-		coll.Close()
-		return nil, fmt.Errorf("offcpu.bpf.o: %w", err)
-	}
-	prog := coll.DetachProgram(progName)
-	var wprog *ebpf.Program
-	if wprogName != "" {
-		wprog = coll.DetachProgram(wprogName)
-	}
-	coll.Close() // the maps we assigned stay open: Assign took them
-	t := &Tracer{Regs: regs, Starts: l.Starts, Waits: l.Waits, Threads: l.Threads, Pyids: l.Pyids,
-		Kstacks: l.Kstacks, Counters: l.Counters, prog: prog, wprog: wprog, attachNS: l.AttachNS, outSeq: l.OutSeq, stopNS: l.StopNS}
+	// Only this variant's programs are loaded.
+	spec.Programs = map[string]*ebpf.ProgramSpec{"switch": sw}
+	var o loadedWaker
+	var obj any = &o.loaded
 	if cfg.Waker {
-		t.Wakes, t.Offwake = l.Wakes, l.Offwake
+		spec.Programs["waking"] = wake
+		obj = &o
+	}
+	if err := bpfload.Load(fmt.Sprintf("offcpu's %s/sched_switch program (syscall hints %v)", attach, regs), spec, obj); err != nil {
+		return nil, err
+	}
+	t := &Tracer{Regs: regs, Starts: o.Starts, Waits: o.Waits, Threads: o.Threads, Pyids: o.Pyids,
+		Kstacks: o.Kstacks, Counters: o.Counters, prog: o.Switch, wprog: o.Waking, attachNS: o.AttachNs, outSeq: o.OutSeq, stopNS: o.StopNs}
+	if cfg.Waker {
+		t.Wakes, t.Offwake = o.Wakes, o.Offwake
 	} else {
-		l.Wakes.Close()
-		l.Offwake.Close()
+		o.Wakes.Close()
+		o.Offwake.Close()
 	}
 	if err := t.attachNS.Set(uint64(attachNS())); err != nil {
 		t.Close()
 		return nil, fmt.Errorf("set attach_ns: %w", err)
 	}
-	if progName == "offcpu_btf" {
-		t.Attach = "tp_btf/sched_switch"
-		t.lnk, err = link.AttachTracing(link.TracingOptions{Program: prog})
-	} else {
-		t.Attach = "raw_tp/sched_switch"
-		t.lnk, err = link.AttachRawTracepoint(link.RawTracepointOptions{Name: "sched_switch", Program: prog})
-	}
-	if err != nil {
+	if t.lnk, t.Attach, err = bpfload.Attach(t.prog, "sched_switch"); err != nil {
 		t.Close()
-		return nil, fmt.Errorf("attach %s: %w", t.Attach, err)
+		return nil, err
 	}
-	if wprog == nil {
+	if t.wprog == nil {
 		return t, nil
 	}
 	// Attached second: a waking noted before the switch program runs
 	// would only be dropped at the next switch-in.
-	if progName == "offcpu_btf" {
-		t.WakeAt = "tp_btf/sched_waking"
-		t.wlnk, err = link.AttachTracing(link.TracingOptions{Program: wprog})
-	} else {
-		t.WakeAt = "raw_tp/sched_waking"
-		t.wlnk, err = link.AttachRawTracepoint(link.RawTracepointOptions{Name: "sched_waking", Program: wprog})
-	}
-	if err != nil {
+	if t.wlnk, t.WakeAt, err = bpfload.Attach(t.wprog, "sched_waking"); err != nil {
 		t.Close()
-		return nil, fmt.Errorf("attach %s: %w", t.WakeAt, err)
+		return nil, err
 	}
 	return t, nil
 }
@@ -285,31 +254,28 @@ func isNil(c any) bool {
 	return false
 }
 
-// Counters sums the per-CPU counters.
+// ReadCounters sums the per-CPU counters.
 func (t *Tracer) ReadCounters() ([NCounters]uint64, error) {
 	var out [NCounters]uint64
-	for i := range out {
-		var per []uint64
-		if err := t.Counters.Lookup(uint32(i), &per); err != nil {
-			return out, fmt.Errorf("read counter %d of map counters: %w", i, err)
-		}
-		for _, v := range per {
-			out[i] += v
-		}
+	n, err := bpfload.Counters(t.Counters, NCounters)
+	if err != nil {
+		return out, err
 	}
+	copy(out[:], n)
 	return out, nil
 }
 
+// maxStack is the depth of a kernel stack in the map (offcpu.bpf.c kstacks).
+const maxStack = 64
+
 // Stack returns the addresses of a stack id, innermost first.
 func Stack(m *ebpf.Map, id int32) ([]uint64, error) {
-	b, err := m.LookupBytes(uint32(id))
-	if err != nil || b == nil {
-		return nil, fmt.Errorf("stack id %d: %w", id, errors.Join(err, ebpf.ErrKeyNotExist))
+	var st [maxStack]uint64 // the kstacks map's value: 64 addresses, 0-padded
+	if err := m.Lookup(uint32(id), &st); err != nil {
+		return nil, fmt.Errorf("stack id %d: %w", id, err)
 	}
 	var out []uint64
-	for i := 0; i+8 <= len(b); i += 8 {
-		a := uint64(b[i]) | uint64(b[i+1])<<8 | uint64(b[i+2])<<16 | uint64(b[i+3])<<24 |
-			uint64(b[i+4])<<32 | uint64(b[i+5])<<40 | uint64(b[i+6])<<48 | uint64(b[i+7])<<56
+	for _, a := range st {
 		if a == 0 {
 			break
 		}
@@ -330,16 +296,5 @@ func Entries(m *ebpf.Map) int {
 }
 
 // Gate names what decides whether this process may load BPF programs,
-// and where it stands.
-func Gate() string {
-	v := procfs.Default().UnprivilegedBPF("?")
-	yes := func(c int) string {
-		if capability.Has(c) {
-			return "yes"
-		}
-		return "no"
-	}
-	return "gate: CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN) — held: CAP_BPF " + yes(capability.CapBPF) +
-		", CAP_PERFMON " + yes(capability.CapPerfmon) + ", CAP_SYS_ADMIN " + yes(capability.CapSysAdmin) +
-		"; kernel.unprivileged_bpf_disabled=" + v
-}
+// and where it stands (capability.BPFGate).
+func Gate() string { return capability.BPFGate() }

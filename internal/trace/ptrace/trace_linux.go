@@ -300,7 +300,7 @@ func (t *tracer) start() error {
 				nrs = append(nrs, strconv.Itoa(n))
 			}
 			env = append(env, SeccompEnv+"="+strings.Join(nrs, ","), SeccompPathEnv+"="+abs)
-			path = procfs.SelfExe
+			path = proc.SelfExe()
 			opts |= unix.PTRACE_O_TRACESECCOMP
 			t.seccomp, t.preExec = true, true
 		}
@@ -752,14 +752,27 @@ var proc = procfs.Default()
 func listTasks(pid int) ([]int, error) { return proc.Tasks(pid) }
 
 // tgidOf reads a task's thread-group id, -1 when it cannot.
-func tgidOf(tid int) int { return proc.StatusInt(tid, "Tgid") }
+func tgidOf(tid int) int {
+	st, err := proc.Status(tid)
+	if err != nil {
+		return -1
+	}
+	return st.Tgid
+}
 
-func ppidOf(pid int) int { return proc.StatusInt(pid, "PPid") }
+func ppidOf(pid int) int {
+	st, err := proc.Status(pid)
+	if err != nil {
+		return -1
+	}
+	return st.PPid
+}
 
 // pickKickSignal chooses a wake-up signal the target does not catch, so
 // even one we fail to swallow has no effect (default action: ignore).
 func pickKickSignal(pid int) unix.Signal {
-	cgt := proc.SigCaught(pid)
+	st, _ := proc.Status(pid)
+	cgt := st.SigCgt
 	for _, s := range []unix.Signal{unix.SIGURG, unix.SIGWINCH} {
 		if cgt&(1<<(uint(s)-1)) == 0 {
 			return s

@@ -30,6 +30,7 @@
 // ring buffer full, and histogram or errno entries that find their map
 // full, are counted as drops; call counts and totals are never dropped.
 //
-// The object file syscalls.bpf.o is built from syscalls.bpf.c by `make
-// bpf-trace` (clang -target bpf) and committed, so `go build` needs no clang.
+// syscalls_bpfel.o and its Go bindings are generated from syscalls.bpf.c by
+// bpf2go (`make generate`) and committed, so `go build` needs no clang; the
+// programs load and attach through internal/bpfload.
 package tracepoint

@@ -1,7 +1,8 @@
 //go:build ignore
 
 // In-kernel syscall accounting for `pyobs trace --engine tracepoint`.
-// Build: make bpf-trace (clang -target bpf -O2 -g); the .o is committed.
+// Build: make generate (bpf2go; kernel types and helpers from pyobs.h in
+// internal/bpf/include); syscalls_bpfel.o is committed.
 //
 // raw_tp/sys_enter keeps (tid -> nr, enter time); raw_tp/sys_exit adds the
 // call to per-syscall counters (per CPU), a log-linear latency histogram and
@@ -10,33 +11,7 @@
 // the thread is still in the kernel (it cannot have run Python since the
 // call). Everything is bounded; what does not fit is counted in `drops`.
 
-typedef unsigned char u8;
-typedef unsigned int u32;
-typedef long long s64;
-typedef unsigned long long u64;
-
-#define SEC(n) __attribute__((section(n), used))
-#define __always_inline inline __attribute__((always_inline))
-// BTF map definitions: the loader reads the map's shape from these types.
-#define __uint(name, val) int (*name)[val]
-#define __type(name, val) typeof(val) *name
-
-#define BPF_MAP_TYPE_HASH 1
-#define BPF_MAP_TYPE_ARRAY 2
-#define BPF_MAP_TYPE_PERCPU_ARRAY 6
-#define BPF_MAP_TYPE_LRU_HASH 9
-#define BPF_MAP_TYPE_RINGBUF 27
-#define BPF_ANY 0
-#define BPF_NOEXIST 1
-
-// Helper ids from the kernel's UAPI (include/uapi/linux/bpf.h).
-static void *(*bpf_map_lookup_elem)(void *map, const void *key) = (void *)1;
-static long (*bpf_map_update_elem)(void *map, const void *key, const void *value, u64 flags) = (void *)2;
-static u64 (*bpf_ktime_get_ns)(void) = (void *)5;
-static u64 (*bpf_get_current_pid_tgid)(void) = (void *)14;
-static long (*bpf_probe_read_user)(void *dst, u32 size, const void *src) = (void *)112;
-static void *(*bpf_ringbuf_reserve)(void *rb, u64 size, u64 flags) = (void *)131;
-static void (*bpf_ringbuf_submit)(void *data, u64 flags) = (void *)132;
+#include "pyobs.h"
 
 #define MAX_NR 512
 
@@ -93,6 +68,8 @@ struct event {
 	u64 tstate;
 };
 
+BTF_KEEP(struct event, event_type);
+
 enum {
 	DROP_EVENTS = 0,   // ring buffer full: a slow/failing call without its event
 	DROP_HIST = 1,     // histogram map full: a call missing from its histogram
@@ -148,12 +125,7 @@ struct {
 	__type(value, u64);
 } tstates SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, NCOUNTERS);
-	__type(key, u32);
-	__type(value, u64);
-} counters SEC(".maps");
+PERCPU_COUNTERS(counters, NCOUNTERS);
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -162,9 +134,7 @@ struct {
 
 static __always_inline void count(u32 which)
 {
-	u64 *c = bpf_map_lookup_elem(&counters, &which);
-	if (c)
-		*c += 1;
+	counter_add(&counters, which, 1);
 }
 
 // bump adds one to map[key], creating it; a full map is counted in drops.
