@@ -1,0 +1,273 @@
+//go:build amd64
+
+package kwalk_test
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pyobs/pyobs/internal/kwalk"
+	"github.com/pyobs/pyobs/internal/pyframes"
+	"github.com/pyobs/pyobs/internal/testutil"
+)
+
+const target = "kwalk_deep.py"
+
+// callGraph is the target's call structure, read from its source: the
+// line range of every function, and for each "# calls NAME" line, its
+// function and NAME.
+type callGraph struct {
+	funcs map[string][2]int // name -> first, last line
+	calls map[int]call      // line -> call
+}
+
+type call struct{ caller, callee string }
+
+func readGraph(t *testing.T) callGraph {
+	t.Helper()
+	path := filepath.Join(testutil.Repo(), "testdata", "targets", target)
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	g := callGraph{funcs: map[string][2]int{}, calls: map[int]call{}}
+	def := regexp.MustCompile(`^def (\w+)\(`)
+	mark := regexp.MustCompile(`# calls (\w+)$`)
+	cur := "<module>"
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := sc.Text()
+		if m := def.FindStringSubmatch(line); m != nil {
+			cur = m[1]
+			g.funcs[cur] = [2]int{n, n}
+		} else if line != "" && !strings.HasPrefix(line, " ") && !strings.HasPrefix(line, "#") {
+			cur = "<module>"
+		}
+		if r, ok := g.funcs[cur]; ok && cur != "<module>" && line != "" {
+			g.funcs[cur] = [2]int{r[0], n}
+		}
+		if m := mark.FindStringSubmatch(line); m != nil {
+			g.calls[n] = call{caller: cur, callee: m[1]}
+		}
+	}
+	return g
+}
+
+// check says why a symbolized stack (innermost first) is not one the
+// target can have, or "".
+func (g callGraph) check(fr []pyframes.Frame, mainThread bool) string {
+	// Frames of threading.py start the late thread: the outer region.
+	n := len(fr)
+	for n > 0 && strings.HasSuffix(fr[n-1].File, "threading.py") {
+		n--
+	}
+	if n == 0 {
+		return "no frame of the target's own"
+	}
+	for i := 0; i < n; i++ {
+		f := fr[i]
+		if filepath.Base(f.File) != target {
+			return fmt.Sprintf("frame %d %s in %s", i, f.Function, f.File)
+		}
+		if i == 0 {
+			r, ok := g.funcs[f.Function]
+			if f.Function != "<module>" && (!ok || f.Line < r[0] || f.Line > r[1]) {
+				return fmt.Sprintf("innermost %s at line %d: not in its function", f.Function, f.Line)
+			}
+			continue
+		}
+		c, ok := g.calls[f.Line]
+		if !ok || c.caller != f.Function || c.callee != fr[i-1].Function {
+			return fmt.Sprintf("frame %d %s line %d does not call %s", i, f.Function, f.Line, fr[i-1].Function)
+		}
+	}
+	outer := fr[n-1].Function
+	if mainThread && outer != "<module>" {
+		return "main thread's outermost frame is " + outer
+	}
+	if !mainThread && (outer != "late" || n == len(fr)) {
+		return "late thread's outermost frames are " + outer + " without threading's"
+	}
+	return ""
+}
+
+func stackString(fr []pyframes.Frame) string {
+	var b strings.Builder
+	for i := len(fr) - 1; i >= 0; i-- {
+		fmt.Fprintf(&b, "%s (%s:%d);", fr[i].Function, filepath.Base(fr[i].File), fr[i].Line)
+	}
+	return b.String()
+}
+
+type run struct {
+	samples, nopy, empty, complete, bad, symErr int
+	maxDepth                                    int
+	threads                                     map[int]int
+	firstBad                                    []string
+	cnt                                         kwalk.Counters
+	runtime                                     time.Duration
+	runs                                        uint64
+	wall                                        time.Duration
+	cpuTicks                                    uint64 // target utime+stime over the window
+}
+
+// sample runs the walker on a kwalk_deep target for d at freq Hz.
+func sample(t *testing.T, in testutil.Interp, freq int, clock kwalk.Clock, d time.Duration, stats bool) run {
+	t.Helper()
+	tg := testutil.Start(t, in, target)
+	p, err := pyframes.Open(tg.Pid)
+	if err != nil {
+		t.Fatalf("pyframes.Open: %v", err)
+	}
+	kl, err := p.KernelLayout()
+	if err != nil {
+		t.Fatalf("KernelLayout: %v", err)
+	}
+	if stats {
+		c, err := kwalk.EnableStats()
+		if err != nil {
+			testutil.Skip(t, fmt.Sprintf("bpf run-time stats (BPF_ENABLE_STATS): %v", err))
+		}
+		defer c.Close()
+	}
+	w, err := kwalk.Open(tg.Pid, kl, kwalk.Options{Freq: freq, Clock: clock})
+	if errors.Is(err, kwalk.ErrUnavailable) {
+		testutil.Skip(t, fmt.Sprintf("loading a perf_event eBPF program with bpf_loop: %v", err))
+	}
+	if err != nil {
+		t.Fatalf("kwalk.Open: %v", err)
+	}
+	defer w.Close()
+	refresh := func() {
+		refs, err := p.ThreadRefs()
+		if err == nil {
+			err = w.SetThreads(refs)
+		}
+		if err != nil {
+			t.Logf("refresh threads: %v", err)
+		}
+	}
+	refresh()
+	sym := kwalk.NewSymbolizer(p, kl)
+	g := readGraph(t)
+	r := run{threads: map[int]int{}}
+	ticks0 := cpuTicks(tg.Pid)
+	start := time.Now()
+	end := start.Add(d)
+	lastRefresh := start
+	w.SetDeadline(end)
+	for {
+		s, err := w.Read()
+		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				break
+			}
+			t.Fatalf("read: %v", err)
+		}
+		r.samples++
+		r.threads[s.Tid]++
+		switch {
+		case s.Flags&kwalk.FlagNoPython != 0:
+			r.nopy++
+			if time.Since(lastRefresh) > 20*time.Millisecond {
+				refresh() // a thread born after the last look
+				lastRefresh = time.Now()
+			}
+			continue
+		case s.Flags&kwalk.FlagEmpty != 0:
+			r.empty++
+			continue
+		}
+		r.maxDepth = max(r.maxDepth, len(s.Frames))
+		if !s.Complete() {
+			r.bad++
+			if len(r.firstBad) < 5 {
+				r.firstBad = append(r.firstBad, fmt.Sprintf("tid %d flags 0x%x depth %d hops %d last 0x%x", s.Tid, s.Flags, len(s.Frames), s.Hops, s.Last))
+			}
+			continue
+		}
+		fr, err := sym.Frames(&s)
+		if err != nil {
+			r.symErr++
+			if len(r.firstBad) < 5 {
+				r.firstBad = append(r.firstBad, "symbolize: "+err.Error())
+			}
+			continue
+		}
+		if why := g.check(fr, s.Tid == tg.Pid); why != "" {
+			r.bad++
+			if len(r.firstBad) < 5 {
+				r.firstBad = append(r.firstBad, why+": "+stackString(fr))
+			}
+			continue
+		}
+		r.complete++
+	}
+	w.Stop()
+	r.wall = time.Since(start)
+	r.cpuTicks = cpuTicks(tg.Pid) - ticks0
+	if r.cnt, err = w.Counters(); err != nil {
+		t.Fatal(err)
+	}
+	if r.runtime, r.runs, err = w.RunStats(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s: %d samples (threads %v) in %v, target CPU %.2fs (%s at %d Hz: %.0f%% of CPU×F); complete+checked %d, bad %d, symbolize errors %d, no tstate %d, empty %d, deepest %d; kernel %+v; symbolizer %+v",
+		in.Label, r.samples, r.threads, r.wall.Round(time.Millisecond), float64(r.cpuTicks)/100, clock, freq,
+		100*float64(r.samples)/(float64(r.cpuTicks)/100*float64(freq)), r.complete, r.bad, r.symErr, r.nopy, r.empty, r.maxDepth, r.cnt, sym.Stats)
+	for _, b := range r.firstBad {
+		t.Logf("  not good: %s", b)
+	}
+	return r
+}
+
+// cpuTicks is the process's utime+stime in clock ticks (USER_HZ, 100).
+func cpuTicks(pid int) uint64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	var u, k uint64
+	fmt.Sscan(f[11], &u)
+	fmt.Sscan(f[12], &k)
+	return u + k
+}
+
+// TestKernelWalk: at a high rate, on every interpreter, ≥ 99 % of the
+// samples of Python threads are complete walks whose symbolized stacks are
+// stacks the target can have (every caller's line is its call's line,
+// every stack starts at the thread's entry).
+func TestKernelWalk(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, in := range testutil.Interpreters(t) {
+		t.Run(in.Label, func(t *testing.T) {
+			r := sample(t, in, 10000, kwalk.TaskClock, 1500*time.Millisecond, false)
+			walked := r.samples - r.nopy - r.empty
+			if walked < 1000 {
+				t.Fatalf("only %d samples with a Python thread state", walked)
+			}
+			if got := float64(r.complete) / float64(walked); got < 0.99 {
+				t.Errorf("%.2f%% of %d samples are complete and valid, want ≥ 99%%", 100*got, walked)
+			}
+			if r.maxDepth < 14 {
+				t.Errorf("deepest stack %d frames, the target's is 14 (module, run, f1..f12)", r.maxDepth)
+			}
+			if len(r.threads) < 2 {
+				t.Errorf("samples of %d threads, want the main thread and the one born during the run", len(r.threads))
+			}
+			if r.nopy*50 > r.samples {
+				t.Errorf("%d of %d samples found no thread state", r.nopy, r.samples)
+			}
+		})
+	}
+}

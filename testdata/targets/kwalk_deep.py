@@ -1,0 +1,86 @@
+"""Test target for the in-kernel walker: a 12-deep call chain that changes
+every few microseconds, with a generator in the middle, on the main thread
+and on a thread started after READY.
+
+Usage: python kwalk_deep.py
+Call structure (the test checks every sampled stack against it): a line
+ending in "# calls NAME" is the only line of its function that calls NAME.
+run -> f1 -> f2 -> ... -> f6 -> g7 (a generator, driven by f6's for loop)
+-> f8 -> ... -> f12 (the leaf, a short loop). Prints READY and runs until
+killed.
+"""
+import sys
+import threading
+import time
+
+
+def f12(n):
+    x = 0
+    for i in range(n):
+        x += i
+    return x
+
+
+def f11(n):
+    return f12(n) + 1  # calls f12
+
+
+def f10(n):
+    return f11(n) + 1  # calls f11
+
+
+def f9(n):
+    return f10(n) + 1  # calls f10
+
+
+def f8(n):
+    return f9(n) + 1  # calls f9
+
+
+def g7(n):
+    for k in range(2):
+        yield f8(n + k)  # calls f8
+
+
+def f6(n):
+    s = 0
+    for v in g7(n):  # calls g7
+        s += v
+    return s
+
+
+def f5(n):
+    return f6(n) + 1  # calls f6
+
+
+def f4(n):
+    return f5(n) + 1  # calls f5
+
+
+def f3(n):
+    return f4(n) + 1  # calls f4
+
+
+def f2(n):
+    return f3(n) + 1  # calls f3
+
+
+def f1(n):
+    return f2(n) + 1  # calls f2
+
+
+def run():
+    i = 0
+    while True:
+        i += 1
+        f1(i % 23)  # calls f1
+
+
+def late():
+    time.sleep(0.3)
+    run()  # calls run
+
+
+threading.Thread(target=late, daemon=True).start()
+print("READY", flush=True)
+run()  # calls run
