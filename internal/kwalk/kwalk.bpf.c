@@ -67,6 +67,11 @@ struct config {
 	u64 frame_type;   // &PyFrame_Type (3.10: frames are objects)
 	u64 codegen_addr; // &interp->_code_object_generation (3.14+), 0: none
 	u64 code_adaptive; // offsetof(PyCodeObject, co_code_adaptive) (3.11+)
+	s64 tls_off[2];   // where the thread's own tstate pointer sits, from fsbase
+	u32 tls_n;        // how many of tls_off to try (0: user space's map only)
+	u32 tstate_thread_id; // offset of thread_id (pthread_t == fsbase)
+	u32 tstate_native_tid; // offset of native_thread_id (3.11+), 0: none
+	u32 pad;
 	u32 tgid;
 	u32 minor;        // 10..15
 	u32 max_frames;   // <= MAX_FRAMES
@@ -97,6 +102,7 @@ struct config {
 #define S_NOPY 0x10     // no thread state known for this thread
 #define S_EMPTY 0x20    // the thread state has no frame (not running Python)
 #define S_MAPKEY_FS 0x40 // the thread state was found by fsbase, not tid
+#define S_BYTLS 0x80    // the thread state was found through the thread's TLS/TSD
 
 // Frame flags.
 #define FR_ENTRY 0x1 // entered from C (3.11 is_entry; 3.12+ above a shim; 3.10 always)
@@ -141,6 +147,8 @@ enum {
 	C_EMPTY,       // thread state without a frame
 	C_LOST,        // ring buffer full: sample dropped
 	C_FSKEY,       // thread state found by fsbase
+	C_BYTLS,       // thread state found through the thread's TLS/TSD
+	C_TLSBAD,      // a TLS/TSD candidate that failed its check
 	C_NCOUNTERS,
 };
 
@@ -383,26 +391,57 @@ int kwalk_sample(void *ctx)
 	s->h.last = 0;
 
 	u64 key = tid;
+	u64 tstate = 0;
 	u64 *tsp = bpf_map_lookup_elem(&tstates, &key);
-	if (!tsp) {
+	if (tsp)
+		tstate = *tsp;
+	u64 fs = 0;
+	if (!tstate) {
 		struct task_struct *task = (struct task_struct *)bpf_get_current_task();
-		u64 fs = 0;
 		bpf_probe_read_kernel(&fs, sizeof(fs), &task->thread.fsbase);
+	}
+	if (!tstate && fs && cfg.tls_n) {
+		// The runtime's own per-thread pointer: brand-new threads are
+		// walked from their first sample.
+		for (int i = 0; i < 2; i++) {
+			if (i >= cfg.tls_n)
+				break;
+			u64 cand = 0;
+			if (read_u64(&cand, fs + cfg.tls_off[i]) || !cand)
+				continue;
+			u64 id = 0;
+			if (read_u64(&id, cand + cfg.tstate_thread_id) || id != fs) {
+				count(C_TLSBAD);
+				continue;
+			}
+			if (cfg.tstate_native_tid) {
+				u64 nt = 0;
+				if (read_u64(&nt, cand + cfg.tstate_native_tid) || nt != tid) {
+					count(C_TLSBAD);
+					continue;
+				}
+			}
+			tstate = cand;
+			s->h.flags |= S_BYTLS;
+			count(C_BYTLS);
+			break;
+		}
+	}
+	if (!tstate && fs) {
 		key = fs;
-		if (fs)
-			tsp = bpf_map_lookup_elem(&tstates, &key);
-		if (tsp) {
+		tsp = bpf_map_lookup_elem(&tstates, &key);
+		if (tsp && *tsp) {
+			tstate = *tsp;
 			s->h.flags |= S_MAPKEY_FS;
 			count(C_FSKEY);
 		}
 	}
-	if (!tsp || !*tsp) {
+	if (!tstate) {
 		s->h.flags |= S_NOPY;
 		count(C_NOPY);
 		emit(s);
 		return 0;
 	}
-	u64 tstate = *tsp;
 	s->h.tstate = tstate;
 	if (cfg.codegen_addr)
 		read_u64(&s->h.codegen, cfg.codegen_addr);

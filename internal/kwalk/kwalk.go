@@ -43,6 +43,11 @@ type Options struct {
 	Clock     Clock // default TaskClock
 	MaxFrames int   // default and limit MaxFrames
 	RingBytes int   // ring buffer size, a power of two ≥ one page (default 4 MiB)
+	// TLS: offsets from a thread's fsbase where the runtime keeps the
+	// thread's own tstate pointer (pyframes.Process.TLSOffsets), tried when
+	// the tid is not in the map; up to 2. Each candidate is checked
+	// (thread_id == fsbase, native_thread_id == tid).
+	TLS []int64
 }
 
 // Sample flags (S_ in kwalk.bpf.c).
@@ -53,7 +58,8 @@ const (
 	FlagInvalid   = 0x8  // a check failed (owner, code type, loop, generator state)
 	FlagNoPython  = 0x10 // no thread state known for this thread
 	FlagEmpty     = 0x20 // the thread state has no frame
-	FlagByFSBase  = 0x40 // the thread state was found by the thread's fsbase
+	FlagByFSBase  = 0x40 // the thread state was found in the map by the thread's fsbase
+	FlagByTLS     = 0x80 // the thread state was found through the thread's TLS/TSD
 )
 
 // Frame flags (FR_ in kwalk.bpf.c).
@@ -96,6 +102,8 @@ const (
 	CEmpty
 	CLost
 	CByFSBase
+	CByTLS
+	CTLSBad
 	NCounters
 )
 
@@ -125,6 +133,7 @@ func Config(pid int, l *pyframes.KernelLayout, maxFrames int) (kwalkConfig, erro
 		OwnerSkip: uint32(l.OwnerSkip), OwnerMax: uint32(l.OwnerMax),
 		GenStateRel: int32(l.GenStateRel), GenExecuting: int32(l.GenExecuting),
 	}
+	c.TstateThreadId, c.TstateNativeTid = uint32(l.TstateThreadID), uint32(l.TstateNativeID)
 	if l.FrameObjects {
 		c.FrameObjects = 1
 	}
@@ -169,6 +178,16 @@ func Open(pid int, l *pyframes.KernelLayout, opt Options) (*Walker, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(opt.TLS) > len(cfg.TlsOff) {
+		opt.TLS = opt.TLS[:len(cfg.TlsOff)]
+	}
+	if len(opt.TLS) > 0 && l.TstateThreadID == 0 {
+		return nil, fmt.Errorf("pid %d: no thread_id offset: can't check thread states found through TLS", pid)
+	}
+	for i, o := range opt.TLS {
+		cfg.TlsOff[i] = o
+	}
+	cfg.TlsN = uint32(len(opt.TLS))
 	o, err := load(cfg, uint32(opt.RingBytes))
 	if err != nil {
 		return nil, fmt.Errorf("pid %d: %w", pid, err)

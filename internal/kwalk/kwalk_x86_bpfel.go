@@ -19,6 +19,11 @@ type kwalkConfig struct {
 	FrameType       uint64
 	CodegenAddr     uint64
 	CodeAdaptive    uint64
+	TlsOff          [2]int64
+	TlsN            uint32
+	TstateThreadId  uint32
+	TstateNativeTid uint32
+	Pad             uint32
 	Tgid            uint32
 	Minor           uint32
 	MaxFrames       uint32

@@ -2,6 +2,7 @@ package pyframes
 
 import (
 	"fmt"
+	"sort"
 )
 
 // KernelLayout is what an in-kernel stack walker (internal/kwalk) needs to
@@ -24,7 +25,8 @@ type KernelLayout struct {
 	TstateFrame        uint64 // 3.10 frame, 3.11/3.12 cframe, 3.13+ current_frame
 	CFrameCurrentFrame int64  // -1: the tstate field is the frame itself
 	TstateBaseFrame    uint64 // 3.15: tstate->base_frame, 0 otherwise
-	TstateNativeID     uint64 // 0 on 3.10
+	TstateThreadID     uint64 // pthread_t (== the thread's fsbase on x86_64)
+	TstateNativeID     uint64 // kernel tid; 0 on 3.10
 
 	FrameObjects  bool // 3.10
 	FramePrevious uint64
@@ -64,7 +66,7 @@ func (p *Process) KernelLayout() (*KernelLayout, error) {
 		Version: l.Version, Source: l.Source,
 		CodeType: r.types.code, FrameType: r.types.frame,
 		ObType: l.ObType, TstateFrame: l.TstateFrame, CFrameCurrentFrame: l.CFrameCurrentFrame,
-		TstateNativeID: l.TstateNativeThreadID,
+		TstateThreadID: l.TstateThreadID, TstateNativeID: l.TstateNativeThreadID,
 		FrameObjects:   l.FrameObjects, FramePrevious: l.FramePrevious, FrameCode: l.FrameCode,
 		FrameInstr: l.FrameInstr, FrameOwner: l.FrameOwner, FrameIsEntry: l.FrameIsEntry,
 		FrameSize: l.FrameSize, CodeTagged: l.CodeTagged, CodeAdaptive: l.CodeAdaptive,
@@ -155,4 +157,63 @@ func (c *CodeSymbol) Line(lasti int) int {
 		return c.ci.line310(lasti * 2)
 	}
 	return c.ci.line(max(lasti, 0))
+}
+
+// tlsWindow is how far below and above a thread's fsbase TLSOffsets
+// looks: static TLS blocks sit just below it, glibc's struct pthread (with
+// the pthread_getspecific slots) above it.
+const tlsWindow = 4096
+
+// TLSOffsets finds where, relative to a thread's fsbase (== its pthread_t,
+// PyThreadState.thread_id, on x86_64 glibc and musl), the runtime keeps the
+// pointer to the thread's own thread state: the pthread TSD slot of
+// autoTSSkey (3.10–3.14, set for the thread's whole life) or a static TLS
+// variable (_Py_tss_gilstate 3.15; _Py_tss_tstate 3.12+, set only while the
+// thread is attached). It reads the memory around every thread's fsbase and
+// keeps the 8-aligned offsets that hold that thread's own thread state in
+// every thread: nearest to fsbase first. None (nil, nil) when the threads
+// disagree, e.g. a dlopen'ed libpython whose TLS blocks are allocated per
+// thread; an in-kernel reader then relies on user space's tid map alone.
+func (p *Process) TLSOffsets() ([]int64, error) {
+	refs, err := p.ThreadRefs()
+	if err != nil {
+		return nil, err
+	}
+	var cand map[int64]bool
+	buf := make([]byte, 2*tlsWindow)
+	for _, r := range refs {
+		if r.ThreadID < tlsWindow || r.Addr == 0 {
+			continue
+		}
+		base := r.ThreadID - tlsWindow
+		if err := p.objs.mem.Read(base, buf); err != nil {
+			continue // a thread that just ended: the others decide
+		}
+		found := map[int64]bool{}
+		for o := 0; o+8 <= len(buf); o += 8 {
+			if le64(buf, uint64(o)) == r.Addr {
+				off := int64(o) - tlsWindow
+				if cand == nil || cand[off] {
+					found[off] = true
+				}
+			}
+		}
+		cand = found
+		if len(cand) == 0 {
+			return nil, nil
+		}
+	}
+	out := make([]int64, 0, len(cand))
+	for o := range cand {
+		out = append(out, o)
+	}
+	sort.Slice(out, func(i, j int) bool { return abs64(out[i]) < abs64(out[j]) })
+	return out, nil
+}
+
+func abs64(x int64) int64 {
+	if x < 0 {
+		return -x
+	}
+	return x
 }

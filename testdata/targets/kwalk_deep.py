@@ -1,17 +1,18 @@
 """Test target for the in-kernel walker: a 12-deep call chain that changes
 every few microseconds, with a generator in the middle, on the main thread
-and on a thread started after READY.
+and on a thread born after READY.
 
-Usage: python kwalk_deep.py
+Usage: python kwalk_deep.py   (then SIGUSR1 starts the late thread)
 Call structure (the test checks every sampled stack against it): a line
 ending in "# calls NAME" is the only line of its function that calls NAME.
+on the main thread (its entry: <module>) and on a thread born when the
+observer sends SIGUSR1 (its entry: late, below threading's frames):
 run -> f1 -> f2 -> ... -> f6 -> g7 (a generator, driven by f6's for loop)
 -> f8 -> ... -> f12 (the leaf, a short loop). Prints READY and runs until
 killed.
 """
-import sys
+import signal
 import threading
-import time
 
 
 def f12(n):
@@ -77,10 +78,17 @@ def run():
 
 
 def late():
-    time.sleep(0.3)
     run()  # calls run
 
 
-threading.Thread(target=late, daemon=True).start()
+def starter():
+    # The late thread is born when the observer says so (SIGUSR1, blocked
+    # in every thread and taken here): after it last listed the threads.
+    signal.sigwait({signal.SIGUSR1})
+    threading.Thread(target=late, daemon=True).start()
+
+
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
+threading.Thread(target=starter, daemon=True).start()
 print("READY", flush=True)
 run()  # calls run
