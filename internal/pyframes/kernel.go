@@ -67,7 +67,7 @@ func (p *Process) KernelLayout() (*KernelLayout, error) {
 		CodeType: r.types.code, FrameType: r.types.frame,
 		ObType: l.ObType, TstateFrame: l.TstateFrame, CFrameCurrentFrame: l.CFrameCurrentFrame,
 		TstateThreadID: l.TstateThreadID, TstateNativeID: l.TstateNativeThreadID,
-		FrameObjects:   l.FrameObjects, FramePrevious: l.FramePrevious, FrameCode: l.FrameCode,
+		FrameObjects: l.FrameObjects, FramePrevious: l.FramePrevious, FrameCode: l.FrameCode,
 		FrameInstr: l.FrameInstr, FrameOwner: l.FrameOwner, FrameIsEntry: l.FrameIsEntry,
 		FrameSize: l.FrameSize, CodeTagged: l.CodeTagged, CodeAdaptive: l.CodeAdaptive,
 		OwnerSkip: l.FrameOwnerSkip,
