@@ -177,6 +177,16 @@ struct {
 	__type(value, u64);
 } counters SEC(".maps");
 
+// Code objects whose type was checked lately, per CPU, direct-mapped by
+// address: a frame whose code sits in its slot skips the type read.
+#define CODE_SLOTS 256
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, CODE_SLOTS);
+	__type(key, u32);
+	__type(value, u64);
+} codes_ok SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 1 << 22);
@@ -304,14 +314,20 @@ static long step(u32 i, void *vctx)
 		return 1;
 	}
 	if (code != w->code_ok) {
-		u64 typ = 0;
-		if (read_u64(&typ, code + cfg.ob_type)) {
-			w->flags |= S_FAULT;
-			return 1;
-		}
-		if (typ != cfg.code_type) {
-			w->flags |= S_INVALID;
-			return 1;
+		u32 slot = (u32)(code >> 4) & (CODE_SLOTS - 1);
+		u64 *seen = bpf_map_lookup_elem(&codes_ok, &slot);
+		if (!seen || *seen != code) {
+			u64 typ = 0;
+			if (read_u64(&typ, code + cfg.ob_type)) {
+				w->flags |= S_FAULT;
+				return 1;
+			}
+			if (typ != cfg.code_type) {
+				w->flags |= S_INVALID;
+				return 1;
+			}
+			if (seen)
+				*seen = code;
 		}
 		w->code_ok = code;
 	}

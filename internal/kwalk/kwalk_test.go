@@ -302,3 +302,34 @@ func TestKernelWalk(t *testing.T) {
 		})
 	}
 }
+
+// TestKernelWalkCost measures the program's run time per sample from the
+// kernel's bpf stats at 20 kHz, for task-clock and cpu-clock events, and
+// how many samples each clock delivers against the target's CPU time.
+func TestKernelWalkCost(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, in := range testutil.Interpreters(t) {
+		if in.Label != "pyenv-3.13" && in.Label != "sid-3.15" && in.Label != "pyenv-3.10" {
+			continue
+		}
+		for _, clock := range []kwalk.Clock{kwalk.TaskClock, kwalk.CPUClock} {
+			t.Run(in.Label+"/"+clock.String(), func(t *testing.T) {
+				r := sample(t, in, 20000, clock, 1500*time.Millisecond, 5000, true)
+				if r.runs == 0 {
+					testutil.Skip(t, "bpf stats report no runs (BPF_ENABLE_STATS without effect)")
+				}
+				target := r.cnt[kwalk.CSamples]
+				perSample := time.Duration(0)
+				if target > 0 {
+					perSample = r.runtime / time.Duration(target)
+				}
+				t.Logf("%s %s 20 kHz: bpf run time %v over %d runs (%v per run, all tasks); %d target samples: %v per target sample; walked %d; %.0f%% of the target's CPU×F",
+					in.Label, clock, r.runtime, r.runs, r.runtime/time.Duration(r.runs), target, perSample, r.cnt[kwalk.CWalked],
+					100*float64(target)/(r.cpu.Seconds()*20000))
+				if perSample > 100*time.Microsecond {
+					t.Errorf("%v of bpf run time per target sample", perSample)
+				}
+			})
+		}
+	}
+}

@@ -76,6 +76,7 @@ type kwalkSampleHdr struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	kwalkMapCodesOk      = "codes_ok"
 	kwalkMapCounters     = "counters"
 	kwalkMapSamples      = "samples"
 	kwalkMapScratch      = "scratch"
@@ -133,6 +134,7 @@ type kwalkProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type kwalkMapSpecs struct {
+	CodesOk  *ebpf.MapSpec `ebpf:"codes_ok"`
 	Counters *ebpf.MapSpec `ebpf:"counters"`
 	Samples  *ebpf.MapSpec `ebpf:"samples"`
 	Scratch  *ebpf.MapSpec `ebpf:"scratch"`
@@ -166,6 +168,7 @@ func (o *kwalkObjects) Close() error {
 //
 // It can be passed to loadKwalkObjects or ebpf.CollectionSpec.LoadAndAssign.
 type kwalkMaps struct {
+	CodesOk  *ebpf.Map `ebpf:"codes_ok"`
 	Counters *ebpf.Map `ebpf:"counters"`
 	Samples  *ebpf.Map `ebpf:"samples"`
 	Scratch  *ebpf.Map `ebpf:"scratch"`
@@ -174,6 +177,7 @@ type kwalkMaps struct {
 
 func (m *kwalkMaps) Close() error {
 	return _KwalkClose(
+		m.CodesOk,
 		m.Counters,
 		m.Samples,
 		m.Scratch,

@@ -21,10 +21,11 @@ type objects struct {
 	Counters *ebpf.Map     `ebpf:"counters"`
 	Samples  *ebpf.Map     `ebpf:"samples"`
 	Scratch  *ebpf.Map     `ebpf:"scratch"`
+	CodesOK  *ebpf.Map     `ebpf:"codes_ok"`
 }
 
 func (o *objects) Close() {
-	for _, c := range []interface{ Close() error }{o.Prog, o.Tstates, o.Counters, o.Samples, o.Scratch} {
+	for _, c := range []interface{ Close() error }{o.Prog, o.Tstates, o.Counters, o.Samples, o.Scratch, o.CodesOK} {
 		if c != nil {
 			c.Close()
 		}
