@@ -61,6 +61,7 @@ demo: build
 # outputs are committed so that build needs no clang.
 bpf: bpf-trace bpf-red
 	cd internal/offcpu/schedbpf && $(GO) generate ./
+	cd internal/kwalk && $(GO) generate ./
 
 # trace's eBPF object (clang -target bpf, the go:generate line); committed too.
 bpf-trace:

@@ -1,3 +1,5 @@
+//go:build amd64
+
 package kwalk
 
 // The one place that loads kwalk.bpf.o: memlock, load with the config,
