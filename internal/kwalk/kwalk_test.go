@@ -333,3 +333,71 @@ func TestKernelWalkCost(t *testing.T) {
 		}
 	}
 }
+
+// TestKernelWalkTruncates: a stack deeper than MaxFrames comes out
+// flagged truncated with MaxFrames frames, never as a complete stack.
+func TestKernelWalkTruncates(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, in := range testutil.Interpreters(t) {
+		t.Run(in.Label, func(t *testing.T) {
+			tg := testutil.Start(t, in, target, "deep", "200")
+			p, err := pyframes.Open(tg.Pid)
+			if err != nil {
+				t.Fatalf("pyframes.Open: %v", err)
+			}
+			kl, err := p.KernelLayout()
+			if err != nil {
+				t.Fatalf("KernelLayout: %v", err)
+			}
+			w, err := kwalk.Open(tg.Pid, kl, kwalk.Options{Freq: 2000})
+			if errors.Is(err, kwalk.ErrUnavailable) {
+				testutil.Skip(t, fmt.Sprintf("loading a perf_event eBPF program with bpf_loop: %v", err))
+			}
+			if err != nil {
+				t.Fatalf("kwalk.Open: %v", err)
+			}
+			defer w.Close()
+			refs, err := p.ThreadRefs()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := w.SetThreads(refs); err != nil {
+				t.Fatal(err)
+			}
+			var deep, truncated, complete int
+			start := time.Now()
+			w.SetDeadline(start.Add(500 * time.Millisecond))
+			for {
+				s, err := w.Read()
+				if errors.Is(err, os.ErrDeadlineExceeded) {
+					if deep < 200 && time.Since(start) < 8*time.Second {
+						w.SetDeadline(time.Now().Add(250 * time.Millisecond))
+						continue
+					}
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if s.Tid != tg.Pid || s.Flags&(kwalk.FlagNoPython|kwalk.FlagEmpty) != 0 {
+					continue
+				}
+				deep++
+				if s.Complete() {
+					complete++
+				}
+				if s.Flags&kwalk.FlagTruncated != 0 && len(s.Frames) == kwalk.MaxFrames {
+					truncated++
+				}
+			}
+			cnt, _ := w.Counters()
+			t.Logf("%s: %d samples of the 202-deep thread, %d truncated at %d frames, %d complete; kernel %+v", in.Label, deep, truncated, kwalk.MaxFrames, complete, cnt)
+			if deep < 50 {
+				t.Fatalf("only %d samples of the deep thread", deep)
+			}
+			if complete > 0 || truncated*100 < deep*99 {
+				t.Errorf("%d of %d samples truncated at %d frames, %d complete: want all truncated", truncated, deep, kwalk.MaxFrames, complete)
+			}
+		})
+	}
+}

@@ -2,16 +2,19 @@
 every few microseconds, with a generator in the middle, on the main thread
 and on a thread born after READY.
 
-Usage: python kwalk_deep.py   (then SIGUSR1 starts the late thread)
+Usage: python kwalk_deep.py [deep N]   (then SIGUSR1 starts the late thread)
+
 Call structure (the test checks every sampled stack against it): a line
 ending in "# calls NAME" is the only line of its function that calls NAME.
-on the main thread (its entry: <module>) and on a thread born when the
-observer sends SIGUSR1 (its entry: late, below threading's frames):
+On the main thread (entry: <module>) and on a thread born when the observer
+sends SIGUSR1 (entry: late, below threading's frames):
 run -> f1 -> f2 -> ... -> f6 -> g7 (a generator, driven by f6's for loop)
--> f8 -> ... -> f12 (the leaf, a short loop). Prints READY and runs until
-killed.
+-> f8 -> ... -> f12 (the leaf, a short loop).
+With "deep N" the main thread instead recurses N levels in down() and spins
+there. Prints READY and runs until killed.
 """
 import signal
+import sys
 import threading
 
 
@@ -88,7 +91,16 @@ def starter():
     threading.Thread(target=late, daemon=True).start()
 
 
+def down(n):
+    if n == 0:
+        while True:
+            pass
+    return down(n - 1)  # calls down
+
+
 signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
 threading.Thread(target=starter, daemon=True).start()
 print("READY", flush=True)
+if len(sys.argv) > 2 and sys.argv[1] == "deep":
+    down(int(sys.argv[2]))  # calls down
 run()  # calls run
