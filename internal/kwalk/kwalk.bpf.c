@@ -54,6 +54,7 @@ static u64 (*bpf_get_current_task)(void) = (void *)35;
 static long (*bpf_probe_read_user)(void *dst, u32 size, const void *src) = (void *)112;
 static long (*bpf_probe_read_kernel)(void *dst, u32 size, const void *src) = (void *)113;
 static long (*bpf_ringbuf_output)(void *ringbuf, void *data, u64 size, u64 flags) = (void *)130;
+static u64 (*bpf_ringbuf_query)(void *ringbuf, u64 flags) = (void *)134;
 static long (*bpf_loop)(u32 nr_loops, void *callback_fn, void *callback_ctx, u64 flags) = (void *)181;
 
 // ---- Shared with Go (bpf2go -type) ----
@@ -71,7 +72,7 @@ struct config {
 	u32 tls_n;        // how many of tls_off to try (0: user space's map only)
 	u32 tstate_thread_id; // offset of thread_id (pthread_t == fsbase)
 	u32 tstate_native_tid; // offset of native_thread_id (3.11+), 0: none
-	u32 pad;
+	u32 wake_bytes;   // wake the reader only once this much is waiting (0: every sample)
 	u32 tgid;
 	u32 minor;        // 10..15
 	u32 max_frames;   // <= MAX_FRAMES
@@ -372,6 +373,10 @@ static __always_inline int whole(struct walk *w, u64 tstate)
 	return 0;
 }
 
+#define BPF_RB_NO_WAKEUP 1
+#define BPF_RB_FORCE_WAKEUP 2
+#define BPF_RB_AVAIL_DATA 0
+
 static __always_inline void emit(struct sample *s)
 {
 	u32 d = s->h.depth;
@@ -380,7 +385,12 @@ static __always_inline void emit(struct sample *s)
 	u64 size = sizeof(struct sample_hdr) + (u64)d * sizeof(struct frame);
 	if (size > sizeof(struct sample))
 		size = sizeof(struct sample);
-	if (bpf_ringbuf_output(&samples, s, size, 0))
+	// A wake-up is an interrupt (a VM exit here): batch them; user space
+	// also reads on a timer.
+	u64 wake = 0;
+	if (cfg.wake_bytes)
+		wake = bpf_ringbuf_query(&samples, BPF_RB_AVAIL_DATA) + size >= cfg.wake_bytes ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+	if (bpf_ringbuf_output(&samples, s, size, wake))
 		count(C_LOST);
 }
 

@@ -43,6 +43,11 @@ type Options struct {
 	Clock     Clock // default TaskClock
 	MaxFrames int   // default and limit MaxFrames
 	RingBytes int   // ring buffer size, a power of two ≥ one page (default 4 MiB)
+	// Latency: the kernel wakes the reader only when a sixteenth of the
+	// ring is waiting (a wake-up is an interrupt: a VM exit on a guest);
+	// Read also looks at the ring this often (default 50 ms). Negative:
+	// wake the reader at every sample.
+	Latency time.Duration
 	// TLS: offsets from a thread's fsbase where the runtime keeps the
 	// thread's own tstate pointer (pyframes.Process.TLSOffsets), tried when
 	// the tid is not in the map; up to 2. Each candidate is checked
@@ -119,6 +124,8 @@ type Walker struct {
 	rd     *ringbuf.Reader
 	fds    []int
 	CPUs   int // per-CPU events opened
+
+	deadline time.Time
 }
 
 // Config builds the program's read-only configuration.
@@ -186,6 +193,12 @@ func Open(pid int, l *pyframes.KernelLayout, opt Options) (*Walker, error) {
 	}
 	for i, o := range opt.TLS {
 		cfg.TlsOff[i] = o
+	}
+	if opt.Latency == 0 {
+		opt.Latency = 50 * time.Millisecond
+	}
+	if opt.Latency > 0 {
+		cfg.WakeBytes = uint32(opt.RingBytes / 16)
 	}
 	cfg.TlsN = uint32(len(opt.TLS))
 	o, err := load(cfg, uint32(opt.RingBytes))
@@ -276,19 +289,34 @@ func (w *Walker) SetThreads(refs []pyframes.ThreadRef) error {
 	return nil
 }
 
-// SetDeadline makes Read return os.ErrDeadlineExceeded after t.
-func (w *Walker) SetDeadline(t time.Time) { w.rd.SetDeadline(t) }
+// SetDeadline makes Read return os.ErrDeadlineExceeded after t, once
+// every sample of before t is read.
+func (w *Walker) SetDeadline(t time.Time) { w.deadline = t }
 
 // Read blocks for the next sample; io.EOF once the walker is closed.
 func (w *Walker) Read() (Sample, error) {
-	rec, err := w.rd.Read()
-	if err != nil {
-		if errors.Is(err, ringbuf.ErrClosed) {
+	for {
+		if w.Opts.Latency > 0 {
+			d := time.Now().Add(w.Opts.Latency)
+			if !w.deadline.IsZero() && w.deadline.Before(d) {
+				d = w.deadline
+			}
+			w.rd.SetDeadline(d)
+		} else {
+			w.rd.SetDeadline(w.deadline)
+		}
+		rec, err := w.rd.Read()
+		if errors.Is(err, os.ErrDeadlineExceeded) && (w.deadline.IsZero() || time.Now().Before(w.deadline)) {
+			continue // the poll period: samples the kernel did not wake us for are read now
+		}
+		if errors.Is(err, ringbuf.ErrClosed) || errors.Is(err, os.ErrClosed) {
 			return Sample{}, io.EOF
 		}
-		return Sample{}, err
+		if err != nil {
+			return Sample{}, err
+		}
+		return decode(rec.RawSample)
 	}
-	return decode(rec.RawSample)
 }
 
 const hdrSize = int(unsafe.Sizeof(kwalkSampleHdr{}))

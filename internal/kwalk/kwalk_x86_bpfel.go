@@ -23,7 +23,7 @@ type kwalkConfig struct {
 	TlsN            uint32
 	TstateThreadId  uint32
 	TstateNativeTid uint32
-	Pad             uint32
+	WakeBytes       uint32
 	Tgid            uint32
 	Minor           uint32
 	MaxFrames       uint32
