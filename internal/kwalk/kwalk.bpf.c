@@ -188,6 +188,21 @@ struct {
 	__type(value, u64);
 } codes_ok SEC(".maps");
 
+// 3.11+: frames live in contiguous data-stack chunks, callers below
+// callees: one read of the page that holds a frame serves the callers
+// in it too (a frame read alone costs about as much as the page).
+#define WIN 4096
+#define PAGE 4096
+struct window {
+	u8 d[WIN + 128];
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct window);
+} win SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 1 << 22);
@@ -211,6 +226,7 @@ struct walk {
 	u64 addr;      // the next frame to visit
 	u64 last;      // the last frame visited
 	u64 code_ok;   // the last code object whose type was checked
+	u64 wbase;     // user address of win.d[0], 0: no window
 	u32 depth;
 	u32 hops;
 	u32 flags;
@@ -234,12 +250,37 @@ static long step(u32 i, void *vctx)
 		return 1;
 	}
 	u64 buf[FBUF_WORDS + 1] = {};
-	u32 n = cfg.frame_read;
-	if (n == 0 || n > FBUF_WORDS * 8)
-		n = FBUF_WORDS * 8;
-	if (bpf_probe_read_user(buf, n, (const void *)addr)) {
-		w->flags |= S_FAULT;
-		return 1;
+	struct window *wb = 0;
+	if (!cfg.frame_objects) {
+		wb = bpf_map_lookup_elem(&win, &zero);
+		if (wb && !(w->wbase && addr >= w->wbase && addr - w->wbase + FBUF_WORDS * 8 <= WIN)) {
+			// (Re)fill the window with the page that holds this frame
+			// header: its callers in the same chunk come with it.
+			u64 end = (addr + FBUF_WORDS * 8 + PAGE - 1) & ~(u64)(PAGE - 1);
+			w->wbase = 0;
+			if (end - WIN > addr) {
+				wb = 0; // the header straddles two pages: read it alone
+			} else if (!bpf_probe_read_user(wb->d, WIN, (const void *)(end - WIN))) {
+				w->wbase = end - WIN;
+			} else {
+				wb = 0;
+			}
+		}
+	}
+	if (wb) {
+		u32 off = (u32)(addr - w->wbase) & (WIN - 1);
+		u64 *src = (u64 *)&wb->d[off];
+#pragma unroll
+		for (int k = 0; k < FBUF_WORDS; k++)
+			buf[k] = src[k];
+	} else {
+		u32 n = cfg.frame_read;
+		if (n == 0 || n > FBUF_WORDS * 8)
+			n = FBUF_WORDS * 8;
+		if (bpf_probe_read_user(buf, n, (const void *)addr)) {
+			w->flags |= S_FAULT;
+			return 1;
+		}
 	}
 	w->hops++;
 	u64 prev = buf[(cfg.frame_previous >> 3) & (FBUF_WORDS - 1)];

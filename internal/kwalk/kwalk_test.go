@@ -421,3 +421,80 @@ func TestKernelWalkTruncates(t *testing.T) {
 		})
 	}
 }
+
+// TestKernelWalkCostByDepth: program time per sample of a thread spinning
+// 12 and 122 frames deep (bpf stats, 20 kHz): the fixed and per-frame price.
+func TestKernelWalkCostByDepth(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, in := range testutil.Interpreters(t) {
+		if in.Label != "pyenv-3.13" && in.Label != "sid-3.15" {
+			continue
+		}
+		for _, depth := range []string{"10", "120"} {
+			t.Run(in.Label+"/"+depth, func(t *testing.T) {
+				tg := testutil.Start(t, in, target, "deep", depth)
+				p, err := pyframes.Open(tg.Pid)
+				if err != nil {
+					t.Fatal(err)
+				}
+				kl, err := p.KernelLayout()
+				if err != nil {
+					t.Fatal(err)
+				}
+				st, err := kwalk.EnableStats()
+				if err != nil {
+					testutil.Skip(t, fmt.Sprintf("bpf run-time stats (BPF_ENABLE_STATS): %v", err))
+				}
+				defer st.Close()
+				w, err := kwalk.Open(tg.Pid, kl, kwalk.Options{Freq: 20000})
+				if errors.Is(err, kwalk.ErrUnavailable) {
+					testutil.Skip(t, fmt.Sprintf("loading a perf_event eBPF program with bpf_loop: %v", err))
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer w.Close()
+				refs, err := p.ThreadRefs()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := w.SetThreads(refs); err != nil {
+					t.Fatal(err)
+				}
+				w.SetDeadline(time.Now().Add(1500 * time.Millisecond))
+				n, frames := 0, 0
+				for {
+					s, err := w.Read()
+					if err != nil {
+						break
+					}
+					if s.Tid == tg.Pid {
+						n++
+						frames += len(s.Frames)
+					}
+				}
+				rt, runs, err := w.RunStats()
+				if err != nil {
+					t.Fatal(err)
+				}
+				cnt, err := w.Counters()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := syscall.Kill(tg.Pid, syscall.SIGSTOP); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(time.Second)
+				rt2, runs2, _ := w.RunStats()
+				_ = syscall.Kill(tg.Pid, syscall.SIGCONT)
+				target := cnt[kwalk.CSamples]
+				if n == 0 || target == 0 || runs2 <= runs || target > runs {
+					t.Fatalf("%d samples, %d target events, runs %d then %d", n, target, runs, runs2)
+				}
+				other := (rt2 - rt) / time.Duration(runs2-runs)
+				per := (rt - time.Duration(runs-target)*other) / time.Duration(target)
+				t.Logf("%s, %.1f frames: %v of program time per target sample (%d samples), %v per event on another task", in.Label, float64(frames)/float64(n), per, target, other)
+			})
+		}
+	}
+}

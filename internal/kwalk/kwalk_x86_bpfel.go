@@ -72,6 +72,11 @@ type kwalkSampleHdr struct {
 	Cpu     uint32
 }
 
+type kwalkWindow struct {
+	_ structs.HostLayout
+	D [4224]uint8
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -81,6 +86,7 @@ const (
 	kwalkMapSamples      = "samples"
 	kwalkMapScratch      = "scratch"
 	kwalkMapTstates      = "tstates"
+	kwalkMapWin          = "win"
 	kwalkProgKwalkSample = "kwalk_sample"
 	kwalkVarCfg          = "cfg"
 )
@@ -139,6 +145,7 @@ type kwalkMapSpecs struct {
 	Samples  *ebpf.MapSpec `ebpf:"samples"`
 	Scratch  *ebpf.MapSpec `ebpf:"scratch"`
 	Tstates  *ebpf.MapSpec `ebpf:"tstates"`
+	Win      *ebpf.MapSpec `ebpf:"win"`
 }
 
 // kwalkVariableSpecs contains global variables before they are loaded into the kernel.
@@ -173,6 +180,7 @@ type kwalkMaps struct {
 	Samples  *ebpf.Map `ebpf:"samples"`
 	Scratch  *ebpf.Map `ebpf:"scratch"`
 	Tstates  *ebpf.Map `ebpf:"tstates"`
+	Win      *ebpf.Map `ebpf:"win"`
 }
 
 func (m *kwalkMaps) Close() error {
@@ -182,6 +190,7 @@ func (m *kwalkMaps) Close() error {
 		m.Samples,
 		m.Scratch,
 		m.Tstates,
+		m.Win,
 	)
 }
 

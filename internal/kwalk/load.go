@@ -24,10 +24,11 @@ type objects struct {
 	Samples  *ebpf.Map     `ebpf:"samples"`
 	Scratch  *ebpf.Map     `ebpf:"scratch"`
 	CodesOK  *ebpf.Map     `ebpf:"codes_ok"`
+	Win      *ebpf.Map     `ebpf:"win"`
 }
 
 func (o *objects) Close() {
-	for _, c := range []interface{ Close() error }{o.Prog, o.Tstates, o.Counters, o.Samples, o.Scratch, o.CodesOK} {
+	for _, c := range []interface{ Close() error }{o.Prog, o.Tstates, o.Counters, o.Samples, o.Scratch, o.CodesOK, o.Win} {
 		if c != nil {
 			c.Close()
 		}
