@@ -150,6 +150,7 @@ enum {
 	C_FSKEY,       // thread state found by fsbase
 	C_BYTLS,       // thread state found through the thread's TLS/TSD
 	C_TLSBAD,      // a TLS/TSD candidate that failed its check
+	C_MAPSTALE,    // a map entry whose thread state belongs to another thread
 	C_NCOUNTERS,
 };
 
@@ -462,6 +463,14 @@ int kwalk_sample(void *ctx)
 	u64 *tsp = bpf_map_lookup_elem(&tstates, &key);
 	if (tsp)
 		tstate = *tsp;
+	if (tstate && cfg.tstate_native_tid) {
+		// The tid may have been reused since user space filled the map.
+		u64 nt = 0;
+		if (read_u64(&nt, tstate + cfg.tstate_native_tid) || nt != tid) {
+			count(C_MAPSTALE);
+			tstate = 0;
+		}
+	}
 	u64 fs = 0;
 	if (!tstate) {
 		struct task_struct *task = (struct task_struct *)bpf_get_current_task();
@@ -498,9 +507,14 @@ int kwalk_sample(void *ctx)
 		key = fs;
 		tsp = bpf_map_lookup_elem(&tstates, &key);
 		if (tsp && *tsp) {
-			tstate = *tsp;
-			s->h.flags |= S_MAPKEY_FS;
-			count(C_FSKEY);
+			u64 id = 0;
+			if (read_u64(&id, *tsp + cfg.tstate_thread_id) || id != fs) {
+				count(C_MAPSTALE);
+			} else {
+				tstate = *tsp;
+				s->h.flags |= S_MAPKEY_FS;
+				count(C_FSKEY);
+			}
 		}
 	}
 	if (!tstate) {

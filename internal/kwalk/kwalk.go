@@ -109,6 +109,7 @@ const (
 	CByFSBase
 	CByTLS
 	CTLSBad
+	CMapStale
 	NCounters
 )
 
@@ -188,8 +189,8 @@ func Open(pid int, l *pyframes.KernelLayout, opt Options) (*Walker, error) {
 	if len(opt.TLS) > len(cfg.TlsOff) {
 		opt.TLS = opt.TLS[:len(cfg.TlsOff)]
 	}
-	if len(opt.TLS) > 0 && l.TstateThreadID == 0 {
-		return nil, fmt.Errorf("pid %d: no thread_id offset: can't check thread states found through TLS", pid)
+	if l.TstateThreadID == 0 {
+		return nil, fmt.Errorf("pid %d: no thread_id offset: can't check thread states", pid)
 	}
 	for i, o := range opt.TLS {
 		cfg.TlsOff[i] = o
@@ -259,7 +260,10 @@ func (w *Walker) attach() error {
 
 // SetThreads makes the thread-state map exactly refs: each thread state
 // under its kernel tid (3.11+) and its pthread_t (== the thread's fsbase
-// on x86_64 glibc and musl, so 3.10 threads are found too).
+// on x86_64 glibc and musl, so 3.10 threads are found too). The kernel
+// checks every hit (native_thread_id == tid, thread_id == fsbase): an
+// entry left by a thread whose tid or stack was reused is counted
+// (CMapStale) and ignored.
 func (w *Walker) SetThreads(refs []pyframes.ThreadRef) error {
 	want := map[uint64]uint64{}
 	for _, r := range refs {
