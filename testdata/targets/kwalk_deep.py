@@ -8,8 +8,9 @@ Call structure (the test checks every sampled stack against it): a line
 ending in "# calls NAME" is the only line of its function that calls NAME.
 On the main thread (entry: <module>) and on a thread born when the observer
 sends SIGUSR1 (entry: late, below threading's frames):
-run -> f1 -> f2 -> ... -> f6 -> g7 (a generator, driven by f6's for loop)
--> f8 -> ... -> f12 (the leaf, a short loop).
+run -> f1 -> f2 -> ... -> f6 -> g7 (a generator, driven by f6's for loop;
+it delegates to g7b with yield from) or c7 (a coroutine, resumed from C by
+send) -> f8 -> ... -> f12 (the leaf, a short loop).
 With "deep N" the main thread instead recurses N levels in down() and spins
 there. Prints READY and runs until killed.
 """
@@ -41,15 +42,28 @@ def f8(n):
     return f9(n) + 1  # calls f9
 
 
+def g7b(n):
+    yield f8(n)  # calls f8
+
+
 def g7(n):
     for k in range(2):
         yield f8(n + k)  # calls f8
+    yield from g7b(n)  # calls g7b
+
+
+async def c7(n):
+    return f8(n)  # calls f8
 
 
 def f6(n):
     s = 0
     for v in g7(n):  # calls g7
         s += v
+    try:
+        c7(n).send(None)  # calls c7
+    except StopIteration as e:
+        s += e.value
     return s
 
 
