@@ -332,7 +332,10 @@ static long step(u32 i, void *vctx)
 			fflags |= FR_GEN;
 			if (cfg.gen_state_rel) {
 				s8 state = 0;
-				if (bpf_probe_read_user(&state, 1, (const void *)(addr + (s64)cfg.gen_state_rel))) {
+				u64 sa = addr + (s64)cfg.gen_state_rel;
+				if (wb && sa >= w->wbase && sa - w->wbase < WIN) {
+					state = (s8)wb->d[(sa - w->wbase) & (WIN - 1)];
+				} else if (bpf_probe_read_user(&state, 1, (const void *)sa)) {
 					w->flags |= S_FAULT;
 					return 1;
 				}
