@@ -127,6 +127,7 @@ type Walker struct {
 	CPUs   int // per-CPU events opened
 
 	deadline time.Time
+	rec      ringbuf.Record // reused by Read
 }
 
 // Config builds the program's read-only configuration.
@@ -309,7 +310,7 @@ func (w *Walker) Read() (Sample, error) {
 		} else {
 			w.rd.SetDeadline(w.deadline)
 		}
-		rec, err := w.rd.Read()
+		err := w.rd.ReadInto(&w.rec)
 		if errors.Is(err, os.ErrDeadlineExceeded) && (w.deadline.IsZero() || time.Now().Before(w.deadline)) {
 			continue // the poll period: samples the kernel did not wake us for are read now
 		}
@@ -319,7 +320,7 @@ func (w *Walker) Read() (Sample, error) {
 		if err != nil {
 			return Sample{}, err
 		}
-		return decode(rec.RawSample)
+		return decode(w.rec.RawSample)
 	}
 }
 

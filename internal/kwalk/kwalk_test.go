@@ -136,6 +136,7 @@ type run struct {
 	tls                                         []int64
 	byTLS                                       int
 	otherRun                                    time.Duration // program time per event on another task
+	self                                        time.Duration // this process's CPU time reading and symbolizing
 }
 
 // sample runs the walker on a kwalk_deep target at freq Hz for at least
@@ -185,6 +186,7 @@ func sample(t *testing.T, in testutil.Interp, freq int, clock kwalk.Clock, d tim
 	sym := kwalk.NewSymbolizer(p, kl)
 	g := readGraph(t)
 	cpu0 := cpuNS(tg.Pid)
+	self0 := selfCPU()
 	if err := syscall.Kill(tg.Pid, syscall.SIGUSR1); err != nil { // the late thread, unknown to the map
 		t.Fatal(err)
 	}
@@ -247,6 +249,7 @@ func sample(t *testing.T, in testutil.Interp, freq int, clock kwalk.Clock, d tim
 		r.complete++
 	}
 	r.wall = time.Since(start)
+	r.self = selfCPU() - self0
 	r.cpu = time.Duration(cpuNS(tg.Pid) - cpu0)
 	if r.cnt, err = w.Counters(); err != nil {
 		t.Fatal(err)
@@ -274,10 +277,20 @@ func sample(t *testing.T, in testutil.Interp, freq int, clock kwalk.Clock, d tim
 	t.Logf("%s: %d samples (threads %v) in %v, target on CPU %v (%s at %d Hz: %.0f%% of CPU×F); complete+checked %d, bad %d, symbolize errors %d, no tstate %d, empty %d, by TLS %d (offsets %v), deepest %d; kernel %+v; symbolizer %+v",
 		in.Label, r.samples, r.threads, r.wall.Round(time.Millisecond), r.cpu.Round(time.Millisecond), clock, freq,
 		100*float64(r.samples)/(r.cpu.Seconds()*float64(freq)), r.complete, r.bad, r.symErr, r.nopy, r.empty, r.byTLS, tls, r.maxDepth, r.cnt, sym.Stats)
+	t.Logf("observer (ring read, decode, symbolize, check): %v of CPU, %v per sample", r.self.Round(time.Millisecond), r.self/time.Duration(max(r.samples, 1)))
 	for _, b := range r.firstBad {
 		t.Logf("  not good: %s", b)
 	}
 	return r
+}
+
+// selfCPU is this process's user+system CPU time.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // cpuNS is the on-CPU time of every live thread of pid (schedstat, ns).
