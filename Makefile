@@ -58,11 +58,11 @@ lint:
 demo: build
 	bin/pyobs dump --after 1s --kill -- $(PYTHON) testdata/targets/demo.py
 
-# The three eBPF programs (offcpu, trace, red) and their Go bindings, all
-# from bpf2go (needs clang and llvm-strip; the C sources share
+# The eBPF programs (offcpu, trace, red, the kernel CPython walker) and their
+# Go bindings, all from bpf2go (needs clang and llvm-strip; the C sources share
 # internal/bpf/include/pyobs.h). The outputs are committed so that build
 # needs no clang; TestObjectsUpToDate (internal/bpfload) checks they match.
-BPF_PKGS := ./internal/offcpu/schedbpf ./internal/trace/tracepoint ./internal/red
+BPF_PKGS := ./internal/offcpu/schedbpf ./internal/trace/tracepoint ./internal/red ./internal/kwalk
 
 generate:
 	$(GO) generate $(BPF_PKGS)

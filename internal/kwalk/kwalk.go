@@ -1,0 +1,404 @@
+//go:build amd64
+
+package kwalk
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+	"unsafe"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/ringbuf"
+	"golang.org/x/sys/unix"
+
+	"github.com/pyobs/pyobs/internal/pyframes"
+)
+
+// Clock is the software event that drives sampling.
+type Clock int
+
+const (
+	TaskClock Clock = iota // PERF_COUNT_SW_TASK_CLOCK, one event per CPU
+	CPUClock               // PERF_COUNT_SW_CPU_CLOCK, one event per CPU
+)
+
+func (c Clock) String() string {
+	if c == CPUClock {
+		return "cpu-clock"
+	}
+	return "task-clock"
+}
+
+// MaxFrames is the deepest stack a sample records; deeper ones are
+// flagged truncated.
+const MaxFrames = 128
+
+// Options of a walker.
+type Options struct {
+	Freq      int   // samples per second per CPU event (default 99)
+	Clock     Clock // default TaskClock
+	MaxFrames int   // default and limit MaxFrames
+	RingBytes int   // ring buffer size, a power of two ≥ one page (default 4 MiB)
+	// Latency: the kernel wakes the reader only when a sixteenth of the
+	// ring is waiting (a wake-up is an interrupt: a VM exit on a guest);
+	// Read also looks at the ring this often (default 50 ms). Negative:
+	// wake the reader at every sample.
+	Latency time.Duration
+	// TLS: offsets from a thread's fsbase where the runtime keeps the
+	// thread's own tstate pointer (pyframes.Process.TLSOffsets), tried when
+	// the tid is not in the map; up to 2. Each candidate is checked
+	// (thread_id == fsbase, native_thread_id == tid).
+	TLS []int64
+}
+
+// Sample flags (S_ in kwalk.bpf.c).
+const (
+	FlagComplete  = 0x1  // the chain ended at the version's outermost marker
+	FlagTruncated = 0x2  // deeper than the limit, or ended elsewhere: callers missing
+	FlagFault     = 0x4  // a read of user memory failed (page not present, unmapped)
+	FlagInvalid   = 0x8  // a check failed (owner, code type, loop, generator state)
+	FlagNoPython  = 0x10 // no thread state known for this thread
+	FlagEmpty     = 0x20 // the thread state has no frame
+	FlagByFSBase  = 0x40 // the thread state was found in the map by the thread's fsbase
+	FlagByTLS     = 0x80 // the thread state was found through the thread's TLS/TSD
+)
+
+// Frame flags (FR_ in kwalk.bpf.c).
+const (
+	FrameEntry     = 0x1 // entered from C
+	FrameGenerator = 0x2 // owned by a generator or coroutine
+)
+
+// Frame is one Python frame as the kernel saw it.
+type Frame struct {
+	Code  uint64 // PyCodeObject*
+	Lasti int32  // code units from co_code_adaptive (3.11+) or f_lasti (3.10)
+	Flags uint32
+}
+
+// Sample is one event on one of the target's threads.
+type Sample struct {
+	Time    uint64 // CLOCK_MONOTONIC ns
+	Tid     int
+	CPU     int
+	TState  uint64
+	CodeGen uint64 // the code-object generation at the sample (3.14+)
+	Last    uint64 // the outermost frame visited
+	Flags   uint32
+	Hops    int
+	Frames  []Frame // innermost first
+}
+
+// Complete: the whole stack, read at the sample's instant.
+func (s *Sample) Complete() bool { return s.Flags&FlagComplete != 0 }
+
+// Counter slots (C_ in kwalk.bpf.c).
+const (
+	CSamples = iota
+	CWalked
+	CTruncated
+	CFaulted
+	CInvalid
+	CNoPython
+	CEmpty
+	CLost
+	CByFSBase
+	CByTLS
+	CTLSBad
+	CMapStale
+	NCounters
+)
+
+// Counters are the kernel's counts, summed over CPUs.
+type Counters [NCounters]uint64
+
+// Walker is the loaded program, its events and its maps.
+type Walker struct {
+	Pid    int
+	Layout *pyframes.KernelLayout
+	Opts   Options
+	objs   *objects
+	rd     *ringbuf.Reader
+	fds    []int
+	CPUs   int // per-CPU events opened
+
+	deadline time.Time
+	rec      ringbuf.Record // reused by Read
+}
+
+// Config builds the program's read-only configuration.
+func Config(pid int, l *pyframes.KernelLayout, maxFrames int) (kwalkConfig, error) {
+	c := kwalkConfig{
+		CodeType: l.CodeType, FrameType: l.FrameType, CodegenAddr: l.CodeGenerationAddr,
+		CodeAdaptive: l.CodeAdaptive, Tgid: uint32(pid), Minor: uint32(l.Version.Minor),
+		MaxFrames: uint32(maxFrames), EndRule: uint32(l.End), CframeCurrent: int32(l.CFrameCurrentFrame),
+		TstateFrame: uint32(l.TstateFrame), TstateBaseFrame: uint32(l.TstateBaseFrame), ObType: uint32(l.ObType),
+		FramePrevious: uint32(l.FramePrevious), FrameCode: uint32(l.FrameCode), FrameInstr: uint32(l.FrameInstr),
+		FrameOwner: uint32(l.FrameOwner), FrameIsEntry: int32(l.FrameIsEntry), FrameRead: uint32(l.FrameSize),
+		OwnerSkip: uint32(l.OwnerSkip), OwnerMax: uint32(l.OwnerMax),
+		GenStateRel: int32(l.GenStateRel), GenExecuting: int32(l.GenExecuting),
+	}
+	c.TstateThreadId, c.TstateNativeTid = uint32(l.TstateThreadID), uint32(l.TstateNativeID)
+	if l.FrameObjects {
+		c.FrameObjects = 1
+	}
+	if l.CodeTagged {
+		c.CodeTagged = 1
+	}
+	if l.CodeType == 0 {
+		return c, fmt.Errorf("pid %d: no PyCode_Type address: can't check code objects", pid)
+	}
+	// Every field the program reads lies in the bytes it reads of a frame.
+	if l.FrameSize == 0 || l.FrameSize > 128 {
+		return c, fmt.Errorf("pid %d: a frame header of %d bytes does not fit the walker's 128", pid, l.FrameSize)
+	}
+	for _, o := range []uint64{l.FramePrevious + 8, l.FrameCode + 8, l.FrameInstr + 4, l.FrameOwner + 1, uint64(max(l.FrameIsEntry, 0)) + 1} {
+		if o > l.FrameSize {
+			return c, fmt.Errorf("pid %d: frame field ends at %d, past the %d bytes read", pid, o, l.FrameSize)
+		}
+	}
+	if !l.FrameObjects && (l.FramePrevious%8 != 0 || l.FrameCode%8 != 0 || l.FrameInstr%8 != 0) {
+		return c, fmt.Errorf("pid %d: frame pointer fields not 8-byte aligned (previous %d, code %d, instr %d)", pid, l.FramePrevious, l.FrameCode, l.FrameInstr)
+	}
+	return c, nil
+}
+
+// Open loads the walker for pid and starts sampling on every CPU. Fill
+// the thread-state map with SetThreads: threads it does not know are
+// counted as not-Python.
+func Open(pid int, l *pyframes.KernelLayout, opt Options) (*Walker, error) {
+	if opt.Freq <= 0 {
+		opt.Freq = 99
+	}
+	if opt.MaxFrames <= 0 || opt.MaxFrames > MaxFrames {
+		opt.MaxFrames = MaxFrames
+	}
+	if opt.RingBytes == 0 {
+		opt.RingBytes = 4 << 20
+	}
+	if opt.RingBytes < os.Getpagesize() || opt.RingBytes&(opt.RingBytes-1) != 0 {
+		return nil, fmt.Errorf("ring buffer of %d bytes: must be a power of two of at least a page", opt.RingBytes)
+	}
+	cfg, err := Config(pid, l, opt.MaxFrames)
+	if err != nil {
+		return nil, err
+	}
+	if len(opt.TLS) > len(cfg.TlsOff) {
+		opt.TLS = opt.TLS[:len(cfg.TlsOff)]
+	}
+	if l.TstateThreadID == 0 {
+		return nil, fmt.Errorf("pid %d: no thread_id offset: can't check thread states", pid)
+	}
+	for i, o := range opt.TLS {
+		cfg.TlsOff[i] = o
+	}
+	if opt.Latency == 0 {
+		opt.Latency = 50 * time.Millisecond
+	}
+	if opt.Latency > 0 {
+		cfg.WakeBytes = uint32(opt.RingBytes / 16)
+	}
+	cfg.TlsN = uint32(len(opt.TLS))
+	o, err := load(cfg, uint32(opt.RingBytes))
+	if err != nil {
+		return nil, fmt.Errorf("pid %d: %w", pid, err)
+	}
+	w := &Walker{Pid: pid, Layout: l, Opts: opt, objs: o}
+	if w.rd, err = ringbuf.NewReader(o.Samples); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("pid %d: can't read ring buffer: %w", pid, err)
+	}
+	if err := w.attach(); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("pid %d: %w", pid, err)
+	}
+	return w, nil
+}
+
+// attach opens one sampling event per CPU (any task: the program filters
+// by tgid, so threads born later are sampled too) and hands it the program.
+func (w *Walker) attach() error {
+	n, err := ebpf.PossibleCPU()
+	if err != nil {
+		return fmt.Errorf("can't count CPUs: %w", err)
+	}
+	config := uint64(unix.PERF_COUNT_SW_TASK_CLOCK)
+	if w.Opts.Clock == CPUClock {
+		config = unix.PERF_COUNT_SW_CPU_CLOCK
+	}
+	attr := unix.PerfEventAttr{
+		Type:   unix.PERF_TYPE_SOFTWARE,
+		Config: config,
+		Size:   uint32(unsafe.Sizeof(unix.PerfEventAttr{})),
+		Sample: uint64(w.Opts.Freq),
+		Bits:   unix.PerfBitFreq | unix.PerfBitDisabled,
+	}
+	for cpu := 0; cpu < n; cpu++ {
+		fd, err := unix.PerfEventOpen(&attr, -1, cpu, -1, unix.PERF_FLAG_FD_CLOEXEC)
+		if errors.Is(err, unix.ENODEV) {
+			continue // offline CPU
+		}
+		if err != nil {
+			return fmt.Errorf("can't open %s event on cpu %d: %w", w.Opts.Clock, cpu, err)
+		}
+		w.fds = append(w.fds, fd)
+		if err := unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_SET_BPF, w.objs.Prog.FD()); err != nil {
+			return fmt.Errorf("can't attach program to the %s event on cpu %d: %w", w.Opts.Clock, cpu, err)
+		}
+	}
+	for i, fd := range w.fds {
+		if err := unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_ENABLE, 0); err != nil {
+			return fmt.Errorf("can't enable the %s event %d: %w", w.Opts.Clock, i, err)
+		}
+	}
+	w.CPUs = len(w.fds)
+	return nil
+}
+
+// SetThreads makes the thread-state map exactly refs: each thread state
+// under its kernel tid (3.11+) and its pthread_t (== the thread's fsbase
+// on x86_64 glibc and musl, so 3.10 threads are found too). The kernel
+// checks every hit (native_thread_id == tid, thread_id == fsbase): an
+// entry left by a thread whose tid or stack was reused is counted
+// (CMapStale) and ignored.
+func (w *Walker) SetThreads(refs []pyframes.ThreadRef) error {
+	want := map[uint64]uint64{}
+	for _, r := range refs {
+		if r.NativeID > 0 {
+			want[uint64(r.NativeID)] = r.Addr
+		}
+		if r.ThreadID != 0 {
+			want[r.ThreadID] = r.Addr
+		}
+	}
+	var k, v uint64
+	var stale []uint64
+	it := w.objs.Tstates.Iterate()
+	for it.Next(&k, &v) {
+		if nv, ok := want[k]; !ok || nv != v {
+			stale = append(stale, k)
+		}
+	}
+	for _, k := range stale {
+		_ = w.objs.Tstates.Delete(k)
+	}
+	for k, v := range want {
+		if err := w.objs.Tstates.Put(k, v); err != nil {
+			return fmt.Errorf("pid %d: can't put thread 0x%x -> tstate 0x%x: %w", w.Pid, k, v, err)
+		}
+	}
+	return nil
+}
+
+// SetDeadline makes Read return os.ErrDeadlineExceeded after t, once
+// every sample of before t is read.
+func (w *Walker) SetDeadline(t time.Time) { w.deadline = t }
+
+// Read blocks for the next sample; io.EOF once the walker is closed.
+func (w *Walker) Read() (Sample, error) {
+	for {
+		if w.Opts.Latency > 0 {
+			d := time.Now().Add(w.Opts.Latency)
+			if !w.deadline.IsZero() && w.deadline.Before(d) {
+				d = w.deadline
+			}
+			w.rd.SetDeadline(d)
+		} else {
+			w.rd.SetDeadline(w.deadline)
+		}
+		err := w.rd.ReadInto(&w.rec)
+		if errors.Is(err, os.ErrDeadlineExceeded) && (w.deadline.IsZero() || time.Now().Before(w.deadline)) {
+			continue // the poll period: samples the kernel did not wake us for are read now
+		}
+		if errors.Is(err, ringbuf.ErrClosed) || errors.Is(err, os.ErrClosed) {
+			return Sample{}, io.EOF
+		}
+		if err != nil {
+			return Sample{}, err
+		}
+		return decode(w.rec.RawSample)
+	}
+}
+
+const hdrSize = int(unsafe.Sizeof(kwalkSampleHdr{}))
+const frameSize = int(unsafe.Sizeof(kwalkFrame{}))
+
+func decode(b []byte) (Sample, error) {
+	if len(b) < hdrSize {
+		return Sample{}, fmt.Errorf("sample of %d bytes, need %d", len(b), hdrSize)
+	}
+	le := binary.LittleEndian
+	s := Sample{Time: le.Uint64(b[0:]), TState: le.Uint64(b[8:]), CodeGen: le.Uint64(b[16:]), Last: le.Uint64(b[24:]),
+		Tid: int(le.Uint32(b[32:])), Flags: le.Uint32(b[36:]), Hops: int(le.Uint16(b[42:])), CPU: int(le.Uint32(b[44:]))}
+	depth := int(le.Uint16(b[40:]))
+	if len(b) < hdrSize+depth*frameSize {
+		return s, fmt.Errorf("sample of tid %d: %d bytes for %d frames", s.Tid, len(b), depth)
+	}
+	s.Frames = make([]Frame, depth)
+	for i := range s.Frames {
+		o := hdrSize + i*frameSize
+		s.Frames[i] = Frame{Code: le.Uint64(b[o:]), Lasti: int32(le.Uint32(b[o+8:])), Flags: le.Uint32(b[o+12:])}
+	}
+	return s, nil
+}
+
+// Counters sums the per-CPU counters.
+func (w *Walker) Counters() (Counters, error) {
+	var out Counters
+	for i := range out {
+		var per []uint64
+		if err := w.objs.Counters.Lookup(uint32(i), &per); err != nil {
+			return out, fmt.Errorf("pid %d: can't read counter %d: %w", w.Pid, i, err)
+		}
+		for _, v := range per {
+			out[i] += v
+		}
+	}
+	return out, nil
+}
+
+// RunStats is the kernel's account of the program's runs (zero unless
+// bpf stats are enabled: EnableStats or sysctl kernel.bpf_stats_enabled).
+func (w *Walker) RunStats() (runtime time.Duration, runs uint64, err error) {
+	st, err := w.objs.Prog.Stats()
+	if err != nil {
+		return 0, 0, fmt.Errorf("pid %d: can't read program stats: %w", w.Pid, err)
+	}
+	return st.Runtime, st.RunCount, nil
+}
+
+// EnableStats turns on the kernel's bpf run-time accounting until the
+// closer is closed.
+func EnableStats() (io.Closer, error) {
+	c, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+	if err != nil {
+		return nil, fmt.Errorf("can't enable bpf stats: %w", err)
+	}
+	return c, nil
+}
+
+// Stop disables the events: no new samples; what is in the ring stays readable.
+func (w *Walker) Stop() {
+	for _, fd := range w.fds {
+		_ = unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_DISABLE, 0)
+	}
+}
+
+// Close detaches and frees everything.
+func (w *Walker) Close() error {
+	for _, fd := range w.fds {
+		unix.Close(fd)
+	}
+	w.fds = nil
+	if w.rd != nil {
+		w.rd.Close()
+	}
+	if w.objs != nil {
+		w.objs.Close()
+	}
+	return nil
+}

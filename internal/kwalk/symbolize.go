@@ -1,0 +1,92 @@
+//go:build amd64
+
+package kwalk
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/pyobs/pyobs/internal/pyframes"
+)
+
+// Symbolizer turns code-object addresses into names, files and lines
+// through internal/pyframes' code-object reader, with a cache by address.
+//
+// Validation: on 3.14+ each sample carries the interpreter's code-object
+// generation (bumped whenever a code object is freed): an entry read at
+// another generation is re-read (its header compared with the cached one)
+// before use. Without a generation (≤3.13) an entry is re-checked when it
+// is older than Revalidate; a code object freed and its address reused
+// within that time would be misnamed.
+type Symbolizer struct {
+	P          *pyframes.Process
+	Revalidate time.Duration // ≤3.13 (default 1 s)
+	gen        bool
+	cache      map[uint64]*symEntry
+	Stats      SymStats
+	now        func() time.Time
+}
+
+// SymStats counts the symbolizer's work.
+type SymStats struct {
+	Hits, Misses, Rechecks, Errors uint64
+}
+
+type symEntry struct {
+	sym     *pyframes.CodeSymbol
+	gen     uint64
+	checked time.Time
+}
+
+const maxSymEntries = 1 << 16
+
+// NewSymbolizer symbolizes code objects of p; l says whether samples carry
+// a code-object generation.
+func NewSymbolizer(p *pyframes.Process, l *pyframes.KernelLayout) *Symbolizer {
+	return &Symbolizer{P: p, Revalidate: time.Second, gen: l.CodeGenerationAddr != 0,
+		cache: map[uint64]*symEntry{}, now: time.Now}
+}
+
+func (s *Symbolizer) code(addr, gen uint64) (*pyframes.CodeSymbol, error) {
+	e, ok := s.cache[addr]
+	if ok {
+		fresh := false
+		if s.gen {
+			fresh = e.gen == gen
+		} else {
+			fresh = s.now().Sub(e.checked) < s.Revalidate
+		}
+		if fresh {
+			s.Stats.Hits++
+			return e.sym, nil
+		}
+		s.Stats.Rechecks++
+	} else {
+		s.Stats.Misses++
+	}
+	sym, err := s.P.Code(addr)
+	if err != nil {
+		s.Stats.Errors++
+		delete(s.cache, addr)
+		return nil, err
+	}
+	if len(s.cache) >= maxSymEntries {
+		s.cache = map[uint64]*symEntry{}
+	}
+	s.cache[addr] = &symEntry{sym: sym, gen: gen, checked: s.now()}
+	return sym, nil
+}
+
+// Frames symbolizes a sample's frames, innermost first.
+func (s *Symbolizer) Frames(smp *Sample) ([]pyframes.Frame, error) {
+	out := make([]pyframes.Frame, 0, len(smp.Frames))
+	for _, f := range smp.Frames {
+		sym, err := s.code(f.Code, smp.CodeGen)
+		if err != nil {
+			return out, fmt.Errorf("tid %d: code object 0x%x: %w", smp.Tid, f.Code, err)
+		}
+		out = append(out, pyframes.Frame{Function: sym.Function, File: sym.File, Line: sym.Line(int(f.Lasti)),
+			Code: f.Code, CodeID: sym.ID, Entry: f.Flags&FrameEntry != 0})
+	}
+	return out, nil
+}

@@ -1,0 +1,219 @@
+package pyframes
+
+import (
+	"fmt"
+	"sort"
+)
+
+// KernelLayout is what an in-kernel stack walker (internal/kwalk) needs to
+// know about one attached interpreter: the frame-chain offsets of Layout,
+// the addresses its checks compare with, and the per-version rules (which
+// owners are shims, what a whole chain ends at, how a running generator's
+// frame is marked) that Layout leaves to walk.go.
+type KernelLayout struct {
+	Version Version
+	Source  string
+
+	CodeType  uint64 // &PyCode_Type
+	FrameType uint64 // &PyFrame_Type (3.10 frames are objects), 0 if not exported
+	Interp    uint64 // the main interpreter
+	// CodeGenerationAddr: &interp->_code_object_generation (3.14+, bumped
+	// when a code object is freed), 0 when the version has none.
+	CodeGenerationAddr uint64
+
+	ObType             uint64
+	TstateFrame        uint64 // 3.10 frame, 3.11/3.12 cframe, 3.13+ current_frame
+	CFrameCurrentFrame int64  // -1: the tstate field is the frame itself
+	TstateBaseFrame    uint64 // 3.15: tstate->base_frame, 0 otherwise
+	TstateThreadID     uint64 // pthread_t (== the thread's fsbase on x86_64)
+	TstateNativeID     uint64 // kernel tid; 0 on 3.10
+
+	FrameObjects  bool // 3.10
+	FramePrevious uint64
+	FrameCode     uint64
+	FrameInstr    uint64 // 3.11+: instruction pointer; 3.10: int f_lasti
+	FrameOwner    uint64
+	FrameIsEntry  int64 // 3.11; -1 otherwise
+	FrameSize     uint64
+	CodeTagged    bool
+	CodeAdaptive  uint64
+	OwnerSkip     uint8 // owners >= this are shims; 0: none
+	OwnerMax      uint8 // highest owner value of the version
+	// End: what the outermost frame of a whole chain is.
+	End EndRule
+	// GenStateRel: offset of gi_frame_state (int8) relative to a
+	// generator's embedded frame; 0: not known (unchecked).
+	GenStateRel  int64
+	GenExecuting int8
+}
+
+// EndRule names what a whole frame chain ends at.
+type EndRule uint32
+
+const (
+	EndNull  EndRule = iota // 3.10: f_back NULL, no marker
+	EndEntry                // 3.11: an is_entry frame
+	EndShim                 // 3.12–3.14: the outermost evaluator's entry shim
+	EndBase                 // 3.15: tstate->base_frame
+)
+
+// KernelLayout derives the in-kernel walker's layout from the attached
+// interpreter: Layout's offsets, plus (3.14+) the debug-offsets fields
+// Layout does not keep, read again from _PyRuntime.
+func (p *Process) KernelLayout() (*KernelLayout, error) {
+	l, r := p.Layout, &p.objs
+	k := &KernelLayout{
+		Version: l.Version, Source: l.Source,
+		CodeType: r.types.code, FrameType: r.types.frame,
+		ObType: l.ObType, TstateFrame: l.TstateFrame, CFrameCurrentFrame: l.CFrameCurrentFrame,
+		TstateThreadID: l.TstateThreadID, TstateNativeID: l.TstateNativeThreadID,
+		FrameObjects: l.FrameObjects, FramePrevious: l.FramePrevious, FrameCode: l.FrameCode,
+		FrameInstr: l.FrameInstr, FrameOwner: l.FrameOwner, FrameIsEntry: l.FrameIsEntry,
+		FrameSize: l.FrameSize, CodeTagged: l.CodeTagged, CodeAdaptive: l.CodeAdaptive,
+		OwnerSkip: l.FrameOwnerSkip,
+	}
+	interp, err := r.u64(p.Info.Runtime + l.RuntimeInterpretersHead)
+	if err != nil {
+		return nil, fmt.Errorf("pid %d: can't read the interpreter list at 0x%x: %w", p.Pid, p.Info.Runtime+l.RuntimeInterpretersHead, err)
+	}
+	k.Interp = interp
+	// Owner values and the generator's FRAME_EXECUTING, per version
+	// (Include/internal/pycore_frame.h, pycore_interpframe_structs.h;
+	// ../shared/KERNEL-WALKER.md §2). gi_frame_state sits 5 bytes before
+	// the embedded frame in 3.11–3.13 (checked live); 3.14+ publish it.
+	switch v := l.Version.Minor; {
+	case v == 10:
+		k.End = EndNull
+	case v == 11:
+		k.End, k.OwnerMax, k.GenStateRel = EndEntry, 2, -5
+	case v <= 13:
+		k.End, k.OwnerMax, k.GenStateRel = EndShim, 3, -5
+	case v == 14:
+		k.End, k.OwnerMax = EndShim, 4
+	default:
+		k.End, k.OwnerMax, k.GenExecuting = EndBase, 3, 4
+	}
+	if l.Version.Minor >= 14 {
+		d, err := p.debugOffsets()
+		if err != nil {
+			return nil, err
+		}
+		f := d.Fields
+		if off := f["interpreter_state.code_object_generation"]; off != 0 {
+			k.CodeGenerationAddr = interp + off
+		}
+		if fi, fs := f["gen_object.gi_iframe"], f["gen_object.gi_frame_state"]; fi != 0 && fs != 0 {
+			k.GenStateRel = int64(fs) - int64(fi)
+		}
+		k.TstateBaseFrame = f["thread_state.base_frame"]
+		if k.End == EndBase && k.TstateBaseFrame == 0 {
+			return nil, fmt.Errorf("pid %d: python %s publishes no thread_state.base_frame: can't tell a whole stack", p.Pid, l.Version)
+		}
+	}
+	return k, nil
+}
+
+func (p *Process) debugOffsets() (*DebugOffsets, error) {
+	n := DebugTableSize(p.Layout.Version.Minor)
+	if n == 0 {
+		return nil, &UnsupportedVersionError{Version: p.Layout.Version, Why: "no known debug-offsets layout"}
+	}
+	tbl := make([]byte, n)
+	if err := p.objs.mem.Read(p.Info.Runtime, tbl); err != nil {
+		return nil, fmt.Errorf("pid %d: can't read debug offsets at 0x%x: %w", p.Pid, p.Info.Runtime, err)
+	}
+	return ParseDebugOffsets(tbl)
+}
+
+// CodeSymbol is a code object as symbolization needs it.
+type CodeSymbol struct {
+	Function  string // co_qualname (co_name on 3.10)
+	File      string
+	FirstLine int
+	// ID is unique to the code object as read (a new one when its address
+	// is reused by another object).
+	ID uint64
+
+	ci        *codeInfo
+	frameObjs bool
+}
+
+// Code reads the code object at addr: its header is always re-read and
+// compared with the cached one (type, name, file, line table pointers and
+// first line), so a reused address is read afresh.
+func (p *Process) Code(addr uint64) (*CodeSymbol, error) {
+	ci, err := p.code(addr)
+	if err != nil {
+		return nil, fmt.Errorf("pid %d: %w", p.Pid, err)
+	}
+	return &CodeSymbol{Function: ci.name, File: ci.file, FirstLine: ci.firstLine, ID: ci.serial, ci: ci, frameObjs: p.Layout.FrameObjects}, nil
+}
+
+// Line maps an instruction offset to its source line: on 3.11+ lasti
+// counts code units from co_code_adaptive (-1, a frame not yet started,
+// is its first instruction); on 3.10 it is f_lasti.
+func (c *CodeSymbol) Line(lasti int) int {
+	if c.frameObjs {
+		return c.ci.line310(lasti * 2)
+	}
+	return c.ci.line(max(lasti, 0))
+}
+
+// tlsWindow is how far below and above a thread's fsbase TLSOffsets
+// looks: static TLS blocks sit just below it, glibc's struct pthread (with
+// the pthread_getspecific slots) above it.
+const tlsWindow = 4096
+
+// TLSOffsets finds where, relative to a thread's fsbase (== its pthread_t,
+// PyThreadState.thread_id, on x86_64 glibc and musl), the runtime keeps the
+// pointer to the thread's own thread state: the pthread TSD slot of
+// autoTSSkey (3.10–3.14, set for the thread's whole life) or a static TLS
+// variable (_Py_tss_gilstate 3.15; _Py_tss_tstate 3.12+, set only while the
+// thread is attached). It reads the memory around every thread's fsbase and
+// keeps the 8-aligned offsets that hold that thread's own thread state in
+// every thread: nearest to fsbase first. None (nil, nil) when the threads
+// disagree, e.g. a dlopen'ed libpython whose TLS blocks are allocated per
+// thread; an in-kernel reader then relies on user space's tid map alone.
+func (p *Process) TLSOffsets() ([]int64, error) {
+	refs, err := p.ThreadRefs()
+	if err != nil {
+		return nil, err
+	}
+	var cand map[int64]bool
+	buf := make([]byte, 2*tlsWindow)
+	for _, r := range refs {
+		if r.ThreadID < tlsWindow || r.Addr == 0 {
+			continue
+		}
+		base := r.ThreadID - tlsWindow
+		if err := p.objs.mem.Read(base, buf); err != nil {
+			continue // a thread that just ended: the others decide
+		}
+		found := map[int64]bool{}
+		for o := 0; o+8 <= len(buf); o += 8 {
+			if le64(buf, uint64(o)) == r.Addr {
+				off := int64(o) - tlsWindow
+				if cand == nil || cand[off] {
+					found[off] = true
+				}
+			}
+		}
+		cand = found
+		if len(cand) == 0 {
+			return nil, nil
+		}
+	}
+	out := make([]int64, 0, len(cand))
+	for o := range cand {
+		out = append(out, o)
+	}
+	sort.Slice(out, func(i, j int) bool { return abs64(out[i]) < abs64(out[j]) })
+	return out, nil
+}
+
+func abs64(x int64) int64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}

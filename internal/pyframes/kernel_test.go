@@ -1,0 +1,62 @@
+package pyframes_test
+
+import (
+	"testing"
+
+	"github.com/pyobs/pyobs/internal/pyframes"
+	"github.com/pyobs/pyobs/internal/testutil"
+)
+
+// TestKernelLayoutLive: the in-kernel walker's layout and thread-state
+// offsets on every interpreter, against the facts of
+// ../shared/KERNEL-WALKER.md (§1: glibc's pthread TSD slots on 3.10–3.14,
+// 3.15's static TLS below fsbase; §2: owners and end markers).
+func TestKernelLayoutLive(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, in := range testutil.Interpreters(t) {
+		t.Run(in.Label, func(t *testing.T) {
+			tg := testutil.Start(t, in, "kwalk_deep.py")
+			p, err := pyframes.Open(tg.Pid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			k, err := p.KernelLayout()
+			if err != nil {
+				t.Fatal(err)
+			}
+			minor := in.Minor()
+			want := map[int]pyframes.EndRule{10: pyframes.EndNull, 11: pyframes.EndEntry, 12: pyframes.EndShim,
+				13: pyframes.EndShim, 14: pyframes.EndShim, 15: pyframes.EndBase}[minor]
+			if k.End != want {
+				t.Errorf("end rule %d, want %d", k.End, want)
+			}
+			if k.CodeType == 0 || k.Interp == 0 || k.TstateThreadID == 0 {
+				t.Errorf("missing addresses: %+v", k)
+			}
+			if (minor >= 14) != (k.CodeGenerationAddr != 0) {
+				t.Errorf("code generation address 0x%x on 3.%d", k.CodeGenerationAddr, minor)
+			}
+			if (minor >= 11) != (k.GenStateRel != 0) {
+				t.Errorf("gi_frame_state offset %d on 3.%d", k.GenStateRel, minor)
+			}
+			if (minor == 15) != (k.TstateBaseFrame != 0) {
+				t.Errorf("base_frame offset %d on 3.%d", k.TstateBaseFrame, minor)
+			}
+			offs, err := p.TLSOffsets()
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s: TLS offsets %v, gen state %+d, end rule %d", in.Label, offs, k.GenStateRel, k.End)
+			if len(offs) == 0 {
+				t.Fatalf("no offset from fsbase holds the thread state")
+			}
+			o := offs[0]
+			if minor <= 14 && (o < 0x318 || o >= 0x318+32*16 || (o-0x318)%16 != 0) {
+				t.Errorf("3.%d: offset %#x is not glibc's specific_1stblock[key].data (0x318 + 16·key)", minor, o)
+			}
+			if minor == 15 && (o >= 0 || o < -4096) {
+				t.Errorf("3.15: offset %d is not in the static TLS block below fsbase", o)
+			}
+		})
+	}
+}
