@@ -139,7 +139,7 @@ func runRecord(cmd *cobra.Command, g *globals, f *recordFlags, args []string) er
 		abort(s)
 		return err
 	}
-	if note := prof.Meta.KernelSymbols; note != "" {
+	if note := prof.Meta.KernelNote(); note != "" {
 		fmt.Fprintln(os.Stderr, "pyobs record:", note) // record --kernel: why kernel frames are unnamed
 	}
 	wo := flame.WriteOptions{Title: fmt.Sprintf("pyobs record: pid %d, %s mode", prof.Meta.Pid, prof.Meta.Mode), Icicle: f.icicle}

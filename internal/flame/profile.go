@@ -76,18 +76,26 @@ type Meta struct {
 	DurationS      float64 `json:"duration_s"`
 	RequestedHz    float64 `json:"requested_hz,omitempty"`
 	AchievedHz     float64 `json:"achieved_hz,omitempty"`
-	Samples        uint64  `json:"samples"`
+	Samples        uint64  `json:"samples"` // events folded in: CPU samples (record), context switches (offcpu)
 	Lost           uint64  `json:"lost"`
 	Torn           uint64  `json:"torn"`                  // stacks read inconsistently (kept, marked)
 	Failed         uint64  `json:"failed"`                // samples whose stack could not be read at all
 	Throttled      uint64  `json:"throttled"`             // THROTTLE records from the kernel
-	StackReads     uint64  `json:"stack_reads,omitempty"` // cpu mode: stack reads; each stands for the thread's samples since its previous read
+	StackReads     uint64  `json:"stack_reads,omitempty"` // Python stack reads from user space; each stands for the events since the thread's previous read
 	Moved          uint64  `json:"moved"`                 // stacks read in one piece while the thread moved on (kept: a real stack µs after the sample)
 	Late           uint64  `json:"late"`                  // CPU samples read too long after the kernel took them to be attributed
 	ReadLagUS      float64 `json:"read_lag_us,omitempty"` // mean time from the kernel's sample to the stack read
 	ObserverCPUS   float64 `json:"observer_cpu_s"`
 	TargetStoppedS float64 `json:"target_stopped_s"`
 	PeriodNS       int64   `json:"period_ns,omitempty"` // nominal time one sample stands for
+	// Mixed: the native and kernel frames' account (record --native and
+	// --kernel; offcpu's kernel symbols), nil when the profile has none. Its
+	// fields sit at the top level of the JSON meta.
+	*Mixed
+}
+
+// Mixed is the account of a profile's native and kernel frames.
+type Mixed struct {
 	// With --native: how each sample's native unwind ended (reached the
 	// outermost frame; ran out of copied stack; stopped at a frame without
 	// mapping/CFI/usable rule), why they stopped, and the samples whose
@@ -106,6 +114,22 @@ type Meta struct {
 	// KernelSymbols: with --kernel, a note when kernel frames can't be
 	// named (kptr_restrict hides /proc/kallsyms addresses).
 	KernelSymbols string `json:"kernel_symbols,omitempty"`
+}
+
+// MixedMeta returns m's Mixed account, creating it for an engine to fill.
+func (m *Meta) MixedMeta() *Mixed {
+	if m.Mixed == nil {
+		m.Mixed = &Mixed{}
+	}
+	return m.Mixed
+}
+
+// KernelNote is the note on unnamed kernel frames, "" when there is none.
+func (m *Meta) KernelNote() string {
+	if m.Mixed == nil {
+		return ""
+	}
+	return m.KernelSymbols
 }
 
 // Profile aggregates stacks. Stacks are root first. Weight is in Meta.Unit.

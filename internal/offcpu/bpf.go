@@ -152,7 +152,9 @@ func RunBPF(ctx context.Context, s *session.Session, opt Options) (*Result, erro
 	m.Lost = e.res.Lost
 	m.StackReads = e.res.Looks
 	m.ObserverCPUS = e.res.ObserverCPUS
-	m.KernelSymbols = e.bres.KernelSymbols
+	if e.bres.KernelSymbols != "" {
+		m.MixedMeta().KernelSymbols = e.bres.KernelSymbols
+	}
 	e.res.Profile = e.prof
 	return &e.res, err
 }

@@ -30,11 +30,12 @@ func Footer(p *flame.Profile, out string) string {
 		lag = fmt.Sprintf(", late %d (mean read lag %.0f µs), moved %d", m.Late, m.ReadLagUS, m.Moved)
 	}
 	nat := ""
-	if n := m.NativeFull + m.NativeTruncated + m.NativeFailed; n > 0 {
+	if x := m.Mixed; x != nil && x.NativeFull+x.NativeTruncated+x.NativeFailed > 0 {
+		n := x.NativeFull + x.NativeTruncated + x.NativeFailed
 		nat = fmt.Sprintf("; native stacks: %d unwound fully (%.1f %%), %d truncated, %d failed, %d merge mismatches",
-			m.NativeFull, 100*float64(m.NativeFull)/float64(n), m.NativeTruncated, m.NativeFailed, m.MergeMismatch)
-		if m.MergeLinked > 0 {
-			nat += fmt.Sprintf(", %d glued by C-stack address (%d with Python frames returned before read)", m.MergeLinked, m.MergeGone)
+			x.NativeFull, 100*float64(x.NativeFull)/float64(n), x.NativeTruncated, x.NativeFailed, x.MergeMismatch)
+		if x.MergeLinked > 0 {
+			nat += fmt.Sprintf(", %d glued by C-stack address (%d with Python frames returned before read)", x.MergeLinked, x.MergeGone)
 		}
 	}
 	return fmt.Sprintf("pyobs record: %s mode, %d samples in %.1fs (%s); lost %d, torn %d, failed %d, throttled %d%s%s; observer CPU %.2fs%s; target stopped 0s; wrote %s",

@@ -313,7 +313,11 @@ func (r *Recorder) sampleNative(tid int, natives []nativeSample, late bool) {
 	}
 }
 
-func (n *native) finish(m *flame.Meta, stackSize int) {
+func (n *native) finish(meta *flame.Meta, stackSize int) {
+	if !n.user && n.kernelNote == "" {
+		return
+	}
+	m := meta.MixedMeta()
 	if n.user {
 		m.NativeFull, m.NativeTruncated, m.NativeFailed, m.MergeMismatch = n.full, n.trunc, n.failed, n.mismatch
 		m.MergeLinked, m.MergeGone = n.linked, n.gone
