@@ -7,9 +7,8 @@ import (
 	"io"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/pyobs/pyobs/internal/capability"
+	"github.com/pyobs/pyobs/internal/fallback"
 	"github.com/pyobs/pyobs/internal/pyframes"
 	"github.com/pyobs/pyobs/internal/session"
 	tptrace "github.com/pyobs/pyobs/internal/trace/ptrace"
@@ -164,10 +163,15 @@ func choose(r *sites, opt Options, acct *Account) (*tracepoint.Tracer, error) {
 	if opt.Log != nil && !opt.SlowSet {
 		cfg.Slow = 0 // --log without --slow: an event for every call
 	}
-	tp, err := tracepoint.Open(cfg)
-	denied := errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES)
+	want := fallback.Auto
+	if opt.Engine == "tracepoint" {
+		want = fallback.BPFOnly
+	}
+	var tp *tracepoint.Tracer
+	useBPF, err := fallback.Choose(want, func() (err error) { tp, err = tracepoint.Open(cfg); return err })
+	denied := fallback.Denied(err)
 	switch {
-	case err == nil:
+	case useBPF:
 		acct.Engine = "tracepoint"
 		if opt.Engine == "auto" {
 			acct.Note = "(auto: BPF programs loaded)"
