@@ -8,6 +8,7 @@
 package flame
 
 import (
+	"slices"
 	"sort"
 	"strings"
 )
@@ -175,7 +176,7 @@ func (p *Profile) AddIDs(ids []int, weight int64) {
 		h *= 1099511628211
 	}
 	for _, s := range p.stacks[h] {
-		if equalIDs(s.Frames, ids) {
+		if slices.Equal(s.Frames, ids) {
 			s.Weight += weight
 			s.Count++
 			return
@@ -184,18 +185,6 @@ func (p *Profile) AddIDs(ids []int, weight int64) {
 	s := &Stack{Frames: append([]int(nil), ids...), Weight: weight, Count: 1}
 	p.stacks[h] = append(p.stacks[h], s)
 	p.nstack++
-}
-
-func equalIDs(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // Add folds a stack of frames (root first).

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"syscall"
 	"time"
 
@@ -123,22 +124,10 @@ func (s *Session) replaced(before []pyframes.Mapping, err error) error {
 		return err
 	}
 	now, rerr := pyframes.ReadMaps(s.Pid)
-	if rerr == nil && sameMaps(before, now) {
+	if rerr == nil && slices.Equal(before, now) {
 		return err
 	}
 	return fmt.Errorf("pid %d %w: %v", s.Pid, ErrReplaced, err)
-}
-
-func sameMaps(a, b []pyframes.Mapping) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // Explain is explain for callers that read through the session's walker.
