@@ -3,6 +3,7 @@ package bpfload
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"unsafe"
@@ -190,4 +191,17 @@ func Spec(load func() (*ebpf.CollectionSpec, error), specs any) (*ebpf.Collectio
 		return nil, fmt.Errorf("can't read the BPF object's specs: %w", err)
 	}
 	return spec, nil
+}
+
+// ErrArch: a program reads x86_64 registers or syscall numbers.
+var ErrArch = errors.New("x86_64 only")
+
+// RequireX86 refuses, with one clear error, to load a program that reads
+// the x86_64 syscall ABI (pt_regs offsets, syscall numbers) on another
+// architecture, where it would load and silently count nothing.
+func RequireX86(what string) error {
+	if runtime.GOARCH != "amd64" {
+		return fmt.Errorf("%s reads the x86_64 syscall ABI; this is %s: %w", what, runtime.GOARCH, ErrArch)
+	}
+	return nil
 }

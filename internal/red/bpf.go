@@ -101,6 +101,9 @@ type probe struct {
 // openProbe loads red.bpf.c's programs for tgid and attaches them to
 // raw_syscalls sys_enter/sys_exit (raw_tp: by name, no tracefs).
 func openProbe(tgid int) (*probe, error) {
+	if err := bpfload.RequireX86("red's eBPF program"); err != nil {
+		return nil, fmt.Errorf("red: %w", err)
+	}
 	if err := bpfload.CheckPidNS(); err != nil {
 		return nil, fmt.Errorf("red: %w", err)
 	}

@@ -80,6 +80,9 @@ type Tracer struct {
 // step failed (load, map, attach) and wraps the kernel's errno; a refusal
 // is the capability gate's error (bpfload.Explain).
 func Open(cfg Config) (*Tracer, error) {
+	if err := bpfload.RequireX86("trace's eBPF programs"); err != nil {
+		return nil, err
+	}
 	if err := bpfload.CheckPidNS(); err != nil {
 		return nil, err
 	}
