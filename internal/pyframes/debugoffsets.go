@@ -220,6 +220,7 @@ func layoutFromDebugOffsets(d *DebugOffsets) (*Layout, error) {
 	l.TstateThreadID = get("thread_state.thread_id")
 	l.TstateNativeThreadID = get("thread_state.native_thread_id")
 	l.TstateHoldsGIL = get("thread_state.holds_gil")
+	l.TstateBaseFrame = get("thread_state.base_frame")
 
 	l.FramePrevious = get("interpreter_frame.previous")
 	l.FrameCode = get("interpreter_frame.executable")

@@ -51,6 +51,7 @@ type Layout struct {
 	TstateThreadID       uint64
 	TstateNativeThreadID uint64 // 0: not recorded (3.10)
 	TstateHoldsGIL       uint64 // 3.15: int holds_gil; 0 when not published
+	TstateBaseFrame      uint64 // 3.15: base_frame, where every whole chain ends; 0 when not published
 
 	// Frames. 3.10 walks PyFrameObjects; 3.11+ _PyInterpreterFrames.
 	FrameObjects     bool

@@ -191,7 +191,7 @@ func (p *Process) ThreadRefs() ([]ThreadRef, error) {
 // next call overwrites.
 func (p *Process) tstateHeader(ts, interp uint64) ([]byte, error) {
 	l, r := p.Layout, &p.objs
-	size := int(max(l.TstateNext, l.TstateInterp, l.TstateFrame, l.TstateThreadID, l.TstateNativeThreadID) + 8)
+	size := int(max(l.TstateNext, l.TstateInterp, l.TstateFrame, l.TstateThreadID, l.TstateNativeThreadID, l.TstateBaseFrame) + 8)
 	if cap(p.scratch.tsHdr) < size {
 		p.scratch.tsHdr = make([]byte, size)
 	}
@@ -249,12 +249,16 @@ func (p *Process) thread(ts, interp uint64, opt Options) (Thread, uint64, error)
 		retries = defaultRetry
 	}
 	tsFrame := le64(hdr, l.TstateFrame) // read before the walk reuses the buffer
+	var base uint64                     // 3.15: where a whole chain ends
+	if l.TstateBaseFrame != 0 {
+		base = le64(hdr, l.TstateBaseFrame)
+	}
 	top, err := p.resolveTop(tsFrame)
 	for attempt := 0; ; attempt++ {
 		var frames []Frame
 		var before frameID
 		if err == nil {
-			frames, before, err = p.stack(top, tsFrame, opt)
+			frames, before, err = p.stack(top, tsFrame, base, opt)
 		}
 		// Consistent means: the thread's top frame is the same frame — same
 		// address, code object and caller — after the walk as before it.
@@ -398,10 +402,16 @@ func (p *Process) readWindow(top uint64) (uint64, []byte) {
 
 // stack walks frames from the top frame at addr: frame headers come from
 // the window when they lie in it, else from one read each; code objects are
-// then resolved together.
-func (p *Process) stack(addr, tsFrame uint64, opt Options) ([]Frame, frameID, error) {
+// then resolved together. A chain that does not end at the thread's
+// outermost frame (baseFrame: 3.15's tstate->base_frame) is reported incomplete
+// (ErrIncomplete, a torn read): see framemodel.go.
+func (p *Process) stack(addr, tsFrame, baseFrame uint64, opt Options) ([]Frame, frameID, error) {
 	l, r := p.Layout, &p.objs
+	model, _ := FrameModelFor(l.Version.Minor)
 	var topID frameID
+	var last chainEnd // the last frame visited (shims included)
+	var callee uint64 // the last Python frame visited, when it is a data-stack frame in the window
+	calleeInWin := false
 	base, win := p.readWindow(addr)
 	p.scratch.allWindow = win != nil
 	raw := p.scratch.raw[:0]
@@ -430,13 +440,23 @@ func (p *Process) stack(addr, tsFrame uint64, opt Options) ([]Frame, frameID, er
 			topID = p.idOf(buf)
 		}
 		prev := le64(buf, l.FramePrevious)
-		if prev != 0 && !l.FrameObjects && prev >= addr && win != nil && addr >= base {
-			// Data-stack frames grow upwards: a caller above its callee
-			// within one chunk means the chain is being rewritten.
-			if prev < base+uint64(len(win)) {
-				err = fmt.Errorf("frame 0x%x: caller 0x%x lies above it: %w", addr, prev, ErrTorn)
-				break
+		last = chainEnd{addr: addr}
+		if l.FrameObjects {
+			if model.FrameGen != 0 && model.FrameGen+8 <= uint64(len(buf)) {
+				last.gen = le64(buf, model.FrameGen)
 			}
+		} else {
+			last.owner = buf[l.FrameOwner]
+			last.entry = l.FrameIsEntry >= 0 && buf[l.FrameIsEntry] != 0
+		}
+		dataStack := !l.FrameObjects && inWindow && last.owner == model.OwnerThread
+		if dataStack && calleeInWin && addr > callee {
+			// Data-stack frames grow upwards: a THREAD frame's THREAD
+			// caller above it, both in one read of the stack, means the
+			// chain was being rewritten. (A generator's or coroutine's
+			// frame lives in its own heap object, anywhere: no order.)
+			err = fmt.Errorf("frame 0x%x: caller 0x%x lies above it: %w", callee, addr, ErrTorn)
+			break
 		}
 		if l.FrameObjects {
 			if r.types.frame != 0 && le64(buf, l.ObType) != r.types.frame {
@@ -458,6 +478,7 @@ func (p *Process) stack(addr, tsFrame uint64, opt Options) ([]Frame, frameID, er
 			addr = prev
 			continue
 		}
+		callee, calleeInWin = addr, dataStack
 		if !inWindow {
 			// A Python frame read on its own (a generator's, or one in an
 			// older chunk): the stack is not from a single read any more.
@@ -479,6 +500,7 @@ func (p *Process) stack(addr, tsFrame uint64, opt Options) ([]Frame, frameID, er
 			err = fmt.Errorf("frame 0x%x has no code object: %w", addr, ErrTorn)
 			break
 		}
+		last.code = code
 		rf := rawFrame{addr: addr, code: code, instr: le64(buf, l.FrameInstr)}
 		if l.FrameObjects {
 			rf.instr = uint64(int64(int32(le32(buf, l.FrameInstr))))
@@ -493,6 +515,16 @@ func (p *Process) stack(addr, tsFrame uint64, opt Options) ([]Frame, frameID, er
 	p.scratch.raw = raw[:0]
 	if len(raw) == 0 {
 		return nil, topID, err
+	}
+	if err == nil && model.End != 0 {
+		whole := model.whole(last, baseFrame)
+		if whole && model.CodeFlags != 0 {
+			flags, ferr := r.u32(last.code + model.CodeFlags)
+			whole = ferr == nil && flags&GeneratorCodeFlags == 0
+		}
+		if !whole {
+			err = fmt.Errorf("frame 0x%x ends the chain, not %s: %w", last.addr, model.End, ErrIncomplete)
+		}
 	}
 	if opt.Links && l.FrameIsEntry >= 0 && l.CFrameCurrentFrame >= 0 && err == nil {
 		p.cframeLinks(raw, tsFrame)
