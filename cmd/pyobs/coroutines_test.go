@@ -1,0 +1,77 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/pyobs/pyobs/internal/testutil"
+)
+
+// TestTasksCoroutineChain: the running task's coroutine awaits a chain of
+// coroutines (c1 → deep recursing 4 deep), each frame in its own heap
+// object, the innermost spinning; the other task awaits itself 3 deep down to
+// a sleep. On 3.12–3.15, with and without --lock, every dump of the thread is
+// complete and consistent — deep ×5 ← c1 ← … ← <module> — never "a caller
+// above its callee"; the task tree shows the runner running its c1 and the
+// waiter's whole chain.
+func TestTasksCoroutineChain(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, in := range testutil.Interpreters(t) {
+		if in.Minor() < 12 {
+			continue
+		}
+		for _, lock := range []bool{false, true} {
+			name := in.Label
+			if lock {
+				name += "/lock"
+			}
+			t.Run(name, func(t *testing.T) {
+				tg := testutil.Start(t, in, "asyncio_chain.py")
+				args := []string{"-p", fmt.Sprint(tg.Pid)}
+				if lock {
+					args = append(args, "--lock")
+				}
+				for i := 0; i < 10; i++ {
+					d := tasksJSON(t, args...)
+					if d.Stacks == nil || len(d.Stacks.Threads) != 1 {
+						t.Fatalf("dump %d: stacks %+v", i, d.Stacks)
+					}
+					th := d.Stacks.Threads[0]
+					var got []string
+					for _, f := range th.Frames {
+						got = append(got, f.Function)
+					}
+					s := strings.Join(got, " ← ")
+					if !th.Consistent || th.Error != "" {
+						t.Errorf("dump %d: thread not consistent (%s): %s", i, th.Error, s)
+						continue
+					}
+					if !strings.HasPrefix(s, "deep ← deep ← deep ← deep ← deep ← c1 ← ") || got[len(got)-1] != "<module>" {
+						t.Errorf("dump %d: stack %s, want deep ×5 ← c1 ← … ← <module>", i, s)
+					}
+					tasks := map[string][]string{}
+					for _, tk := range d.Tasks {
+						var co []string
+						for _, f := range tk.Coroutines {
+							co = append(co, f.Function)
+						}
+						tasks[tk.Name] = co
+						if tk.Name == "runner" && !tk.Running {
+							t.Errorf("dump %d: runner not running", i)
+						}
+						if tk.Error != "" {
+							t.Errorf("dump %d: task %s: %s", i, tk.Name, tk.Error)
+						}
+					}
+					if r := strings.Join(tasks["runner"], " → "); !strings.HasPrefix(r, "c1") {
+						t.Errorf("dump %d: runner's coroutines %q", i, r)
+					}
+					if w := strings.Join(tasks["waiter"], " → "); w != "waiter_deep → waiter_deep → waiter_deep → sleep" {
+						t.Errorf("dump %d: waiter's coroutines %q", i, w)
+					}
+				}
+			})
+		}
+	}
+}
