@@ -206,6 +206,7 @@ func layoutFromDebugOffsets(d *DebugOffsets) (*Layout, error) {
 
 	l.RuntimeInterpretersHead = get("runtime_state.interpreters_head")
 	l.InterpNext = get("interpreter_state.next")
+	l.InterpID = get("interpreter_state.id")
 	l.InterpThreadsHead = get("interpreter_state.threads_head")
 	l.InterpModules = get("interpreter_state.imports_modules")
 	l.InterpCevalGIL = get("interpreter_state.ceval_gil")

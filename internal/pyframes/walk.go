@@ -103,7 +103,9 @@ func (p *Process) Threads(opt Options) ([]Thread, error) {
 }
 
 // interps calls fn for each interpreter in the runtime's list (bounded,
-// cycle-safe).
+// cycle-safe), with the runtime's own id for it (PyInterpreterState.id:
+// main = 0, sub-interpreters numbered as the runtime numbers them; the list
+// itself is newest first). Where the id cannot be read, the list position.
 func (p *Process) interps(fn func(id int64, interp uint64) error) error {
 	l, r := p.Layout, &p.objs
 	interp, err := r.u64(p.Info.Runtime + l.RuntimeInterpretersHead)
@@ -114,8 +116,14 @@ func (p *Process) interps(fn func(id int64, interp uint64) error) error {
 		return errors.New("interpreter not initialised (or finalised): no interpreter state")
 	}
 	seen := map[uint64]bool{}
-	for id := int64(0); interp != 0 && id < maxInterps && !seen[interp]; id++ {
+	for pos := int64(0); interp != 0 && pos < maxInterps && !seen[interp]; pos++ {
 		seen[interp] = true
+		id := pos
+		if l.InterpID != 0 {
+			if v, err := r.u64(interp + l.InterpID); err == nil && int64(v) >= 0 {
+				id = int64(v)
+			}
+		}
 		if err := fn(id, interp); err != nil {
 			return err
 		}
