@@ -75,3 +75,49 @@ func TestTasksCoroutineChain(t *testing.T) {
 		}
 	}
 }
+
+// TestTasksAsyncGenerators: tasks iterating async generators, parked inside
+// the generators' awaits. The task's coroutine chain goes on from the
+// async_generator_asend/athrow it awaits into the generator's frame, to the
+// innermost await: `async for` one and two levels deep, __anext__() as the
+// task's own coroutine, aclose() mid-iteration (a finally that awaits), on
+// 3.12–3.15.
+func TestTasksAsyncGenerators(t *testing.T) {
+	testutil.RequireRoot(t)
+	want := map[string]string{
+		"one":    "consume_one → ticker → sleep",
+		"two":    "consume_two → outer_agen → ticker → sleep",
+		"anext":  "ticker → sleep",
+		"aclose": "closer → slow_close → sleep",
+	}
+	for _, in := range testutil.Interpreters(t) {
+		if in.Minor() < 12 {
+			continue
+		}
+		t.Run(in.Label, func(t *testing.T) {
+			tg := testutil.Start(t, in, "asyncio_agen.py")
+			d := tasksJSON(t, "-p", fmt.Sprint(tg.Pid))
+			seen := 0
+			for _, tk := range d.Tasks {
+				w, ok := want[tk.Name]
+				if !ok {
+					continue
+				}
+				seen++
+				var co []string
+				for _, f := range tk.Coroutines {
+					co = append(co, f.Function)
+					if f.Line <= 0 || !strings.HasSuffix(f.File, ".py") {
+						t.Errorf("task %s: frame %+v", tk.Name, f)
+					}
+				}
+				if got := strings.Join(co, " → "); got != w || tk.Error != "" {
+					t.Errorf("task %s: coroutines %q (error %q, awaiting %q), want %q", tk.Name, got, tk.Error, tk.Awaiting, w)
+				}
+			}
+			if seen != len(want) {
+				t.Errorf("%d of the %d tasks found", seen, len(want))
+			}
+		})
+	}
+}
