@@ -147,7 +147,7 @@ const (
 	maxCoroChain = 256
 	maxAwaitedBy = 1 << 16
 	maxTypeName  = 96
-	maxTaskName  = 256
+	maxTaskName  = 255 // as CPython's unwinder (asyncio.c parse_task_name)
 )
 
 // AsyncTask is one asyncio task as read.
