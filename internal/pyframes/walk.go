@@ -408,6 +408,31 @@ func (p *Process) readWindow(top uint64) (uint64, []byte) {
 	return base, win[(windowPages-n)*page:]
 }
 
+// missPages is how much one read fetches around a frame outside the window.
+const missPages = 2
+
+// readMissWindow fetches missPages pages ending just above the frame at
+// addr in one read, into the single-frame buffer (grown for it); nil when
+// that fails (the caller then reads the frame alone, into the same buffer).
+func (p *Process) readMissWindow(addr uint64) (uint64, []byte) {
+	const page = 4096
+	l := p.Layout
+	end := (addr + l.FrameSize + page - 1) &^ (page - 1)
+	if end < missPages*page {
+		return 0, nil
+	}
+	if cap(p.scratch.frame) < missPages*page {
+		p.scratch.frame = make([]byte, missPages*page)
+	}
+	w := p.scratch.frame[:missPages*page]
+	segs := append(p.scratch.winSegs[:0], Seg{Addr: end - missPages*page, Buf: w})
+	p.scratch.winSegs = segs
+	if readV(p.objs.mem, segs) != 1 {
+		return 0, nil
+	}
+	return end - missPages*page, w
+}
+
 // stack walks frames from the top frame at addr: frame headers come from
 // the window when they lie in it, else from one read each; code objects are
 // then resolved together. A chain that does not end at the thread's
@@ -427,6 +452,11 @@ func (p *Process) stack(addr, tsFrame, baseFrame uint64, opt Options) ([]Frame, 
 		p.scratch.frame = make([]byte, l.FrameSize)
 	}
 	fbuf := p.scratch.frame[:l.FrameSize]
+	// A frame outside the window (an older data-stack chunk, a generator's
+	// frame in its heap object: 3.11+) brings one more window read around
+	// it, kept for the frames that follow: those near it come from the copy.
+	var base2 uint64
+	var win2 []byte
 	var err error
 	for depth := 0; addr != 0; depth++ {
 		if depth >= MaxDepth {
@@ -435,8 +465,15 @@ func (p *Process) stack(addr, tsFrame, baseFrame uint64, opt Options) ([]Frame, 
 		}
 		var buf []byte
 		inWindow := win != nil && addr >= base && addr+l.FrameSize <= base+uint64(len(win))
+		inWin2 := win2 != nil && addr >= base2 && addr+l.FrameSize <= base2+uint64(len(win2))
+		if !inWindow && !inWin2 && !l.FrameObjects {
+			base2, win2 = p.readMissWindow(addr)
+			inWin2 = win2 != nil
+		}
 		if inWindow {
 			buf = win[addr-base : addr-base+l.FrameSize]
+		} else if inWin2 {
+			buf = win2[addr-base2 : addr-base2+l.FrameSize]
 		} else {
 			if rerr := r.mem.Read(addr, fbuf); rerr != nil {
 				err = fmt.Errorf("can't read frame 0x%x: %w", addr, rerr)
