@@ -21,13 +21,10 @@ func (c *countMem) ReadV(segs []Seg) int { c.reads++; return readV(c.m, segs) }
 // TestStackReadsBatched: a thread 400 frames deep (several data-stack
 // chunks) and one parked under 60 generators delegating with `yield from`
 // (each frame in its own heap object) are read in a few batched reads each,
-// not one per frame, once their code objects are cached (3.11+).
+// not one per frame, once their code objects are cached.
 func TestStackReadsBatched(t *testing.T) {
 	testutil.RequireRoot(t)
 	for _, in := range testutil.Interpreters(t) {
-		if in.Minor() < 11 {
-			continue
-		}
 		t.Run(in.Label, func(t *testing.T) {
 			tg := testutil.StartArgv(t, append(append([]string{}, in.Argv...), filepath.Join(testutil.Repo(), "testdata", "targets", "deep_mixed.py")), 30*time.Second)
 			time.Sleep(200 * time.Millisecond) // the main thread walks down its generator chain

@@ -453,8 +453,9 @@ func (p *Process) stack(addr, tsFrame, baseFrame uint64, opt Options) ([]Frame, 
 	}
 	fbuf := p.scratch.frame[:l.FrameSize]
 	// A frame outside the window (an older data-stack chunk, a generator's
-	// frame in its heap object: 3.11+) brings one more window read around
-	// it, kept for the frames that follow: those near it come from the copy.
+	// frame in its heap object; every 3.10 PyFrameObject) brings one more
+	// window read around it, kept for the frames that follow: those near it
+	// come from the copy.
 	var base2 uint64
 	var win2 []byte
 	var err error
@@ -466,7 +467,7 @@ func (p *Process) stack(addr, tsFrame, baseFrame uint64, opt Options) ([]Frame, 
 		var buf []byte
 		inWindow := win != nil && addr >= base && addr+l.FrameSize <= base+uint64(len(win))
 		inWin2 := win2 != nil && addr >= base2 && addr+l.FrameSize <= base2+uint64(len(win2))
-		if !inWindow && !inWin2 && !l.FrameObjects {
+		if !inWindow && !inWin2 {
 			base2, win2 = p.readMissWindow(addr)
 			inWin2 = win2 != nil
 		}
