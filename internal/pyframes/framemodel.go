@@ -68,7 +68,7 @@ type GenStates struct{ Created, Suspended, YieldFrom, Executing, Cleared int8 }
 // FrameModel is one minor version's row.
 type FrameModel struct {
 	Minor int
-	// Owner values of _PyInterpreterFrame.owner (3.11+; 0 on 3.10).
+	// Owner values of _PyInterpreterFrame.Owner (3.11+; 0 on 3.10).
 	OwnerThread, OwnerGenerator, OwnerFrameObject uint8
 	// OwnerShim: frames whose owner is ≥ this are skipped; 0: no shims.
 	OwnerShim uint8
@@ -121,13 +121,14 @@ func FrameModelFor(minor int) (FrameModel, bool) {
 // the thread's outermost frame — its callers are missing. It is a torn read.
 var ErrIncomplete = fmt.Errorf("chain does not reach the thread's outermost frame: %w", ErrTorn)
 
-// chainEnd is what the walker knows of the last frame it visited.
-type chainEnd struct {
-	addr  uint64
-	owner uint8
-	entry bool   // 3.11 is_entry
-	gen   uint64 // 3.10 f_gen
-	code  uint64
+// LastFrame is what a walker knows of the last frame of a chain (the one
+// whose previous is NULL), shims included.
+type LastFrame struct {
+	Addr  uint64
+	Owner uint8  // 3.11+
+	Entry bool   // 3.11 is_entry
+	Gen   uint64 // 3.10 f_gen
+	Code  uint64 // its code object (3.10: the caller checks co_flags, see CodeFlags)
 }
 
 // GeneratorCodeFlags: co_flags bits of code that runs in a generator's,
@@ -137,20 +138,21 @@ const GeneratorCodeFlags = 0x20 | 0x80 | 0x100 | 0x200
 
 // Whole reports whether a chain whose last frame is e is whole, for a
 // thread whose base frame is base (3.15; 0 when unknown: then any
-// interpreter-owned last frame is accepted).
-func (m FrameModel) whole(e chainEnd, base uint64) bool {
+// interpreter-owned last frame is accepted). On 3.10 the caller also checks
+// that e's code is not a generator's (CodeFlags, GeneratorCodeFlags).
+func (m FrameModel) Whole(e LastFrame, base uint64) bool {
 	switch m.End {
 	case EndNotGenerator:
-		return e.gen == 0
+		return e.Gen == 0
 	case EndEntry:
-		return e.entry && e.owner != m.OwnerGenerator
+		return e.Entry && e.Owner != m.OwnerGenerator
 	case EndShim:
-		return e.owner >= m.OwnerShim
+		return e.Owner >= m.OwnerShim
 	case EndBaseFrame:
 		if base != 0 {
-			return e.addr == base
+			return e.Addr == base
 		}
-		return e.owner >= m.OwnerShim
+		return e.Owner >= m.OwnerShim
 	}
 	return true
 }

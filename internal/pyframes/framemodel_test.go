@@ -119,7 +119,7 @@ func TestGeneratorRootedChainIsIncomplete(t *testing.T) {
 		}
 	}
 	m, ok := FrameModelFor(12)
-	if !ok || m.whole(chainEnd{owner: m.OwnerGenerator}, 0) || !m.whole(chainEnd{owner: m.OwnerShim}, 0) {
+	if !ok || m.Whole(LastFrame{Owner: m.OwnerGenerator}, 0) || !m.Whole(LastFrame{Owner: m.OwnerShim}, 0) {
 		t.Errorf("3.12 model: %+v", m)
 	}
 }

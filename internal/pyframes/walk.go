@@ -442,8 +442,8 @@ func (p *Process) stack(addr, tsFrame, baseFrame uint64, opt Options) ([]Frame, 
 	l, r := p.Layout, &p.objs
 	model, _ := FrameModelFor(l.Version.Minor)
 	var topID frameID
-	var last chainEnd // the last frame visited (shims included)
-	var callee uint64 // the last Python frame visited, when it is a data-stack frame in the window
+	var last LastFrame // the last frame visited (shims included)
+	var callee uint64  // the last Python frame visited, when it is a data-stack frame in the window
 	calleeInWin := false
 	base, win := p.readWindow(addr)
 	p.scratch.allWindow = win != nil
@@ -486,16 +486,16 @@ func (p *Process) stack(addr, tsFrame, baseFrame uint64, opt Options) ([]Frame, 
 			topID = p.idOf(buf)
 		}
 		prev := le64(buf, l.FramePrevious)
-		last = chainEnd{addr: addr}
+		last = LastFrame{Addr: addr}
 		if l.FrameObjects {
 			if model.FrameGen != 0 && model.FrameGen+8 <= uint64(len(buf)) {
-				last.gen = le64(buf, model.FrameGen)
+				last.Gen = le64(buf, model.FrameGen)
 			}
 		} else {
-			last.owner = buf[l.FrameOwner]
-			last.entry = l.FrameIsEntry >= 0 && buf[l.FrameIsEntry] != 0
+			last.Owner = buf[l.FrameOwner]
+			last.Entry = l.FrameIsEntry >= 0 && buf[l.FrameIsEntry] != 0
 		}
-		dataStack := !l.FrameObjects && inWindow && last.owner == model.OwnerThread
+		dataStack := !l.FrameObjects && inWindow && last.Owner == model.OwnerThread
 		if dataStack && calleeInWin && addr > callee {
 			// Data-stack frames grow upwards: a THREAD frame's THREAD
 			// caller above it, both in one read of the stack, means the
@@ -546,7 +546,7 @@ func (p *Process) stack(addr, tsFrame, baseFrame uint64, opt Options) ([]Frame, 
 			err = fmt.Errorf("frame 0x%x has no code object: %w", addr, ErrTorn)
 			break
 		}
-		last.code = code
+		last.Code = code
 		rf := rawFrame{addr: addr, code: code, instr: le64(buf, l.FrameInstr)}
 		if l.FrameObjects {
 			rf.instr = uint64(int64(int32(le32(buf, l.FrameInstr))))
@@ -563,13 +563,13 @@ func (p *Process) stack(addr, tsFrame, baseFrame uint64, opt Options) ([]Frame, 
 		return nil, topID, err
 	}
 	if err == nil && model.End != 0 {
-		whole := model.whole(last, baseFrame)
+		whole := model.Whole(last, baseFrame)
 		if whole && model.CodeFlags != 0 {
-			flags, ferr := r.u32(last.code + model.CodeFlags)
+			flags, ferr := r.u32(last.Code + model.CodeFlags)
 			whole = ferr == nil && flags&GeneratorCodeFlags == 0
 		}
 		if !whole {
-			err = fmt.Errorf("frame 0x%x ends the chain, not %s: %w", last.addr, model.End, ErrIncomplete)
+			err = fmt.Errorf("frame 0x%x ends the chain, not %s: %w", last.Addr, model.End, ErrIncomplete)
 		}
 	}
 	if opt.Links && l.FrameIsEntry >= 0 && l.CFrameCurrentFrame >= 0 && err == nil {
