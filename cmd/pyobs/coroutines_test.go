@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pyobs/pyobs/internal/session"
 	"github.com/pyobs/pyobs/internal/testutil"
 )
 
@@ -120,4 +121,45 @@ func TestTasksAsyncGenerators(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestNameLimits: a coroutine whose qualname is 1,100 characters, in a task
+// named with 300: names are cut where CPython's own unwinder draws the line
+// (qualname 1,024, task name 255) and the cut is marked with "…"; the frame
+// and the task are still reported (docs/json.md, "Name limits").
+func TestNameLimits(t *testing.T) {
+	testutil.RequireRoot(t)
+	fn := strings.Repeat("f", 1024) + "…"
+	task := strings.Repeat("T", 255) + "…"
+	for _, in := range testutil.Interpreters(t) {
+		if in.Minor() < 12 {
+			continue
+		}
+		t.Run(in.Label, func(t *testing.T) {
+			tg := testutil.Start(t, in, "long_names.py")
+			d := tasksJSON(t, "-p", fmt.Sprint(tg.Pid))
+			found := false
+			for _, tk := range d.Tasks {
+				if strings.HasPrefix(tk.Name, "TTT") {
+					found = true
+					if tk.Name != task {
+						t.Errorf("task name of %d characters: %.20q…", len([]rune(tk.Name)), tk.Name)
+					}
+					if len(tk.Coroutines) == 0 || tk.Coroutines[0].Function != fn {
+						t.Errorf("task's coroutines %d, first of %d characters", len(tk.Coroutines), len([]rune(first(tk.Coroutines))))
+					}
+				}
+			}
+			if !found {
+				t.Errorf("no task with the long name among %d", len(d.Tasks))
+			}
+		})
+	}
+}
+
+func first(fr []session.FrameDump) string {
+	if len(fr) == 0 {
+		return ""
+	}
+	return fr[0].Function
 }
