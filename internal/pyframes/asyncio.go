@@ -147,7 +147,7 @@ const (
 	maxCoroChain = 256
 	maxAwaitedBy = 1 << 16
 	maxTypeName  = 96
-	maxTaskName  = 256
+	maxTaskName  = 255 // as CPython's unwinder (asyncio.c parse_task_name)
 )
 
 // AsyncTask is one asyncio task as read.
@@ -566,7 +566,8 @@ func isCoroType(name string) bool {
 
 // coroChain follows a coroutine's await chain: each coroutine's frame
 // (gen + gi_iframe), and while its state is SUSPENDED_YIELD_FROM, the
-// awaited object on top of its value stack, as long as that is a coroutine.
+// awaited object on top of its value stack, as long as that is a coroutine
+// (or an async generator's asend/athrow running its generator).
 func (ar *asyncReader) coroChain(coro uint64) ([]Frame, string, error) {
 	p, l, r := ar.p, ar.p.Layout, &ar.p.objs
 	need := ar.giIFrame + max(l.FrameSize, ar.frameSP+8)
@@ -577,6 +578,7 @@ func (ar *asyncReader) coroChain(coro uint64) ([]Frame, string, error) {
 	b := ar.genBuf[:need]
 	var out []Frame
 	seen := map[uint64]bool{}
+	via := "" // the asend/athrow type when coro is the async generator it runs
 	for depth := 0; coro != 0; depth++ {
 		if depth >= maxCoroChain || seen[coro] {
 			return out, "", fmt.Errorf("await chain longer than %d or cyclic", maxCoroChain)
@@ -586,6 +588,20 @@ func (ar *asyncReader) coroChain(coro uint64) ([]Frame, string, error) {
 			return out, "", err
 		}
 		tn := ar.typeName(le64(b, l.ObType))
+		if via != "" && (tn != "async_generator" || !agenRunning(b)) {
+			return out, via, nil // the generator does not run for it: the chain ends at the awaitable
+		}
+		via = ""
+		if isAgenAwaitable(tn) {
+			// An async generator's asend/athrow: go on into the generator
+			// while it runs for an awaitable (asyncio_agen.go).
+			gen := agenOf(b)
+			if gen == 0 {
+				return out, tn, nil
+			}
+			coro, via = gen, tn
+			continue
+		}
 		if !isCoroType(tn) {
 			if depth == 0 {
 				return out, tn, fmt.Errorf("task's coroutine is a %q: not readable", tn)

@@ -206,6 +206,7 @@ func layoutFromDebugOffsets(d *DebugOffsets) (*Layout, error) {
 
 	l.RuntimeInterpretersHead = get("runtime_state.interpreters_head")
 	l.InterpNext = get("interpreter_state.next")
+	l.InterpID = get("interpreter_state.id")
 	l.InterpThreadsHead = get("interpreter_state.threads_head")
 	l.InterpModules = get("interpreter_state.imports_modules")
 	l.InterpCevalGIL = get("interpreter_state.ceval_gil")
@@ -220,6 +221,7 @@ func layoutFromDebugOffsets(d *DebugOffsets) (*Layout, error) {
 	l.TstateThreadID = get("thread_state.thread_id")
 	l.TstateNativeThreadID = get("thread_state.native_thread_id")
 	l.TstateHoldsGIL = get("thread_state.holds_gil")
+	l.TstateBaseFrame = get("thread_state.base_frame")
 
 	l.FramePrevious = get("interpreter_frame.previous")
 	l.FrameCode = get("interpreter_frame.executable")

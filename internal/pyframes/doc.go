@@ -12,11 +12,16 @@
 // cookie, version, sizes); 3.10–3.12 use one table per version (layout.go),
 // each tagged with its source.
 //
-// Price: introspection. A thread's stack costs one read per frame plus one
-// per new code object (cached, and re-validated by its header), with no
-// stop: the target runs on. Reads race the target; a walk is accepted only if
-// the thread's top frame is the same, byte for byte, after the walk as before
-// it, else it is retried and then reported inconsistent — never guessed.
+// Price: introspection. A thread's stack costs a few batched reads — the
+// thread state, 4 pages of its frame stack below the top frame, then one
+// 2-page read per region of frames outside it (older data-stack chunks,
+// generators' heap frames, 3.10 frame objects), a re-check — plus one per
+// new code object (cached, and re-validated by its header), with no stop: the
+// target runs on. Reads race the target; a walk is accepted only if the
+// thread's top frame is the same after the walk as before it and the chain
+// reaches the thread's outermost frame (framemodel.go: the per-version
+// frame-ownership and completeness rules, shared with the in-kernel walker),
+// else it is retried and then reported inconsistent — never guessed.
 //
 // What it cannot see: native (C) frames, what happened between two reads,
 // free-threaded builds (refused), and versions outside 3.10–3.15 (refused

@@ -36,6 +36,7 @@ type Layout struct {
 
 	// PyInterpreterState
 	InterpNext        uint64
+	InterpID          uint64 // int64 id: the runtime's own number (main = 0); measured live on 3.10–3.12
 	InterpThreadsHead uint64
 	InterpModules     uint64 // sys.modules
 	InterpCevalGIL    uint64 // 3.12+: pointer to struct _gil_runtime_state
@@ -51,6 +52,7 @@ type Layout struct {
 	TstateThreadID       uint64
 	TstateNativeThreadID uint64 // 0: not recorded (3.10)
 	TstateHoldsGIL       uint64 // 3.15: int holds_gil; 0 when not published
+	TstateBaseFrame      uint64 // 3.15: base_frame, where every whole chain ends; 0 when not published
 
 	// Frames. 3.10 walks PyFrameObjects; 3.11+ _PyInterpreterFrames.
 	FrameObjects     bool
@@ -119,6 +121,7 @@ func staticLayout(v Version) (*Layout, bool) {
 		l.RuntimeInterpretersHead = 32
 		l.RuntimeTstateCurrent = 568
 		l.InterpNext, l.InterpThreadsHead, l.InterpModules = 0, 8, 856
+		l.InterpID = 24
 		l.TstateNext, l.TstateInterp, l.TstateFrame, l.CFrameCurrentFrame = 8, 16, 24, -1
 		l.TstateThreadID, l.TstateNativeThreadID = 176, 0
 		l.FrameObjects = true
@@ -134,6 +137,7 @@ func staticLayout(v Version) (*Layout, bool) {
 		l.RuntimeInterpretersHead = 40
 		l.RuntimeTstateCurrent = 576
 		l.InterpNext, l.InterpThreadsHead, l.InterpModules = 0, 16, 888
+		l.InterpID = 48
 		l.TstateNext, l.TstateInterp, l.TstateFrame, l.CFrameCurrentFrame = 8, 16, 56, 8
 		l.CFramePrevious = 16 // {uint8 use_tracing; current_frame; previous}
 		l.TstateThreadID, l.TstateNativeThreadID = 152, 160
@@ -148,6 +152,7 @@ func staticLayout(v Version) (*Layout, bool) {
 		l.Source = "table 3.12 (Include/internal/pycore_{frame,interp}.h @v3.12.1, checked live)"
 		l.RuntimeInterpretersHead = 40
 		l.InterpNext, l.InterpThreadsHead, l.InterpModules, l.InterpCevalGIL = 0, 72, 944, 384
+		l.InterpID = 8
 		l.TstateNext, l.TstateInterp, l.TstateFrame, l.CFrameCurrentFrame = 8, 16, 56, 0
 		l.TstateThreadID, l.TstateNativeThreadID = 136, 144
 		l.FramePrevious, l.FrameCode, l.FrameInstr, l.FrameOwner = 8, 0, 56, 70

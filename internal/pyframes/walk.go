@@ -103,7 +103,9 @@ func (p *Process) Threads(opt Options) ([]Thread, error) {
 }
 
 // interps calls fn for each interpreter in the runtime's list (bounded,
-// cycle-safe).
+// cycle-safe), with the runtime's own id for it (PyInterpreterState.id:
+// main = 0, sub-interpreters numbered as the runtime numbers them; the list
+// itself is newest first). Where the id cannot be read, the list position.
 func (p *Process) interps(fn func(id int64, interp uint64) error) error {
 	l, r := p.Layout, &p.objs
 	interp, err := r.u64(p.Info.Runtime + l.RuntimeInterpretersHead)
@@ -114,8 +116,14 @@ func (p *Process) interps(fn func(id int64, interp uint64) error) error {
 		return errors.New("interpreter not initialised (or finalised): no interpreter state")
 	}
 	seen := map[uint64]bool{}
-	for id := int64(0); interp != 0 && id < maxInterps && !seen[interp]; id++ {
+	for pos := int64(0); interp != 0 && pos < maxInterps && !seen[interp]; pos++ {
 		seen[interp] = true
+		id := pos
+		if l.InterpID != 0 {
+			if v, err := r.u64(interp + l.InterpID); err == nil && int64(v) >= 0 {
+				id = int64(v)
+			}
+		}
 		if err := fn(id, interp); err != nil {
 			return err
 		}
@@ -191,7 +199,7 @@ func (p *Process) ThreadRefs() ([]ThreadRef, error) {
 // next call overwrites.
 func (p *Process) tstateHeader(ts, interp uint64) ([]byte, error) {
 	l, r := p.Layout, &p.objs
-	size := int(max(l.TstateNext, l.TstateInterp, l.TstateFrame, l.TstateThreadID, l.TstateNativeThreadID) + 8)
+	size := int(max(l.TstateNext, l.TstateInterp, l.TstateFrame, l.TstateThreadID, l.TstateNativeThreadID, l.TstateBaseFrame) + 8)
 	if cap(p.scratch.tsHdr) < size {
 		p.scratch.tsHdr = make([]byte, size)
 	}
@@ -249,12 +257,16 @@ func (p *Process) thread(ts, interp uint64, opt Options) (Thread, uint64, error)
 		retries = defaultRetry
 	}
 	tsFrame := le64(hdr, l.TstateFrame) // read before the walk reuses the buffer
+	var base uint64                     // 3.15: where a whole chain ends
+	if l.TstateBaseFrame != 0 {
+		base = le64(hdr, l.TstateBaseFrame)
+	}
 	top, err := p.resolveTop(tsFrame)
 	for attempt := 0; ; attempt++ {
 		var frames []Frame
 		var before frameID
 		if err == nil {
-			frames, before, err = p.stack(top, tsFrame, opt)
+			frames, before, err = p.stack(top, tsFrame, base, opt)
 		}
 		// Consistent means: the thread's top frame is the same frame — same
 		// address, code object and caller — after the walk as before it.
@@ -396,12 +408,43 @@ func (p *Process) readWindow(top uint64) (uint64, []byte) {
 	return base, win[(windowPages-n)*page:]
 }
 
+// missPages is how much one read fetches around a frame outside the window.
+const missPages = 2
+
+// readMissWindow fetches missPages pages ending just above the frame at
+// addr in one read, into the single-frame buffer (grown for it); nil when
+// that fails (the caller then reads the frame alone, into the same buffer).
+func (p *Process) readMissWindow(addr uint64) (uint64, []byte) {
+	const page = 4096
+	l := p.Layout
+	end := (addr + l.FrameSize + page - 1) &^ (page - 1)
+	if end < missPages*page {
+		return 0, nil
+	}
+	if cap(p.scratch.frame) < missPages*page {
+		p.scratch.frame = make([]byte, missPages*page)
+	}
+	w := p.scratch.frame[:missPages*page]
+	segs := append(p.scratch.winSegs[:0], Seg{Addr: end - missPages*page, Buf: w})
+	p.scratch.winSegs = segs
+	if readV(p.objs.mem, segs) != 1 {
+		return 0, nil
+	}
+	return end - missPages*page, w
+}
+
 // stack walks frames from the top frame at addr: frame headers come from
 // the window when they lie in it, else from one read each; code objects are
-// then resolved together.
-func (p *Process) stack(addr, tsFrame uint64, opt Options) ([]Frame, frameID, error) {
+// then resolved together. A chain that does not end at the thread's
+// outermost frame (baseFrame: 3.15's tstate->base_frame) is reported incomplete
+// (ErrIncomplete, a torn read): see framemodel.go.
+func (p *Process) stack(addr, tsFrame, baseFrame uint64, opt Options) ([]Frame, frameID, error) {
 	l, r := p.Layout, &p.objs
+	model, _ := FrameModelFor(l.Version.Minor)
 	var topID frameID
+	var last LastFrame // the last frame visited (shims included)
+	var callee uint64  // the last Python frame visited, when it is a data-stack frame in the window
+	calleeInWin := false
 	base, win := p.readWindow(addr)
 	p.scratch.allWindow = win != nil
 	raw := p.scratch.raw[:0]
@@ -409,6 +452,12 @@ func (p *Process) stack(addr, tsFrame uint64, opt Options) ([]Frame, frameID, er
 		p.scratch.frame = make([]byte, l.FrameSize)
 	}
 	fbuf := p.scratch.frame[:l.FrameSize]
+	// A frame outside the window (an older data-stack chunk, a generator's
+	// frame in its heap object; every 3.10 PyFrameObject) brings one more
+	// window read around it, kept for the frames that follow: those near it
+	// come from the copy.
+	var base2 uint64
+	var win2 []byte
 	var err error
 	for depth := 0; addr != 0; depth++ {
 		if depth >= MaxDepth {
@@ -417,8 +466,15 @@ func (p *Process) stack(addr, tsFrame uint64, opt Options) ([]Frame, frameID, er
 		}
 		var buf []byte
 		inWindow := win != nil && addr >= base && addr+l.FrameSize <= base+uint64(len(win))
+		inWin2 := win2 != nil && addr >= base2 && addr+l.FrameSize <= base2+uint64(len(win2))
+		if !inWindow && !inWin2 {
+			base2, win2 = p.readMissWindow(addr)
+			inWin2 = win2 != nil
+		}
 		if inWindow {
 			buf = win[addr-base : addr-base+l.FrameSize]
+		} else if inWin2 {
+			buf = win2[addr-base2 : addr-base2+l.FrameSize]
 		} else {
 			if rerr := r.mem.Read(addr, fbuf); rerr != nil {
 				err = fmt.Errorf("can't read frame 0x%x: %w", addr, rerr)
@@ -430,13 +486,23 @@ func (p *Process) stack(addr, tsFrame uint64, opt Options) ([]Frame, frameID, er
 			topID = p.idOf(buf)
 		}
 		prev := le64(buf, l.FramePrevious)
-		if prev != 0 && !l.FrameObjects && prev >= addr && win != nil && addr >= base {
-			// Data-stack frames grow upwards: a caller above its callee
-			// within one chunk means the chain is being rewritten.
-			if prev < base+uint64(len(win)) {
-				err = fmt.Errorf("frame 0x%x: caller 0x%x lies above it: %w", addr, prev, ErrTorn)
-				break
+		last = LastFrame{Addr: addr}
+		if l.FrameObjects {
+			if model.FrameGen != 0 && model.FrameGen+8 <= uint64(len(buf)) {
+				last.Gen = le64(buf, model.FrameGen)
 			}
+		} else {
+			last.Owner = buf[l.FrameOwner]
+			last.Entry = l.FrameIsEntry >= 0 && buf[l.FrameIsEntry] != 0
+		}
+		dataStack := !l.FrameObjects && inWindow && last.Owner == model.OwnerThread
+		if dataStack && calleeInWin && addr > callee {
+			// Data-stack frames grow upwards: a THREAD frame's THREAD
+			// caller above it, both in one read of the stack, means the
+			// chain was being rewritten. (A generator's or coroutine's
+			// frame lives in its own heap object, anywhere: no order.)
+			err = fmt.Errorf("frame 0x%x: caller 0x%x lies above it: %w", callee, addr, ErrTorn)
+			break
 		}
 		if l.FrameObjects {
 			if r.types.frame != 0 && le64(buf, l.ObType) != r.types.frame {
@@ -458,6 +524,7 @@ func (p *Process) stack(addr, tsFrame uint64, opt Options) ([]Frame, frameID, er
 			addr = prev
 			continue
 		}
+		callee, calleeInWin = addr, dataStack
 		if !inWindow {
 			// A Python frame read on its own (a generator's, or one in an
 			// older chunk): the stack is not from a single read any more.
@@ -479,6 +546,7 @@ func (p *Process) stack(addr, tsFrame uint64, opt Options) ([]Frame, frameID, er
 			err = fmt.Errorf("frame 0x%x has no code object: %w", addr, ErrTorn)
 			break
 		}
+		last.Code = code
 		rf := rawFrame{addr: addr, code: code, instr: le64(buf, l.FrameInstr)}
 		if l.FrameObjects {
 			rf.instr = uint64(int64(int32(le32(buf, l.FrameInstr))))
@@ -493,6 +561,16 @@ func (p *Process) stack(addr, tsFrame uint64, opt Options) ([]Frame, frameID, er
 	p.scratch.raw = raw[:0]
 	if len(raw) == 0 {
 		return nil, topID, err
+	}
+	if err == nil && model.End != 0 {
+		whole := model.Whole(last, baseFrame)
+		if whole && model.CodeFlags != 0 {
+			flags, ferr := r.u32(last.Code + model.CodeFlags)
+			whole = ferr == nil && flags&GeneratorCodeFlags == 0
+		}
+		if !whole {
+			err = fmt.Errorf("frame 0x%x ends the chain, not %s: %w", last.Addr, model.End, ErrIncomplete)
+		}
 	}
 	if opt.Links && l.FrameIsEntry >= 0 && l.CFrameCurrentFrame >= 0 && err == nil {
 		p.cframeLinks(raw, tsFrame)

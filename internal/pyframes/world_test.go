@@ -269,7 +269,8 @@ func goldenCode(t testing.TB, minor int, name string) lineCode {
 
 // standardWorld: two threads. The newest ("worker", holding the GIL) runs
 // loops() called from <module> through a C-stack shim frame; the main
-// thread runs simple().
+// thread runs simple(). As in a live 3.12, each chain ends at the outermost
+// evaluator's entry shim (previous NULL): a whole stack.
 func standardWorld(t testing.TB) (*world312, []Thread) {
 	w := newWorld312(t)
 	loops := goldenCode(t, 12, "loops/loops")
@@ -280,7 +281,7 @@ func standardWorld(t testing.TB) (*world312, []Thread) {
 	cModule := w.code("<module>", "loops.py", module.FirstLineno, module.table(t))
 	cShim := w.code("<interpreter trampoline>", "<shim>", 0, nil)
 
-	modFrame := w.frame(cModule, 0, 3, 0)
+	modFrame := w.frame(cModule, w.frame(cShim, 0, 0, 3), 3, 0)
 	shim := w.frame(cShim, modFrame, 0, 3)
 	list := w.obj(w.syms["PyList_Type"], 40)
 	w.put64(list+w.l.ListSize, 3)
@@ -291,7 +292,7 @@ func standardWorld(t testing.TB) (*world312, []Thread) {
 	w.put64(fl+w.l.FloatValue, 0x3ff8000000000000) // 1.5
 	neg := w.long(7)
 	w.put64(neg+w.l.LongTag, 1<<3|2) // -7
-	simpleFrame := w.frame(cSimple, 0, 6, 0, w.long(1<<40), w.bytesObj([]byte("a'\x00")), fl,
+	simpleFrame := w.frame(cSimple, w.frame(cShim, 0, 0, 3), 6, 0, w.long(1<<40), w.bytesObj([]byte("a'\x00")), fl,
 		w.syms["_Py_NoneStruct"], w.syms["_Py_TrueStruct"], w.tuple(fl, fl), w.dict(w.str("k"), fl), neg)
 
 	interp := w.alloc(int(w.l.InterpModules) + 8)
@@ -320,11 +321,11 @@ func standardWorld(t testing.TB) (*world312, []Thread) {
 				{Function: "loops", File: "loops.py", Line: line(loops, 30), Code: cLoops, Entry: true, Locals: []Local{
 					{Name: "n", Type: "int", Value: "10"}, {Name: "items", Type: "list", Value: "len 3"},
 					{Name: "total", Type: "int", Value: "0"}, {Name: "x", Type: "str", Value: "'處理 ü'"}}},
-				{Function: "<module>", File: "loops.py", Line: line(module, 3), Code: cModule},
+				{Function: "<module>", File: "loops.py", Line: line(module, 3), Code: cModule, Entry: true},
 			}},
 		{Addr: mainTs, ThreadID: 0x7f0000aaaa00, NativeID: 1001, Name: "MainThread", Consistent: true,
 			Frames: []Frame{
-				{Function: "simple", File: "simple.py", Line: line(simple, 6), Code: cSimple, Locals: []Local{
+				{Function: "simple", File: "simple.py", Line: line(simple, 6), Code: cSimple, Entry: true, Locals: []Local{
 					{Name: "a", Type: "int", Value: "1099511627776"}, {Name: "b", Type: "bytes", Value: `b"a'\x00"`},
 					{Name: "f", Type: "float", Value: "1.5"}, {Name: "none", Type: "NoneType", Value: "None"},
 					{Name: "yes", Type: "bool", Value: "True"}, {Name: "tup", Type: "tuple", Value: "len 2"},
@@ -384,7 +385,8 @@ func TestWalkSnapshotNoneLocal(t *testing.T) {
 	w := newWorld312(t)
 	simple := goldenCode(t, 12, "simple/simple")
 	c := w.code("simple", "simple.py", simple.FirstLineno, simple.table(t), "a")
-	f := w.frame(c, 0, 1, 0, w.syms["_Py_NoneStruct"])
+	shim := w.frame(w.code("<interpreter trampoline>", "<shim>", 0, nil), 0, 0, 3)
+	f := w.frame(c, shim, 1, 0, w.syms["_Py_NoneStruct"])
 	interp := w.alloc(int(w.l.InterpModules) + 8)
 	ts := w.tstate(interp, 0, f, 1, 2)
 	w.put64(w.base+w.l.RuntimeInterpretersHead, interp)
