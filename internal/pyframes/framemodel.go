@@ -72,7 +72,9 @@ type FrameModel struct {
 	OwnerThread, OwnerGenerator, OwnerFrameObject uint8
 	// OwnerShim: frames whose owner is ≥ this are skipped; 0: no shims.
 	OwnerShim uint8
-	End       ChainEnd
+	// OwnerMax: the highest owner value the version uses (3.14: CSTACK 4).
+	OwnerMax uint8
+	End      ChainEnd
 	// FrameGen (3.10): offset of PyFrameObject.f_gen (x86_64); 0 otherwise.
 	FrameGen uint64
 	// CodeFlags (3.10): offset of the int co_flags in PyCodeObject; 0 otherwise.
@@ -94,19 +96,19 @@ var frameModels = map[int]FrameModel{
 	10: {Minor: 10, End: EndNotGenerator, FrameGen: 88, CodeFlags: 36,
 		States: GenStates{Created: -2, Suspended: -1, Executing: 0, Cleared: 4},
 		Source: "Include/cpython/frameobject.h, Objects/genobject.c @v3.10.13"},
-	11: {Minor: 11, OwnerThread: 0, OwnerGenerator: 1, OwnerFrameObject: 2, End: EndEntry,
+	11: {Minor: 11, OwnerThread: 0, OwnerGenerator: 1, OwnerFrameObject: 2, OwnerMax: 2, End: EndEntry,
 		States: GenStates{Created: -2, Suspended: -1, Executing: 0, Cleared: 4},
 		Source: "Include/internal/pycore_frame.h @v3.11.7"},
-	12: {Minor: 12, OwnerThread: 0, OwnerGenerator: 1, OwnerFrameObject: 2, OwnerShim: 3, End: EndShim,
+	12: {Minor: 12, OwnerThread: 0, OwnerGenerator: 1, OwnerFrameObject: 2, OwnerShim: 3, OwnerMax: 3, End: EndShim,
 		States: GenStates{Created: -2, Suspended: -1, Executing: 0, Cleared: 4},
 		Source: "Include/internal/pycore_frame.h @v3.12.1"},
-	13: {Minor: 13, OwnerThread: 0, OwnerGenerator: 1, OwnerFrameObject: 2, OwnerShim: 3, End: EndShim,
+	13: {Minor: 13, OwnerThread: 0, OwnerGenerator: 1, OwnerFrameObject: 2, OwnerShim: 3, OwnerMax: 3, End: EndShim,
 		States: GenStates{Created: -3, Suspended: -2, YieldFrom: -1, Executing: 0, Cleared: 4},
 		Source: "Include/internal/pycore_frame.h @v3.13.0"},
-	14: {Minor: 14, OwnerThread: 0, OwnerGenerator: 1, OwnerFrameObject: 2, OwnerShim: 3, End: EndShim,
+	14: {Minor: 14, OwnerThread: 0, OwnerGenerator: 1, OwnerFrameObject: 2, OwnerShim: 3, OwnerMax: 4, End: EndShim,
 		States: GenStates{Created: -3, Suspended: -2, YieldFrom: -1, Executing: 0, Cleared: 4},
 		Source: "Include/internal/pycore_interpframe_structs.h, pycore_frame.h @v3.14"},
-	15: {Minor: 15, OwnerThread: 0, OwnerGenerator: 1, OwnerFrameObject: 2, OwnerShim: 3, End: EndBaseFrame,
+	15: {Minor: 15, OwnerThread: 0, OwnerGenerator: 1, OwnerFrameObject: 2, OwnerShim: 3, OwnerMax: 3, End: EndBaseFrame,
 		States: GenStates{Created: 0, Suspended: 1, YieldFrom: 2, Executing: 4, Cleared: 5},
 		Source: "Include/internal/pycore_interpframe_structs.h, pycore_frame.h @v3.15"},
 }

@@ -39,23 +39,36 @@ type KernelLayout struct {
 	CodeAdaptive  uint64
 	OwnerSkip     uint8 // owners >= this are shims; 0: none
 	OwnerMax      uint8 // highest owner value of the version
-	// End: what the outermost frame of a whole chain is.
-	End EndRule
+	// End: what the outermost frame of a whole chain is (the frame model's
+	// End, numbered for the kernel: see KernelEnd).
+	End uint32
 	// GenStateRel: offset of gi_frame_state (int8) relative to a
 	// generator's embedded frame; 0: not known (unchecked).
 	GenStateRel  int64
 	GenExecuting int8
 }
 
-// EndRule names what a whole frame chain ends at.
-type EndRule uint32
-
+// The kernel program's numbering of the frame model's chain ends
+// (kwalk.bpf.c END_*).
 const (
-	EndNull  EndRule = iota // 3.10: f_back NULL, no marker
-	EndEntry                // 3.11: an is_entry frame
-	EndShim                 // 3.12–3.14: the outermost evaluator's entry shim
-	EndBase                 // 3.15: tstate->base_frame
+	KernelEndNull  uint32 = iota // 3.10: f_back NULL
+	KernelEndEntry               // 3.11: an is_entry frame
+	KernelEndShim                // 3.12–3.14: the outermost evaluator's entry shim
+	KernelEndBase                // 3.15: tstate->base_frame
 )
+
+// KernelEnd numbers a chain end for the kernel program.
+func KernelEnd(e ChainEnd) uint32 {
+	switch e {
+	case EndEntry:
+		return KernelEndEntry
+	case EndShim:
+		return KernelEndShim
+	case EndBaseFrame:
+		return KernelEndBase
+	}
+	return KernelEndNull
+}
 
 // KernelLayout derives the in-kernel walker's layout from the attached
 // interpreter: Layout's offsets, plus (3.14+) the debug-offsets fields
@@ -81,17 +94,13 @@ func (p *Process) KernelLayout() (*KernelLayout, error) {
 	// (Include/internal/pycore_frame.h, pycore_interpframe_structs.h;
 	// ../shared/KERNEL-WALKER.md §2). gi_frame_state sits 5 bytes before
 	// the embedded frame in 3.11–3.13 (checked live); 3.14+ publish it.
-	switch v := l.Version.Minor; {
-	case v == 10:
-		k.End = EndNull
-	case v == 11:
-		k.End, k.OwnerMax, k.GenStateRel = EndEntry, 2, -5
-	case v <= 13:
-		k.End, k.OwnerMax, k.GenStateRel = EndShim, 3, -5
-	case v == 14:
-		k.End, k.OwnerMax = EndShim, 4
-	default:
-		k.End, k.OwnerMax, k.GenExecuting = EndBase, 3, 4
+	m, ok := FrameModelFor(l.Version.Minor)
+	if !ok {
+		return nil, &UnsupportedVersionError{Version: l.Version, Why: "no frame model"}
+	}
+	k.End, k.OwnerMax, k.GenExecuting = KernelEnd(m.End), m.OwnerMax, m.States.Executing
+	if v := l.Version.Minor; v >= 11 && v <= 13 {
+		k.GenStateRel = -5
 	}
 	if l.Version.Minor >= 14 {
 		d, err := p.debugOffsets()
@@ -106,7 +115,7 @@ func (p *Process) KernelLayout() (*KernelLayout, error) {
 			k.GenStateRel = int64(fs) - int64(fi)
 		}
 		k.TstateBaseFrame = f["thread_state.base_frame"]
-		if k.End == EndBase && k.TstateBaseFrame == 0 {
+		if k.End == KernelEndBase && k.TstateBaseFrame == 0 {
 			return nil, fmt.Errorf("pid %d: python %s publishes no thread_state.base_frame: can't tell a whole stack", p.Pid, l.Version)
 		}
 	}

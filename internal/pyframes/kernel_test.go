@@ -25,8 +25,8 @@ func TestKernelLayoutLive(t *testing.T) {
 				t.Fatal(err)
 			}
 			minor := in.Minor()
-			want := map[int]pyframes.EndRule{10: pyframes.EndNull, 11: pyframes.EndEntry, 12: pyframes.EndShim,
-				13: pyframes.EndShim, 14: pyframes.EndShim, 15: pyframes.EndBase}[minor]
+			want := map[int]uint32{10: pyframes.KernelEndNull, 11: pyframes.KernelEndEntry, 12: pyframes.KernelEndShim,
+				13: pyframes.KernelEndShim, 14: pyframes.KernelEndShim, 15: pyframes.KernelEndBase}[minor]
 			if k.End != want {
 				t.Errorf("end rule %d, want %d", k.End, want)
 			}
