@@ -93,7 +93,14 @@ struct config {
 	u32 owner_max;    // the highest owner value of this version
 	s32 gen_state_rel; // gi_frame_state relative to a generator's frame; 0: unchecked
 	s32 gen_executing; // FRAME_EXECUTING of this version
+	u32 frame_gen;    // 3.10: offset of PyFrameObject.f_gen, 0: none
+	u32 code_flags;   // 3.10: offset of PyCodeObject.co_flags, 0: none
 };
+
+// co_flags of code that runs in a generator's, coroutine's or async
+// generator's frame (CO_GENERATOR | CO_COROUTINE | CO_ITERABLE_COROUTINE |
+// CO_ASYNC_GENERATOR).
+#define GEN_CODE_FLAGS (0x20 | 0x80 | 0x100 | 0x200)
 
 // Sample flags.
 #define S_COMPLETE 0x1  // the chain ended at the version's outermost marker
@@ -233,7 +240,9 @@ struct walk {
 	u32 flags;
 	u8 last_shim;  // the last frame visited was a shim
 	u8 last_entry; // the last Python frame recorded was an entry frame
+	u8 last_gen;   // the last Python frame recorded belongs to a generator
 	u8 done;
+	u64 last_code; // the last Python frame's code object
 };
 
 #define FBUF_WORDS 16 // 128 bytes: every frame header we read
@@ -302,6 +311,8 @@ static long step(u32 i, void *vctx)
 		}
 		lasti = ((s32 *)buf)[(cfg.frame_instr >> 2) & (FBUF_WORDS * 2 - 1)];
 		fflags = FR_ENTRY;
+		if (cfg.frame_gen && buf[(cfg.frame_gen >> 3) & (FBUF_WORDS - 1)])
+			fflags |= FR_GEN; // f_gen: the frame of a running generator
 		w->last_shim = 0;
 	} else {
 		u8 owner = bytes[cfg.frame_owner & (FBUF_WORDS * 8 - 1)];
@@ -386,6 +397,8 @@ static long step(u32 i, void *vctx)
 	f->lasti = lasti;
 	f->flags = fflags;
 	w->last_entry = (fflags & FR_ENTRY) != 0;
+	w->last_gen = (fflags & FR_GEN) != 0;
+	w->last_code = code;
 	w->depth++;
 	w->addr = prev;
 	if (prev == 0)
@@ -397,10 +410,24 @@ static long step(u32 i, void *vctx)
 static __always_inline int whole(struct walk *w, u64 tstate)
 {
 	switch (cfg.end_rule) {
-	case END_NULL:
-		return 1;
+	case END_NULL: {
+		// 3.10: no marker. A chain ending at a generator's frame lost its
+		// callers (read between a yield and the clearing of f_back); so
+		// did one whose last code is a generator's (a finished generator's
+		// frame, kept by its code object, has f_gen NULL).
+		if (w->last_gen)
+			return 0;
+		if (!cfg.code_flags)
+			return 1;
+		u32 fl = 0;
+		if (bpf_probe_read_user(&fl, sizeof(fl), (const void *)(w->last_code + cfg.code_flags)))
+			return 0;
+		return !(fl & GEN_CODE_FLAGS);
+	}
 	case END_ENTRY:
-		return w->last_entry && !w->last_shim;
+		// 3.11: entered from C, and not a generator's frame (a generator
+		// resumed from C has its caller linked while it runs).
+		return w->last_entry && !w->last_shim && !w->last_gen;
 	case END_SHIM:
 		return w->last_shim;
 	case END_BASE: {

@@ -44,6 +44,8 @@ type kwalkConfig struct {
 	OwnerMax        uint32
 	GenStateRel     int32
 	GenExecuting    int32
+	FrameGen        uint32
+	CodeFlags       uint32
 }
 
 type kwalkFrame struct {

@@ -46,6 +46,9 @@ type KernelLayout struct {
 	// generator's embedded frame; 0: not known (unchecked).
 	GenStateRel  int64
 	GenExecuting int8
+	// FrameGen, CodeFlags (3.10): offsets of f_gen and co_flags, so a chain
+	// ending at a generator's frame is known for incomplete; 0 otherwise.
+	FrameGen, CodeFlags uint64
 }
 
 // The kernel program's numbering of the frame model's chain ends
@@ -99,6 +102,7 @@ func (p *Process) KernelLayout() (*KernelLayout, error) {
 		return nil, &UnsupportedVersionError{Version: l.Version, Why: "no frame model"}
 	}
 	k.End, k.OwnerMax, k.GenExecuting = KernelEnd(m.End), m.OwnerMax, m.States.Executing
+	k.FrameGen, k.CodeFlags = m.FrameGen, m.CodeFlags
 	if v := l.Version.Minor; v >= 11 && v <= 13 {
 		k.GenStateRel = -5
 	}
