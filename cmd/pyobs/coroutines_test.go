@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pyobs/pyobs/internal/session"
+	"github.com/pyobs/pyobs/internal/dump"
 	"github.com/pyobs/pyobs/internal/testutil"
 )
 
@@ -157,7 +157,7 @@ func TestNameLimits(t *testing.T) {
 	}
 }
 
-func first(fr []session.FrameDump) string {
+func first(fr []dump.FrameDump) string {
 	if len(fr) == 0 {
 		return ""
 	}
