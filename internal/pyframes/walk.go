@@ -66,6 +66,10 @@ type Options struct {
 	// Links fills Frame.Link (3.11 reads the _PyCFrame chain for it: one
 	// small read per eval loop): native stacks are glued by it.
 	Links bool
+	// Partial: the chain is cut on purpose (a resolver that lays a one-frame
+	// stack over the target's memory); it need not reach the thread's
+	// outermost frame.
+	Partial bool
 }
 
 var ErrTorn = errors.New("stack changed while it was read")
@@ -562,7 +566,7 @@ func (p *Process) stack(addr, tsFrame, baseFrame uint64, opt Options) ([]Frame, 
 	if len(raw) == 0 {
 		return nil, topID, err
 	}
-	if err == nil && model.End != 0 {
+	if err == nil && model.End != 0 && !opt.Partial {
 		whole := model.Whole(last, baseFrame)
 		if whole && model.CodeFlags != 0 {
 			flags, ferr := r.u32(last.Code + model.CodeFlags)

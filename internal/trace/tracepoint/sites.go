@@ -97,7 +97,7 @@ func (r *Resolver) Site(e Event) (pyframes.Frame, error) {
 	r.mem.regs = regs
 	defer func() { r.mem.regs = nil }()
 	key := [2]uint64{e.Code, e.Instr}
-	frames, _, _, err := r.p.Stack(tstate, pyframes.Options{Retries: 1})
+	frames, _, _, err := r.p.Stack(tstate, pyframes.Options{Retries: 1, Partial: true})
 	if err == nil && len(frames) == 0 {
 		err = ErrNoSite
 	}
