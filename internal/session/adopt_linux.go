@@ -4,8 +4,6 @@ import (
 	"errors"
 	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // Adopt hands a session the end of life of a program an engine started
@@ -20,18 +18,14 @@ func Adopt(pid int, exited bool, code int) *Session {
 		return s
 	}
 	go func() {
-		var ws unix.WaitStatus
+		var ws syscall.WaitStatus
 		for {
-			_, err := unix.Wait4(pid, &ws, 0, nil)
-			if !errors.Is(err, unix.EINTR) {
+			_, err := syscall.Wait4(pid, &ws, 0, nil)
+			if !errors.Is(err, syscall.EINTR) {
 				break
 			}
 		}
-		if ws.Signaled() {
-			s.adoptedCode = 128 + int(ws.Signal())
-		} else {
-			s.adoptedCode = ws.ExitStatus()
-		}
+		s.adoptedCode = StatusCode(ws)
 		close(s.waited)
 	}()
 	return s

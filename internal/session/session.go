@@ -238,10 +238,19 @@ func (s *Session) ExitCode() int {
 	if s.cmd == nil || s.cmd.ProcessState == nil {
 		return -1
 	}
-	if ws, ok := s.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return 128 + int(ws.Signal())
+	if ws, ok := s.cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
+		return StatusCode(ws)
 	}
 	return s.cmd.ProcessState.ExitCode()
+}
+
+// StatusCode is a wait status as a shell reports it: the exit code, or
+// 128+N when signal N ended the process.
+func StatusCode(ws syscall.WaitStatus) int {
+	if ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ws.ExitStatus()
 }
 
 // Kill ends a spawned target (SIGTERM, then SIGKILL after a grace period).
