@@ -41,11 +41,12 @@ func profileFormat(command string, g *globals, text bool) (string, error) {
 	if text {
 		names = append([]string{"text"}, names...)
 	}
-	if format == "" {
-		format = flame.FormatFor(g.output)
-		if text && !toFile {
-			format = "text"
-		}
+	if format == "" && text && !toFile {
+		format = "text"
+	} else if f, err := flame.FormatFor(g.output); format == "" && err != nil {
+		return "", usagef("%s: %w", command, err)
+	} else if format == "" {
+		format = f
 	}
 	if !slices.Contains(names, format) {
 		return "", usagef("%s: unknown --format %q (%s)", command, format, strings.Join(names, ", "))

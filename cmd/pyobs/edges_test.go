@@ -1,0 +1,75 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pyobs/pyobs/internal/testutil"
+)
+
+// The rough edges of issue #16, each as the user met it.
+
+// TestEdgePtraceRefusedNoGuess (edge 1): a target whose ptrace is refused
+// by something pyobs cannot check (here pid 1 when it is so) is not blamed
+// on a seccomp profile pyobs does not run under nor on a capability it
+// holds: the line says what was checked.
+func TestEdgePtraceRefusedNoGuess(t *testing.T) {
+	testutil.RequireRoot(t)
+	self := testutil.ProcStatus(os.Getpid())
+	r := testutil.Run(t, 30*time.Second, "dump", "-p", "1")
+	if r.Code != exitPermission {
+		testutil.Skip(t, "pid 1 is readable here (exit "+strconv.Itoa(r.Code)+"): nothing refuses ptrace")
+	}
+	oneLineError(t, r, exitPermission, "pid 1")
+	if self["Seccomp"] == "0" && strings.Contains(r.Stderr, "seccomp profile") {
+		t.Errorf("blames a seccomp profile although pyobs runs with Seccomp 0: %q", r.Stderr)
+	}
+	if strings.Contains(r.Stderr, "missing CAP_SYS_PTRACE") {
+		t.Errorf("blames a missing CAP_SYS_PTRACE that root holds: %q", r.Stderr)
+	}
+	if !strings.Contains(r.Stderr, "checked") && !strings.Contains(r.Stderr, "seccomp filter on pyobs") {
+		t.Errorf("neither names a checked gate nor says what was checked: %q", r.Stderr)
+	}
+}
+
+// TestEdgeBadPid (edge 2): -p abc and -p 0 are one clear line each, exit 2.
+func TestEdgeBadPid(t *testing.T) {
+	for _, c := range []struct{ pid, want string }{
+		{"abc", `invalid pid "abc": -p takes a process id`},
+		{"0", "invalid pid 0: -p takes a process id (1 or more)"},
+		{"12x", `invalid pid "12x"`},
+	} {
+		for _, cmd := range []string{"dump", "record", "stat", "trace"} {
+			r := testutil.Run(t, 30*time.Second, cmd, "-p", c.pid)
+			oneLineError(t, r, exitUsage, c.want)
+			if strings.Contains(r.Stderr, "strconv") || strings.Contains(r.Stderr, "no target") {
+				t.Errorf("%s -p %s: %q", cmd, c.pid, r.Stderr)
+			}
+		}
+	}
+}
+
+// TestEdgeUnknownExtension (edge 3): -o with an extension no format claims
+// is refused (exit 2, no file) unless --format says; no extension is svg.
+func TestEdgeUnknownExtension(t *testing.T) {
+	testutil.RequireRoot(t)
+	pid := strconv.Itoa(sleeperPy(t).Pid)
+	dir := t.TempDir()
+	for _, cmd := range [][]string{{"record", "-d", "300ms"}, {"offcpu", "-d", "300ms"}} {
+		out := filepath.Join(dir, "x.unknownext")
+		r := testutil.Run(t, 60*time.Second, append(cmd, "-p", pid, "-o", out)...)
+		oneLineError(t, r, exitUsage, ".unknownext", "--format")
+		if _, err := os.Stat(out); err == nil {
+			t.Errorf("%s wrote %s", cmd[0], out)
+		}
+		r = testutil.Run(t, 60*time.Second, append(cmd, "-p", pid, "-o", out, "--format", "folded")...)
+		if b, err := os.ReadFile(out); r.Code != 0 || err != nil || strings.Contains(string(b), "<svg") {
+			t.Errorf("%s --format folded -o %s: exit %d (%s), file %.40q", cmd[0], out, r.Code, r.Stderr, b)
+		}
+		os.Remove(out)
+	}
+}
