@@ -73,3 +73,31 @@ func TestEdgeUnknownExtension(t *testing.T) {
 		os.Remove(out)
 	}
 }
+
+// TestEdgeRecordHelp (edge 4): record's help says what -d 0s means.
+func TestEdgeRecordHelp(t *testing.T) {
+	r := testutil.Run(t, 30*time.Second, "record", "--help")
+	for _, w := range []string{"-d 0s (the default) records until Ctrl-C or the target's exit", "0, the default: until Ctrl-C"} {
+		if !strings.Contains(r.Stdout, w) {
+			t.Errorf("record --help lacks %q", w)
+		}
+	}
+}
+
+// TestEdgeRecordRate (edge 5): a rate that cannot be honoured is said at
+// the start (the first stderr line, before the footer); one that can be
+// says nothing. The cpu-mode cap at the kernel's limit: internal/record
+// TestHonoured (the sysctl is the machine's, not the test's to lower).
+func TestEdgeRecordRate(t *testing.T) {
+	testutil.RequireRoot(t)
+	pid := strconv.Itoa(sleeperPy(t).Pid)
+	r := testutil.Run(t, 60*time.Second, "record", "--mode", "wall", "-F", "20000", "-d", "300ms", "--format", "folded", "-p", pid)
+	lines := strings.Split(strings.TrimSpace(r.Stderr), "\n")
+	if r.Code != 0 || len(lines) != 2 || !strings.Contains(lines[0], "-F 20000 in wall mode") || !strings.HasPrefix(lines[1], "pyobs record: wall mode") {
+		t.Errorf("wall -F 20000: exit %d, stderr %q", r.Code, r.Stderr)
+	}
+	r = testutil.Run(t, 60*time.Second, "record", "-F", "99", "-d", "300ms", "--format", "folded", "-p", pid)
+	if n := strings.Count(strings.TrimSpace(r.Stderr), "\n"); r.Code != 0 || n != 0 {
+		t.Errorf("cpu -F 99: exit %d, stderr %q (want the footer only)", r.Code, r.Stderr)
+	}
+}
