@@ -101,3 +101,40 @@ func TestEdgeRecordRate(t *testing.T) {
 		t.Errorf("cpu -F 99: exit %d, stderr %q (want the footer only)", r.Code, r.Stderr)
 	}
 }
+
+// TestEdgeDumpProgramEndedFirst (edge 6): dump --after longer than the
+// program runs says the program ended before the dump, and exits with the
+// program's status (not 3 with a memory-read error).
+func TestEdgeDumpProgramEndedFirst(t *testing.T) {
+	testutil.RequireRoot(t)
+	py := testutil.Find(t, "pyenv-3.12")
+	for i := 0; i < 3; i++ {
+		args := append([]string{"dump", "--after", "3s", "--"}, py.Argv...)
+		r := testutil.Run(t, 60*time.Second, append(args, "-c", "import sys\nprint('hello', flush=True)\nsys.exit(7)")...)
+		if r.Code != 7 {
+			t.Errorf("exit %d, want the program's 7 (stderr %q)", r.Code, r.Stderr)
+		}
+		if strings.TrimSpace(r.Stdout) != "hello" {
+			t.Errorf("stdout %q, want the program's own line only", r.Stdout)
+		}
+		if l := strings.TrimSpace(r.Stderr); strings.Contains(l, "\n") || !strings.Contains(l, "ended by itself, with status 7") ||
+			strings.Contains(l, "bytes") {
+			t.Errorf("stderr %q: want one line saying the program ended first with status 7", r.Stderr)
+		}
+	}
+}
+
+// TestEdgeRedEndsProgram (edge 7): red -d over a spawned program that
+// outlives the window ends it and says so on stderr.
+func TestEdgeRedEndsProgram(t *testing.T) {
+	testutil.RequireRoot(t)
+	py := testutil.Find(t, "pyenv-3.12")
+	args := append([]string{"red", "-d", "1s", "--format", "json", "--"}, py.Argv...)
+	r := testutil.Run(t, 60*time.Second, append(args, "-c", "import time\ntime.sleep(60)")...)
+	if r.Code != 0 {
+		t.Fatalf("exit %d: %s", r.Code, r.Stderr)
+	}
+	if !strings.Contains(r.Stderr, "the -d 1s window ended while the program") || !strings.Contains(r.Stderr, "pyobs ended it") {
+		t.Errorf("stderr does not say the program was ended: %q", r.Stderr)
+	}
+}

@@ -116,7 +116,10 @@ func exitCode(err error) int {
 	var ue usageError
 	var ge *session.GateError
 	var ve *session.UnsupportedVersionError
+	var ee *session.EndedError
 	switch {
+	case errors.As(err, &ee):
+		return ee.Code
 	case errors.As(err, &ue):
 		return exitUsage
 	case errors.As(err, &ge):

@@ -119,7 +119,7 @@ func runRed(cmd *cobra.Command, g *globals, f *redFlags, args []string) error {
 		return err
 	}
 	if s.Running() && ctx.Err() == nil && opt.Duration > 0 {
-		abort(s) // -d ended the measurement: end the command too
+		fmt.Fprintln(cmd.ErrOrStderr(), red.EndedNote(s.Pid, opt.Duration, s.Finish(context.Background(), session.Kill))) // -d ended the measurement: end the command too, and say so
 		return nil
 	}
 	return finish(ctx, s)
