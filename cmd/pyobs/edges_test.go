@@ -138,3 +138,35 @@ func TestEdgeRedEndsProgram(t *testing.T) {
 		t.Errorf("stderr does not say the program was ended: %q", r.Stderr)
 	}
 }
+
+// TestEdgeOffcpuSpawnedNames (edge 8): offcpu -- CMD, where the program
+// ends before the report, keeps what -p shows: the threads' Python names
+// and named native frames (not bare addresses), learned while it lived.
+func TestEdgeOffcpuSpawnedNames(t *testing.T) {
+	testutil.RequireRoot(t)
+	py := testutil.Find(t, "pyenv-3.12")
+	script := "import os, threading, time\n" +
+		"def nap():\n    for _ in range(30):\n        time.sleep(0.05)\n" +
+		"def reader(r):\n    os.read(r, 1)\n" +
+		"r, w = os.pipe()\n" +
+		"t1 = threading.Thread(target=nap, name='napper'); t1.start()\n" +
+		"t2 = threading.Thread(target=reader, args=(r,), name='reader'); t2.start()\n" +
+		"time.sleep(2)\nos.write(w, b'x')\nt1.join(); t2.join()\n"
+	for _, engine := range []string{"bpf", "perf"} {
+		t.Run(engine, func(t *testing.T) {
+			args := append([]string{"offcpu", "--engine", engine, "--"}, py.Argv...)
+			r := testutil.Run(t, 60*time.Second, append(args, "-c", script)...)
+			if r.Code != 0 {
+				t.Fatalf("exit %d: %s", r.Code, r.Stderr)
+			}
+			for _, w := range []string{"napper (", "reader (", "MainThread ("} {
+				if !strings.Contains(r.Stdout, w) {
+					t.Errorf("no thread %q in the summary:\n%s", w, r.Stdout)
+				}
+			}
+			if engine == "bpf" && strings.Contains(r.Stdout, "[unknown] (0x") {
+				t.Errorf("a native frame is a bare address (its mapping was not kept):\n%s", r.Stdout)
+			}
+		})
+	}
+}

@@ -114,6 +114,7 @@ func RunBPF(ctx context.Context, s *session.Session, opt Options) (*Result, erro
 					e.thread(tid)
 				}
 			}
+			e.learnBPF()
 		}
 		if time.Since(lastSweep) > 100*time.Millisecond {
 			lastSweep = time.Now()
