@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -168,5 +169,49 @@ func TestEdgeOffcpuSpawnedNames(t *testing.T) {
 				t.Errorf("a native frame is a bare address (its mapping was not kept):\n%s", r.Stdout)
 			}
 		})
+	}
+}
+
+// TestEdgeUnprivilegedRecord (edge 9): record as an unprivileged user
+// (perf refused) names the gate and suggests --mode wall, which works.
+func TestEdgeUnprivilegedRecord(t *testing.T) {
+	testutil.RequireRoot(t)
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		testutil.Skip(t, "setpriv (util-linux) is not installed: can't run pyobs as another user")
+	}
+	py := testutil.Find(t, "debian-3.11") // /usr/bin: readable by any user, unlike pyenv's under /root
+	dir, err := os.MkdirTemp("", "pyobs-unpriv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	bin := filepath.Join(dir, "pyobs")
+	b, err := os.ReadFile(testutil.Binary(t))
+	if err == nil {
+		err = os.WriteFile(bin, b, 0o755)
+	}
+	if err == nil {
+		err = os.Chmod(dir, 0o755)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	nobody := []string{"--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", bin}
+	run := func(args ...string) testutil.Result {
+		argv := append(append(append([]string{}, nobody...), args...), "--format", "folded", "--")
+		argv = append(append(argv, py.Argv...), "-c", "import time\nt = time.time()\nwhile time.time() - t < 1: pass")
+		return testutil.RunCmd(t, 60*time.Second, exec.Command(setpriv, argv...))
+	}
+	r := run("record", "-d", "2s")
+	if r.Code == 0 {
+		testutil.Skip(t, "perf events are open to unprivileged users here (kernel.perf_event_paranoid <= 1)")
+	}
+	if r.Code != exitPermission || !strings.Contains(r.Stderr, "perf_event_paranoid") || !strings.Contains(r.Stderr, "--mode wall") {
+		t.Errorf("unprivileged record: exit %d, stderr %q; want %d naming the gate and suggesting --mode wall", r.Code, r.Stderr, exitPermission)
+	}
+	r = run("record", "--mode", "wall", "-d", "2s")
+	if r.Code != 0 || !strings.Contains(r.Stdout, "[running]") {
+		t.Errorf("unprivileged record --mode wall: exit %d, stderr %q, stdout %.200q", r.Code, r.Stderr, r.Stdout)
 	}
 }

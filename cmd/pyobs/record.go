@@ -143,7 +143,7 @@ func runRecord(cmd *cobra.Command, g *globals, f *recordFlags, args []string) er
 	}
 	if err != nil {
 		abort(s)
-		return err
+		return record.WallHint(err, f.mode) // perf refused: --mode wall needs no perf events
 	}
 	if note := prof.Meta.KernelSymbols; note != "" {
 		fmt.Fprintln(os.Stderr, "pyobs record:", note) // record --kernel: why kernel frames are unnamed

@@ -1,10 +1,13 @@
 package record
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 
+	"github.com/pyobs/pyobs/internal/capability"
 	"github.com/pyobs/pyobs/internal/procfs"
 )
 
@@ -56,4 +59,21 @@ func honoured(fs procfs.FS, mode string, freq int) (int, string) {
 			"so expect less than %d Hz above %d Hz (the footer gives the achieved rate)", freq, mode, what, freq, TimerNoteHz)
 	}
 	return freq, ""
+}
+
+// WallHint adds to a cpu-mode recording refused by a perf or BPF gate that
+// --mode wall needs neither (a timer reads every thread's stack, which
+// takes only the ptrace access the target was already opened with); any
+// other error is returned as it is.
+func WallHint(err error, mode string) error {
+	var ge *capability.GateError
+	if mode != "cpu" || !errors.As(err, &ge) {
+		return err
+	}
+	if s := strings.ToLower(ge.Op + " " + ge.Gate); !strings.Contains(s, "perf") && !strings.Contains(s, "bpf") {
+		return err
+	}
+	hinted := *ge
+	hinted.Fix += "; or record without perf events: --mode wall (a timer reads every thread's stack, on CPU or not)"
+	return &hinted
 }
