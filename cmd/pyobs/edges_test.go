@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -213,5 +214,76 @@ func TestEdgeUnprivilegedRecord(t *testing.T) {
 	r = run("record", "--mode", "wall", "-d", "2s")
 	if r.Code != 0 || !strings.Contains(r.Stdout, "[running]") {
 		t.Errorf("unprivileged record --mode wall: exit %d, stderr %q, stdout %.200q", r.Code, r.Stderr, r.Stdout)
+	}
+}
+
+const lockContention = "import threading, time\nlock = threading.Lock()\n" +
+	"def work():\n    t = time.time()\n    while time.time() - t < %s:\n        with lock:\n            time.sleep(0.0005)\n" +
+	"ts = [threading.Thread(target=work) for _ in range(4)]\nprint('READY', flush=True)\nfor t in ts: t.start()\nfor t in ts: t.join()\n"
+
+// traceTable is the text table's header count and the sum of its rows.
+func traceTable(t *testing.T, out string) (header, rows uint64, legend bool) {
+	t.Helper()
+	lines := strings.Split(out, "\n")
+	if len(lines) < 2 {
+		t.Fatalf("no table: %q", out)
+	}
+	f := strings.Split(lines[0], ", ")
+	head := strings.Fields(f[len(f)-1])
+	for i, l := range f {
+		if strings.HasSuffix(l, "calls") || strings.Contains(l, " calls (of ") {
+			head = strings.Fields(strings.Join(f[i:], ", "))
+			break
+		}
+	}
+	header, _ = strconv.ParseUint(head[0], 10, 64)
+	for _, l := range lines[2:] {
+		fs := strings.Fields(l)
+		if len(fs) >= 8 && strings.Contains("0123456789", fs[0][:1]) {
+			n, _ := strconv.ParseUint(fs[1], 10, 64)
+			rows += n
+		}
+		legend = legend || strings.HasPrefix(l, "%wall: time in the call over the")
+	}
+	return header, rows, legend
+}
+
+// TestEdgeTraceCounts (edges 10, 11): trace -e futex -- CMD of threads
+// contending for a lock: the header's count is the table's (the rest, if
+// any, said with why), and %wall (summed over threads: 368 % here) is
+// labelled as such.
+func TestEdgeTraceCounts(t *testing.T) {
+	testutil.RequireRoot(t)
+	py := testutil.Find(t, "pyenv-3.12")
+	args := append([]string{"trace", "-e", "futex", "--"}, py.Argv...)
+	r := testutil.Run(t, 60*time.Second, append(args, "-c", fmt.Sprintf(lockContention, "1.0"))...)
+	if r.Code != 0 {
+		t.Fatalf("exit %d: %s", r.Code, r.Stderr)
+	}
+	out := r.Stdout[strings.Index(r.Stdout, "pyobs trace:"):]
+	header, rows, legend := traceTable(t, out)
+	if header == 0 || header != rows {
+		t.Errorf("header says %d calls, the rows %d:\n%s", header, rows, out)
+	}
+	if first, _, _ := strings.Cut(out, "\n"); strings.Contains(first, "(of ") && !strings.Contains(first, "not counted: ") {
+		t.Errorf("a second count without its reason: %q", first)
+	}
+	if !legend {
+		t.Errorf("no %%wall legend for 5 threads:\n%s", out)
+	}
+}
+
+// TestEdgeTraceWallLegend (edge 10): trace -p of a multi-threaded target.
+func TestEdgeTraceWallLegend(t *testing.T) {
+	testutil.RequireRoot(t)
+	py := testutil.Find(t, "pyenv-3.12")
+	tg := testutil.StartArgv(t, append(append([]string{}, py.Argv...), "-c", fmt.Sprintf(lockContention, "60")), 20*time.Second)
+	r := testutil.Run(t, 60*time.Second, "trace", "-d", "1s", "-p", strconv.Itoa(tg.Pid))
+	if r.Code != 0 {
+		t.Fatalf("exit %d: %s", r.Code, r.Stderr)
+	}
+	header, rows, legend := traceTable(t, r.Stdout)
+	if !legend || header != rows {
+		t.Errorf("legend %v, header %d, rows %d:\n%s", legend, header, rows, r.Stdout)
 	}
 }
