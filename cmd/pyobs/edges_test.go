@@ -287,3 +287,40 @@ func TestEdgeTraceWallLegend(t *testing.T) {
 		t.Errorf("legend %v, header %d, rows %d:\n%s", legend, header, rows, r.Stdout)
 	}
 }
+
+// TestEdgeSVGLate (edge 12): the SVG's account carries the late count of
+// the text footer (the same number), and the README names
+// [blocked before read], a frame record writes.
+func TestEdgeSVGLate(t *testing.T) {
+	testutil.RequireRoot(t)
+	tg := testutil.Start(t, testutil.Find(t, "pyenv-3.12"), "busy.py")
+	out := filepath.Join(t.TempDir(), "p.svg")
+	r := testutil.Run(t, 60*time.Second, "record", "-F", "2000", "-d", "1s", "-p", strconv.Itoa(tg.Pid), "-o", out)
+	if r.Code != 0 {
+		t.Fatalf("exit %d: %s", r.Code, r.Stderr)
+	}
+	i := strings.Index(r.Stderr, ", late ")
+	if i < 0 {
+		t.Fatalf("footer without a late count: %q", r.Stderr)
+	}
+	n, err := strconv.Atoi(strings.Fields(r.Stderr[i+len(", late "):])[0])
+	if err != nil {
+		t.Fatalf("footer %q: %v", r.Stderr, err)
+	}
+	svg, _ := os.ReadFile(out)
+	if want := "late " + groupThousands(n); !strings.Contains(string(svg), want) {
+		t.Errorf("the SVG does not say %q (footer %q)", want, r.Stderr)
+	}
+	readme, _ := os.ReadFile(filepath.Join(testutil.Repo(), "README.md"))
+	if !strings.Contains(string(readme), "`[blocked before read]`") {
+		t.Errorf("README does not explain [blocked before read]")
+	}
+}
+
+func groupThousands(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}

@@ -1,6 +1,7 @@
 package flame
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 )
@@ -22,6 +23,22 @@ func TestFormatForUnknownExtension(t *testing.T) {
 		}
 		if msg := err.Error(); !strings.Contains(msg, path) || !strings.Contains(msg, "--format") {
 			t.Errorf("FormatFor(%q): %q does not name the file and --format", path, msg)
+		}
+	}
+}
+
+// TestSVGHeaderLate (issue #16 edge 12): the SVG's account line carries
+// the late count (and read lag, moved) that record's text footer has.
+func TestSVGHeaderLate(t *testing.T) {
+	p := fixture("samples")
+	p.Meta.Samples, p.Meta.Late, p.Meta.ReadLagUS, p.Meta.Moved = 73934, 66336, 204, 1906
+	var b bytes.Buffer
+	if err := WriteSVG(&b, p, SVGOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"late 66,336 (89.72%) (mean read lag 204 µs)", "moved 1,906"} {
+		if !strings.Contains(b.String(), w) {
+			t.Errorf("SVG lacks %q", w)
 		}
 	}
 }
