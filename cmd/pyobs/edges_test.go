@@ -16,26 +16,54 @@ import (
 // The rough edges of issue #16, each as the user met it.
 
 // TestEdgePtraceRefusedNoGuess (edge 1): a target whose ptrace is refused
-// by something pyobs cannot check (here pid 1 when it is so) is not blamed
-// on a seccomp profile pyobs does not run under nor on a capability it
-// holds: the line says what was checked.
+// by something else is not blamed on a seccomp profile pyobs does not run
+// under nor on a capability it holds. Another tracer (strace) is named as
+// the gate; pid 1, when something pyobs cannot check refuses it (a
+// sandbox), gets a line that says what was checked.
 func TestEdgePtraceRefusedNoGuess(t *testing.T) {
 	testutil.RequireRoot(t)
 	self := testutil.ProcStatus(os.Getpid())
-	r := testutil.Run(t, 30*time.Second, "dump", "-p", "1")
-	if r.Code != exitPermission {
-		testutil.Skip(t, "pid 1 is readable here (exit "+strconv.Itoa(r.Code)+"): nothing refuses ptrace")
+	noGuess := func(r testutil.Result) {
+		t.Helper()
+		if self["Seccomp"] == "0" && strings.Contains(r.Stderr, "seccomp profile") {
+			t.Errorf("blames a seccomp profile although pyobs runs with Seccomp 0: %q", r.Stderr)
+		}
+		if strings.Contains(r.Stderr, "missing CAP_SYS_PTRACE") {
+			t.Errorf("blames a missing CAP_SYS_PTRACE that root holds: %q", r.Stderr)
+		}
 	}
-	oneLineError(t, r, exitPermission, "pid 1")
-	if self["Seccomp"] == "0" && strings.Contains(r.Stderr, "seccomp profile") {
-		t.Errorf("blames a seccomp profile although pyobs runs with Seccomp 0: %q", r.Stderr)
-	}
-	if strings.Contains(r.Stderr, "missing CAP_SYS_PTRACE") {
-		t.Errorf("blames a missing CAP_SYS_PTRACE that root holds: %q", r.Stderr)
-	}
-	if !strings.Contains(r.Stderr, "checked") && !strings.Contains(r.Stderr, "seccomp filter on pyobs") {
-		t.Errorf("neither names a checked gate nor says what was checked: %q", r.Stderr)
-	}
+	t.Run("traced", func(t *testing.T) {
+		strace, err := exec.LookPath("strace")
+		if err != nil {
+			testutil.Skip(t, "no strace(1) to trace the target first")
+		}
+		tg := sleeperPy(t)
+		pid := strconv.Itoa(tg.Pid)
+		st := exec.Command(strace, "-qq", "-o", os.DevNull, "-p", pid)
+		if err := st.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = st.Process.Kill(); _ = st.Wait() }()
+		for i := 0; i < 200 && testutil.ProcStatus(tg.Pid)["TracerPid"] == "0"; i++ {
+			time.Sleep(10 * time.Millisecond)
+		}
+		for _, args := range [][]string{{"dump", "--lock"}, {"trace", "--engine", "ptrace", "-d", "300ms"}} {
+			r := testutil.Run(t, 30*time.Second, append(args, "-p", pid)...)
+			oneLineError(t, r, exitPermission, "another tracer: pid "+strconv.Itoa(st.Process.Pid)+" (strace) already traces it")
+			noGuess(r)
+		}
+	})
+	t.Run("pid1", func(t *testing.T) {
+		r := testutil.Run(t, 30*time.Second, "dump", "-p", "1")
+		if r.Code != exitPermission {
+			t.Skipf("pid 1 is readable here (exit %d): nothing refuses its ptrace", r.Code)
+		}
+		oneLineError(t, r, exitPermission, "pid 1")
+		noGuess(r)
+		if !strings.Contains(r.Stderr, "checked") && !strings.Contains(r.Stderr, "seccomp filter on pyobs") {
+			t.Errorf("neither names a checked gate nor says what was checked: %q", r.Stderr)
+		}
+	})
 }
 
 // TestEdgeBadPid (edge 2): -p abc and -p 0 are one clear line each, exit 2.
@@ -206,7 +234,7 @@ func TestEdgeUnprivilegedRecord(t *testing.T) {
 	}
 	r := run("record", "-d", "2s")
 	if r.Code == 0 {
-		testutil.Skip(t, "perf events are open to unprivileged users here (kernel.perf_event_paranoid <= 1)")
+		t.Skip("perf events are open to unprivileged users here (kernel.perf_event_paranoid <= 1): nothing to refuse")
 	}
 	if r.Code != exitPermission || !strings.Contains(r.Stderr, "perf_event_paranoid") || !strings.Contains(r.Stderr, "--mode wall") {
 		t.Errorf("unprivileged record: exit %d, stderr %q; want %d naming the gate and suggesting --mode wall", r.Code, r.Stderr, exitPermission)

@@ -150,6 +150,9 @@ func ExplainPtrace(op string, pid int, sameUID bool, cause error) *GateError {
 	case scope == 1 && !hasPtrace:
 		e.Gate = "kernel.yama.ptrace_scope=1 (only a parent may attach)"
 		e.Fix = "run as root, spawn the target with pyobs (-- CMD), or: sysctl kernel.yama.ptrace_scope=0"
+	case attaching(op) && terr == nil && target.TracerPid > 0 && target.TracerPid != os.Getpid():
+		e.Gate = fmt.Sprintf("another tracer: pid %d%s already traces it, and a thread has only one tracer", target.TracerPid, procName(target.TracerPid))
+		e.Fix = "detach that tracer (a debugger or strace) first, or use a command that does not stop threads (dump without --lock/--native, trace's eBPF engine)"
 	case self.Fields["Seccomp"] == "2":
 		e.Gate = fmt.Sprintf("a seccomp filter on pyobs itself (Seccomp: 2, %s filters; e.g. a container's seccomp profile)", orUnknown(self.Fields["Seccomp_filters"]))
 		e.Fix = "run pyobs without that filter, or with a profile allowing ptrace and process_vm_readv (docker: --cap-add SYS_PTRACE)"
@@ -168,6 +171,22 @@ func ExplainPtrace(op string, pid int, sameUID bool, cause error) *GateError {
 		}
 	}
 	return e
+}
+
+// attaching reports whether op is a ptrace attach (PTRACE_SEIZE, as dump
+// --lock and trace's ptrace engine word it), which another tracer refuses;
+// a memory read is not refused by one.
+func attaching(op string) bool {
+	return strings.Contains(op, "PTRACE_SEIZE") || strings.HasPrefix(op, "stop threads")
+}
+
+// procName is " (comm)" of pid, or "" when unreadable.
+func procName(pid int) string {
+	st, err := proc().Status(pid)
+	if err != nil || st.Name == "" {
+		return ""
+	}
+	return " (" + st.Name + ")"
 }
 
 // checked lists what ExplainPtrace looked at before giving up, as facts.

@@ -154,3 +154,22 @@ func TestExplainPtraceNoGuess(t *testing.T) {
 		})
 	}
 }
+
+// TestExplainPtraceOtherTracer: an attach refused because another process
+// traces the target names that tracer; a memory read (which a tracer does
+// not refuse) lists the tracer only among what was checked.
+func TestExplainPtraceOtherTracer(t *testing.T) {
+	fixture(t, map[string]string{
+		"proc/self/status": "Name:\tpyobs\nCapPrm:\t000001ffffffffff\nCapEff:\t000001ffffffffff\nSeccomp:\t0\n",
+		"proc/42/status":   "Name:\tapp\nTracerPid:\t77\nCapPrm:\t000001ffffffffff\nSeccomp:\t0\nNoNewPrivs:\t0\n",
+		"proc/77/status":   "Name:\tstrace\n",
+	})
+	msg := ExplainPtrace("stop threads of pid 42", 42, true, syscall.EPERM).Error()
+	if !strings.Contains(msg, "another tracer: pid 77 (strace) already traces it") {
+		t.Errorf("attach: %q does not name the tracer", msg)
+	}
+	msg = ExplainPtrace("read the Python threads of pid 42", 42, true, syscall.EPERM).Error()
+	if strings.Contains(msg, "another tracer") || !strings.Contains(msg, "the target is traced by pid 77") {
+		t.Errorf("read: %q blames the tracer or does not list it as checked", msg)
+	}
+}
