@@ -1,9 +1,3 @@
-// Package capability probes, in one place, the kernel gates that decide what
-// pyobs may do to another process: Yama's ptrace_scope, perf_event_paranoid,
-// the caller's capabilities (CAP_SYS_PTRACE, CAP_PERFMON, CAP_BPF,
-// CAP_SYS_ADMIN), BTF and tracefs. A refused operation is explained by a
-// *GateError naming the gate and the fix; every eBPF engine words its gate
-// with BPFGate (through internal/bpfload).
 package capability
 
 import (
