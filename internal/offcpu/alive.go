@@ -1,10 +1,6 @@
 package offcpu
 
-import (
-	"time"
-
-	"github.com/pyobs/pyobs/internal/unwind"
-)
+import "time"
 
 // What the report at the end of a run may no longer be able to read — a
 // spawned program (-- CMD) has usually ended by then — is learned while the
@@ -44,16 +40,4 @@ func (e *engine) learn(tids []int) bool {
 		}
 	}
 	return true
-}
-
-// learnBPF is learn for the bpf engine, which also keeps the target's
-// mappings fresh for userFrame's symbols.
-func (e *bpfEngine) learnBPF() {
-	if !e.learn(e.sortedTids()) {
-		return
-	}
-	if e.uproc == nil {
-		e.uproc = unwind.NewProcess(e.s.Pid, unwind.NewCache())
-	}
-	_ = e.uproc.Refresh() // the target gone: the last maps stay
 }
