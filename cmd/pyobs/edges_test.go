@@ -189,9 +189,11 @@ func TestEdgeOffcpuSpawnedNames(t *testing.T) {
 			if r.Code != 0 {
 				t.Fatalf("exit %d: %s", r.Code, r.Stderr)
 			}
+			table := r.Stdout[strings.Index(r.Stdout, "THREAD"):]
+			table = table[:strings.Index(table, "\n\n")]
 			for _, w := range []string{"napper (", "reader (", "MainThread ("} {
-				if !strings.Contains(r.Stdout, w) {
-					t.Errorf("no thread %q in the summary:\n%s", w, r.Stdout)
+				if n := strings.Count(table, "\n"+w); n != 1 {
+					t.Errorf("thread %q has %d rows in the table, want 1:\n%s", w, n, table)
 				}
 			}
 			if engine == "bpf" && strings.Contains(r.Stdout, "[unknown] (0x") {
