@@ -99,14 +99,15 @@ func Tracefs() string {
 	return ""
 }
 
-// InContainer is a best-effort guess used only to word advice.
-func InContainer() bool {
-	if _, err := os.Stat(Root + ".dockerenv"); err == nil {
-		return true
+// SeccompFilter describes the seccomp filter pyobs itself runs under
+// ("Seccomp: 2, N filters"), or "" when it runs under none (or its status
+// is unreadable): a gate that can refuse any system call.
+func SeccompFilter() string {
+	st, err := proc().SelfStatus()
+	if err != nil || st.Fields["Seccomp"] != "2" {
+		return ""
 	}
-	b, _ := proc().Cgroup(1)
-	s := string(b)
-	return strings.Contains(s, "docker") || strings.Contains(s, "kubepods") || strings.Contains(s, "containerd")
+	return fmt.Sprintf("Seccomp: 2, %s filters", orUnknown(st.Fields["Seccomp_filters"]))
 }
 
 // ErrPermission is matched by errors.Is on every GateError built here.
@@ -148,7 +149,7 @@ func ExplainPtrace(op string, pid int, sameUID bool, cause error) *GateError {
 		e.Gate = fmt.Sprintf("another tracer: pid %d%s already traces it, and a thread has only one tracer", target.TracerPid, procName(target.TracerPid))
 		e.Fix = "detach that tracer (a debugger or strace) first, or use a command that does not stop threads (dump without --lock/--native, trace's eBPF engine)"
 	case self.Fields["Seccomp"] == "2":
-		e.Gate = fmt.Sprintf("a seccomp filter on pyobs itself (Seccomp: 2, %s filters; e.g. a container's seccomp profile)", orUnknown(self.Fields["Seccomp_filters"]))
+		e.Gate = fmt.Sprintf("a seccomp filter on pyobs itself (%s; e.g. a container's seccomp profile)", SeccompFilter())
 		e.Fix = "run pyobs without that filter, or with a profile allowing ptrace and process_vm_readv (docker: --cap-add SYS_PTRACE)"
 	case !hasPtrace && extra != 0:
 		e.Gate = fmt.Sprintf("the kernel's capability check: the target holds capabilities pyobs lacks (%s) and pyobs has no CAP_SYS_PTRACE", capNames(extra))
