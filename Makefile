@@ -16,8 +16,11 @@ pythons:
 	scripts/pythons.sh >/dev/null
 
 # Everything real: spawns CPython targets on every interpreter in the manifest.
+# scripts/testprogress runs go test -json: a line per top-level test as it
+# ends, a failing test's whole output, and go test's own package lines
+# (ok/FAIL) last; its exit status is go test's.
 test: build pythons
-	$(GO) test -count=1 -timeout 20m ./...
+	$(GO) run ./scripts/testprogress -count=1 -timeout 20m ./...
 
 bench: build pythons
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./...

@@ -118,6 +118,7 @@ func runDump(cmd *cobra.Command, g *globals, f *dumpFlags, args []string) error 
 	if f.tasks {
 		d, err := dump.RunTasks(s, opt)
 		if err != nil {
+			err = s.Ended("the dump", err) // the program ended before --after: its status, said
 			abort(s)
 			return err
 		}
@@ -125,6 +126,7 @@ func runDump(cmd *cobra.Command, g *globals, f *dumpFlags, args []string) error 
 	} else {
 		d, err := dump.Run(s, opt)
 		if err != nil {
+			err = s.Ended("the dump", err) // the program ended before --after: its status, said
 			abort(s)
 			return err
 		}

@@ -209,7 +209,7 @@ func TestDumpBadInput(t *testing.T) {
 		oneLineError(t, run("dump", "-p", fmt.Sprint(cmd.Process.Pid)), exitNotPython, "not a Python process", "(sleep)")
 	})
 	t.Run("unsupported-version", func(t *testing.T) {
-		matches, _ := filepath.Glob(filepath.Join(os.Getenv("HOME"), ".pyenv/versions/3.9.*/bin/python3.9"))
+		matches, _ := filepath.Glob(filepath.Join(pyenvRoot(), "versions", "3.9.*", "bin", "python3.9"))
 		if len(matches) == 0 {
 			testutil.Skip(t, "no pyenv 3.9 interpreter to stand for an unsupported version")
 		}

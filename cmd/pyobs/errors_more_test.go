@@ -169,7 +169,7 @@ func TestUnsupportedOldPythons(t *testing.T) {
 	testutil.RequireRoot(t)
 	for _, v := range []string{"2.7", "3.6", "3.7", "3.8"} {
 		t.Run(v, func(t *testing.T) {
-			bins, _ := filepath.Glob(filepath.Join(os.Getenv("HOME"), ".pyenv/versions/"+v+".*/bin/python"+v))
+			bins, _ := filepath.Glob(filepath.Join(pyenvRoot(), "versions", v+".*", "bin", "python"+v))
 			if len(bins) == 0 {
 				testutil.Skip(t, "no pyenv "+v+" interpreter (pyenv install "+v+")")
 			}
@@ -178,22 +178,32 @@ func TestUnsupportedOldPythons(t *testing.T) {
 			for _, cmd := range [][]string{{"dump"}, {"record", "-d", "300ms"}} {
 				dir := t.TempDir()
 				r := testutil.Run(t, 60*time.Second, append(cmd, "-p", pid, "-o", filepath.Join(dir, "out"))...)
-				if (v == "2.7" || v == "3.6") && strings.Contains(r.Stderr, "not a Python process") {
-					oneLineError(t, r, exitNotPython)
-					t.Skipf("known bug (internal/pyframes FindRuntime): Python %s is called %q; it should say \"unsupported Python %s (pyobs supports 3.10 to 3.15)\": "+
-						"before 3.7 there is no _PyRuntime, but the ELF exports Py_GetVersion and _PyThreadState_Current, and its name (libpython%s*.so, python%s) gives the version", v, strings.TrimSpace(r.Stderr), v, v, v)
-				}
 				oneLineError(t, r, exitNotPython, "unsupported Python "+v, "3.10 to 3.15")
 				if ents, _ := os.ReadDir(dir); len(ents) > 0 {
 					t.Errorf("%s: files left behind: %v", cmd[0], ents)
 				}
 			}
-			r := testutil.Run(t, 60*time.Second, "stat", "-d", "200ms", "-p", pid)
+			// Spawned: named as soon as its interpreter is mapped.
+			r := testutil.Run(t, 60*time.Second, "dump", "--", bins[0], "-c", "import time\ntime.sleep(5)")
+			oneLineError(t, r, exitNotPython, "unsupported Python "+v, "3.10 to 3.15")
+			r = testutil.Run(t, 60*time.Second, "stat", "-d", "200ms", "-p", pid)
 			if r.Code != 0 || !strings.Contains(r.Stdout, "cpu") {
 				t.Errorf("stat of Python %s: exit %d, stderr %q", v, r.Code, r.Stderr)
 			}
 		})
 	}
+}
+
+// pyenvRoot is where pyenv keeps its interpreters: `pyenv root`, else
+// $PYENV_ROOT, else ~/.pyenv.
+func pyenvRoot() string {
+	if out, err := exec.Command("pyenv", "root").Output(); err == nil && strings.TrimSpace(string(out)) != "" {
+		return strings.TrimSpace(string(out))
+	}
+	if r := os.Getenv("PYENV_ROOT"); r != "" {
+		return r
+	}
+	return filepath.Join(os.Getenv("HOME"), ".pyenv")
 }
 
 // TestOtherPidNamespace: a target in its own pid namespace (pid 1 there,

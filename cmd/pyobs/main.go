@@ -64,7 +64,7 @@ tracing (costly), or introspection (reading the interpreter's memory).`,
 		SilenceErrors: true,
 	}
 	pf := root.PersistentFlags()
-	pf.IntVarP(&g.pid, "pid", "p", 0, "target process id (or give `-- CMD ARGS` to spawn one)")
+	pf.VarP(session.PidFlag(&g.pid), "pid", "p", "target process id (or give `-- CMD ARGS` to spawn one)")
 	pf.StringVar(&g.format, "format", "", "output format (per command; see its help)")
 	pf.StringVarP(&g.output, "output", "o", "", "write the output to this file (atomically) instead of stdout")
 	pf.StringVar(&g.cpuProfile, "cpuprofile", "", "write pyobs's own CPU profile here (for pyobs developers)")
@@ -80,7 +80,7 @@ tracing (costly), or introspection (reading the interpreter's memory).`,
 		return pprof.StartCPUProfile(f)
 	}
 	root.PersistentPostRun = func(*cobra.Command, []string) { pprof.StopCPUProfile() }
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{session.FlagError(err)} })
 	root.AddCommand(newDump(g))
 	root.AddCommand(newRecord(g))
 	root.AddCommand(newStat(g))
@@ -116,7 +116,10 @@ func exitCode(err error) int {
 	var ue usageError
 	var ge *session.GateError
 	var ve *session.UnsupportedVersionError
+	var ee *session.EndedError
 	switch {
+	case errors.As(err, &ee):
+		return ee.Code
 	case errors.As(err, &ue):
 		return exitUsage
 	case errors.As(err, &ge):

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 
@@ -11,25 +10,33 @@ import (
 	"github.com/pyobs/pyobs/internal/output"
 )
 
-// liveOutput is where a live (-i) command streams its reports: stdout, or
-// -o FILE written as it goes (not replaced whole). An empty format means
-// text on a terminal, JSON lines otherwise.
-func liveOutput(g *globals, format string) (out io.Writer, tty bool, _ string, closeOut func(), _ error) {
-	out, tty, closeOut = io.Writer(os.Stdout), isTerminal(os.Stdout), func() {}
-	if g.output != "" && g.output != "-" {
-		fh, err := os.OpenFile(g.output, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-		if err != nil {
-			return nil, false, "", nil, fmt.Errorf("can't create %s: %w", g.output, err)
-		}
-		out, tty, closeOut = fh, false, func() { fh.Close() }
+// liveOutput is where a live (-i) command puts its reports, one whole
+// interval at a time (output.Live). An empty format means text on a
+// terminal, JSON lines otherwise.
+func liveOutput(g *globals, format string) (*output.Live, string, error) {
+	out, err := output.OpenLive(g.output, 0o644)
+	if err == nil && format == "" {
+		format = map[bool]string{true: "text", false: "json"}[out.TTY()]
 	}
-	if format == "" {
-		format = "json"
-		if tty {
-			format = "text"
+	return out, format, err
+}
+
+// interval writes one live report: a JSON line, or a text table (redrawn
+// in place on a terminal).
+func interval(out *output.Live, format string, json, text func(io.Writer) error) error {
+	return out.Interval(func(w io.Writer) error {
+		if format == "json" {
+			return json(w)
 		}
-	}
-	return out, tty, format, closeOut, nil
+		if out.TTY() {
+			fmt.Fprint(w, "\x1b[H\x1b[2J")
+		}
+		err := text(w)
+		if !out.TTY() {
+			fmt.Fprintln(w)
+		}
+		return err
+	})
 }
 
 // profileFormat is the profile format a command writes: --format, else the
@@ -41,11 +48,12 @@ func profileFormat(command string, g *globals, text bool) (string, error) {
 	if text {
 		names = append([]string{"text"}, names...)
 	}
-	if format == "" {
-		format = flame.FormatFor(g.output)
-		if text && !toFile {
-			format = "text"
-		}
+	if format == "" && text && !toFile {
+		format = "text"
+	} else if f, err := flame.FormatFor(g.output); format == "" && err != nil {
+		return "", usagef("%s: %w", command, err)
+	} else if format == "" {
+		format = f
 	}
 	if !slices.Contains(names, format) {
 		return "", usagef("%s: unknown --format %q (%s)", command, format, strings.Join(names, ", "))

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -180,25 +181,41 @@ func signalOnCreate(t *testing.T, dir, prefix string, p *os.Process, sig syscall
 
 // TestStatLiveOutputExisting: stat -i (live) -o FILE over an existing
 // file, killed with SIGKILL mid-stream: the promise is the old file intact
-// or a complete new one.
+// (killed before the first interval was complete) or a new one of complete
+// intervals (each line a whole JSON report), never a partial one.
 func TestStatLiveOutputExisting(t *testing.T) {
 	testutil.RequireRoot(t)
 	tg := sleeperPy(t)
-	out := filepath.Join(t.TempDir(), "stat.jsonl")
 	old := []byte("{\"previous\": \"complete\"}\n")
-	if err := os.WriteFile(out, old, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(testutil.Binary(t), "stat", "-i", "100ms", "--format", "json", "-p", strconv.Itoa(tg.Pid), "-o", out)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(350 * time.Millisecond)
-	_ = cmd.Process.Kill()
-	_ = cmd.Wait()
-	b, _ := os.ReadFile(out)
-	if !bytes.Equal(b, old) {
-		t.Skipf("known bug (cmd/pyobs/stat.go meter.live): -i -o FILE opens FILE with O_TRUNC and streams into it, so SIGKILL (or any failure) leaves "+
-			"a truncated or partial file in place of the old one (now %d bytes): stream into a hidden temporary renamed at the end, or document live output as the exception", len(b))
+	for _, after := range []time.Duration{20 * time.Millisecond, 90 * time.Millisecond, 350 * time.Millisecond, 1100 * time.Millisecond} {
+		dir := t.TempDir()
+		out := filepath.Join(dir, "stat.jsonl")
+		if err := os.WriteFile(out, old, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(testutil.Binary(t), "stat", "-i", "100ms", "--format", "json", "-p", strconv.Itoa(tg.Pid), "-o", out)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(after)
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		b, _ := os.ReadFile(out)
+		if bytes.Equal(b, old) {
+			t.Logf("killed after %v: the old file intact", after)
+			continue
+		}
+		lines := strings.SplitAfter(string(b), "\n")
+		if len(b) == 0 || lines[len(lines)-1] != "" {
+			t.Errorf("killed after %v: %s ends in a partial line (%d bytes)", after, out, len(b))
+			continue
+		}
+		for i, l := range lines[:len(lines)-1] {
+			var v map[string]any
+			if err := json.Unmarshal([]byte(l), &v); err != nil || v["pid"] == nil {
+				t.Errorf("killed after %v: line %d of %s is not a whole report: %v: %.80q", after, i+1, out, err, l)
+			}
+		}
+		t.Logf("killed after %v: a new file of %d whole intervals", after, len(lines)-1)
 	}
 }

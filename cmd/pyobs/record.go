@@ -62,7 +62,12 @@ func newRecord(g *globals) *cobra.Command {
 Price: sampling. The target is never stopped; a stack that changed while it
 was read is counted as torn and shown as [torn read], never guessed. The end
 of the run reports requested vs achieved rate, samples lost/torn/failed and
-pyobs's own CPU. Ctrl-C ends the recording early and still writes the output.`,
+pyobs's own CPU. Ctrl-C ends the recording early and still writes the output.
+
+-d 0s (the default) records until Ctrl-C or the target's exit. -F is per
+thread; in cpu mode it is capped at kernel.perf_event_max_sample_rate (the
+most the kernel delivers per CPU), and wall/gil mode above 1000 Hz say at the
+start that ticks will be dropped; the footer gives the achieved rate.`,
 		Example: `  pyobs record -p 4242 -d 30s -o profile.svg
   pyobs record -p 4242 -F 997 --format pprof -o cpu.pb.gz
   pyobs record --mode wall -p 4242 --format speedscope -o p.json
@@ -75,7 +80,7 @@ pyobs's own CPU. Ctrl-C ends the recording early and still writes the output.`,
 	}
 	fl := c.Flags()
 	fl.IntVarP(&f.freq, "freq", "F", 99, "samples per second (of CPU time per thread in cpu mode; of wall time otherwise)")
-	fl.DurationVarP(&f.duration, "duration", "d", 0, "how long to record (default: until Ctrl-C or the target exits)")
+	fl.DurationVarP(&f.duration, "duration", "d", 0, "how long to record (0, the default: until Ctrl-C or the target exits)")
 	fl.StringVar(&f.mode, "mode", "cpu", "cpu, wall or gil")
 	fl.BoolVar(&f.threads, "threads", false, "root each stack at its thread (name and TID)")
 	fl.BoolVar(&f.native, "native", false, "include native (C) frames, unwound from a copy of each sample's user stack, merged with the Python frames")
@@ -118,6 +123,7 @@ func runRecord(cmd *cobra.Command, g *globals, f *recordFlags, args []string) er
 	if err != nil {
 		return err
 	}
+	f.freq = record.Honour(os.Stderr, f.mode, f.freq) // -F above what the kernel or a tick can give: capped or said
 	opt := record.Options{Mode: f.mode, Freq: f.freq, Duration: f.duration, Threads: f.threads, Native: f.native, Kernel: f.kernel, StackSize: f.stack}
 	var async *record.AsyncStats
 	if f.async {
@@ -137,7 +143,7 @@ func runRecord(cmd *cobra.Command, g *globals, f *recordFlags, args []string) er
 	}
 	if err != nil {
 		abort(s)
-		return err
+		return record.WallHint(err, f.mode) // perf refused: --mode wall needs no perf events
 	}
 	if note := prof.Meta.KernelNote(); note != "" {
 		fmt.Fprintln(os.Stderr, "pyobs record:", note) // record --kernel: why kernel frames are unnamed

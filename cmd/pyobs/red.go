@@ -119,32 +119,21 @@ func runRed(cmd *cobra.Command, g *globals, f *redFlags, args []string) error {
 		return err
 	}
 	if s.Running() && ctx.Err() == nil && opt.Duration > 0 {
-		abort(s) // -d ended the measurement: end the command too
+		fmt.Fprintln(cmd.ErrOrStderr(), red.EndedNote(s.Pid, opt.Duration, s.Finish(context.Background(), session.Kill))) // -d ended the measurement: end the command too, and say so
 		return nil
 	}
 	return finish(ctx, s)
 }
 
 func redLive(ctx context.Context, s *session.Session, opt red.Options, g *globals, format string) error {
-	out, tty, format, closeOut, err := liveOutput(g, format)
+	out, format, err := liveOutput(g, format)
 	if err != nil {
 		return err
 	}
-	defer closeOut()
+	defer out.Close()
 	err = red.Stream(ctx, s, opt, func(r *red.Result) error {
-		var err error
-		if format == "json" {
-			err = red.WriteJSON(out, r, false)
-		} else {
-			if tty {
-				fmt.Fprint(out, "\x1b[H\x1b[2J")
-			}
-			err = red.WriteText(out, r)
-			if !tty {
-				fmt.Fprintln(out)
-			}
-		}
-		return err
+		return interval(out, format, func(w io.Writer) error { return red.WriteJSON(w, r, false) },
+			func(w io.Writer) error { return red.WriteText(w, r) })
 	})
 	if errors.Is(err, unix.EPIPE) {
 		return nil

@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"fmt"
 	"io"
 	"time"
 
@@ -91,12 +90,15 @@ func runStat(cmd *cobra.Command, g *globals, f *statFlags, args []string) error 
 		if !cmd.Flags().Changed("duration") {
 			opt.Duration = 0 // until Ctrl-C
 		}
-		out, tty, format, closeOut, err := liveOutput(g, format)
+		out, format, err := liveOutput(g, format)
 		if err != nil {
 			return err
 		}
-		defer closeOut()
-		err = stat.Stream(ctx, s, opt, func(r *stat.Result) error { return writeLive(out, tty, format, r.Stat) })
+		defer out.Close()
+		err = stat.Stream(ctx, s, opt, func(r *stat.Result) error {
+			return interval(out, format, func(w io.Writer) error { return report.WriteStatJSON(w, r.Stat, false) },
+				func(w io.Writer) error { return report.WriteStatText(w, r.Stat) })
+		})
 		if errors.Is(err, unix.EPIPE) {
 			return nil
 		}
@@ -128,20 +130,4 @@ func writeStat(path, format string, st *report.Stat) error {
 		}
 		return report.WriteStatText(w, st)
 	})
-}
-
-// writeLive writes one interval's report: a JSON line, or a text table
-// (redrawn in place on a terminal).
-func writeLive(out io.Writer, tty bool, format string, st *report.Stat) error {
-	if format == "json" {
-		return report.WriteStatJSON(out, st, false)
-	}
-	if tty {
-		fmt.Fprint(out, "\x1b[H\x1b[2J")
-	}
-	err := report.WriteStatText(out, st)
-	if !tty {
-		fmt.Fprintln(out)
-	}
-	return err
 }

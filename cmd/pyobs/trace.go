@@ -48,9 +48,9 @@ Engines:
               arguments in --log. Calls still blocked at the end are
               listed with the line they block at.
   ptrace      stops every thread twice per syscall (PTRACE_SEIZE +
-              PTRACE_SYSCALL; never PTRACE_ATTACH, never EINTR in the
-              target): exact arguments, but a syscall-heavy program runs
-              10-70x slower. Sites are read at the exit stop.
+              PTRACE_SYSCALL, never PTRACE_ATTACH; a stop makes a blocked
+              epoll_wait return EINTR: README Safety): exact arguments, but
+              a syscall-heavy program runs 10-70x slower. Sites: exit stop.
 --engine auto uses tracepoint for -p PID when the BPF programs load (root,
 or CAP_BPF+CAP_PERFMON), else ptrace, and says why on stderr. Calls whose
 site was not read are counted as "unattributed". New threads are followed,

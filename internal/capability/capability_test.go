@@ -2,6 +2,7 @@ package capability
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -111,5 +112,64 @@ func TestBPFGateSaysWhatIsHeld(t *testing.T) {
 	e := ExplainBPF("load red's BPF programs", syscall.EPERM)
 	if !errors.Is(e, ErrPermission) || !errors.Is(e, syscall.EPERM) || !strings.Contains(e.Error(), "can't load red's BPF programs: permission denied by the BPF gate") {
 		t.Errorf("ExplainBPF: %v", e)
+	}
+}
+
+// TestExplainPtraceNoGuess: a refusal that none of the gates pyobs can
+// check explains (CAP_SYS_PTRACE held, no Yama, no seccomp filter on
+// pyobs) is not blamed on a container's seccomp profile: the message says
+// what was checked, and names the capabilities the target holds that
+// pyobs lacks. A seccomp filter on pyobs itself is named when it is there.
+func TestExplainPtraceNoGuess(t *testing.T) {
+	const self = "Name:\tpyobs\nCapPrm:\t000001fffeffffff\nCapEff:\t000001fffeffffff\nNoNewPrivs:\t0\nSeccomp:\t%s\nSeccomp_filters:\t%s\n"
+	const target = "Name:\tinit\nTracerPid:\t0\nCapPrm:\t000001ffffffffff\nCapEff:\t000001ffffffffff\nNoNewPrivs:\t0\nSeccomp:\t0\n"
+	cases := []struct {
+		name, seccomp, filters string
+		want, not              []string
+	}{
+		{"no-filter", "0", "0", []string{"PTRACE_MODE_ATTACH", "cannot see", "pyobs holds CAP_SYS_PTRACE", "no Yama", "Seccomp 0",
+			"not traced", "CAP_SYS_RESOURCE"}, []string{"seccomp profile", "missing CAP_SYS_PTRACE"}},
+		{"own-filter", "2", "1", []string{"seccomp filter on pyobs itself", "Seccomp: 2, 1 filters"}, []string{"cannot see"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			fixture(t, map[string]string{
+				"proc/self/status": fmt.Sprintf(self, c.seccomp, c.filters),
+				"proc/1/status":    target,
+			})
+			msg := ExplainPtrace("read /proc/1/maps of pid 1", 1, true, syscall.EPERM).Error()
+			for _, w := range c.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("%q does not mention %q", msg, w)
+				}
+			}
+			for _, w := range c.not {
+				if strings.Contains(msg, w) {
+					t.Errorf("%q mentions %q, which was not the cause", msg, w)
+				}
+			}
+			if strings.Contains(msg, "\n") {
+				t.Errorf("message is not one line: %q", msg)
+			}
+		})
+	}
+}
+
+// TestExplainPtraceOtherTracer: an attach refused because another process
+// traces the target names that tracer; a memory read (which a tracer does
+// not refuse) lists the tracer only among what was checked.
+func TestExplainPtraceOtherTracer(t *testing.T) {
+	fixture(t, map[string]string{
+		"proc/self/status": "Name:\tpyobs\nCapPrm:\t000001ffffffffff\nCapEff:\t000001ffffffffff\nSeccomp:\t0\n",
+		"proc/42/status":   "Name:\tapp\nTracerPid:\t77\nCapPrm:\t000001ffffffffff\nSeccomp:\t0\nNoNewPrivs:\t0\n",
+		"proc/77/status":   "Name:\tstrace\n",
+	})
+	msg := ExplainPtrace("stop threads of pid 42", 42, true, syscall.EPERM).Error()
+	if !strings.Contains(msg, "another tracer: pid 77 (strace) already traces it") {
+		t.Errorf("attach: %q does not name the tracer", msg)
+	}
+	msg = ExplainPtrace("read the Python threads of pid 42", 42, true, syscall.EPERM).Error()
+	if strings.Contains(msg, "another tracer") || !strings.Contains(msg, "the target is traced by pid 77") {
+		t.Errorf("read: %q blames the tracer or does not list it as checked", msg)
 	}
 }

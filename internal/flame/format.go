@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"path/filepath"
 	"sort"
 	"strings"
 )
@@ -46,9 +47,11 @@ func Formats() []string {
 	return out
 }
 
-// FormatFor is the format a file name implies: svg when nothing matches
-// (and for stdout).
-func FormatFor(path string) string {
+// FormatFor is the format a file name implies: svg for stdout ("" or "-")
+// and for a name without an extension; an error naming the extension and
+// the formats when the name has one that no format claims (x.png is not
+// silently an SVG).
+func FormatFor(path string) (string, error) {
 	p := strings.ToLower(path)
 	// Compound suffixes first: .speedscope.json is not plain .json.
 	best, bestLen := "svg", 0
@@ -59,7 +62,19 @@ func FormatFor(path string) string {
 			}
 		}
 	}
-	return best
+	if ext := filepath.Ext(p); bestLen == 0 && ext != "" && path != "-" {
+		return "", fmt.Errorf("can't tell the format of -o %s from its extension %s: give --format (%s) or a known extension (%s)",
+			path, ext, strings.Join(Formats(), ", "), strings.Join(suffixes(), " "))
+	}
+	return best, nil
+}
+
+func suffixes() []string {
+	var l []string
+	for _, f := range formats {
+		l = append(l, f.suffixes...)
+	}
+	return l
 }
 
 // Known reports whether name is a profile format.

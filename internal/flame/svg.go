@@ -359,9 +359,14 @@ func svgMetaLines(m Meta, lay *svgLayout) (string, string, bool) {
 		"torn " + group(int64(m.Torn)) + pctOf(m.Torn),
 		"failed " + group(int64(m.Failed)) + pctOf(m.Failed),
 		"throttled " + group(int64(m.Throttled)),
+	}
+	if m.ReadLagUS > 0 || m.Late > 0 { // cpu mode: as the record footer says it
+		b = append(b, "late "+group(int64(m.Late))+pctOf(m.Late)+fmt.Sprintf(" (mean read lag %.0f µs)", m.ReadLagUS), "moved "+group(int64(m.Moved)))
+	}
+	b = append(b,
 		fmt.Sprintf("observer CPU %.3f s", m.ObserverCPUS),
 		fmt.Sprintf("target stopped %.3f s", m.TargetStoppedS),
-	}
+	)
 	if lay.omitted > 0 {
 		b = append(b, fmt.Sprintf("%s frames under %.1f px not drawn", group(int64(lay.omitted)), svgMinPx))
 	}

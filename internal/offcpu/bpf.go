@@ -55,6 +55,7 @@ type bpfEngine struct {
 	bres    BPFStats
 	pyidErr uint64
 	lastSeq uint64
+	swept   map[uint32]bool // tids folded and deleted as exited
 }
 
 // reuseKernelStack: how long a thread blocking again in the same syscall on
@@ -114,6 +115,7 @@ func RunBPF(ctx context.Context, s *session.Session, opt Options) (*Result, erro
 					e.thread(tid)
 				}
 			}
+			e.learnBPF()
 		}
 		if time.Since(lastSweep) > 100*time.Millisecond {
 			lastSweep = time.Now()
@@ -164,6 +166,7 @@ func (e *bpfEngine) thread(tid int) *bthr {
 	if th == nil {
 		th = &bthr{tid: tid, acc: thr{tid: tid, classNS: map[string]int64{}}}
 		e.ths[tid] = th
+		delete(e.swept, uint32(tid)) // listed alive again: a new thread with a reused tid
 	}
 	return th
 }
@@ -317,10 +320,14 @@ func (e *bpfEngine) sweep(final bool, end int64) error {
 			return fmt.Errorf("pid %d: read map starts: %w", e.s.Pid, err)
 		}
 		for tid := range totals {
-			e.thread(int(tid))
+			if !e.swept[tid] {
+				e.thread(int(tid))
+			}
 		}
 		for tid := range byTid {
-			e.thread(int(tid))
+			if !e.swept[tid] {
+				e.thread(int(tid))
+			}
 		}
 		for _, tid := range e.sortedTids() {
 			th := e.ths[tid]
@@ -353,25 +360,42 @@ func (e *bpfEngine) sweep(final bool, end int64) error {
 		}
 	}
 	for tid := range dead {
+		if e.swept[tid] {
+			// The exiting thread's last switch-out, recorded after it was
+			// swept: no wait (it is dead), and its row is already done.
+			e.dropSwept(tid, byTid[tid], woke[tid])
+			continue
+		}
 		th := e.thread(int(tid))
 		t, seen := totals[tid]
 		th.acc.gone = true
 		e.close(th, t, seen, byTid[tid], woke[tid], 0, nil)
-		for _, w := range byTid[tid] {
-			_ = e.tr.Waits.Delete(w.k)
-		}
-		if e.tr.Offwake != nil {
-			for _, w := range woke[tid] {
-				_ = e.tr.Offwake.Delete(w.k)
-			}
-			_ = e.tr.Wakes.Delete(tid)
-		}
-		_ = e.tr.Threads.Delete(tid)
-		_ = e.tr.Starts.Delete(tid)
+		e.dropSwept(tid, byTid[tid], woke[tid])
 		delete(e.ths, int(tid))
 		e.bres.SweptThreads++
 	}
 	return nil
+}
+
+// dropSwept deletes an exited thread's map entries and remembers it as
+// swept, so that entries the kernel adds for it afterwards (its last
+// switch) do not make it a second thread.
+func (e *bpfEngine) dropSwept(tid uint32, waits []waitEnt, woke []wokeEnt) {
+	for _, w := range waits {
+		_ = e.tr.Waits.Delete(w.k)
+	}
+	if e.tr.Offwake != nil {
+		for _, w := range woke {
+			_ = e.tr.Offwake.Delete(w.k)
+		}
+		_ = e.tr.Wakes.Delete(tid)
+	}
+	_ = e.tr.Threads.Delete(tid)
+	_ = e.tr.Starts.Delete(tid)
+	if e.swept == nil {
+		e.swept = map[uint32]bool{}
+	}
+	e.swept[tid] = true
 }
 
 func (e *bpfEngine) sortedTids() []int {

@@ -49,7 +49,10 @@
 // counted), a kernel stack walk; a compare on every other switch of the
 // machine; one-off ~0.1 s of CPU to read /proc/kallsyms. perf — one ring
 // write per switch. Both: per wait longer than ~1 ms one Python stack read.
-// Footers report switch rates, drops/lost records and pyobs's CPU.
+// Footers report switch rates, drops/lost records and pyobs's CPU. Once a
+// second, while the target lives, the names of threads not named yet (and,
+// eBPF, the target's mappings) are read (alive.go), so a spawned program
+// that ended before the report keeps its thread names and native symbols.
 //
 // Cannot see: the Python stack of waits shorter than a look (their time,
 // class and — eBPF — kernel stack are kept); native frames beyond the

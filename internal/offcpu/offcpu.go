@@ -142,6 +142,7 @@ type engine struct {
 	minNS    int64
 	drainNS  int64
 	scratch  []int
+	learned  learned // names read while the target lived (alive.go)
 }
 
 // runPerf is the perf engine: it watches the target's context switches
@@ -176,6 +177,7 @@ func runPerf(ctx context.Context, s *session.Session, opt Options) (*Result, err
 			break
 		}
 		e.look()
+		e.learn(e.order)
 		if time.Since(lastScan) > 50*time.Millisecond {
 			lastScan = time.Now()
 			if err = e.addThreads(); err != nil {
@@ -387,7 +389,7 @@ func (e *engine) threadFrame(tid int) int {
 	return e.prof.Intern(flame.Frame{Kind: flame.Thread, Function: label})
 }
 
-func (e *engine) name(tid int) string {
+func (e *engine) liveName(tid int) string {
 	ref, ok := e.tids.Lookup(tid)
 	if !ok {
 		return ""

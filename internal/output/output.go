@@ -1,7 +1,3 @@
-// Package output puts a command's result where the user asked: stdout, or a
-// file that is replaced whole or not at all, so a reader (or a crash) never
-// sees half an output. Renderers live with their data (flame, report, the
-// engines); this package only places bytes.
 package output
 
 import (

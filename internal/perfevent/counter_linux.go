@@ -316,8 +316,8 @@ func gate(err error) string {
 		return fmt.Sprintf("kernel.perf_event_paranoid=%d (no perf events without CAP_PERFMON)", p)
 	case !capability.Has(capability.CapPerfmon) && !capability.Has(capability.CapSysAdmin):
 		return fmt.Sprintf("kernel.perf_event_paranoid=%d without CAP_PERFMON, or the target is not ours (ptrace access check)", p)
-	case capability.InContainer():
-		return "the container's seccomp profile (perf_event_open blocked)"
+	case capability.SeccompFilter() != "":
+		return "a seccomp filter on pyobs itself (" + capability.SeccompFilter() + "; e.g. a container's seccomp profile)"
 	}
 	return fmt.Sprintf("the kernel's access check (%v)", err)
 }

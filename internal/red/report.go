@@ -360,3 +360,10 @@ func WriteText(w io.Writer, r *Result) error {
 	_, err := io.WriteString(w, b.String())
 	return err
 }
+
+// EndedNote is the stderr line when -d ended the measurement of a spawned
+// program that was still running: pyobs ended it too, and exits 0 (the
+// window ran its course), not with the program's status.
+func EndedNote(pid int, d time.Duration, code int) string {
+	return fmt.Sprintf("pyobs red: the -d %s window ended while the program (pid %d) was still running: pyobs ended it (exit status %d, not passed on)", d, pid, code)
+}

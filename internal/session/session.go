@@ -179,7 +179,7 @@ func (s *Session) WaitPython(ctx context.Context, after time.Duration) error {
 			case s.Py == nil:
 				return fmt.Errorf("pid %d exited (status %d) before its interpreter could be read: %w", s.Pid, code, lastErr)
 			}
-			return fmt.Errorf("pid %d %w (status %d) before a Python frame ran", s.Pid, ErrExited, code)
+			return &EndedError{Pid: s.Pid, Code: code, Before: "pyobs saw it run Python code"}
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-tick.C:

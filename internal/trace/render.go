@@ -105,7 +105,7 @@ func WriteText(w io.Writer, r *Result, afterLog bool) error {
 	if afterLog {
 		fmt.Fprintln(bw)
 	}
-	fmt.Fprintf(bw, "pyobs trace: pid %d, %.2fs, engine %s (%s), %d calls\n", s.Pid, s.DurationS, s.Engine, s.Slowdown, s.Events)
+	fmt.Fprintf(bw, "pyobs trace: pid %d, %.2fs, engine %s (%s), %s\n", s.Pid, s.DurationS, s.Engine, s.Slowdown, callsWords(s))
 	fmt.Fprintf(bw, "%6s %9s %8s %10s %9s %9s %9s  %-18s %s\n", "%wall", "calls", "errors", "total", "p50", "p99", "max", "syscall", "errnos / top Python sites")
 	for _, r := range s.Syscalls {
 		var errs []string
@@ -125,10 +125,35 @@ func WriteText(w io.Writer, r *Result, afterLog bool) error {
 			fmt.Fprintf(bw, "%73s %d× unattributed\n", "", r.Unattributed-r.LateReads)
 		}
 	}
+	if s.Threads > 1 && len(s.Syscalls) > 0 {
+		fmt.Fprintf(bw, "%%wall: time in the call over the %.2fs window, summed over the %d threads (so up to %d00 %%)\n", s.DurationS, s.Threads, s.Threads)
+	}
 	for _, b := range s.Blocked {
 		fmt.Fprintf(bw, "in progress at the end: tid %d in %s for %s at %s (%s:%d)\n", b.Tid, b.Name, fmtUS(b.ForUS), b.Function, b.File, b.Line)
 	}
 	return bw.Flush()
+}
+
+// callsWords is the header's count of calls: the table's total, and when
+// the engine saw more syscall exits than the table counts, why (calls the
+// kernel restarted, calls outside -e that a stop still showed).
+func callsWords(s *summary) string {
+	var table uint64
+	for _, r := range s.Syscalls {
+		table += r.Calls
+	}
+	if s.Events <= table {
+		return fmt.Sprintf("%d calls", table)
+	}
+	var why []string
+	restarted := min(s.Restarted, s.Events-table)
+	if restarted > 0 {
+		why = append(why, fmt.Sprintf("%d interrupted and restarted by the kernel", restarted))
+	}
+	if other := s.Events - table - restarted; other > 0 {
+		why = append(why, fmt.Sprintf("%d outside -e", other))
+	}
+	return fmt.Sprintf("%d calls (of %d syscall exits seen; not counted: %s)", table, s.Events, strings.Join(why, ", "))
 }
 
 // Footer is the account's line for stderr; where names the output.

@@ -291,6 +291,11 @@ func (s Symbol) Label() string {
 	return fmt.Sprintf("[unknown] (%s+0x%x)", filepath.Base(s.Path), s.Off)
 }
 
+// Refresh re-reads the process's mappings now (they are otherwise read
+// when an address misses them): a caller that will symbolize after the
+// process may have exited keeps its last mappings this way.
+func (p *Process) Refresh() error { return p.refresh() }
+
 // Symbolize names the function at pc (pass pc-1 for return addresses).
 func (p *Process) Symbolize(pc uint64) Symbol {
 	m := p.mapping(pc)

@@ -1,0 +1,17 @@
+//go:build 386 || amd64
+
+package offcpu
+
+import "github.com/pyobs/pyobs/internal/unwind"
+
+// learnBPF is learn for the bpf engine, which also keeps the target's
+// mappings fresh for userFrame's symbols.
+func (e *bpfEngine) learnBPF() {
+	if !e.learn(e.sortedTids()) {
+		return
+	}
+	if e.uproc == nil {
+		e.uproc = unwind.NewProcess(e.s.Pid, unwind.NewCache())
+	}
+	_ = e.uproc.Refresh() // the target gone: the last maps stay
+}
