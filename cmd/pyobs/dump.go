@@ -116,7 +116,7 @@ func runDump(cmd *cobra.Command, g *globals, f *dumpFlags, args []string) error 
 	var out any
 	var text func(io.Writer) error
 	if f.tasks {
-		d, err := dump.RunTasks(s, opt)
+		d, err := dump.RunTasks(ctx, s, opt)
 		if err != nil {
 			err = s.Ended("the dump", err) // the program ended before --after: its status, said
 			abort(s)
@@ -124,7 +124,7 @@ func runDump(cmd *cobra.Command, g *globals, f *dumpFlags, args []string) error 
 		}
 		out, text = d, func(w io.Writer) error { return dump.WriteTasksText(w, d) }
 	} else {
-		d, err := dump.Run(s, opt)
+		d, err := dump.Run(ctx, s, opt)
 		if err != nil {
 			err = s.Ended("the dump", err) // the program ended before --after: its status, said
 			abort(s)

@@ -1,6 +1,7 @@
 package dump
 
 import (
+	"context"
 	"errors"
 	"sort"
 	"time"
@@ -73,8 +74,11 @@ type Options struct {
 	StackSize int
 }
 
-// Run reads every thread's stack once.
-func Run(s *session.Session, opt Options) (*Dump, error) {
+// Run reads every thread's stack once (a cancelled ctx reads nothing).
+func Run(ctx context.Context, s *session.Session, opt Options) (*Dump, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	d := &Dump{Schema: Version, Pid: s.Pid, Python: PythonInfo{
 		Version: s.Py.Version().String(), Binary: s.Py.Info.Binary, Layout: s.Py.Layout.Source,
 	}, Read: ReadInfo{Method: "unsynchronised"}}
@@ -205,7 +209,10 @@ type TasksReadInfo struct {
 }
 
 // RunTasks reads the asyncio task tree, then every thread's stack.
-func RunTasks(s *session.Session, opt Options) (*TasksDump, error) {
+func RunTasks(ctx context.Context, s *session.Session, opt Options) (*TasksDump, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	d := &TasksDump{Schema: Version, Kind: "asyncio-tasks", Pid: s.Pid, Python: PythonInfo{
 		Version: s.Py.Version().String(), Binary: s.Py.Info.Binary, Layout: s.Py.Layout.Source,
 	}, Threads: []TaskThreadDump{}, Tasks: []TaskDump{}, Cycles: [][]uint64{}, Read: TasksReadInfo{Method: "unsynchronised"}}
@@ -259,7 +266,7 @@ func RunTasks(s *session.Session, opt Options) (*TasksDump, error) {
 		}
 		d.Cycles = append(d.Cycles, snap.Cycles...)
 	}
-	if d.Stacks, err = Run(s, opt); err != nil {
+	if d.Stacks, err = Run(ctx, s, opt); err != nil {
 		return nil, err
 	}
 	return d, nil

@@ -34,7 +34,7 @@ func TestSpawnLockDump(t *testing.T) {
 	for i := 0; i < 10; i++ {
 		done := make(chan struct{})
 		var d *Dump
-		go func() { defer close(done); d, err = Run(s, Options{Lock: true}) }()
+		go func() { defer close(done); d, err = Run(context.Background(), s, Options{Lock: true}) }()
 		select {
 		case <-done:
 		case <-time.After(10 * time.Second):

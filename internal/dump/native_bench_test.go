@@ -1,6 +1,7 @@
 package dump
 
 import (
+	"context"
 	"path/filepath"
 	"runtime"
 	"testing"
@@ -37,7 +38,7 @@ func BenchmarkDumpNative10Threads(b *testing.B) {
 						b.StopTimer()
 						runtime.GC()
 						b.StartTimer()
-						d, err := Run(s, Options{Lock: true, Native: native})
+						d, err := Run(context.Background(), s, Options{Lock: true, Native: native})
 						if err != nil {
 							b.Fatal(err)
 						}
@@ -78,7 +79,7 @@ func BenchmarkDump50Threads(b *testing.B) {
 			s := startMany(b, label)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				if _, err := Run(s, Options{}); err != nil {
+				if _, err := Run(context.Background(), s, Options{}); err != nil {
 					b.Fatal(err)
 				}
 			}
