@@ -22,6 +22,11 @@ const (
 	// MixedSwitchesPerSec: a thread using under half a core that gives up
 	// the CPU this often is blocking; with the process on CPU, "mixed".
 	MixedSwitchesPerSec = 20.0
+	// QueuedShare: the run-queue share (wait / (wait + on CPU)) at or
+	// above which a CPU-hungry process's verdict is "runqueue": it waited
+	// for a CPU at least as long as it ran. Below it (and above
+	// report.RunqueueShare) the queueing is a finding beside the verdict.
+	QueuedShare = 0.5
 	// IdleShare: after the off-CPU phase, non-idle waits below this share
 	// of the window make the verdict "idle".
 	IdleShare = 0.1
@@ -39,6 +44,7 @@ type decision struct {
 	stopWhy           string // why the later phases are not run
 	noCPU, noOff      string // why phase 2 / 3 is not run
 	ruledOut          []RuledOut
+	extra             []Finding // findings beside the verdict
 	blockers          []string // threads that block while the process is on CPU
 }
 
@@ -80,9 +86,9 @@ func decide(st *report.Stat, pid int) decision {
 	if p := st.Pressure.CPU; p != nil {
 		psi = fmt.Sprintf("; CPU pressure (%s) some %.1f %%", st.Pressure.Source, p.SomePct)
 	}
-	queued := hasVerdict(st, "runqueue-saturated")
+	saturated := hasVerdict(st, "runqueue-saturated")
 	switch {
-	case queued:
+	case saturated && st.Sched.RunqueueShare >= QueuedShare && demand >= report.OnCPUCores:
 		d.verdict = VerdictRunqueue
 		d.sentence = fmt.Sprintf("Queued: runnable threads waited %.3f s for a CPU over %.2f s (%.0f %% of the time they wanted one)%s: the machine lacks capacity, the code is not slow.",
 			st.Sched.RunqueueWaitS, wall, 100*st.Sched.RunqueueShare, psi)
@@ -91,6 +97,14 @@ func decide(st *report.Stat, pid int) decision {
 		d.stop = true
 		d.stopWhy = "the threads wait for a CPU (capacity): sampling would not say why (the procedure stops at the run-queue finding)"
 		return d
+	case saturated:
+		// Queued, but less than it ran (or it wants little CPU): a finding
+		// beside the verdict, not the verdict.
+		d.extra = append(d.extra, Finding{Phase: PhaseCount, Kind: "runqueue",
+			Summary: fmt.Sprintf("Also queued: runnable threads waited %.3f s for a CPU over %.2f s (%.0f %% of the time they wanted one)%s.",
+				st.Sched.RunqueueWaitS, wall, 100*st.Sched.RunqueueShare, psi),
+			Evidence: map[string]any{"runqueue_wait_s": round(st.Sched.RunqueueWaitS, 4), "runqueue_wait_share": round(st.Sched.RunqueueShare, 4), "on_cpu_s": round(st.Sched.OnCPUS, 4)},
+			Command:  fmt.Sprintf("pyobs stat -p %d", pid), Weight: 0.5})
 	case !st.Sched.SchedstatAvail:
 		d.ruledOut = append(d.ruledOut, RuledOut{"run-queue", "not measured: /proc/PID/schedstat is not available" + psi})
 	default:
@@ -164,10 +178,12 @@ func (r *run) apply(d decision) {
 	cmd := fmt.Sprintf("pyobs stat -p %d -d %s", pid, win)
 	rep.Findings = append(rep.Findings, Finding{Phase: PhaseCount, Kind: d.verdict, Summary: d.sentence, Evidence: d.evidence, Command: cmd, Weight: 1})
 	rep.RuledOut = append(rep.RuledOut, d.ruledOut...)
+	rep.Findings = append(rep.Findings, d.extra...)
 	// stat's other verdicts, with their own evidence and next command.
 	for _, f := range st.Findings {
 		switch f.Code {
 		case "on-cpu", "off-cpu", "cpu-throttled", "runqueue-saturated", "multiplexed":
+			// the decision's own (and the counters' scaling, in the notes)
 			continue
 		}
 		ev := map[string]any{}

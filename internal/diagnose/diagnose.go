@@ -89,8 +89,8 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*Report, error) 
 		rep.Total.ObserverCPUS += p.ObserverCPUS
 		rep.Total.TargetStoppedS += p.TargetStoppedS
 	}
-	rep.Total.DurationS = round(rep.Total.DurationS, 3)
-	rep.Total.ObserverCPUS = round(rep.Total.ObserverCPUS, 4)
+	rep.Total.DurationS = round(rep.Total.DurationS, 6)
+	rep.Total.ObserverCPUS = round(rep.Total.ObserverCPUS, 6)
 	rep.Total.TargetStoppedS = round(rep.Total.TargetStoppedS, 6)
 	sortFindings(rep.Findings)
 	if err != nil && len(rep.Phases) == 0 {
@@ -144,8 +144,8 @@ func (r *run) phase(name, price string, budget time.Duration, f func(p *Phase) e
 	p := Phase{Name: name, Price: price, BudgetS: round(budget.Seconds(), 3)}
 	t0, c0 := time.Now(), clock.ObserverCPU()
 	err := f(&p)
-	p.DurationS = round(time.Since(t0).Seconds(), 3)
-	p.ObserverCPUS = round((clock.ObserverCPU() - c0).Seconds(), 4)
+	p.DurationS = round(time.Since(t0).Seconds(), 6)
+	p.ObserverCPUS = round((clock.ObserverCPU() - c0).Seconds(), 6)
 	if err != nil {
 		p.Error = err.Error()
 	}

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 FEED = "import os, time\nwhile True:\n    os.write(1, b'x')\n    time.sleep(0.05)\n"
-child = subprocess.Popen([sys.executable, "-c", FEED], stdout=subprocess.PIPE)
+child = subprocess.Popen([sys.executable, "-c", FEED], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
 fd = child.stdout.fileno()
 
 
