@@ -45,7 +45,7 @@ type decision struct {
 	noCPU, noOff      string // why phase 2 / 3 is not run
 	ruledOut          []RuledOut
 	extra             []Finding // findings beside the verdict
-	blockers          []string // threads that block while the process is on CPU
+	blockers          []string  // threads that block while the process is on CPU
 }
 
 func decide(st *report.Stat, pid int) decision {
