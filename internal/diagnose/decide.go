@@ -403,10 +403,16 @@ func (r *run) offFindings(res *offcpu.Result) *hypothesis {
 				text: fmt.Sprintf("%s blocks in %s calls (%s): the trace times them and names their Python sites", site(w.Function, w.File, w.Line), w.Class, sc)}
 		}
 	}
+	allWaits := 0.0
+	for class, v := range res.ClassS {
+		if class != offcpu.ClassRunQueue {
+			allWaits += v
+		}
+	}
 	if c := res.ClassS[offcpu.ClassGIL]; c >= FindingShare*window {
 		rep.Findings = append(rep.Findings, Finding{Phase: PhaseOffCPU, Kind: "gil",
 			Summary:  fmt.Sprintf("Threads waited %.3f s for the GIL over %.2f s.", c, window),
-			Evidence: map[string]any{"gil_s": round(c, 4)}, Command: fmt.Sprintf("pyobs record -p %d --mode gil", pid), Weight: round(min(c/window, 0.99), 4)})
+			Evidence: map[string]any{"gil_s": round(c, 4)}, Command: fmt.Sprintf("pyobs record -p %d --mode gil", pid), Weight: round(min(c/allWaits, 0.99), 4)})
 	}
 	if rq := res.ClassS[offcpu.ClassRunQueue]; rq < FindingShare*window {
 		rep.RuledOut = append(rep.RuledOut, RuledOut{"run-queue while blocked", fmt.Sprintf("%.3f s runnable but not running over the %.2f s off-CPU window", rq, window)})

@@ -229,7 +229,7 @@ func (r *run) procedure(ctx context.Context) error {
 			return err
 		}
 	} else if d.off {
-		r.skip(PhaseTrace, "no wait named a syscall or an I/O class worth tracing (locks, sleeps and idle waits are not traced)")
+		r.skip(PhaseTrace, fmt.Sprintf("no wait named a syscall or an I/O class worth tracing (locks, sleeps and idle waits are not traced); its %s of the budget were not used", fmtDur(traceB)))
 	} else {
 		r.skip(PhaseTrace, "no off-CPU phase ran: no hypothesis to trace")
 	}

@@ -66,6 +66,12 @@ type htmlFlame struct {
 var htmlPage = template.Must(template.New("diagnose").Funcs(template.FuncMap{
 	"evidence": evidenceText,
 	"inc":      func(i int) int { return i + 1 },
+	"where": func(file string, line int) string {
+		if file == "" {
+			return ""
+		}
+		return fmt.Sprintf("%s:%d", file, line)
+	},
 	"pct": func(a, b float64) string {
 		if b <= 0 {
 			return "0"
@@ -114,7 +120,7 @@ code{font-size:.92em}.none{color:#777}
 {{end}}</table>{{else}}<p class="none">No on-CPU phase ran.</p>{{end}}</section>
 <section id="waits"><h2>Waits (off-CPU, by class and innermost Python frame)</h2>
 {{if .R.Waits}}<table><tr><th>seconds</th><th>class</th><th>function</th><th>file:line</th><th>threads</th><th>woken by</th></tr>
-{{range .R.Waits}}<tr><td class="n">{{printf "%.3f" .Seconds}}</td><td>{{.Class}}</td><td>{{.Function}}</td><td>{{.File}}:{{.Line}}</td><td class="n">{{.Threads}}</td><td>{{.Waker}}</td></tr>
+{{range .R.Waits}}<tr><td class="n">{{printf "%.3f" .Seconds}}</td><td>{{.Class}}</td><td>{{.Function}}</td><td>{{where .File .Line}}</td><td class="n">{{.Threads}}</td><td>{{.Waker}}</td></tr>
 {{end}}</table>{{else}}<p class="none">No off-CPU phase ran.</p>{{end}}</section>
 <section id="trace"><h2>Trace (phase 4)</h2>
 {{if .R.Hypothesis}}<p>Hypothesis: {{.R.Hypothesis}}</p>

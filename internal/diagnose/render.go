@@ -55,7 +55,7 @@ func WriteText(w io.Writer, rep *Report) error {
 			if x.Waker != "" {
 				wk = "  woken by " + x.Waker
 			}
-			p("  %9.3f s  %-13s %s (%s:%d)  %d thread(s)%s\n", x.Seconds, x.Class, x.Function, x.File, x.Line, x.Threads, wk)
+			p("  %9.3f s  %-13s %s  %d thread(s)%s\n", x.Seconds, x.Class, site(x.Function, x.File, x.Line), x.Threads, wk)
 		}
 	}
 	if rep.Hypothesis != "" {
