@@ -374,3 +374,19 @@ func TestDiagnoseUsage(t *testing.T) {
 	oneLineError(t, testutil.Run(t, 10*time.Second, "diagnose", "-p", "1", "--format", "svg"), exitUsage, "--format")
 	oneLineError(t, testutil.Run(t, 10*time.Second, "diagnose"), exitUsage, "no target")
 }
+
+// TestDiagnoseSpawn: -- CMD is diagnosed within -d, the report written,
+// then the program runs to its end and its exit status is passed on.
+func TestDiagnoseSpawn(t *testing.T) {
+	testutil.RequireRoot(t)
+	in := testutil.Find(t, "pyenv-3.13")
+	argv := append([]string{"diagnose", "-d", "3s", "--"}, in.Argv...)
+	argv = append(argv, filepath.Join(testutil.Repo(), "testdata", "targets", "cpu_burn.py"), "--seconds", "4", "--exit", "3")
+	r := testutil.Run(t, 30*time.Second, argv...)
+	if r.Code != 3 {
+		t.Errorf("exit %d, want the program's 3: %s", r.Code, r.Stderr)
+	}
+	if !strings.Contains(r.Stdout, "pyobs diagnose: pid ") || !strings.Contains(r.Stdout, "\nVerdict: ") || !strings.Contains(r.Stderr, "pyobs diagnose: phase 1 count") {
+		t.Errorf("no report:\nstdout %s\nstderr %s", r.Stdout, r.Stderr)
+	}
+}
