@@ -201,20 +201,15 @@ func (r *run) procedure(ctx context.Context) error {
 	default:
 		offB, traceB = left*7/10, left*3/10
 	}
-	for _, pi := range []PlanItem{{PhaseCPU, cpuB.Seconds()}, {PhaseOffCPU, offB.Seconds()}, {PhaseTrace, traceB.Seconds()}} {
+	for _, pi := range []PlanItem{{PhaseOffCPU, offB.Seconds()}, {PhaseTrace, traceB.Seconds()}, {PhaseCPU, cpuB.Seconds()}} {
 		if pi.BudgetS > 0 {
 			pi.BudgetS = round(pi.BudgetS, 3)
 			rep.Plan = append(rep.Plan, pi)
 		}
 	}
 	rep.Plan = append(rep.Plan, PlanItem{PhasePython, round(dumpSlack.Seconds(), 3)})
-	if d.cpu {
-		if err := r.onCPU(ctx, cpuB); err != nil {
-			return err
-		}
-	} else {
-		r.skip(PhaseCPU, d.noCPU)
-	}
+	// Off CPU first: whether a trace runs is known only after it, and in
+	// a mixed run the sampling phase then takes what the trace left.
 	var hyp *hypothesis
 	if d.off {
 		var err error
@@ -224,14 +219,25 @@ func (r *run) procedure(ctx context.Context) error {
 	} else {
 		r.skip(PhaseOffCPU, d.noOff)
 	}
+	unused := fmt.Sprintf("its %s of the budget were not used", fmtDur(traceB))
+	if d.cpu {
+		unused = fmt.Sprintf("its %s of the budget went to the on-CPU phase", fmtDur(traceB))
+	}
 	if hyp != nil {
-		if err := r.trace(ctx, min(traceB, r.left()), hyp); err != nil {
+		if err := r.trace(ctx, min(traceB, r.left()-cpuB), hyp); err != nil {
 			return err
 		}
 	} else if d.off {
-		r.skip(PhaseTrace, fmt.Sprintf("no wait named a syscall or an I/O class worth tracing (locks, sleeps and idle waits are not traced); its %s of the budget were not used", fmtDur(traceB)))
+		r.skip(PhaseTrace, "no wait named a syscall or an I/O class worth tracing (locks, sleeps and idle waits are not traced); "+unused)
 	} else {
 		r.skip(PhaseTrace, "no off-CPU phase ran: no hypothesis to trace")
+	}
+	if d.cpu {
+		if err := r.onCPU(ctx, r.left()); err != nil {
+			return err
+		}
+	} else {
+		r.skip(PhaseCPU, d.noCPU)
 	}
 	return r.python(ctx)
 }

@@ -15,7 +15,10 @@
 // Budget: the whole run fits Options.Duration. Counting takes a tenth of
 // it (1..5 s), the dump keeps 0.5 s, and the rest is split before the
 // phases run: on-cpu all to phase 2; off-cpu 70 % phase 3, 30 % phase 4;
-// mixed 40/40/20. The plan is in the report. When ctx ends (Ctrl-C) the
+// mixed 40 % phase 3, 20 % phase 4, then phase 2 gets the rest (40 %, and
+// the trace's share when no trace runs: phase 3 runs first because only
+// it decides whether phase 4 runs). Time a phase does not use is not
+// spent. The plan is in the report. When ctx ends (Ctrl-C) the
 // phases done are reported.
 //
 // Price: the sum of the phases' prices, each stated in the report with
