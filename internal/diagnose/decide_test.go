@@ -52,7 +52,9 @@ func TestDecide(t *testing.T) {
 // threads with the heaviest waker; hottest by the innermost Python frame's
 // function with its hottest line.
 func TestWaitsAndHottest(t *testing.T) {
-	py := func(f string, line int) flame.Frame { return flame.Frame{Kind: flame.Python, Function: f, File: "a.py", Line: line} }
+	py := func(f string, line int) flame.Frame {
+		return flame.Frame{Kind: flame.Python, Function: f, File: "a.py", Line: line}
+	}
 	st := func(s string) flame.Frame { return flame.Frame{Kind: flame.State, Function: s} }
 	th := func(s string) flame.Frame { return flame.Frame{Kind: flame.Thread, Function: s} }
 	p := flame.New(flame.Meta{Unit: "microseconds"})
