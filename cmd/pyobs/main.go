@@ -87,6 +87,7 @@ tracing (costly), or introspection (reading the interpreter's memory).`,
 	root.AddCommand(newOffcpu(g))
 	root.AddCommand(newTrace(g))
 	root.AddCommand(newRed(g))
+	root.AddCommand(newDiagnose(g))
 	return root
 }
 
