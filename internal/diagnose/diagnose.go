@@ -386,7 +386,7 @@ func (r *run) python(ctx context.Context) error {
 	r.progress("phase 5 python: thread stacks (dump, no stop)")
 	return r.phase(PhasePython, "introspection", dumpSlack, func(p *Phase) error {
 		p.Mechanism = "dump: thread stacks read from memory (process_vm_readv), asyncio tasks when present"
-		td, err := dump.RunTasks(r.s, dump.Options{})
+		td, err := dump.RunTasks(context.Background(), r.s, dump.Options{}) // the last phase runs even after Ctrl-C: a short read
 		var d *dump.Dump
 		if err == nil {
 			d = td.Stacks
@@ -406,7 +406,7 @@ func (r *run) python(ctx context.Context) error {
 					Summary:  fmt.Sprintf("asyncio in use: %d tasks", len(td.Tasks)),
 					Evidence: map[string]any{"tasks": len(td.Tasks)}, Command: fmt.Sprintf("pyobs dump -p %d --tasks", r.s.Pid)})
 			}
-		} else if d, err = dump.Run(r.s, dump.Options{}); err != nil {
+		} else if d, err = dump.Run(context.Background(), r.s, dump.Options{}); err != nil {
 			return err
 		}
 		if d != nil {
