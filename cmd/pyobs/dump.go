@@ -81,18 +81,13 @@ code and --after has passed, then lets it run to its end (or --kill).`,
 }
 
 func runDump(cmd *cobra.Command, g *globals, f *dumpFlags, args []string) error {
-	format := g.format
-	if format == "" {
-		format = "text"
+	format, err := textFormat("dump", g, "text")
+	if err != nil {
+		return err
 	}
-	if format != "text" && format != "json" {
-		return usagef("dump: unknown --format %q (text, json)", format)
-	}
-	if f.stack < 4096 || f.stack > 16<<20 {
-		return usagef("dump: --stack-size %d is not in 4096..16777216", f.stack)
-	}
-	if f.native && f.tasks {
-		return usagef("dump: --native does not combine with --tasks")
+	opt := dump.Options{Locals: f.locals, Lock: f.lock, Native: f.native, StackSize: f.stack, Tasks: f.tasks}
+	if err := opt.Validate(); err != nil {
+		return usageError{err}
 	}
 	if f.after < 0 {
 		return usagef("dump: --after must not be negative")
@@ -109,28 +104,22 @@ func runDump(cmd *cobra.Command, g *globals, f *dumpFlags, args []string) error 
 	}
 	if f.native && !f.lock {
 		// Said once there is a target: a bad pid gets its one line only.
-		f.lock = true
+		opt.Lock = true
 		fmt.Fprintln(os.Stderr, "pyobs dump: --native implies --lock: the threads are stopped while their registers and stacks are read")
 	}
-	opt := dump.Options{Locals: f.locals, Lock: f.lock, Native: f.native, StackSize: f.stack}
 	var out any
 	var text func(io.Writer) error
 	if f.tasks {
-		d, err := dump.RunTasks(ctx, s, opt)
-		if err != nil {
-			err = s.Ended("the dump", err) // the program ended before --after: its status, said
-			abort(s)
-			return err
-		}
-		out, text = d, func(w io.Writer) error { return dump.WriteTasksText(w, d) }
+		d, e := dump.RunTasks(ctx, s, opt)
+		out, text, err = d, func(w io.Writer) error { return dump.WriteTasksText(w, d) }, e
 	} else {
-		d, err := dump.Run(ctx, s, opt)
-		if err != nil {
-			err = s.Ended("the dump", err) // the program ended before --after: its status, said
-			abort(s)
-			return err
-		}
-		out, text = d, func(w io.Writer) error { return dump.WriteText(w, d) }
+		d, e := dump.Run(ctx, s, opt)
+		out, text, err = d, func(w io.Writer) error { return dump.WriteText(w, d) }, e
+	}
+	if err != nil {
+		err = s.Ended("the dump", err) // the program ended before --after: its status, said
+		abort(s)
+		return err
 	}
 	mode := os.FileMode(0o644)
 	if f.locals {

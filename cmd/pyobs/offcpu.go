@@ -3,12 +3,10 @@ package main
 import (
 	"fmt"
 	"io"
-	"regexp"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/pyobs/pyobs/internal/flame"
 	"github.com/pyobs/pyobs/internal/offcpu"
 	"github.com/pyobs/pyobs/internal/output"
 	"github.com/pyobs/pyobs/internal/session"
@@ -108,66 +106,33 @@ func runOffcpu(cmd *cobra.Command, g *globals, f *offcpuFlags, args []string) er
 	if err != nil {
 		return err
 	}
-	if f.duration < 0 || f.minBlock < 0 {
-		return usagef("offcpu: --duration and --min-block must not be negative")
+	excl, err := offcpu.CompileExclude(f.exclude)
+	if err != nil {
+		return usageError{err}
 	}
-	var excl []*regexp.Regexp
-	for _, e := range f.exclude {
-		re, err := regexp.Compile(e)
-		if err != nil {
-			return usagef("offcpu: --exclude %q: %v", e, err)
-		}
-		excl = append(excl, re)
-	}
-	switch f.engine {
-	case offcpu.EngineAuto, offcpu.EngineBPF, offcpu.EnginePerf:
-	default:
-		return usagef("offcpu: unknown --engine %q (auto, bpf, perf)", f.engine)
-	}
-	if f.waker && f.engine == offcpu.EnginePerf {
-		return usagef("offcpu: --waker needs the bpf engine (sched_waking): not with --engine perf")
+	stderr := cmd.ErrOrStderr()
+	opt := offcpu.Options{Engine: f.engine, Duration: f.duration, MinBlock: f.minBlock, Wall: f.wall,
+		Threads: f.threads, MapEntries: f.mapSize, Waker: f.waker, Exclude: excl,
+		OnFallback: func(line string) { fmt.Fprintln(stderr, "pyobs offcpu: "+line) }}
+	if err := opt.Validate(); err != nil {
+		return usageError{err}
 	}
 	ctx := cmd.Context()
 	s, err := openTarget(cmd, g, args, session.PythonRequired)
 	if err != nil {
 		return err
 	}
-	stderr := cmd.ErrOrStderr()
-	res, err := offcpu.Run(ctx, s, offcpu.Options{Engine: f.engine, Duration: f.duration, MinBlock: f.minBlock, Wall: f.wall,
-		Threads: f.threads, MapEntries: f.mapSize, Waker: f.waker, Exclude: excl,
-		OnFallback: func(line string) { fmt.Fprintln(stderr, "pyobs offcpu: "+line) }})
+	res, err := offcpu.Run(ctx, s, opt)
 	if err != nil && res == nil {
 		abort(s)
 		return err
 	}
-	var werr error
-	switch format {
-	case "text", "json", "svg":
-		werr = output.Write(g.output, 0o644, func(w io.Writer) error {
-			switch format {
-			case "text":
-				return offcpu.WriteText(w, res)
-			case "json":
-				return offcpu.WriteJSON(w, res)
-			}
-			what := "off CPU"
-			if f.wall {
-				what = "on + off CPU"
-			}
-			return flame.WriteSVG(w, res.Profile, flame.SVGOptions{Title: fmt.Sprintf("pyobs offcpu: pid %d, µs %s", res.Profile.Meta.Pid, what), Icicle: f.icicle})
-		})
-	default:
-		werr = writeFlame(g.output, format, res.Profile, flame.WriteOptions{})
-	}
+	werr := output.Write(g.output, 0o644, func(w io.Writer) error { return offcpu.Write(w, format, res, f.wall, f.icicle) })
 	if werr != nil {
 		abort(s)
 		return werr
 	}
-	where := "stdout"
-	if g.output != "" && g.output != "-" {
-		where = g.output
-	}
-	fmt.Fprintln(stderr, offcpu.Footer(res, where))
+	fmt.Fprintln(stderr, offcpu.Footer(res, output.Where(g.output)))
 	if err != nil {
 		abort(s)
 		return err

@@ -44,7 +44,7 @@ func interval(out *output.Live, format string, json, text func(io.Writer) error)
 // on stdout); binary formats need -o.
 func profileFormat(command string, g *globals, text bool) (string, error) {
 	names, format := flame.Formats(), g.format
-	toFile := g.output != "" && g.output != "-"
+	toFile := output.ToFile(g.output)
 	if text {
 		names = append([]string{"text"}, names...)
 	}
@@ -67,4 +67,16 @@ func profileFormat(command string, g *globals, text bool) (string, error) {
 // writeFlame writes a profile in a format, to stdout or -o atomically.
 func writeFlame(out, format string, p *flame.Profile, o flame.WriteOptions) error {
 	return output.Write(out, 0o644, func(w io.Writer) error { return flame.Write(w, format, p, o) })
+}
+
+// textFormat is --format for a command that writes a text or JSON report
+// (def when --format is absent).
+func textFormat(command string, g *globals, def string) (string, error) {
+	switch g.format {
+	case "":
+		return def, nil
+	case "text", "json":
+		return g.format, nil
+	}
+	return "", usagef("%s: unknown --format %q (text, json)", command, g.format)
 }

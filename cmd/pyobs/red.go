@@ -72,34 +72,21 @@ when the window ends.`,
 }
 
 func runRed(cmd *cobra.Command, g *globals, f *redFlags, args []string) error {
-	format := g.format
-	if format != "" && format != "text" && format != "json" {
-		return usagef("red: unknown --format %q (text, json)", format)
+	format, err := textFormat("red", g, "")
+	if err != nil {
+		return err
 	}
-	durSet := cmd.Flags().Changed("duration")
-	if f.dur <= 0 {
-		return usagef("red: -d must be positive")
-	}
-	if f.interval < 0 {
-		return usagef("red: -i must be positive")
-	}
-	if f.interval > 0 && f.interval < 100*time.Millisecond {
-		return usagef("red: -i below 100ms is mostly noise")
-	}
-	if f.poll < 5*time.Millisecond {
-		return usagef("red: --poll must be at least 5ms")
-	}
-	if f.slowest < 0 || f.slowest > 1000 {
-		return usagef("red: --slowest must be between 0 and 1000")
+	opt := red.Options{Slowest: f.slowest, Poll: f.poll, Interval: f.interval, Duration: f.dur}
+	if err := opt.Validate(); err != nil {
+		return usageError{err}
 	}
 	ctx := cmd.Context()
 	s, err := openTarget(cmd, g, args, session.PythonOptional)
 	if err != nil {
 		return err
 	}
-	opt := red.Options{Slowest: f.slowest, Poll: f.poll, Interval: f.interval}
-	if !(s.Spawned() || f.interval > 0) || durSet {
-		opt.Duration = f.dur
+	if (s.Spawned() || f.interval > 0) && !cmd.Flags().Changed("duration") {
+		opt.Duration = 0 // until the program ends, or Ctrl-C
 	}
 	if f.interval > 0 {
 		err = redLive(ctx, s, opt, g, format)

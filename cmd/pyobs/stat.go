@@ -64,23 +64,14 @@ The target need not be Python; Python thread names are shown when it is.`,
 }
 
 func runStat(cmd *cobra.Command, g *globals, f *statFlags, args []string) error {
-	format := g.format
-	if format != "" && format != "text" && format != "json" {
-		return usagef("stat: unknown --format %q (text, json)", format)
-	}
-	if f.dur <= 0 && !(f.interval > 0 && !cmd.Flags().Changed("duration")) {
-		return usagef("stat: -d must be positive")
-	}
-	if f.interval < 0 {
-		return usagef("stat: -i must be positive")
-	}
-	if f.interval > 0 && f.interval < 10*time.Millisecond {
-		return usagef("stat: -i below 10ms measures the observer, not the target")
-	}
-	if f.poll < time.Millisecond {
-		return usagef("stat: --poll must be at least 1ms")
+	format, err := textFormat("stat", g, "")
+	if err != nil {
+		return err
 	}
 	opt := stat.Options{Duration: f.dur, Interval: f.interval, Poll: f.poll, NoPerf: f.noPerf, Started: time.Now()}
+	if err := opt.Validate(cmd.Flags().Changed("duration")); err != nil {
+		return usageError{err}
+	}
 	ctx := cmd.Context()
 	s, err := openTarget(cmd, g, args, session.PythonOptional)
 	if err != nil {

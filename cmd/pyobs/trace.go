@@ -84,12 +84,9 @@ if pyobs is killed, CMD's listed calls fail with ENOSYS.`,
 }
 
 func runTrace(cmd *cobra.Command, g *globals, f *traceFlags, args []string) error {
-	format := g.format
-	if format == "" {
-		format = "text"
-	}
-	if format != "text" && format != "json" {
-		return usagef("trace: unknown --format %q (text, json)", format)
+	format, err := textFormat("trace", g, "text")
+	if err != nil {
+		return err
 	}
 	opt := trace.Options{Engine: f.engine, Duration: f.duration, Syscalls: f.events, Slow: f.slow,
 		SlowSet: cmd.Flags().Changed("slow"), Sites: f.sites, OnEngine: func(a trace.Account) {
@@ -119,10 +116,7 @@ func runTrace(cmd *cobra.Command, g *globals, f *traceFlags, args []string) erro
 	} else if s, err = session.Open(cmd.Context(), spec); err != nil {
 		return err
 	}
-	where, toFile := "stdout", g.output != "" && g.output != "-"
-	if toFile {
-		where = g.output
-	}
+	where, toFile := output.Where(g.output), output.ToFile(g.output)
 	var log *trace.LogSink // --log lines: to stdout as they come, or before the summary in -o FILE
 	if f.log {
 		var err error

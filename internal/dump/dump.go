@@ -3,6 +3,7 @@ package dump
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sort"
 	"time"
 
@@ -72,6 +73,20 @@ type Options struct {
 	// copying StackSize bytes of it (0: DefaultStackSize).
 	Native    bool
 	StackSize int
+	// Tasks: the command reads the asyncio task tree (RunTasks); only
+	// Validate looks at it.
+	Tasks bool
+}
+
+// Validate checks the options as the command line gave them.
+func (o Options) Validate() error {
+	switch {
+	case o.StackSize < 4096 || o.StackSize > 16<<20:
+		return fmt.Errorf("dump: --stack-size %d is not in 4096..16777216", o.StackSize)
+	case o.Native && o.Tasks:
+		return errors.New("dump: --native does not combine with --tasks")
+	}
+	return nil
 }
 
 // Run reads every thread's stack once (a cancelled ctx reads nothing).

@@ -202,3 +202,21 @@ func Footer(r *Result, where string) string {
 		len(r.Threads), r.Switches, r.WindowS, rate, r.Lost, r.Looks, r.LookRetries, r.ShortN, r.ShortS, r.ShortLongN,
 		r.FilteredN, r.FilteredS, r.ObserverCPUS, obs, where)
 }
+
+// Write renders a result in a format: the text report, the JSON document,
+// the SVG titled with what the weights are, or any other profile format.
+func Write(w io.Writer, format string, r *Result, wall, icicle bool) error {
+	switch format {
+	case "text":
+		return WriteText(w, r)
+	case "json":
+		return WriteJSON(w, r)
+	case "svg":
+		what := "off CPU"
+		if wall {
+			what = "on + off CPU"
+		}
+		return flame.WriteSVG(w, r.Profile, flame.SVGOptions{Title: fmt.Sprintf("pyobs offcpu: pid %d, µs %s", r.Profile.Meta.Pid, what), Icicle: icicle})
+	}
+	return flame.Write(w, format, r.Profile, flame.WriteOptions{})
+}

@@ -102,3 +102,29 @@ func exclude(p *flame.Profile, res []*regexp.Regexp) *Excluded {
 	}
 	return &Excluded{Patterns: patterns, US: us, Stacks: n}
 }
+
+// Validate checks the options as the command line gave them.
+func (o Options) Validate() error {
+	switch {
+	case o.Duration < 0 || o.MinBlock < 0:
+		return errors.New("offcpu: --duration and --min-block must not be negative")
+	case o.Engine != EngineAuto && o.Engine != EngineBPF && o.Engine != EnginePerf:
+		return fmt.Errorf("offcpu: unknown --engine %q (auto, bpf, perf)", o.Engine)
+	case o.Waker && o.Engine == EnginePerf:
+		return errors.New("offcpu: --waker needs the bpf engine (sched_waking): not with --engine perf")
+	}
+	return nil
+}
+
+// CompileExclude compiles --exclude patterns.
+func CompileExclude(patterns []string) ([]*regexp.Regexp, error) {
+	var out []*regexp.Regexp
+	for _, e := range patterns {
+		re, err := regexp.Compile(e)
+		if err != nil {
+			return nil, fmt.Errorf("offcpu: --exclude %q: %v", e, err)
+		}
+		out = append(out, re)
+	}
+	return out, nil
+}

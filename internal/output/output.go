@@ -64,3 +64,14 @@ func writeError(path, tmp string, err error) error {
 	}
 	return fmt.Errorf("can't write %s: %w", path, err)
 }
+
+// ToFile reports whether path names a file (not stdout: "" or "-").
+func ToFile(path string) bool { return path != "" && path != "-" }
+
+// Where names the output for a footer: the file, or "stdout".
+func Where(path string) string {
+	if ToFile(path) {
+		return path
+	}
+	return "stdout"
+}

@@ -264,3 +264,21 @@ func (e *engine) sampleStacks() {
 		e.tr.AddStack(f, key.String(), sf)
 	}
 }
+
+// Validate checks the options as the command line gave them (Duration is
+// -d's value, before a live or spawned run sets it aside).
+func (o Options) Validate() error {
+	switch {
+	case o.Duration <= 0:
+		return errors.New("red: -d must be positive")
+	case o.Interval < 0:
+		return errors.New("red: -i must be positive")
+	case o.Interval > 0 && o.Interval < 100*time.Millisecond:
+		return errors.New("red: -i below 100ms is mostly noise")
+	case o.Poll < 5*time.Millisecond:
+		return errors.New("red: --poll must be at least 5ms")
+	case o.Slowest < 0 || o.Slowest > 1000:
+		return errors.New("red: --slowest must be between 0 and 1000")
+	}
+	return nil
+}

@@ -2,6 +2,7 @@ package stat
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -379,4 +380,20 @@ loop:
 		st.Comm = "?"
 	}
 	return &Result{Stat: st, ExitCode: code}, nil
+}
+
+// Validate checks the options as the command line gave them; durationSet:
+// -d was given (with -i and no -d, a live report runs until Ctrl-C).
+func (o Options) Validate(durationSet bool) error {
+	switch {
+	case o.Duration <= 0 && !(o.Interval > 0 && !durationSet):
+		return errors.New("stat: -d must be positive")
+	case o.Interval < 0:
+		return errors.New("stat: -i must be positive")
+	case o.Interval > 0 && o.Interval < 10*time.Millisecond:
+		return errors.New("stat: -i below 10ms measures the observer, not the target")
+	case o.Poll < time.Millisecond:
+		return errors.New("stat: --poll must be at least 1ms")
+	}
+	return nil
 }
