@@ -27,6 +27,7 @@ import (
 
 	"github.com/pyobs/pyobs/internal/capability"
 	"github.com/pyobs/pyobs/internal/clock"
+	"github.com/pyobs/pyobs/internal/fallback"
 	"github.com/pyobs/pyobs/internal/flame"
 	"github.com/pyobs/pyobs/internal/perfevent"
 	"github.com/pyobs/pyobs/internal/procfs"
@@ -50,6 +51,11 @@ type Options struct {
 	Async      bool
 	AsyncStats *AsyncStats
 	Progress   func(Progress)
+	// Engine (cpu mode without --native/--kernel/--async): auto (default;
+	// bpf, else perf), bpf or perf; see engine.go. OnFallback receives the
+	// one line saying why auto did not use bpf.
+	Engine     string
+	OnFallback func(string)
 }
 
 // Progress is the live status line's content.
@@ -135,10 +141,37 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*flame.Profile, 
 			return nil, err
 		}
 	}
+	want, err := engineWant(&opt)
+	if err != nil {
+		return nil, err
+	}
+	r.opt.Engine = opt.Engine
 	r.tids.Refresh()
 	r.refreshNames()
+	r.cpu0 = clock.ObserverCPU() // the walker's load included
+	var kr *kernelRec
+	if opt.Mode == "cpu" {
+		useBPF, why := fallback.Choose(want, func() error {
+			var err error
+			kr, err = r.openKernel()
+			return err
+		})
+		switch {
+		case useBPF:
+			r.prof.Meta.Engine = EngineBPF
+		case why != nil && want == fallback.BPFOnly:
+			return nil, refused(s.Pid, why)
+		default:
+			r.prof.Meta.Engine = EnginePerf
+			if why != nil {
+				r.prof.Meta.Fallback = fallbackLine(why)
+				if opt.OnFallback != nil {
+					opt.OnFallback(r.prof.Meta.Fallback)
+				}
+			}
+		}
+	}
 	r.start = time.Now()
-	r.cpu0 = clock.ObserverCPU()
 	r.tcpu0 = targetCPU(s.Pid)
 	var deadline <-chan time.Time
 	if opt.Duration > 0 {
@@ -146,10 +179,12 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*flame.Profile, 
 		defer t.Stop()
 		deadline = t.C
 	}
-	var err error
-	if opt.Mode == "cpu" {
+	switch {
+	case kr != nil:
+		err = r.runKernel(ctx, deadline, kr)
+	case opt.Mode == "cpu":
 		err = r.runCPU(ctx, deadline)
-	} else {
+	default:
 		err = r.runTimer(ctx, deadline)
 	}
 	r.finish()
