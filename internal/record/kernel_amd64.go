@@ -146,6 +146,11 @@ func (r *Recorder) kernelSample(k *kernelRec, s *kwalk.Sample) {
 		r.marker(s.Tid, "[invalid frame chain]", 1)
 		return
 	}
+	if len(s.Frames) == 0 {
+		k.empty++ // e.g. 3.15's base frame alone: a thread starting or ending
+		r.marker(s.Tid, "[no Python frames]", 1)
+		return
+	}
 	ids := r.ids[:0]
 	if r.opt.Threads {
 		ref, ok := r.tids.Lookup(s.Tid)
@@ -176,9 +181,6 @@ func (r *Recorder) kernelSample(k *kernelRec, s *kwalk.Sample) {
 			k.ids[key] = id
 		}
 		ids = append(ids, id)
-	}
-	if len(s.Frames) == 0 {
-		ids = append(ids, r.prof.Intern(flame.Frame{Kind: flame.State, Function: "[no Python frames]"}))
 	}
 	r.samples++
 	r.prof.AddIDs(ids, 1)
