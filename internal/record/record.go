@@ -1,17 +1,3 @@
-// Package record is the sampling profiler: CPU samples from the kernel
-// (perf_event_open task-clock per thread), each followed at once by a read of
-// that thread's Python stack; or, in wall and gil modes, a timer that reads
-// every thread (wall) or the GIL holder (gil). Stacks fold into a
-// flame.Profile with the recording's own account of what it missed.
-//
-// Price: sampling, about 1 % at 99 Hz; the Python stack read costs the
-// observer a few µs per sample and never stops the target.
-// With --native/--kernel each sample also carries its native stack
-// (internal/unwind) and kernel callchain, merged with the Python frames.
-// Cannot see: off-CPU time in cpu mode (by
-// construction: use --mode wall or `pyobs offcpu`), and what happens between
-// the kernel's sample and the stack read (a thread may have moved on: torn
-// reads are detected and counted, not guessed).
 package record
 
 import (
