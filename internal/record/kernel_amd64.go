@@ -40,7 +40,7 @@ func (r *Recorder) openKernel() (*kernelRec, error) {
 	}
 	k := &kernelRec{ids: map[[2]uint64]int{}}
 	k.stats, k.note = bpfStats()
-	k.w, err = kwalk.Open(r.s.Pid, kl, kwalk.Options{Freq: r.opt.Freq, TLS: tls})
+	k.w, err = kwalk.Open(r.s.Pid, kl, kwalk.Options{Freq: r.opt.Freq, TLS: tls, Latency: 200 * time.Millisecond})
 	if err != nil {
 		k.close()
 		return nil, err
@@ -100,7 +100,16 @@ func (r *Recorder) runKernel(ctx context.Context, deadline <-chan time.Time, k *
 	}
 	var err error
 	for !r.stopped(ctx, deadline) {
-		if err = read(time.Now().Add(50 * time.Millisecond)); err != nil {
+		// Each look at the ring is a wake-up (a VM exit here): every
+		// 200 ms, or at the end of the recording, or when the kernel says
+		// a sixteenth of the ring is waiting.
+		until := time.Now().Add(200 * time.Millisecond)
+		if r.opt.Duration > 0 {
+			if end := r.start.Add(r.opt.Duration); end.Before(until) {
+				until = end
+			}
+		}
+		if err = read(until); err != nil {
 			break
 		}
 		if time.Since(lastCheck) > 200*time.Millisecond {
