@@ -213,7 +213,7 @@ func TestRecordKernelExact(t *testing.T) {
 			for _, b := range firstBad {
 				t.Logf("  bad: %s", b)
 			}
-			if total < 4000 {
+			if total < 2000 { // 0.1 s of the target's CPU (less on a loaded machine)
 				t.Fatalf("only %d samples at 20 kHz in 2 s", total)
 			}
 			if footerExact != exact {
@@ -314,7 +314,7 @@ func TestRecordKernelThreadPerRequest(t *testing.T) {
 			if !strings.Contains(stderr.String(), "bpf engine") {
 				t.Fatalf("not recorded by the bpf engine: %s", stderr.String())
 			}
-			if reqs.Load() < 50 || cpuS < 0.2 {
+			if reqs.Load() < 20 || cpuS < 0.1 { // 200 samples at least
 				t.Fatalf("too little load: %d requests, %.3fs of target CPU", reqs.Load(), cpuS)
 			}
 			if float64(total) < want {
@@ -374,7 +374,11 @@ func TestRecordKernelRefusedFallsBack(t *testing.T) {
 	if doc.Meta.Engine != "perf" || !strings.Contains(doc.Meta.Fallback, "operation not permitted") || doc.Meta.Samples == 0 || doc.Meta.StackReads == 0 {
 		t.Errorf("meta %+v: want engine perf, the fallback's reason, samples and stack reads", doc.Meta)
 	}
-	if len(doc.Top) == 0 || !strings.Contains(doc.Top[0].Stack, "recurse (") {
+	busy := false
+	for _, st := range doc.Top {
+		busy = busy || strings.Contains(st.Stack, "crunch (")
+	}
+	if !busy {
 		t.Errorf("fallback profile lacks the busy thread: %+v", doc.Top)
 	}
 	r = run("bpf")
