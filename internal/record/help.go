@@ -9,14 +9,15 @@ const Help = `record samples the target and writes a flame graph or profile.
   filtered by the target's pid, walks the sampled thread's Python stack in
   the kernel at the sample's instant: every thread, also ones born during
   the recording, from their first sample; pyobs only names the code objects
-  (cached, re-checked). Price: ~1-3 µs of kernel time per sample, in the
+  (cached, re-checked). Price: ~2-5 µs of kernel time per sample, in the
   target's context. It cannot see native frames; stacks deeper than 128
   frames come out as [truncated stack] with their innermost frames; a frame
   on a page not present in memory can't be read there ([faulted: page not
-  present]); each is counted, never guessed. With --engine perf, and with
-  --native, --kernel, --async, --mode wall and gil, ` + UserSpaceNote + `:
-  one perf ring per thread, then a read of that thread's Python stack (a
-  thread may have moved on: [late read], torn reads counted).
+  present]); each is counted, never guessed. With --engine perf, and always
+  with --native, --kernel, --async, --mode wall and gil:
+  ` + UserSpaceNote + ` (perf engine: one ring per
+  thread, then a read of that thread's Python stack; a thread may have moved
+  on: [late read], torn reads counted).
   Off-CPU time is invisible in cpu mode by construction: use --mode wall
   or pyobs offcpu.
 --mode wall: a timer reads every thread's stack at F Hz, running or not; each
