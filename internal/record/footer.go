@@ -49,6 +49,11 @@ func engineNote(m flame.Meta) string {
 	case EnginePerf:
 		return " (perf engine: " + UserSpaceNote + ")"
 	case EngineBPF:
+	case "":
+		if m.Mode == "wall" || m.Mode == "gil" {
+			return " (stacks read from user space at each timer tick)"
+		}
+		return ""
 	default:
 		return ""
 	}
