@@ -23,51 +23,15 @@ type recordFlags struct {
 	stack    int
 	icicle   bool
 	async    bool
+	engine   string
 }
 
 func newRecord(g *globals) *cobra.Command {
 	var f recordFlags
 	c := &cobra.Command{
 		Use:   "record (-p PID | -- CMD ARGS)",
-		Short: "Sampling profiler: CPU samples from the kernel, each with its Python stack (sampling: ~1 %)",
-		Long: `record samples the target and writes a flame graph or profile.
-
---mode cpu (default): the kernel samples each thread's CPU time (perf_event_open,
-  task-clock, F Hz of CPU time per thread); each sample is followed at once by
-  a read of that thread's Python stack. Off-CPU time is invisible here by
-  construction: use --mode wall or pyobs offcpu.
---mode wall: a timer reads every thread's stack at F Hz, running or not; each
-  stack ends in the thread's state ([running], [sleeping in …]).
---mode gil: a timer reads the stack of the thread holding the GIL ([GIL free]
-  when nobody holds it).
---native (cpu mode): each sample also copies the thread's user registers and
-  --stack-size bytes of its stack; pyobs unwinds them with the ELF files'
-  .eh_frame CFI and replaces each _PyEval_EvalFrameDefault frame with the
-  Python frames it runs: on 3.11+ by address (each run of Python frames
-  links to a struct on its eval loop's C stack), on 3.10 by count. The
-  Python stack is read just after the sample: frames entered since are left
-  out, eval loops that returned since show [Python frames returned before
-  read]. Stacks deeper than the copy end in [truncated native stack];
-  samples whose native and Python stacks disagree are kept unmerged under
-  [merge mismatch] and counted.
---kernel (cpu mode): kernel frames (SYMBOL_[k]) from the sample's callchain.
---async (CPython 3.14+): a sample of a thread that is running an asyncio task
-  is rooted at "[task] NAME" frames, the tasks awaiting it first (outermost
-  awaiter first; the lowest-addressed one when several await a task), then
-  the task's own coroutine and what it calls; the event loop's frames below
-  the coroutine are dropped. Samples outside any task keep the loop's frames.
-  Read from the thread state's running task and each task's awaited_by;
-  before 3.14 no such per-thread record exists: pyobs exits with status 5.
-
-Price: sampling. The target is never stopped; a stack that changed while it
-was read is counted as torn and shown as [torn read], never guessed. The end
-of the run reports requested vs achieved rate, samples lost/torn/failed and
-pyobs's own CPU. Ctrl-C ends the recording early and still writes the output.
-
--d 0s (the default) records until Ctrl-C or the target's exit. -F is per
-thread; in cpu mode it is capped at kernel.perf_event_max_sample_rate (the
-most the kernel delivers per CPU), and wall/gil mode above 1000 Hz say at the
-start that ticks will be dropped; the footer gives the achieved rate.`,
+		Short: "Sampling profiler: CPU samples from the kernel, each with its Python stack walked at the sample (sampling: ~1 %)",
+		Long:  record.Help,
 		Example: `  pyobs record -p 4242 -d 30s -o profile.svg
   pyobs record -p 4242 -F 997 --format pprof -o cpu.pb.gz
   pyobs record --mode wall -p 4242 --format speedscope -o p.json
@@ -88,6 +52,7 @@ start that ticks will be dropped; the footer gives the achieved rate.`,
 	fl.IntVar(&f.stack, "stack-size", record.DefaultStackSize, "with --native: bytes of user stack copied per sample (multiple of 8, at most 61440)")
 	fl.BoolVar(&f.icicle, "icicle", false, "svg: draw roots at the top")
 	fl.BoolVar(&f.async, "async", false, "root samples of asyncio tasks at the task and its awaiters (CPython 3.14+)")
+	fl.StringVar(&f.engine, "engine", "auto", "cpu mode: auto (bpf, else perf), bpf (stacks walked in the kernel) or perf (read from user space)")
 	return c
 }
 
@@ -108,6 +73,12 @@ func runRecord(cmd *cobra.Command, g *globals, f *recordFlags, args []string) er
 	if f.async && (f.native || f.kernel) {
 		return usagef("record: --async does not combine with --native or --kernel yet")
 	}
+	if f.engine != "auto" && f.engine != "bpf" && f.engine != "perf" {
+		return usagef("record: unknown --engine %q (auto, bpf, perf)", f.engine)
+	}
+	if f.engine == "bpf" && (f.native || f.kernel || f.async || f.mode != "cpu") {
+		return usagef("record: --engine bpf is plain cpu mode's; --native, --kernel, --async, wall and gil read stacks from user space")
+	}
 	if f.stack <= 0 || f.stack > 61440 || f.stack%8 != 0 {
 		return usagef("record: --stack-size %d is not a multiple of 8 in 8..61440", f.stack)
 	}
@@ -124,7 +95,8 @@ func runRecord(cmd *cobra.Command, g *globals, f *recordFlags, args []string) er
 		return err
 	}
 	f.freq = record.Honour(os.Stderr, f.mode, f.freq) // -F above what the kernel or a tick can give: capped or said
-	opt := record.Options{Mode: f.mode, Freq: f.freq, Duration: f.duration, Threads: f.threads, Native: f.native, Kernel: f.kernel, StackSize: f.stack}
+	opt := record.Options{Mode: f.mode, Freq: f.freq, Duration: f.duration, Threads: f.threads, Native: f.native, Kernel: f.kernel, StackSize: f.stack,
+		Engine: f.engine, OnFallback: func(l string) { fmt.Fprintln(os.Stderr, "pyobs record:", l) }}
 	var async *record.AsyncStats
 	if f.async {
 		async = &record.AsyncStats{}

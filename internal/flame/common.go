@@ -107,6 +107,9 @@ func metaSummary(m Meta) string {
 	add("torn %d", m.Torn)
 	add("failed %d", m.Failed)
 	add("throttled %d", m.Throttled)
+	if m.Engine != "" {
+		add("stacks by %s (exact %d)", m.Engine, m.Exact)
+	}
 	add("observer cpu %.3fs", m.ObserverCPUS)
 	add("target stopped %.3fs", m.TargetStoppedS)
 	return strings.Join(parts, ", ")

@@ -51,4 +51,9 @@
 // Code-object names are read after the fact: on ≤3.13 (no code-object
 // generation) a code object freed and its address reused within
 // Symbolizer.Revalidate is misnamed.
+//
+// Built by bpf2go (`make generate`; shared kernel types and helpers from
+// internal/bpf/include/pyobs.h, the walker's own in kwalk.bpf.c), loaded
+// and read through internal/bpfload (memlock, gate and verifier errors,
+// the pid-namespace check, ring buffer, per-CPU counters).
 package kwalk

@@ -15,44 +15,30 @@
 // _Py_DebugOffsets table on 3.13+, per-version tables before) in the
 // read-only `cfg`, fixed at load: the verifier sees them as constants.
 //
-// Build: make bpf (bpf2go + clang -target bpf); the object is committed.
+// Build: make generate (bpf2go + clang -target bpf, -I internal/bpf/include);
+// the object is committed.
 
-// ---- Kernel types and helpers (the minimum; CO-RE relocates fields) ----
+// ---- Kernel types and helpers ----
+// The shared ones (integer types, map macros, helper ids, counters) come
+// from internal/bpf/include/pyobs.h; only what the walker alone uses is here.
 
-typedef unsigned char u8;
+#include "pyobs.h"
+
 typedef signed char s8;
-typedef unsigned short u16;
-typedef unsigned int u32;
-typedef int s32;
-typedef unsigned long long u64;
-typedef long long s64;
 
-#define SEC(name) __attribute__((section(name), used))
-#define __always_inline inline __attribute__((always_inline))
-#define __uint(name, val) int (*name)[val]
-#define __type(name, val) typeof(val) *name
-
-enum {
-	BPF_MAP_TYPE_HASH = 1,
-	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
-	BPF_MAP_TYPE_RINGBUF = 27,
-};
-
+// The thread's fsbase (== pthread_self on x86_64 glibc/musl). A flavoured
+// name (the ___ suffix is ignored by CO-RE matching) so that pyobs.h's
+// task_struct stays the one the other programs see.
 struct thread_struct {
 	unsigned long fsbase;
 } __attribute__((preserve_access_index));
 
-struct task_struct {
+struct task_struct___kwalk {
 	struct thread_struct thread;
 } __attribute__((preserve_access_index));
 
-static void *(*bpf_map_lookup_elem)(void *map, const void *key) = (void *)1;
-static u64 (*bpf_ktime_get_ns)(void) = (void *)5;
 static u32 (*bpf_get_smp_processor_id)(void) = (void *)8;
-static u64 (*bpf_get_current_pid_tgid)(void) = (void *)14;
 static u64 (*bpf_get_current_task)(void) = (void *)35;
-static long (*bpf_probe_read_user)(void *dst, u32 size, const void *src) = (void *)112;
-static long (*bpf_probe_read_kernel)(void *dst, u32 size, const void *src) = (void *)113;
 static long (*bpf_ringbuf_output)(void *ringbuf, void *data, u64 size, u64 flags) = (void *)130;
 static u64 (*bpf_ringbuf_query)(void *ringbuf, u64 flags) = (void *)134;
 static long (*bpf_loop)(u32 nr_loops, void *callback_fn, void *callback_ctx, u64 flags) = (void *)181;
@@ -179,12 +165,7 @@ struct {
 	__type(value, struct sample);
 } scratch SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, C_NCOUNTERS);
-	__type(key, u32);
-	__type(value, u64);
-} counters SEC(".maps");
+PERCPU_COUNTERS(counters, C_NCOUNTERS);
 
 // Code objects whose type was checked lately, per CPU, direct-mapped by
 // address: a frame whose code sits in its slot skips the type read.
@@ -218,9 +199,7 @@ struct {
 
 static __always_inline void count(u32 slot)
 {
-	u64 *c = bpf_map_lookup_elem(&counters, &slot);
-	if (c)
-		*c += 1;
+	counter_add(&counters, slot, 1);
 }
 
 static __always_inline int read_u64(u64 *dst, u64 addr)
@@ -503,7 +482,7 @@ int kwalk_sample(void *ctx)
 	}
 	u64 fs = 0;
 	if (!tstate) {
-		struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+		struct task_struct___kwalk *task = (struct task_struct___kwalk *)bpf_get_current_task();
 		bpf_probe_read_kernel(&fs, sizeof(fs), &task->thread.fsbase);
 	}
 	if (!tstate && fs && cfg.tls_n) {

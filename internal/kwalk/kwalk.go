@@ -3,7 +3,6 @@
 package kwalk
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +14,7 @@ import (
 	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
 
+	"github.com/pyobs/pyobs/internal/bpfload"
 	"github.com/pyobs/pyobs/internal/pyframes"
 )
 
@@ -122,12 +122,11 @@ type Walker struct {
 	Layout *pyframes.KernelLayout
 	Opts   Options
 	objs   *objects
-	rd     *ringbuf.Reader
+	ring   *bpfload.Ring
 	fds    []int
 	CPUs   int // per-CPU events opened
 
 	deadline time.Time
-	rec      ringbuf.Record // reused by Read
 }
 
 // Config builds the program's read-only configuration.
@@ -209,9 +208,9 @@ func Open(pid int, l *pyframes.KernelLayout, opt Options) (*Walker, error) {
 		return nil, fmt.Errorf("pid %d: %w", pid, err)
 	}
 	w := &Walker{Pid: pid, Layout: l, Opts: opt, objs: o}
-	if w.rd, err = ringbuf.NewReader(o.Samples); err != nil {
+	if w.ring, err = bpfload.NewRing("samples", o.Samples); err != nil {
 		w.Close()
-		return nil, fmt.Errorf("pid %d: can't read ring buffer: %w", pid, err)
+		return nil, fmt.Errorf("pid %d: %w", pid, err)
 	}
 	if err := w.attach(); err != nil {
 		w.Close()
@@ -302,47 +301,54 @@ func (w *Walker) SetDeadline(t time.Time) { w.deadline = t }
 // Read blocks for the next sample; io.EOF once the walker is closed.
 func (w *Walker) Read() (Sample, error) {
 	for {
+		d := w.deadline
 		if w.Opts.Latency > 0 {
-			d := time.Now().Add(w.Opts.Latency)
-			if !w.deadline.IsZero() && w.deadline.Before(d) {
-				d = w.deadline
+			// The poll period: samples the kernel did not wake us for are
+			// read at least this often.
+			if p := time.Now().Add(w.Opts.Latency); d.IsZero() || p.Before(d) {
+				d = p
 			}
-			w.rd.SetDeadline(d)
-		} else {
-			w.rd.SetDeadline(w.deadline)
 		}
-		err := w.rd.ReadInto(&w.rec)
-		if errors.Is(err, os.ErrDeadlineExceeded) && (w.deadline.IsZero() || time.Now().Before(w.deadline)) {
-			continue // the poll period: samples the kernel did not wake us for are read now
-		}
+		b, ok, err := w.ring.Next(d)
 		if errors.Is(err, ringbuf.ErrClosed) || errors.Is(err, os.ErrClosed) {
 			return Sample{}, io.EOF
 		}
 		if err != nil {
-			return Sample{}, err
+			return Sample{}, fmt.Errorf("pid %d: %w", w.Pid, err)
 		}
-		return decode(w.rec.RawSample)
+		if ok {
+			return decode(b)
+		}
+		if !w.deadline.IsZero() && !time.Now().Before(w.deadline) {
+			return Sample{}, os.ErrDeadlineExceeded
+		}
 	}
 }
+
+// Pending is how many bytes of samples wait in the ring.
+func (w *Walker) Pending() int { return w.ring.Pending() }
 
 const hdrSize = int(unsafe.Sizeof(kwalkSampleHdr{}))
 const frameSize = int(unsafe.Sizeof(kwalkFrame{}))
 
 func decode(b []byte) (Sample, error) {
-	if len(b) < hdrSize {
-		return Sample{}, fmt.Errorf("sample of %d bytes, need %d", len(b), hdrSize)
+	h, err := bpfload.Decode[kwalkSampleHdr](b)
+	if err != nil {
+		return Sample{}, err
 	}
-	le := binary.LittleEndian
-	s := Sample{Time: le.Uint64(b[0:]), TState: le.Uint64(b[8:]), CodeGen: le.Uint64(b[16:]), Last: le.Uint64(b[24:]),
-		Tid: int(le.Uint32(b[32:])), Flags: le.Uint32(b[36:]), Hops: int(le.Uint16(b[42:])), CPU: int(le.Uint32(b[44:]))}
-	depth := int(le.Uint16(b[40:]))
+	s := Sample{Time: h.Time, TState: h.Tstate, CodeGen: h.Codegen, Last: h.Last,
+		Tid: int(h.Tid), Flags: h.Flags, Hops: int(h.Hops), CPU: int(h.Cpu)}
+	depth := int(h.Depth)
 	if len(b) < hdrSize+depth*frameSize {
 		return s, fmt.Errorf("sample of tid %d: %d bytes for %d frames", s.Tid, len(b), depth)
 	}
 	s.Frames = make([]Frame, depth)
 	for i := range s.Frames {
-		o := hdrSize + i*frameSize
-		s.Frames[i] = Frame{Code: le.Uint64(b[o:]), Lasti: int32(le.Uint32(b[o+8:])), Flags: le.Uint32(b[o+12:])}
+		f, err := bpfload.Decode[kwalkFrame](b[hdrSize+i*frameSize:])
+		if err != nil {
+			return s, err
+		}
+		s.Frames[i] = Frame{Code: f.Code, Lasti: f.Lasti, Flags: f.Flags}
 	}
 	return s, nil
 }
@@ -350,15 +356,11 @@ func decode(b []byte) (Sample, error) {
 // Counters sums the per-CPU counters.
 func (w *Walker) Counters() (Counters, error) {
 	var out Counters
-	for i := range out {
-		var per []uint64
-		if err := w.objs.Counters.Lookup(uint32(i), &per); err != nil {
-			return out, fmt.Errorf("pid %d: can't read counter %d: %w", w.Pid, i, err)
-		}
-		for _, v := range per {
-			out[i] += v
-		}
+	n, err := bpfload.Counters(w.objs.Counters, NCounters)
+	if err != nil {
+		return out, fmt.Errorf("pid %d: %w", w.Pid, err)
 	}
+	copy(out[:], n)
 	return out, nil
 }
 
@@ -395,8 +397,8 @@ func (w *Walker) Close() error {
 		unix.Close(fd)
 	}
 	w.fds = nil
-	if w.rd != nil {
-		w.rd.Close()
+	if w.ring != nil {
+		w.ring.Close()
 	}
 	if w.objs != nil {
 		w.objs.Close()

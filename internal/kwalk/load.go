@@ -2,19 +2,20 @@
 
 package kwalk
 
-// The one place that loads kwalk.bpf.o: memlock, load with the config,
-// and the error that says eBPF was refused. (To be switched to the shared
-// internal/bpfload package once it lands.)
+// Loading goes through internal/bpfload (memlock, the gate and verifier
+// errors); what stays here is the walker's own: its config and ring size.
 
 import (
 	"errors"
 	"fmt"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/rlimit"
+
+	"github.com/pyobs/pyobs/internal/bpfload"
 )
 
-// ErrUnavailable wraps every reason the walker could not be loaded.
+// ErrUnavailable wraps every reason the walker could not be loaded (the
+// kernel's errno and bpfload's gate or verifier error stay matchable).
 var ErrUnavailable = errors.New("in-kernel Python walker unavailable")
 
 type objects struct {
@@ -38,30 +39,23 @@ func (o *objects) Close() {
 // load fixes cfg in the object's read-only data (the verifier sees the
 // layout as constants) and loads program and maps.
 func load(cfg kwalkConfig, ringBytes uint32) (*objects, error) {
-	if err := rlimit.RemoveMemlock(); err != nil {
-		return nil, fmt.Errorf("%w: can't raise RLIMIT_MEMLOCK: %w", ErrUnavailable, err)
+	if err := bpfload.CheckPidNS(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	spec, err := loadKwalk()
+	var specs kwalkSpecs
+	spec, err := bpfload.Spec(loadKwalk, &specs)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	v, ok := spec.Variables["cfg"]
-	if !ok {
-		return nil, fmt.Errorf("%w: kwalk.bpf.o has no variable cfg", ErrUnavailable)
-	}
-	if err := v.Set(cfg); err != nil {
-		return nil, fmt.Errorf("%w: can't set cfg: %w", ErrUnavailable, err)
+	if err := bpfload.SetVars(bpfload.Var{Spec: specs.Cfg, Value: cfg}); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	if ringBytes != 0 {
-		spec.Maps["samples"].MaxEntries = ringBytes
+		specs.Samples.MaxEntries = ringBytes
 	}
 	var o objects
-	if err := spec.LoadAndAssign(&o, nil); err != nil {
-		var ve *ebpf.VerifierError
-		if errors.As(err, &ve) {
-			return nil, fmt.Errorf("%w: load perf_event/kwalk_sample: %+v", ErrUnavailable, ve)
-		}
-		return nil, fmt.Errorf("%w: load perf_event/kwalk_sample: %w", ErrUnavailable, err)
+	if err := bpfload.Load("the kernel Python walker (perf_event/kwalk_sample)", spec, &o); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	return &o, nil
 }

@@ -90,3 +90,9 @@ func (s *Symbolizer) Frames(smp *Sample) ([]pyframes.Frame, error) {
 	}
 	return out, nil
 }
+
+// Code is the code object at addr for a sample taken at code-object
+// generation gen (Sample.CodeGen), validated as Frames does.
+func (s *Symbolizer) Code(addr, gen uint64) (*pyframes.CodeSymbol, error) {
+	return s.code(addr, gen)
+}

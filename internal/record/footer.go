@@ -38,8 +38,40 @@ func Footer(p *flame.Profile, out string) string {
 			nat += fmt.Sprintf(", %d glued by C-stack address (%d with Python frames returned before read)", x.MergeLinked, x.MergeGone)
 		}
 	}
-	return fmt.Sprintf("pyobs record: %s mode, %d samples in %.1fs (%s); lost %d, torn %d, failed %d, throttled %d%s%s; observer CPU %.2fs%s; target stopped 0s; wrote %s",
-		m.Mode, m.Samples, m.DurationS, rate, m.Lost, m.Torn, m.Failed, m.Throttled, lag, nat, m.ObserverCPUS, obs, where)
+	return fmt.Sprintf("pyobs record: %s mode%s, %d samples in %.1fs (%s); lost %d, torn %d, failed %d, throttled %d%s%s; observer CPU %.2fs%s; target stopped 0s; wrote %s",
+		m.Mode, engineNote(m), m.Samples, m.DurationS, rate, m.Lost, m.Torn, m.Failed, m.Throttled, lag, nat, m.ObserverCPUS, obs, where)
+}
+
+// engineNote says how cpu mode took its stacks: walked in the kernel at
+// the sample (and how those walks ended, what they cost), or read from
+// user space after it.
+func engineNote(m flame.Meta) string {
+	switch m.Engine {
+	case EnginePerf:
+		return " (perf engine: " + UserSpaceNote + ")"
+	case EngineBPF:
+	case "":
+		if m.Mode == "wall" || m.Mode == "gil" {
+			return " (stacks read from user space at each timer tick)"
+		}
+		return ""
+	default:
+		return ""
+	}
+	pct := 0.0
+	if walked := m.Exact + m.KernelTruncated + m.KernelFaulted + m.KernelInvalid; walked > 0 {
+		pct = 100 * float64(m.Exact) / float64(walked)
+	}
+	bpf := "n/a"
+	if m.BPFNSPerSample > 0 {
+		bpf = fmt.Sprintf("%.2f µs", m.BPFNSPerSample/1e3)
+	}
+	per := 0.0
+	if m.Samples > 0 {
+		per = 1e6 * m.ObserverCPUS / float64(m.Samples)
+	}
+	return fmt.Sprintf(" (bpf engine: stacks walked in the kernel at each sample: exact %d (%.2f %% of walks), truncated %d, faulted %d, invalid %d, not Python %d, no frames %d; BPF run time per sample %s, bpf stats %s; observer CPU %.1f µs per sample)",
+		m.Exact, pct, m.KernelTruncated, m.KernelFaulted, m.KernelInvalid, m.NotPython, m.NoFrames, bpf, m.BPFStats, per)
 }
 
 // AsyncFooter is record --async's account: how many samples were rooted at

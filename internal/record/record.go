@@ -1,17 +1,3 @@
-// Package record is the sampling profiler: CPU samples from the kernel
-// (perf_event_open task-clock per thread), each followed at once by a read of
-// that thread's Python stack; or, in wall and gil modes, a timer that reads
-// every thread (wall) or the GIL holder (gil). Stacks fold into a
-// flame.Profile with the recording's own account of what it missed.
-//
-// Price: sampling, about 1 % at 99 Hz; the Python stack read costs the
-// observer a few µs per sample and never stops the target.
-// With --native/--kernel each sample also carries its native stack
-// (internal/unwind) and kernel callchain, merged with the Python frames.
-// Cannot see: off-CPU time in cpu mode (by
-// construction: use --mode wall or `pyobs offcpu`), and what happens between
-// the kernel's sample and the stack read (a thread may have moved on: torn
-// reads are detected and counted, not guessed).
 package record
 
 import (
@@ -27,6 +13,7 @@ import (
 
 	"github.com/pyobs/pyobs/internal/capability"
 	"github.com/pyobs/pyobs/internal/clock"
+	"github.com/pyobs/pyobs/internal/fallback"
 	"github.com/pyobs/pyobs/internal/flame"
 	"github.com/pyobs/pyobs/internal/perfevent"
 	"github.com/pyobs/pyobs/internal/procfs"
@@ -50,6 +37,11 @@ type Options struct {
 	Async      bool
 	AsyncStats *AsyncStats
 	Progress   func(Progress)
+	// Engine (cpu mode without --native/--kernel/--async): auto (default;
+	// bpf, else perf), bpf or perf; see engine.go. OnFallback receives the
+	// one line saying why auto did not use bpf.
+	Engine     string
+	OnFallback func(string)
 }
 
 // Progress is the live status line's content.
@@ -135,10 +127,37 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*flame.Profile, 
 			return nil, err
 		}
 	}
+	want, err := engineWant(&opt)
+	if err != nil {
+		return nil, err
+	}
+	r.opt.Engine = opt.Engine
 	r.tids.Refresh()
 	r.refreshNames()
+	r.cpu0 = clock.ObserverCPU() // the walker's load included
+	var kr *kernelRec
+	if opt.Mode == "cpu" {
+		useBPF, why := fallback.Choose(want, func() error {
+			var err error
+			kr, err = r.openKernel()
+			return err
+		})
+		switch {
+		case useBPF:
+			r.prof.Meta.Engine = EngineBPF
+		case why != nil && want == fallback.BPFOnly:
+			return nil, refused(s.Pid, why)
+		default:
+			r.prof.Meta.Engine = EnginePerf
+			if why != nil {
+				r.prof.Meta.Fallback = fallbackLine(why)
+				if opt.OnFallback != nil {
+					opt.OnFallback(r.prof.Meta.Fallback)
+				}
+			}
+		}
+	}
 	r.start = time.Now()
-	r.cpu0 = clock.ObserverCPU()
 	r.tcpu0 = targetCPU(s.Pid)
 	var deadline <-chan time.Time
 	if opt.Duration > 0 {
@@ -146,10 +165,12 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*flame.Profile, 
 		defer t.Stop()
 		deadline = t.C
 	}
-	var err error
-	if opt.Mode == "cpu" {
+	switch {
+	case kr != nil:
+		err = r.runKernel(ctx, deadline, kr)
+	case opt.Mode == "cpu":
 		err = r.runCPU(ctx, deadline)
-	} else {
+	default:
 		err = r.runTimer(ctx, deadline)
 	}
 	r.finish()

@@ -1,0 +1,48 @@
+// Package record is the sampling profiler: CPU samples from the kernel; or,
+// in wall and gil modes, a timer that reads every thread (wall) or the GIL
+// holder (gil). Stacks fold into a flame.Profile with the recording's own
+// account of what it missed.
+//
+// cpu mode has two engines (Options.Engine; auto = bpf, else perf, saying
+// why in one line that names the BPF gate when the kernel refused):
+//
+//   - bpf (kernel_amd64.go): internal/kwalk's eBPF program on one task-clock
+//     event per CPU, filtered by the target's tgid, walks the sampled
+//     thread's Python stack in the kernel at the sample's instant — every
+//     thread, also ones born during the recording (their thread state is
+//     found through their TLS from the first sample; the tid map is
+//     refreshed every 200 ms for the rest). User space reads the ring
+//     buffer, names code objects (kwalk.Symbolizer: cached, re-validated by
+//     code-object generation on 3.14+, by age before) and folds (code
+//     object, instruction) → frame ids: labels `QUALNAME (FILE:LINE)`,
+//     caller lines the line of the call, as the user-space reader gives.
+//   - perf (record.go runCPU): a perf ring per thread (threads found by a
+//     scan every 50 ms), each sample followed by a read of the thread's
+//     stack from user space: a thread may have moved on by then (late,
+//     moved, torn: counted). --native, --kernel, --async, wall and gil
+//     always use this user-space reader.
+//
+// Price: bpf — ~2–5 µs of kernel time per sample in the target's context
+// (bpf stats, 12–20-frame stacks; per-sample, so independent of how long
+// the recording runs) plus ~0.1 µs per event of any other task on a CPU,
+// ~7–10 µs of observer CPU per sample at 20 kHz, and ~0.1 s of CPU once to
+// load (the verifier). The kernel's bpf stats (BPFNSPerSample) are turned
+// on for the run only when kernel.bpf_stats_enabled is off (BPF_ENABLE_STATS,
+// off again at the end; said in Meta.BPFStats). perf — sampling ~1 % at
+// 99 Hz; each stack read costs the observer µs to ms (it grows with the
+// number of distinct code objects). With --native/--kernel each sample also
+// carries its native stack (internal/unwind) and kernel callchain, merged
+// with the Python frames.
+//
+// Cannot see: off-CPU time in cpu mode (by construction: use --mode wall or
+// `pyobs offcpu`). bpf: native frames; frames past kwalk.MaxFrames (128:
+// the sample is folded as [truncated stack] with its innermost frames,
+// counted truncated, like a chain that ended short, e.g. 3.11/3.12's cframe
+// set-up race); a frame on a page not present (the program can't fault it
+// in: [faulted: page not present], counted); a failed check ([invalid frame
+// chain]); threads whose state is neither in the map nor at the TLS offsets
+// ([no Python thread state]); a code object freed and its address reused
+// within a second on ≤3.13 is misnamed. perf: what happens between the
+// kernel's sample and the stack read (torn reads are detected and counted,
+// not guessed).
+package record

@@ -1,0 +1,56 @@
+package record
+
+// Help is `pyobs record --help`'s long text.
+const Help = `record samples the target and writes a flame graph or profile.
+
+--mode cpu (default): the kernel samples each thread's CPU time (task-clock,
+  F Hz of CPU time). With the bpf engine (--engine auto|bpf; auto falls back
+  to perf, saying why in one line) an eBPF program on one event per CPU,
+  filtered by the target's pid, walks the sampled thread's Python stack in
+  the kernel at the sample's instant: every thread, also ones born during
+  the recording, from their first sample; pyobs only names the code objects
+  (cached, re-checked). Price: ~2-5 µs of kernel time per sample, in the
+  target's context. It cannot see native frames; stacks deeper than 128
+  frames come out as [truncated stack] with their innermost frames; a frame
+  on a page not present in memory can't be read there ([faulted: page not
+  present]); each is counted, never guessed. With --engine perf, and always
+  with --native, --kernel, --async, --mode wall and gil:
+  ` + UserSpaceNote + ` (perf engine: one ring per
+  thread, then a read of that thread's Python stack; a thread may have moved
+  on: [late read], torn reads counted).
+  Off-CPU time is invisible in cpu mode by construction: use --mode wall
+  or pyobs offcpu.
+--mode wall: a timer reads every thread's stack at F Hz, running or not; each
+  stack ends in the thread's state ([running], [sleeping in …]).
+--mode gil: a timer reads the stack of the thread holding the GIL ([GIL free]
+  when nobody holds it).
+--native (cpu mode): each sample also copies the thread's user registers and
+  --stack-size bytes of its stack; pyobs unwinds them with the ELF files'
+  .eh_frame CFI and replaces each _PyEval_EvalFrameDefault frame with the
+  Python frames it runs: on 3.11+ by address (each run of Python frames
+  links to a struct on its eval loop's C stack), on 3.10 by count. The
+  Python stack is read just after the sample: frames entered since are left
+  out, eval loops that returned since show [Python frames returned before
+  read]. Stacks deeper than the copy end in [truncated native stack];
+  samples whose native and Python stacks disagree are kept unmerged under
+  [merge mismatch] and counted.
+--kernel (cpu mode): kernel frames (SYMBOL_[k]) from the sample's callchain.
+--async (CPython 3.14+): a sample of a thread that is running an asyncio task
+  is rooted at "[task] NAME" frames, the tasks awaiting it first (outermost
+  awaiter first; the lowest-addressed one when several await a task), then
+  the task's own coroutine and what it calls; the event loop's frames below
+  the coroutine are dropped. Samples outside any task keep the loop's frames.
+  Read from the thread state's running task and each task's awaited_by;
+  before 3.14 no such per-thread record exists: pyobs exits with status 5.
+
+Price: sampling. The target is never stopped. The end of the run reports
+which engine took the stacks, requested vs achieved rate, samples exact
+(bpf), truncated, faulted, lost, torn, failed, the BPF run time per sample
+(from the kernel's bpf stats, turned on for the run only when they are off)
+and pyobs's own CPU. Ctrl-C ends the recording early and still writes the
+output.
+
+-d 0s (the default) records until Ctrl-C or the target's exit. -F is per
+thread; in cpu mode it is capped at kernel.perf_event_max_sample_rate (the
+most the kernel delivers per CPU), and wall/gil mode above 1000 Hz say at the
+start that ticks will be dropped; the footer gives the achieved rate.`

@@ -1,0 +1,212 @@
+//go:build amd64
+
+package record
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"time"
+
+	"github.com/pyobs/pyobs/internal/flame"
+	"github.com/pyobs/pyobs/internal/kwalk"
+	"github.com/pyobs/pyobs/internal/procfs"
+	"github.com/pyobs/pyobs/internal/pyframes"
+)
+
+// kernelRec is cpu mode's bpf engine: internal/kwalk walks each sample's
+// Python stack in the kernel, at the sample; user space symbolizes.
+type kernelRec struct {
+	w     *kwalk.Walker
+	sym   *kwalk.Symbolizer
+	ids   map[[2]uint64]int // (code object as read, lasti) -> interned frame
+	stats io.Closer         // the run's BPF_ENABLE_STATS, nil if not ours
+	note  string            // Meta.BPFStats
+
+	exact, trunc, fault, invalid, nopy, empty uint64
+}
+
+// openKernel loads the walker for the session's target and starts it on
+// every CPU. Any error means the walker is not in use (nothing attached).
+func (r *Recorder) openKernel() (*kernelRec, error) {
+	kl, err := r.s.Py.KernelLayout()
+	if err != nil {
+		return nil, err
+	}
+	tls, err := r.s.Py.TLSOffsets()
+	if err != nil {
+		tls = nil // threads are then found through the map user space fills
+	}
+	k := &kernelRec{ids: map[[2]uint64]int{}}
+	k.stats, k.note = bpfStats()
+	k.w, err = kwalk.Open(r.s.Pid, kl, kwalk.Options{Freq: r.opt.Freq, TLS: tls, Latency: 200 * time.Millisecond})
+	if err != nil {
+		k.close()
+		return nil, err
+	}
+	r.tids.Refresh()
+	if err := k.w.SetThreads(r.tids.All()); err != nil {
+		k.close()
+		return nil, err
+	}
+	k.sym = kwalk.NewSymbolizer(r.s.Py, kl)
+	return k, nil
+}
+
+// bpfStats turns the kernel's BPF run-time accounting on for this run
+// (BPF_ENABLE_STATS: off again when the returned closer is closed, or when
+// pyobs exits) unless kernel.bpf_stats_enabled already has it on; note says
+// which, or why there are none. The price: two clock reads per run of
+// every BPF program on the machine while it is on.
+func bpfStats() (io.Closer, string) {
+	if v, err := procfs.Default().Sysctl("kernel/bpf_stats_enabled"); err == nil && v == "1" {
+		return nil, "on (kernel.bpf_stats_enabled=1)"
+	}
+	c, err := kwalk.EnableStats()
+	if err != nil {
+		return nil, "n/a (kernel.bpf_stats_enabled=0 and " + err.Error() + ")"
+	}
+	return c, "enabled for this run only (BPF_ENABLE_STATS)"
+}
+
+func (k *kernelRec) close() {
+	if k.w != nil {
+		k.w.Close()
+	}
+	if k.stats != nil {
+		k.stats.Close()
+		k.stats = nil
+	}
+}
+
+// runKernel folds the walker's samples until the recording ends, then
+// reads what is left in the ring and the kernel's account.
+func (r *Recorder) runKernel(ctx context.Context, deadline <-chan time.Time, k *kernelRec) error {
+	defer k.close()
+	lastCheck := time.Now()
+	read := func(until time.Time) error {
+		k.w.SetDeadline(until)
+		for {
+			s, err := k.w.Read()
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			r.kernelSample(k, &s)
+		}
+	}
+	var err error
+	for !r.stopped(ctx, deadline) {
+		// Each look at the ring is a wake-up (a VM exit here): every
+		// 200 ms, or at the end of the recording, or when the kernel says
+		// a sixteenth of the ring is waiting.
+		until := time.Now().Add(200 * time.Millisecond)
+		if r.opt.Duration > 0 {
+			if end := r.start.Add(r.opt.Duration); end.Before(until) {
+				until = end
+			}
+		}
+		if err = read(until); err != nil {
+			break
+		}
+		if time.Since(lastCheck) > 200*time.Millisecond {
+			lastCheck = time.Now()
+			// The map serves threads the kernel can't find through their
+			// TLS (3.10 without it, other layouts); TLS finds new ones.
+			r.tids.Refresh()
+			_ = k.w.SetThreads(r.tids.All())
+			r.achieved()
+			if !r.s.Alive() {
+				break
+			}
+			r.progress()
+		}
+	}
+	k.w.Stop()
+	if e := read(time.Now()); err == nil {
+		err = e
+	}
+	r.kernelAccount(k)
+	return err
+}
+
+// kernelSample folds one sample: the stack walked at the sample when the
+// walk was complete; the frames read under [truncated stack] when callers
+// are missing; a marker when nothing usable was read.
+func (r *Recorder) kernelSample(k *kernelRec, s *kwalk.Sample) {
+	switch {
+	case s.Flags&kwalk.FlagNoPython != 0:
+		k.nopy++
+		r.marker(s.Tid, "[no Python thread state]", 1)
+		return
+	case s.Flags&kwalk.FlagEmpty != 0:
+		k.empty++
+		r.marker(s.Tid, "[no Python frames]", 1)
+		return
+	case s.Flags&kwalk.FlagFault != 0:
+		k.fault++
+		r.marker(s.Tid, "[faulted: page not present]", 1)
+		return
+	case s.Flags&kwalk.FlagInvalid != 0:
+		k.invalid++
+		r.marker(s.Tid, "[invalid frame chain]", 1)
+		return
+	}
+	if len(s.Frames) == 0 {
+		k.empty++ // e.g. 3.15's base frame alone: a thread starting or ending
+		r.marker(s.Tid, "[no Python frames]", 1)
+		return
+	}
+	ids := r.ids[:0]
+	if r.opt.Threads {
+		ref, ok := r.tids.Lookup(s.Tid)
+		if !ok {
+			ref = pyframes.ThreadRef{NativeID: s.Tid}
+		}
+		ids = append(ids, r.threadFrame(ref))
+	}
+	if s.Complete() {
+		k.exact++
+	} else {
+		k.trunc++
+		ids = append(ids, r.prof.Intern(flame.Frame{Kind: flame.State, Function: "[truncated stack]"}))
+	}
+	for i := len(s.Frames) - 1; i >= 0; i-- {
+		f := s.Frames[i]
+		sym, err := k.sym.Code(f.Code, s.CodeGen)
+		if err != nil {
+			r.failed++
+			r.ids = ids
+			r.marker(s.Tid, "[unreadable]", 1)
+			return
+		}
+		key := [2]uint64{sym.ID, uint64(uint32(f.Lasti))}
+		id, ok := k.ids[key]
+		if !ok {
+			id = r.prof.Intern(flame.Frame{Kind: flame.Python, Function: sym.Function, File: sym.File, Line: sym.Line(int(f.Lasti))})
+			k.ids[key] = id
+		}
+		ids = append(ids, id)
+	}
+	r.samples++
+	r.prof.AddIDs(ids, 1)
+	r.ids = ids
+}
+
+// kernelAccount copies the walker's counts into the profile's account.
+func (r *Recorder) kernelAccount(k *kernelRec) {
+	m := &r.prof.Meta
+	m.Exact, m.KernelTruncated, m.KernelFaulted, m.KernelInvalid = k.exact, k.trunc, k.fault, k.invalid
+	m.NotPython, m.NoFrames = k.nopy, k.empty
+	m.BPFStats = k.note
+	cnt, err := k.w.Counters()
+	if err == nil {
+		r.lost = cnt[kwalk.CLost]
+	}
+	if rt, runs, err := k.w.RunStats(); err == nil && runs > 0 && cnt[kwalk.CSamples] > 0 {
+		m.BPFNSPerSample = float64(rt.Nanoseconds()) / float64(cnt[kwalk.CSamples])
+	}
+}

@@ -1,0 +1,17 @@
+//go:build !amd64
+
+package record
+
+import (
+	"context"
+	"time"
+
+	"github.com/pyobs/pyobs/internal/kwalk"
+)
+
+// kernelRec: the in-kernel walker reads x86_64 layouts only.
+type kernelRec struct{}
+
+func (r *Recorder) openKernel() (*kernelRec, error) { return nil, kwalk.ErrUnavailable }
+
+func (r *Recorder) runKernel(context.Context, <-chan time.Time, *kernelRec) error { return nil }
