@@ -193,9 +193,7 @@ func Open(pid int, l *pyframes.KernelLayout, opt Options) (*Walker, error) {
 	if l.TstateThreadID == 0 {
 		return nil, fmt.Errorf("pid %d: no thread_id offset: can't check thread states", pid)
 	}
-	for i, o := range opt.TLS {
-		cfg.TlsOff[i] = o
-	}
+	copy(cfg.TlsOff[:], opt.TLS)
 	if opt.Latency == 0 {
 		opt.Latency = 50 * time.Millisecond
 	}
