@@ -89,6 +89,25 @@ type Meta struct {
 	ObserverCPUS   float64 `json:"observer_cpu_s"`
 	TargetStoppedS float64 `json:"target_stopped_s"`
 	PeriodNS       int64   `json:"period_ns,omitempty"` // nominal time one sample stands for
+	// How record's cpu mode took its stacks (internal/record). Engine:
+	// "bpf" — walked in the kernel at the sample (internal/kwalk), "perf" —
+	// read from user space after the sample; Fallback: why not bpf.
+	// Exact: samples whose whole stack was walked at the sample's instant;
+	// the others were truncated (depth limit, or the chain ended short),
+	// faulted (a page not present), invalid (a check failed), of a thread
+	// with no Python thread state or no frame. BPFNSPerSample: the walker's
+	// run time per target sample from the kernel's bpf stats (BPFStats says
+	// whether they were on, or why not).
+	Engine          string  `json:"engine,omitempty"`
+	Fallback        string  `json:"fallback,omitempty"`
+	Exact           uint64  `json:"exact,omitempty"`
+	KernelTruncated uint64  `json:"kernel_truncated,omitempty"`
+	KernelFaulted   uint64  `json:"kernel_faulted,omitempty"`
+	KernelInvalid   uint64  `json:"kernel_invalid,omitempty"`
+	NotPython       uint64  `json:"not_python,omitempty"`
+	NoFrames        uint64  `json:"no_frames,omitempty"`
+	BPFNSPerSample  float64 `json:"bpf_ns_per_sample,omitempty"`
+	BPFStats        string  `json:"bpf_stats,omitempty"`
 	// Mixed: the native and kernel frames' account (record --native and
 	// --kernel; offcpu's kernel symbols), nil when the profile has none. Its
 	// fields sit at the top level of the JSON meta.
@@ -115,25 +134,6 @@ type Mixed struct {
 	// KernelSymbols: with --kernel, a note when kernel frames can't be
 	// named (kptr_restrict hides /proc/kallsyms addresses).
 	KernelSymbols string `json:"kernel_symbols,omitempty"`
-	// How record's cpu mode took its stacks (internal/record). Engine:
-	// "bpf" — walked in the kernel at the sample (internal/kwalk), "perf" —
-	// read from user space after the sample; Fallback: why not bpf.
-	// Exact: samples whose whole stack was walked at the sample's instant;
-	// the others were truncated (depth limit, or the chain ended short),
-	// faulted (a page not present), invalid (a check failed), of a thread
-	// with no Python thread state or no frame. BPFNSPerSample: the walker's
-	// run time per target sample from the kernel's bpf stats (BPFStats says
-	// whether they were on, or why not).
-	Engine          string  `json:"engine,omitempty"`
-	Fallback        string  `json:"fallback,omitempty"`
-	Exact           uint64  `json:"exact,omitempty"`
-	KernelTruncated uint64  `json:"kernel_truncated,omitempty"`
-	KernelFaulted   uint64  `json:"kernel_faulted,omitempty"`
-	KernelInvalid   uint64  `json:"kernel_invalid,omitempty"`
-	NotPython       uint64  `json:"not_python,omitempty"`
-	NoFrames        uint64  `json:"no_frames,omitempty"`
-	BPFNSPerSample  float64 `json:"bpf_ns_per_sample,omitempty"`
-	BPFStats        string  `json:"bpf_stats,omitempty"`
 }
 
 // MixedMeta returns m's Mixed account, creating it for an engine to fill.
