@@ -35,6 +35,13 @@ func OpenLive(path string, mode os.FileMode) (*Live, error) {
 	}
 	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
 		return nil, fmt.Errorf("can't write %s: it is a directory", path)
+	} else if err == nil && !fi.Mode().IsRegular() {
+		// A device or FIFO is written as it is, never replaced (writeThrough).
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err != nil {
+			return nil, fmt.Errorf("can't open %s: %w", path, err)
+		}
+		return &Live{path: path, f: f, written: true}, nil
 	}
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")

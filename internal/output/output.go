@@ -22,6 +22,8 @@ func Write(path string, mode os.FileMode, write func(io.Writer) error) error {
 	}
 	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
 		return fmt.Errorf("can't write %s: it is a directory", path)
+	} else if err == nil && !fi.Mode().IsRegular() {
+		return writeThrough(path, write)
 	}
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
@@ -74,4 +76,26 @@ func Where(path string) string {
 		return path
 	}
 	return "stdout"
+}
+
+// writeThrough writes into a path that is not a regular file (/dev/null, a
+// FIFO, a terminal): renaming a temporary over it would replace the device
+// with a file, so the bytes go to it as they come.
+func writeThrough(path string, write func(io.Writer) error) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("can't open %s: %w", path, err)
+	}
+	w := bufio.NewWriter(f)
+	err = write(w)
+	if err == nil {
+		err = w.Flush()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("can't write %s: %w", path, err)
+	}
+	return nil
 }
