@@ -39,7 +39,7 @@ func (o *objReader) str(addr uint64, maxChars int) (string, error) {
 		return "", fmt.Errorf("str at 0x%x: %w", addr, errWrongType)
 	}
 	length := le64(hdr, o.l.UnicodeLength)
-	kind, compact, ascii := decodeState(hdr[o.l.UnicodeState])
+	kind, compact, ascii := o.l.unicodeState(hdr)
 	if kind != 1 && kind != 2 && kind != 4 {
 		return "", fmt.Errorf("str at 0x%x: %w", addr, errBadKind)
 	}

@@ -1,0 +1,94 @@
+package pyframes
+
+import (
+	"encoding/binary"
+	"testing"
+)
+
+// ftTable turns a GIL build's captured table into the shape a free-threaded
+// build of the same minor publishes: free_threaded = 1, a 32-byte PyObject
+// (ob_type at 24), and on 3.14 tlbc_index / co_tlbc set.
+func ftTable(t *testing.T, minor int) []byte {
+	b := append([]byte(nil), loadDebugTable(t, minor)...)
+	off := fieldOffsets(minor)
+	set := func(k string, v uint64) {
+		o, ok := off[k]
+		if !ok {
+			t.Fatalf("3.%d: no field %s", minor, k)
+		}
+		binary.LittleEndian.PutUint64(b[o:], v)
+	}
+	set("pyobject.size", 32)
+	set("pyobject.ob_type", 24)
+	binary.LittleEndian.PutUint64(b[16:], 1)
+	if minor >= 14 {
+		set("interpreter_frame.tlbc_index", leU64(b, off["interpreter_frame.owner"])) // int32 just before owner
+		set("interpreter_frame.owner", leU64(b, off["interpreter_frame.owner"])+4)
+		set("code_object.co_tlbc", leU64(b, off["code_object.co_code_adaptive"])-8)
+	}
+	return b
+}
+
+func TestLayoutFreeThreaded(t *testing.T) {
+	for _, minor := range debugMinors {
+		d, err := ParseDebugOffsets(ftTable(t, minor))
+		if err != nil {
+			t.Fatalf("3.%d: %v", minor, err)
+		}
+		gil, err := layoutFromDebugOffsets(d0(t, minor))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := layoutFromDebugOffsets(d)
+		if err != nil {
+			t.Fatalf("3.%d free-threaded: %v", minor, err)
+		}
+		if !l.FreeThreaded || l.ObType != 24 {
+			t.Errorf("3.%d: FreeThreaded %v, ob_type %d", minor, l.FreeThreaded, l.ObType)
+		}
+		// Offsets the table does not publish move past the bigger header.
+		for name, pair := range map[string][2]uint64{
+			"tp_basicsize":   {gil.TypeBasicSize, l.TypeBasicSize},
+			"tp_dictoffset":  {gil.TypeDictOffset, l.TypeDictOffset},
+			"ma_used":        {gil.DictUsed, l.DictUsed},
+			"md_dict":        {gil.ModuleDict, l.ModuleDict},
+			"ob_ref":         {gil.CellRef, l.CellRef},
+			"ht_cached_keys": {gil.HeapCachedKeys, l.HeapCachedKeys},
+		} {
+			if _, published := map[string]string{"tp_basicsize": "type_object.tp_basicsize", "tp_dictoffset": "type_object.tp_dictoffset", "ht_cached_keys": "heap_type_object.ht_cached_keys"}[name]; published && minor >= 15 {
+				continue // 3.15 publishes it: the table's value stands
+			}
+			if pair[1] != pair[0]+16 {
+				t.Errorf("3.%d %s: %d on the GIL build, %d free-threaded; want +16", minor, name, pair[0], pair[1])
+			}
+		}
+		if minor >= 14 {
+			if l.FrameTLBCIndex == 0 || l.CodeTLBC == 0 || l.FrameSize < l.FrameTLBCIndex+4 || l.FrameSize < l.FrameOwner+1 {
+				t.Errorf("3.%dt: tlbc_index %d, co_tlbc %d, frame size %d (owner %d)", minor, l.FrameTLBCIndex, l.CodeTLBC, l.FrameSize, l.FrameOwner)
+			}
+		}
+		if minor == 13 && (l.FrameTLBCIndex != 0 || l.CodeTLBC != 0) {
+			t.Errorf("3.13t has no thread-local bytecode: tlbc_index %d, co_tlbc %d", l.FrameTLBCIndex, l.CodeTLBC)
+		}
+	}
+}
+
+func TestUnicodeStateFreeThreaded(t *testing.T) {
+	gil := &Layout{UnicodeState: 32}
+	ft := &Layout{UnicodeState: 32, FreeThreaded: true}
+	hdr := make([]byte, 40)
+	// GIL: interned 1, kind 2, compact, not ascii; garbage above the low byte.
+	hdr[32], hdr[33], hdr[34] = 1|2<<2|1<<5, 0xff, 0x68
+	if k, c, a := gil.unicodeState(hdr); k != 2 || !c || a {
+		t.Errorf("GIL state: kind %d compact %v ascii %v", k, c, a)
+	}
+	// Free-threaded: interned a whole byte (2: immortal), then kind 1, compact, ascii.
+	hdr[32], hdr[33], hdr[34], hdr[35] = 2, 1|1<<3|1<<4, 0x68, 0x74
+	if k, c, a := ft.unicodeState(hdr); k != 1 || !c || !a {
+		t.Errorf("free-threaded state: kind %d compact %v ascii %v", k, c, a)
+	}
+	hdr[33] = 4 | 1<<3
+	if k, c, a := ft.unicodeState(hdr); k != 4 || !c || a {
+		t.Errorf("free-threaded UCS4 state: kind %d compact %v ascii %v", k, c, a)
+	}
+}
