@@ -2,7 +2,11 @@ package pyframes
 
 import (
 	"encoding/binary"
+	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/pyobs/pyobs/internal/testutil"
 )
 
 // ftTable turns a GIL build's captured table into the shape a free-threaded
@@ -90,5 +94,56 @@ func TestUnicodeStateFreeThreaded(t *testing.T) {
 	hdr[33] = 4 | 1<<3
 	if k, c, a := ft.unicodeState(hdr); k != 4 || !c || a {
 		t.Errorf("free-threaded UCS4 state: kind %d compact %v ascii %v", k, c, a)
+	}
+}
+
+// TestFreeThreadedLive: a real free-threaded interpreter is read as one —
+// no GIL holder, no GIL range, thread names and locals read, and the
+// in-kernel walker's layout refused by name.
+func TestFreeThreadedLive(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, in := range testutil.FreeThreadedInterpreters(t) {
+		t.Run(in.Label, func(t *testing.T) {
+			truth := filepath.Join(t.TempDir(), "truth.json")
+			tg := testutil.Start(t, in, "stacks.py", truth)
+			p, err := Open(tg.Pid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !p.FreeThreaded() || !p.Layout.FreeThreaded {
+				t.Fatalf("%s not recognised as free-threaded (layout from %s)", in.Label, p.Layout.Source)
+			}
+			if h := p.GILHolder(); h != 0 {
+				t.Errorf("GIL holder 0x%x in a build without a GIL", h)
+			}
+			if lo, hi := p.GILRange(); lo != 0 || hi != 0 {
+				t.Errorf("GIL range [0x%x, 0x%x) in a build without a GIL", lo, hi)
+			}
+			if _, err := p.KernelLayout(); err == nil || !strings.Contains(err.Error(), "free-threaded") {
+				t.Errorf("KernelLayout: %v, want a refusal naming the free-threaded build", err)
+			}
+			ths, err := p.Threads(Options{Names: true, Locals: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			names := map[string]bool{}
+			for _, th := range ths {
+				names[th.Name] = true
+				if th.HoldsGIL {
+					t.Errorf("thread %q holds a GIL", th.Name)
+				}
+				if th.Err != nil || len(th.Frames) == 0 {
+					t.Errorf("thread %q: %d frames, %v", th.Name, len(th.Frames), th.Err)
+				}
+				for _, f := range th.Frames {
+					if f.Function == "" || f.File == "" || f.Line <= 0 {
+						t.Errorf("thread %q: frame %+v", th.Name, f)
+					}
+				}
+			}
+			if !names["MainThread"] {
+				t.Errorf("thread names not read: %v", names)
+			}
+		})
 	}
 }

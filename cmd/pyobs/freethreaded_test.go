@@ -1,0 +1,221 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pyobs/pyobs/internal/dump"
+	"github.com/pyobs/pyobs/internal/flame"
+	"github.com/pyobs/pyobs/internal/offcpu"
+	"github.com/pyobs/pyobs/internal/testutil"
+)
+
+// Free-threaded builds (ft-3.14t, and ft-3.13t where it was built): the
+// tests that iterate testutil.Interpreters leave them out; these cover them.
+
+// TestFreeThreadedDumpMatchesCurrentFrames: a dump of stacks.py equals what
+// the target's own sys._current_frames() reported, and no thread holds a GIL.
+func TestFreeThreadedDumpMatchesCurrentFrames(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, in := range testutil.FreeThreadedInterpreters(t) {
+		for _, lock := range []bool{false, true} {
+			name := in.Label
+			if lock {
+				name += "/lock"
+			}
+			t.Run(name, func(t *testing.T) {
+				truthPath := filepath.Join(t.TempDir(), "truth.json")
+				tg := testutil.Start(t, in, "stacks.py", truthPath)
+				var truth truthFile
+				b, err := os.ReadFile(truthPath)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := json.Unmarshal(b, &truth); err != nil {
+					t.Fatal(err)
+				}
+				args := []string{"-p", fmt.Sprint(tg.Pid)}
+				if lock {
+					args = append(args, "--lock")
+				}
+				d := dumpJSON(t, args...)
+				if want := in.Version; d.Python.Version != want && !strings.HasPrefix(want, d.Python.Version) {
+					t.Errorf("python version %q, want %q", d.Python.Version, want)
+				}
+				got := map[uint64]dump.ThreadDump{}
+				for _, th := range d.Threads {
+					got[th.ThreadID] = th
+					if th.HoldsGIL {
+						t.Errorf("thread %q claims a GIL in a free-threaded build", th.Name)
+					}
+				}
+				if len(truth.Threads) != 5 {
+					t.Fatalf("target reported %d threads, want 5", len(truth.Threads))
+				}
+				for _, want := range truth.Threads {
+					th, ok := got[want.ThreadID]
+					if !ok {
+						t.Errorf("thread %q (0x%x) missing from the dump", want.Name, want.ThreadID)
+						continue
+					}
+					if th.Name != want.Name {
+						t.Errorf("thread 0x%x: name %q, want %q", want.ThreadID, th.Name, want.Name)
+					}
+					if th.Tid != want.Tid {
+						t.Errorf("thread %q: tid %d, want %d", want.Name, th.Tid, want.Tid)
+					}
+					if !th.Consistent {
+						t.Errorf("thread %q: parked thread read inconsistently: %s", want.Name, th.Error)
+					}
+					if len(th.Frames) != len(want.Frames) {
+						t.Errorf("thread %q: %d frames, want %d\n got: %v\nwant: %v", want.Name, len(th.Frames), len(want.Frames), th.Frames, want.Frames)
+						continue
+					}
+					for i, wf := range want.Frames {
+						gf := th.Frames[i]
+						if gf.Function != wf.Function || gf.File != wf.File || gf.Line != wf.Line {
+							t.Errorf("thread %q frame %d: got %s (%s:%d), want %s (%s:%d)", want.Name, i, gf.Function, gf.File, gf.Line, wf.Function, wf.File, wf.Line)
+						}
+					}
+				}
+				if lock && d.Read.Method != "ptrace-stopped" {
+					t.Errorf("--lock: read method %q", d.Read.Method)
+				}
+			})
+		}
+	}
+}
+
+// procCPUSeconds is utime+stime of pid, from /proc/PID/stat (clock ticks of 1/100 s).
+func procCPUSeconds(t *testing.T, pid int) float64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	ut, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return (ut + st) / 100
+}
+
+// TestFreeThreadedRecordCPU: four CPU-bound threads run in parallel; cpu
+// mode gives each about a quarter of the samples, and the samples add up to
+// the process's CPU time × F — more than one core's worth.
+func TestFreeThreadedRecordCPU(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, in := range testutil.FreeThreadedInterpreters(t) {
+		t.Run(in.Label, func(t *testing.T) {
+			tg := testutil.Start(t, in, "ft_spin4.py")
+			const hz = 97
+			out := filepath.Join(t.TempDir(), "p.folded")
+			cpu0 := procCPUSeconds(t, tg.Pid)
+			start := time.Now()
+			r := testutil.Run(t, 60*time.Second, "record", "-p", fmt.Sprint(tg.Pid), "-d", "3s", "-F", fmt.Sprint(hz), "--format", "folded", "-o", out)
+			wall := time.Since(start).Seconds()
+			cpu := procCPUSeconds(t, tg.Pid) - cpu0
+			if r.Code != 0 {
+				t.Fatalf("record: exit %d: %s", r.Code, r.Stderr)
+			}
+			b, err := os.ReadFile(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := flame.ReadFolded(bytes.NewReader(b)); err != nil {
+				t.Fatalf("folded output does not read back: %v", err)
+			}
+			per := map[string]float64{}
+			total := 0.0
+			for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+				i := strings.LastIndexByte(line, ' ')
+				if i < 0 {
+					continue
+				}
+				n, err := strconv.ParseFloat(line[i+1:], 64)
+				if err != nil {
+					t.Fatalf("folded line %q: %v", line, err)
+				}
+				thread, _, _ := strings.Cut(line[:i], ";")
+				if j := strings.Index(thread, " ("); j > 0 {
+					thread = thread[:j]
+				}
+				per[thread] += n
+				total += n
+			}
+			t.Logf("samples %.0f over %.2f s wall, process CPU %.2f s; per thread %v", total, wall, cpu, per)
+			if cpu < 1.2*3 {
+				testutil.Skip(t, fmt.Sprintf("the target got %.2f CPU seconds in 3 s: fewer than 1.2 cores free on this machine, parallelism can't be shown", cpu))
+			}
+			for i := 0; i < 4; i++ {
+				name := fmt.Sprintf("spin-%d", i)
+				share := 100 * per[name] / total
+				if math.Abs(share-25) > 5 {
+					t.Errorf("%s: %.1f %% of the samples, want 25 ± 5", name, share)
+				}
+			}
+			// record runs at least the 3 s window; the CPU was measured
+			// around the whole command, a little longer.
+			want := cpu * hz
+			if total < 0.75*want || total > 1.1*want {
+				t.Errorf("%.0f samples, want about CPU %.2f s × %d Hz = %.0f", total, cpu, hz, want)
+			}
+			if total <= 3*hz*1.1 {
+				t.Errorf("%.0f samples: not more than one core's worth (%d)", total, 3*hz)
+			}
+		})
+	}
+}
+
+// TestFreeThreadedRecordGILMode: --mode gil says there is no GIL.
+func TestFreeThreadedRecordGILMode(t *testing.T) {
+	testutil.RequireRoot(t)
+	in := testutil.FreeThreadedInterpreters(t)[0]
+	tg := testutil.Start(t, in, "ft_spin4.py")
+	r := testutil.Run(t, 60*time.Second, "record", "-p", fmt.Sprint(tg.Pid), "-d", "1s", "--mode", "gil", "--format", "folded", "-o", filepath.Join(t.TempDir(), "p.folded"))
+	if r.Code == 0 || !strings.Contains(r.Stderr, "no GIL in this build") {
+		t.Errorf("record --mode gil on %s: exit %d, stderr %q; want a failure saying there is no GIL", in.Label, r.Code, r.Stderr)
+	}
+	if n := strings.Count(strings.TrimSpace(r.Stderr), "\n"); n > 0 {
+		t.Errorf("want one line, got %d:\n%s", n+1, r.Stderr)
+	}
+}
+
+// TestFreeThreadedOffcpuLock: the lock waits of offcpu_waits.py lock are
+// attributed to wait_for_lock and classed as lock waits; nothing is a GIL
+// wait (there is no GIL struct to find a futex in).
+func TestFreeThreadedOffcpuLock(t *testing.T) {
+	testutil.RequireRoot(t)
+	in := testutil.FreeThreadedInterpreters(t)[0]
+	const window = 1500 * time.Millisecond
+	o := runOffcpuJSON(t, in.Label, "lock", window)
+	w := o.Result.WindowS
+	_, _, _, cl := o.thread(t, "waiter")
+	if cl["lock"]+o.short("waiter") < 0.7*w {
+		t.Errorf("waiter blocked in class lock %.3fs (+%.3fs unclassed), want ≥ 70 %% of %.3fs (classes %v)", cl["lock"], o.short("waiter"), w, cl)
+	}
+	if a := o.attributed("waiter", "wait_for_lock", "lock"); a+o.short("waiter") < 0.7*w || a < 0.5*w {
+		t.Errorf("profile attributes %.3fs of lock waits to wait_for_lock (+%.3fs not read), want ≥ 70 %% of %.3fs", a, o.short("waiter"), w)
+	}
+	if _, _, _, hc := o.thread(t, "holder"); hc["sleep"] < 0.7*w {
+		t.Errorf("holder sleeps %.3fs, want ≥ 70 %% of %.3fs", hc["sleep"], w)
+	}
+	for _, th := range o.Result.Threads {
+		if s := th.ClassS[offcpu.ClassGIL]; s > 0 {
+			t.Errorf("%s: %.3f s classed GIL in a free-threaded build", th.Name, s)
+		}
+	}
+	for _, ts := range o.Top {
+		if ts.Class == offcpu.ClassGIL {
+			t.Errorf("top stack classed GIL in a free-threaded build: %+v", ts)
+		}
+	}
+}
