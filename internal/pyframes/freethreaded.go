@@ -17,8 +17,11 @@ import (
 //     walker takes from commonObjects (tp_basicsize, tp_dictoffset,
 //     ma_used, md_dict, ob_ref of a cell, ht_cached_keys) are shifted by
 //     the growth, computed from pyobject.size.
-//   - PyASCIIObject.state: interned is a whole byte, so kind, compact and
-//     ascii sit in the second byte (bits 8–10, 11, 12).
+//   - 3.14t PyASCIIObject.state: interned is a whole byte, so kind, compact
+//     and ascii sit in the second byte (bits 8–10, 11, 12). 3.13t keeps the
+//     GIL build's bits (interned:2; checked in its v3.13.15 header).
+//   - No PyGC_Head before a GC object: the managed dict pointer of an
+//     instance is one word before it (MANAGED_DICT_OFFSET -1 word), not 3.
 //   - 3.14t: each thread may run its own copy of a code object's bytecode
 //     (thread-local bytecode): when the frame's tlbc_index is not 0, its
 //     instr_ptr points into co_tlbc->entries[tlbc_index] (a _PyCodeArray
@@ -60,12 +63,14 @@ func freeThreadedObjects(l *Layout, d *DebugOffsets) error {
 	l.DictUsed += g
 	l.ModuleDict += g
 	l.CellRef += g
+	l.ManagedDictBack = 8
+	l.UnicodeByteInterned = v.Minor >= 14
 	return nil
 }
 
 // unicodeState decodes PyASCIIObject.state from the object header.
 func (l *Layout) unicodeState(hdr []byte) (kind int, compact, ascii bool) {
-	if !l.FreeThreaded {
+	if !l.UnicodeByteInterned {
 		return decodeState(hdr[l.UnicodeState])
 	}
 	// interned is the first byte; kind:3, compact:1, ascii:1 follow in the

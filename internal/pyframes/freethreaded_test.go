@@ -71,6 +71,9 @@ func TestLayoutFreeThreaded(t *testing.T) {
 				t.Errorf("3.%dt: tlbc_index %d, co_tlbc %d, frame size %d (owner %d)", minor, l.FrameTLBCIndex, l.CodeTLBC, l.FrameSize, l.FrameOwner)
 			}
 		}
+		if l.UnicodeByteInterned != (minor >= 14) || l.ManagedDictBack != 8 {
+			t.Errorf("3.%dt: byte-wide interned %v, managed dict %d before the object", minor, l.UnicodeByteInterned, l.ManagedDictBack)
+		}
 		if minor == 13 && (l.FrameTLBCIndex != 0 || l.CodeTLBC != 0) {
 			t.Errorf("3.13t has no thread-local bytecode: tlbc_index %d, co_tlbc %d", l.FrameTLBCIndex, l.CodeTLBC)
 		}
@@ -79,7 +82,7 @@ func TestLayoutFreeThreaded(t *testing.T) {
 
 func TestUnicodeStateFreeThreaded(t *testing.T) {
 	gil := &Layout{UnicodeState: 32}
-	ft := &Layout{UnicodeState: 32, FreeThreaded: true}
+	ft := &Layout{UnicodeState: 32, FreeThreaded: true, UnicodeByteInterned: true}
 	hdr := make([]byte, 40)
 	// GIL: interned 1, kind 2, compact, not ascii; garbage above the low byte.
 	hdr[32], hdr[33], hdr[34] = 1|2<<2|1<<5, 0xff, 0x68

@@ -95,21 +95,25 @@ type Layout struct {
 	UnicodeLength  uint64
 	UnicodeState   uint64
 	ASCIISize      uint64 // sizeof(PyASCIIObject)
-	CompactSize    uint64 // sizeof(PyCompactUnicodeObject)
-	BytesSize      uint64
-	BytesData      uint64
-	TupleSize      uint64
-	TupleItems     uint64
-	ListSize       uint64
-	ListItems      uint64
-	DictKeys       uint64
-	DictValues     uint64
-	DictUsed       uint64
-	LongTag        uint64 // ≤3.11 ob_size, 3.12+ lv_tag
-	LongDigits     uint64
-	FloatValue     uint64
-	ModuleDict     uint64
-	CellRef        uint64
+	// UnicodeByteInterned (3.14t): state.interned is a whole byte, so
+	// kind, compact and ascii sit in the second byte of state.
+	UnicodeByteInterned bool
+	ManagedDictBack     uint64 // 3.13+: the managed dict pointer sits this far before the object
+	CompactSize         uint64 // sizeof(PyCompactUnicodeObject)
+	BytesSize           uint64
+	BytesData           uint64
+	TupleSize           uint64
+	TupleItems          uint64
+	ListSize            uint64
+	ListItems           uint64
+	DictKeys            uint64
+	DictValues          uint64
+	DictUsed            uint64
+	LongTag             uint64 // ≤3.11 ob_size, 3.12+ lv_tag
+	LongDigits          uint64
+	FloatValue          uint64
+	ModuleDict          uint64
+	CellRef             uint64
 }
 
 // Layouts for interpreters without a debug-offsets table. Each value was
@@ -202,5 +206,6 @@ func commonObjects() *Layout {
 		GILLocked:          16,
 		CFrameCurrentFrame: -1,
 		FrameIsEntry:       -1,
+		ManagedDictBack:    24, // MANAGED_DICT_OFFSET -3 words (pycore_object.h)
 	}
 }

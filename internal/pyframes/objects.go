@@ -363,7 +363,7 @@ func (o *objReader) getAttr(obj uint64, name string) (uint64, error) {
 		}
 		return o.dictGetStr(dv, name)
 	default:
-		if d, err := o.u64(obj - 24); err == nil && d != 0 {
+		if d, err := o.u64(obj - o.l.ManagedDictBack); err == nil && d != 0 {
 			return o.dictGetStr(d, name)
 		}
 		if flags&tpflagsInlineValues == 0 {
