@@ -328,8 +328,9 @@ ft_build() {
 		log "ft-${minor}t: build failed; see $dir/build.log"
 		return 1
 	}
+	# CPython's own test suite (~200 MB) is not needed to run targets.
+	rm -rf "$dir/src" "$dir/dl" "$dir/root/lib/python${minor}t/test"
 	log "ft-${minor}t: built in $(($(date +%s) - start)) s; $(du -sh "$dir/root" | cut -f1) installed"
-	rm -rf "$dir/src" "$dir/dl"
 }
 
 # ft_ok PY: PY exists and was built with --disable-gil.
