@@ -130,19 +130,26 @@ func TestFreeThreadedLive(t *testing.T) {
 				t.Fatal(err)
 			}
 			names := map[string]bool{}
+			frames := 0 // threads with a stack (the reporter may be exiting: none)
 			for _, th := range ths {
 				names[th.Name] = true
 				if th.HoldsGIL {
 					t.Errorf("thread %q holds a GIL", th.Name)
 				}
-				if th.Err != nil || len(th.Frames) == 0 {
+				if th.Err != nil {
 					t.Errorf("thread %q: %d frames, %v", th.Name, len(th.Frames), th.Err)
+				}
+				if len(th.Frames) > 0 {
+					frames++
 				}
 				for _, f := range th.Frames {
 					if f.Function == "" || f.File == "" || f.Line <= 0 {
 						t.Errorf("thread %q: frame %+v", th.Name, f)
 					}
 				}
+			}
+			if frames < 5 {
+				t.Errorf("%d threads with frames, want the 5 parked ones", frames)
 			}
 			if !names["MainThread"] {
 				t.Errorf("thread names not read: %v", names)
