@@ -220,3 +220,18 @@ func TestFreeThreadedOffcpuLock(t *testing.T) {
 		}
 	}
 }
+
+// TestFreeThreadedStatNoGILVerdict: four busy threads of a free-threaded
+// build are not called GIL-bound, however much CPU they get.
+func TestFreeThreadedStatNoGILVerdict(t *testing.T) {
+	testutil.RequireRoot(t)
+	in := testutil.FreeThreadedInterpreters(t)[0]
+	tg := testutil.Start(t, in, "ft_spin4.py")
+	r := testutil.Run(t, 60*time.Second, "stat", "-p", fmt.Sprint(tg.Pid), "-d", "1s")
+	if r.Code != 0 {
+		t.Fatalf("stat: exit %d: %s", r.Code, r.Stderr)
+	}
+	if strings.Contains(r.Stdout, "gil-bound") || strings.Contains(r.Stdout, "GIL-bound") {
+		t.Errorf("stat claims a GIL on %s:\n%s", in.Label, r.Stdout)
+	}
+}
