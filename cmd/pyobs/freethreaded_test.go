@@ -235,3 +235,27 @@ func TestFreeThreadedStatNoGILVerdict(t *testing.T) {
 		t.Errorf("stat claims a GIL on %s:\n%s", in.Label, r.Stdout)
 	}
 }
+
+// TestFreeThreadedTasks: dump --tasks reads asyncio_tree.py's task tree on a
+// free-threaded build (3.13t: from the asyncio module state, its object
+// offsets moved past the bigger header).
+func TestFreeThreadedTasks(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, in := range testutil.FreeThreadedInterpreters(t) {
+		t.Run(in.Label, func(t *testing.T) {
+			tg := testutil.Start(t, in, "asyncio_tree.py")
+			r := testutil.Run(t, 60*time.Second, "dump", "-p", fmt.Sprint(tg.Pid), "--tasks")
+			if r.Code != 0 {
+				t.Fatalf("dump --tasks: exit %d: %s", r.Code, r.Stderr)
+			}
+			for _, want := range []string{"6 asyncio tasks", "(T) root", "(T) cpu [running]", "(T) stuck", "(T) sleeper", "(T) nested", "nested_sleep", "Event.wait"} {
+				if !strings.Contains(r.Stdout, want) {
+					t.Errorf("dump --tasks lacks %q:\n%s", want, r.Stdout)
+				}
+			}
+			if strings.Contains(r.Stdout, "read error") {
+				t.Errorf("dump --tasks reports read errors:\n%s", r.Stdout)
+			}
+		})
+	}
+}

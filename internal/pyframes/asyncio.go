@@ -257,7 +257,7 @@ func (e *AsyncioUnsupportedError) Error() string {
 func (p *Process) AsyncioTasks() (*AsyncSnapshot, error) {
 	if v := p.Layout.Version; v.Major == 3 {
 		if lt, ok := legacyAsyncLayouts[v.Minor]; ok {
-			return p.asyncioTasksLegacy(lt)
+			return p.asyncioTasksLegacy(lt.moved(p.Layout.objectHeaderGrowth()))
 		}
 	}
 	ar, path, err := p.asyncSetup()

@@ -109,3 +109,20 @@ func (p *Process) instrBase(code uint64, tlbc int32) uint64 {
 	}
 	return b
 }
+
+// moved shifts a 3.12/3.13 asyncio layout's object offsets past an object
+// header g bytes bigger (3.13t: 16; measured with
+// testdata/targets/asyncio_layout.py on a 3.13.15 --disable-gil build: task
+// fields, set fields and tp_base all +16; gi_frame_state and gi_iframe +16
+// from cpython/genobject.h). The frame's stacktop is not in an object.
+func (lt legacyAsyncLayout) moved(g uint64) legacyAsyncLayout {
+	if g == 0 {
+		return lt
+	}
+	for _, f := range []*uint64{&lt.taskSize, &lt.taskFutWaiter, &lt.taskCoro, &lt.taskName, &lt.genFrameState, &lt.genIFrame,
+		&lt.setUsed, &lt.setMask, &lt.setTable, &lt.weakrefObject, &lt.typeBase} {
+		*f += g
+	}
+	lt.source += " (free-threaded: object offsets +16)"
+	return lt
+}

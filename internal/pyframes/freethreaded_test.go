@@ -2,9 +2,12 @@ package pyframes
 
 import (
 	"encoding/binary"
+	"encoding/json"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pyobs/pyobs/internal/testutil"
 )
@@ -153,6 +156,38 @@ func TestFreeThreadedLive(t *testing.T) {
 			}
 			if !names["MainThread"] {
 				t.Errorf("thread names not read: %v", names)
+			}
+		})
+	}
+}
+
+// TestAsyncioLegacyLayoutFreeThreaded: the 3.13 asyncio offsets moved past
+// the free-threaded header agree with what a 3.13t interpreter measures of
+// itself (the fields asyncio_layout.py finds by object identity).
+func TestAsyncioLegacyLayoutFreeThreaded(t *testing.T) {
+	for _, in := range testutil.FreeThreadedInterpreters(t) {
+		lt, ok := legacyAsyncLayouts[in.Minor()]
+		if !ok {
+			t.Logf("%s: reads the AsyncioDebug section, no legacy layout", in.Label)
+			continue
+		}
+		t.Run(in.Label, func(t *testing.T) {
+			lt = lt.moved(16)
+			argv := append(append([]string{}, in.Argv...), filepath.Join(testutil.Repo(), "testdata", "targets", "asyncio_layout.py"))
+			r := testutil.RunCmd(t, 30*time.Second, exec.Command(argv[0], argv[1:]...))
+			if r.Code != 0 {
+				t.Fatalf("asyncio_layout.py: exit %d: %s", r.Code, r.Stderr)
+			}
+			var m map[string]any
+			if err := json.Unmarshal([]byte(r.Stdout), &m); err != nil {
+				t.Fatalf("%v: %s", err, r.Stdout)
+			}
+			for name, table := range map[string]uint64{"task_size": lt.taskSize, "task_fut_waiter": lt.taskFutWaiter, "task_coro": lt.taskCoro,
+				"task_name": lt.taskName, "gen_iframe": lt.genIFrame, "frame_stacktop": lt.frameStackTop, "set_used": lt.setUsed,
+				"set_mask": lt.setMask, "set_table": lt.setTable, "type_base": lt.typeBase} {
+				if got, _ := m[name].(float64); uint64(got) != table {
+					t.Errorf("%s: table %d, the interpreter measures %v", name, table, m[name])
+				}
 			}
 		})
 	}
