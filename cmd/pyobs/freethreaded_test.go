@@ -259,3 +259,39 @@ func TestFreeThreadedTasks(t *testing.T) {
 		})
 	}
 }
+
+// TestFreeThreadedTasksAsyncGenerators: await chains through async
+// generators (asyncio_agen.py) on a free-threaded build.
+func TestFreeThreadedTasksAsyncGenerators(t *testing.T) {
+	testutil.RequireRoot(t)
+	want := map[string]string{
+		"one":    "consume_one → ticker → sleep",
+		"two":    "consume_two → outer_agen → ticker → sleep",
+		"anext":  "ticker → sleep",
+		"aclose": "closer → slow_close → sleep",
+	}
+	for _, in := range testutil.FreeThreadedInterpreters(t) {
+		t.Run(in.Label, func(t *testing.T) {
+			tg := testutil.Start(t, in, "asyncio_agen.py")
+			d := tasksJSON(t, "-p", fmt.Sprint(tg.Pid))
+			seen := 0
+			for _, tk := range d.Tasks {
+				w, ok := want[tk.Name]
+				if !ok {
+					continue
+				}
+				seen++
+				var co []string
+				for _, f := range tk.Coroutines {
+					co = append(co, f.Function)
+				}
+				if got := strings.Join(co, " → "); got != w || tk.Error != "" {
+					t.Errorf("task %s: coroutines %q (error %q, awaiting %q), want %q", tk.Name, got, tk.Error, tk.Awaiting, w)
+				}
+			}
+			if seen != len(want) {
+				t.Errorf("%d of the %d tasks found", seen, len(want))
+			}
+		})
+	}
+}
