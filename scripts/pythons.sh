@@ -27,9 +27,11 @@
 #                             libpython), make -j$(nproc), make altinstall into
 #                             $CACHE/ft-3.Xt/root; the sources are deleted
 #                             after. Once per machine (minutes, see README).
-#                             ft-3.13t is built when sid serves its source
-#                             but is not required by --require-all. Needs
-#                             gcc, make, xz and libffi/zlib headers.
+#                             --require-all wants at least one of them:
+#                             ft-3.14t where the mirror serves python3.14's
+#                             source, else ft-3.13t (a mirror holding a
+#                             snapshot may serve one and not the other).
+#                             Needs gcc, make, xz and libffi/zlib headers.
 #
 # Manifest: $CACHE/interpreters.tsv, one line per interpreter that works:
 #   label<TAB>X.Y.Z<TAB>argv words joined by single spaces
@@ -50,8 +52,7 @@ CACHE=${PYOBS_PYTHONS_CACHE:-/var/cache/pyobs-pythons}
 MANIFEST=$CACHE/interpreters.tsv
 PYENV_MINORS=(3.10 3.11 3.12 3.13)
 SID_MINORS=(3.14 3.15)
-FT_MINORS=(3.14 3.13)       # free-threaded builds from source
-FT_REQUIRED=(3.14)          # the ones --require-all insists on
+FT_MINORS=(3.14 3.13) # free-threaded builds from source; --require-all: one of them
 # The Debian mirror is the one the machine's own apt sources name (no host
 # name is written here): the first URI serving the "debian" archive.
 sid_mirror() {
@@ -338,10 +339,9 @@ ft_ok() {
 	[[ -x $1 ]] && timeout 60 "$1" -c 'import sys, sysconfig; sys.exit(sysconfig.get_config_var("Py_GIL_DISABLED") != 1)' 2>/dev/null
 }
 
+ft_missing=()
 for minor in "${FT_MINORS[@]}"; do
 	label=ft-${minor}t
-	required=0
-	for m in "${FT_REQUIRED[@]}"; do [[ $m == "$minor" ]] && required=1; done
 	dir=$CACHE/$label
 	py=$dir/root/bin/python${minor}t
 	if ft_ok "$py" && add "$label" "$minor" "$py"; then
@@ -356,8 +356,14 @@ for minor in "${FT_MINORS[@]}"; do
 	else
 		continue
 	fi
-	if ((required)); then missing+=("$label"); fi
+	ft_missing+=("$label")
 done
+if ((${#ft_missing[@]} == ${#FT_MINORS[@]})); then
+	missing+=("$(
+		IFS='|'
+		echo "${ft_missing[*]}"
+	)")
+fi
 
 # --- manifest --------------------------------------------------------------
 tmp=$(mktemp "$MANIFEST.XXXXXX")
