@@ -153,9 +153,6 @@ func TestFreeThreadedRecordCPU(t *testing.T) {
 				total += n
 			}
 			t.Logf("samples %.0f over %.2f s wall, process CPU %.2f s; per thread %v", total, wall, cpu, per)
-			if cpu < 1.05*wall {
-				testutil.Skip(t, fmt.Sprintf("the target got %.2f CPU seconds in %.2f s: not even one core free on this machine, parallelism can't be shown", cpu, wall))
-			}
 			for i := 0; i < 4; i++ {
 				name := fmt.Sprintf("spin-%d", i)
 				share := 100 * per[name] / total
@@ -169,8 +166,13 @@ func TestFreeThreadedRecordCPU(t *testing.T) {
 			if total < 0.75*want || total > 1.1*want {
 				t.Errorf("%.0f samples, want about CPU %.2f s × %d Hz = %.0f", total, cpu, hz, want)
 			}
-			if total <= 3*hz {
-				t.Errorf("%.0f samples: not more than one core's worth (%d)", total, 3*hz)
+			// More than one core's worth — when the machine gave the target
+			// more than one core (go test runs other packages meanwhile; on
+			// an idle 2-core machine it gets ~2): the samples follow its CPU.
+			if cpu > 1.1*wall && total <= 3*hz {
+				t.Errorf("%.0f samples: not more than one core's worth (%d), though the target used %.2f cores", total, 3*hz, cpu/wall)
+			} else if cpu <= 1.1*wall {
+				t.Logf("the target got only %.2f cores on this busy machine: the more-than-one-core check needs more", cpu/wall)
 			}
 		})
 	}
