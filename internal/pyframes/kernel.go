@@ -82,7 +82,7 @@ func (p *Process) KernelLayout() (*KernelLayout, error) {
 		// The in-kernel walker's frame and code offsets are a GIL build's:
 		// no tlbc_index, no bigger object header. Callers fall back to
 		// the user-space walker.
-		return nil, &UnsupportedVersionError{Version: l.Version, Why: "free-threaded build: the in-kernel walker does not read it (the user-space walker does)"}
+		return nil, fmt.Errorf("pid %d: python %s is a free-threaded build: the in-kernel walker does not read it (the user-space walker does)", p.Pid, l.Version)
 	}
 	k := &KernelLayout{
 		Version: l.Version, Source: l.Source,
