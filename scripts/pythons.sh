@@ -19,6 +19,19 @@
 #                             broken download of one cannot spoil the other),
 #                             run through that root's own dynamic loader since
 #                             their glibc is newer than the host's.
+#   ft-3.14t (ft-3.13t)       free-threaded CPython built from Debian sid's
+#                             python3.X SOURCE package (upstream tarball,
+#                             `apt-get source --download-only` through the
+#                             same private apt with a deb-src line) with
+#                             ./configure --disable-gil (no PGO/LTO, static
+#                             libpython), make -j$(nproc), make altinstall into
+#                             $CACHE/ft-3.Xt/root; the sources are deleted
+#                             after. Once per machine (minutes, see README).
+#                             --require-all wants at least one of them:
+#                             ft-3.14t where the mirror serves python3.14's
+#                             source, else ft-3.13t (a mirror holding a
+#                             snapshot may serve one and not the other).
+#                             Needs gcc, make, xz and libffi/zlib headers.
 #
 # Manifest: $CACHE/interpreters.tsv, one line per interpreter that works:
 #   label<TAB>X.Y.Z<TAB>argv words joined by single spaces
@@ -39,6 +52,7 @@ CACHE=${PYOBS_PYTHONS_CACHE:-/var/cache/pyobs-pythons}
 MANIFEST=$CACHE/interpreters.tsv
 PYENV_MINORS=(3.10 3.11 3.12 3.13)
 SID_MINORS=(3.14 3.15)
+FT_MINORS=(3.14 3.13) # free-threaded builds from source; --require-all: one of them
 # The Debian mirror is the one the machine's own apt sources name (no host
 # name is written here): the first URI serving the "debian" archive.
 sid_mirror() {
@@ -215,9 +229,9 @@ sid_apt_setup() {
 	fi
 	for signed in "signed-by=$KEYRING" trusted=yes; do
 		[[ $signed == signed-by=* && ! -r $KEYRING ]] && continue
-		echo "deb [$signed] $mirror sid main" >"$APT/sources.list"
+		printf 'deb [%s] %s sid main\ndeb-src [%s] %s sid main\n' "$signed" "$mirror" "$signed" "$mirror" >"$APT/sources.list"
 		log "sid: apt-get update ($signed)"
-		rm -f "$APT"/lists/*_Packages* "$APT"/lists/*Release*
+		rm -f "$APT"/lists/*_Packages* "$APT"/lists/*_Sources* "$APT"/lists/*Release*
 		out=$(apt-get update -qq 2>&1) || true
 		[[ -n $out ]] && printf '%s\n' "$out" >&2
 		if compgen -G "$APT/lists/*_sid_main_binary-${arch}_Packages*" >/dev/null; then
@@ -274,6 +288,82 @@ for minor in "${SID_MINORS[@]}"; do
 	fi
 	missing+=("$label")
 done
+
+# --- free-threaded 3.14t / 3.13t, built from Debian's source package ---------
+# ft_build MINOR DIR: fetch python3.X's upstream tarball from sid's source
+# package (newest version the mirror serves first) and build it into DIR/root.
+ft_build() {
+	local minor=$1 dir=$2 ver got='' orig start jobs
+	sid_apt_setup || return 1
+	command -v make >/dev/null && command -v cc >/dev/null || {
+		log "ft-${minor}t: needs cc and make"
+		return 1
+	}
+	rm -rf "$dir/src" "$dir/dl" "$dir/root"
+	mkdir -p "$dir/dl" || return 1
+	# Versions the index lists, newest first; a mirror may lack the newest.
+	while read -r ver; do
+		if (cd "$dir/dl" && apt-get source -qq --download-only "python$minor=$ver" >&2); then
+			got=$ver
+			break
+		fi
+		log "ft-${minor}t: source python$minor=$ver not served; trying older"
+		rm -f "$dir"/dl/*
+	done < <(apt-cache showsrc "python$minor" 2>/dev/null | sed -n 's/^Version: //p' | sort -rV | uniq)
+	if [[ -z $got ]]; then
+		log "ft-${minor}t: no python$minor source package served by the mirror"
+		return 1
+	fi
+	orig=$(compgen -G "$dir/dl/python${minor}_*.orig.tar.*" | head -n1)
+	[[ -n $orig ]] || return 1
+	mkdir -p "$dir/src" && tar -xf "$orig" -C "$dir/src" --strip-components=1 || return 1
+	jobs=$(nproc 2>/dev/null || echo 2)
+	start=$(date +%s)
+	log "ft-${minor}t: building python$minor $got with --disable-gil (make -j$jobs; several minutes)"
+	(
+		cd "$dir/src" &&
+			./configure -q --disable-gil --without-ensurepip --prefix="$dir/root" >"$dir/build.log" 2>&1 &&
+			make -j"$jobs" -s >>"$dir/build.log" 2>&1 &&
+			make -s altinstall >>"$dir/build.log" 2>&1
+	) || {
+		log "ft-${minor}t: build failed; see $dir/build.log"
+		return 1
+	}
+	# CPython's own test suite (~200 MB) is not needed to run targets.
+	rm -rf "$dir/src" "$dir/dl" "$dir/root/lib/python${minor}t/test"
+	log "ft-${minor}t: built in $(($(date +%s) - start)) s; $(du -sh "$dir/root" | cut -f1) installed"
+}
+
+# ft_ok PY: PY exists and was built with --disable-gil.
+ft_ok() {
+	[[ -x $1 ]] && timeout 60 "$1" -c 'import sys, sysconfig; sys.exit(sysconfig.get_config_var("Py_GIL_DISABLED") != 1)' 2>/dev/null
+}
+
+ft_missing=()
+for minor in "${FT_MINORS[@]}"; do
+	label=ft-${minor}t
+	dir=$CACHE/$label
+	py=$dir/root/bin/python${minor}t
+	if ft_ok "$py" && add "$label" "$minor" "$py"; then
+		continue
+	fi
+	if ! command -v apt-get >/dev/null; then
+		log "$label: needs apt-get; skipping"
+	elif ! ft_build "$minor" "$dir"; then
+		log "$label: not built"
+	elif ! ft_ok "$py" || ! add "$label" "$minor" "$py"; then
+		log "$label: built into $dir/root but it does not run free-threaded: $py"
+	else
+		continue
+	fi
+	ft_missing+=("$label")
+done
+if ((${#ft_missing[@]} == ${#FT_MINORS[@]})); then
+	missing+=("$(
+		IFS='|'
+		echo "${ft_missing[*]}"
+	)")
+fi
 
 # --- manifest --------------------------------------------------------------
 tmp=$(mktemp "$MANIFEST.XXXXXX")

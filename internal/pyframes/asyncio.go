@@ -257,7 +257,7 @@ func (e *AsyncioUnsupportedError) Error() string {
 func (p *Process) AsyncioTasks() (*AsyncSnapshot, error) {
 	if v := p.Layout.Version; v.Major == 3 {
 		if lt, ok := legacyAsyncLayouts[v.Minor]; ok {
-			return p.asyncioTasksLegacy(lt)
+			return p.asyncioTasksLegacy(lt.moved(p.Layout.objectHeaderGrowth()))
 		}
 	}
 	ar, path, err := p.asyncSetup()
@@ -588,14 +588,14 @@ func (ar *asyncReader) coroChain(coro uint64) ([]Frame, string, error) {
 			return out, "", err
 		}
 		tn := ar.typeName(le64(b, l.ObType))
-		if via != "" && (tn != "async_generator" || !agenRunning(b)) {
+		if via != "" && (tn != "async_generator" || !agenRunning(b, l.objectHeaderGrowth())) {
 			return out, via, nil // the generator does not run for it: the chain ends at the awaitable
 		}
 		via = ""
 		if isAgenAwaitable(tn) {
 			// An async generator's asend/athrow: go on into the generator
 			// while it runs for an awaitable (asyncio_agen.go).
-			gen := agenOf(b)
+			gen := agenOf(b, l.objectHeaderGrowth())
 			if gen == 0 {
 				return out, tn, nil
 			}
@@ -622,8 +622,12 @@ func (ar *asyncReader) coroChain(coro uint64) ([]Frame, string, error) {
 			return out, "", err
 		}
 		instr := le64(fr, l.FrameInstr)
+		var tlbc int32 // 3.14t: the thread-local bytecode copy the frame last ran
+		if l.FrameTLBCIndex != 0 && uint64(len(fr)) >= l.FrameTLBCIndex+4 {
+			tlbc = int32(le32(fr, l.FrameTLBCIndex))
+		}
 		f := Frame{Function: ci.name, File: ci.file, Code: code, CodeID: ci.serial,
-			Line: ci.line(int((int64(instr) - int64(code+l.CodeAdaptive)) / 2))}
+			Line: ci.line(int((int64(instr) - int64(p.instrBase(code, tlbc))) / 2))}
 		if state == ar.st.created {
 			f.Line = ci.firstLine
 		}

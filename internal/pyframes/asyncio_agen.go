@@ -34,15 +34,16 @@ func isAgenAwaitable(typeName string) bool {
 // agenOf returns the async generator of an async_generator_asend/athrow,
 // given the object's first bytes; 0 when it is closed (the chain ends at the
 // awaitable). The caller goes on only if that generator runs (agenRunning).
-func agenOf(b []byte) uint64 {
-	if len(b) < agenAwaitableSize || le32(b, agenAwaitableState) == awaitableClosed {
+// g is how much bigger the object header is (free-threaded builds: 16).
+func agenOf(b []byte, g uint64) uint64 {
+	if uint64(len(b)) < agenAwaitableSize+g || le32(b, agenAwaitableState+g) == awaitableClosed {
 		return 0
 	}
-	return le64(b, agenAwaitableGen)
+	return le64(b, agenAwaitableGen+g)
 }
 
 // agenRunning: the async generator whose first bytes are b is running for
 // an asend/athrow (ag_running_async).
-func agenRunning(b []byte) bool {
-	return len(b) > agenRunningAsync && b[agenRunningAsync] != 0
+func agenRunning(b []byte, g uint64) bool {
+	return uint64(len(b)) > agenRunningAsync+g && b[agenRunningAsync+g] != 0
 }

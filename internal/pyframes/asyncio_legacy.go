@@ -146,7 +146,7 @@ func (p *Process) asyncioTasksLegacy(lt legacyAsyncLayout) (*AsyncSnapshot, erro
 			snap.Torn++
 			snap.Errors = append(snap.Errors, "_scheduled_tasks: "+err.Error())
 		}
-		var buf [24]byte
+		var buf [48]byte // PyWeakReference's header and wr_object (free-threaded: 16 more)
 		for _, ref := range refs {
 			// A weakref freed since the set was read is torn, not followed.
 			if err := r.mem.Read(ref, buf[:]); err != nil || !strings.HasPrefix(ar.typeName(le64(buf[:], l.ObType)), "weakref") {

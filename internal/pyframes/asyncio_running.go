@@ -188,7 +188,7 @@ func (rt *RunningTasks) name(obj uint64) (string, error) {
 	switch tp := le64(b, l.ObType); {
 	case tp == r.types.unicode && tp != 0:
 		n := le64(b, l.UnicodeLength)
-		kind, compact, ascii := decodeState(b[l.UnicodeState])
+		kind, compact, ascii := l.unicodeState(b)
 		if kind == 1 && compact && ascii && l.ASCIISize+n <= nameInline {
 			return string(b[l.ASCIISize : l.ASCIISize+n]), nil
 		}

@@ -195,12 +195,14 @@ func ParseDebugOffsets(b []byte) (*DebugOffsets, error) {
 // table does not publish for that version.
 func layoutFromDebugOffsets(d *DebugOffsets) (*Layout, error) {
 	v := VersionHex(d.Version)
-	if d.FreeThreaded {
-		return nil, &UnsupportedVersionError{Version: v, Why: "free-threaded builds are not supported yet"}
-	}
 	f := d.Fields
 	get := func(k string) uint64 { return f[k] }
 	l := commonObjects()
+	if d.FreeThreaded {
+		if err := freeThreadedObjects(l, d); err != nil {
+			return nil, err
+		}
+	}
 	l.Version = v
 	l.Source = fmt.Sprintf("debug offsets (_Py_DebugOffsets %d.%d)", v.Major, v.Minor)
 
@@ -230,6 +232,10 @@ func layoutFromDebugOffsets(d *DebugOffsets) (*Layout, error) {
 	l.FrameLocalsplus = get("interpreter_frame.localsplus")
 	l.FrameSize = max(l.FramePrevious, l.FrameCode, l.FrameInstr) + 8
 	l.FrameSize = max(l.FrameSize, l.FrameOwner+1)
+	if d.FreeThreaded && f["interpreter_frame.tlbc_index"] != 0 {
+		l.FrameTLBCIndex = f["interpreter_frame.tlbc_index"]
+		l.FrameSize = max(l.FrameSize, l.FrameTLBCIndex+4)
+	}
 	// Owner values (Include/internal/pycore_frame.h / pycore_interpframe_structs.h):
 	// 3.13 CSTACK=3; 3.14 INTERPRETER=3, CSTACK=4; 3.15 INTERPRETER=3.
 	l.FrameOwnerSkip = 3
@@ -254,6 +260,9 @@ func layoutFromDebugOffsets(d *DebugOffsets) (*Layout, error) {
 	l.CodeLocalsplusKinds = get("code_object.localspluskinds")
 	l.CodeSize = max(l.CodeFilename, l.CodeName, l.CodeQualname, l.CodeLinetable, l.CodeLocalsplusNames, l.CodeLocalsplusKinds) + 8
 	l.CodeSize = max(l.CodeSize, l.CodeFirstLineno+4)
+	if d.FreeThreaded && f["code_object.co_tlbc"] != 0 {
+		l.CodeTLBC = f["code_object.co_tlbc"] // read on its own when a frame runs a copy
+	}
 
 	l.ObType = get("pyobject.ob_type")
 	l.TypeName = get("type_object.tp_name")
@@ -282,7 +291,7 @@ func layoutFromDebugOffsets(d *DebugOffsets) (*Layout, error) {
 	if x, ok := f["heap_type_object.ht_cached_keys"]; ok {
 		l.HeapCachedKeys = x
 	} else {
-		l.HeapCachedKeys = 880
+		l.HeapCachedKeys = 880 + l.objectHeaderGrowth()
 	}
 	return l, nil
 }

@@ -23,7 +23,13 @@
 // frame-ownership and completeness rules, shared with the in-kernel walker),
 // else it is retried and then reported inconsistent — never guessed.
 //
+// Free-threaded builds (3.13t, 3.14t; freethreaded.go) are read from their
+// debug-offsets table: a bigger object header, other str state bits,
+// thread-local bytecode copies (one more read per frame running one). They
+// have no GIL: no thread is reported holding one, and no wait is a GIL wait.
+//
 // What it cannot see: native (C) frames, what happened between two reads,
-// free-threaded builds (refused), and versions outside 3.10–3.15 (refused
-// with the supported range named).
+// a GIL a free-threaded interpreter re-enabled at run time (for an
+// extension not declared free-threading safe), and versions outside
+// 3.10–3.15 (refused with the supported range named).
 package pyframes

@@ -16,9 +16,12 @@ const runtimeGILSpan = 64 << 10
 // the struct the interpreter's ceval.gil points to; ≤3.11: the GIL is
 // embedded in _PyRuntime, so the range is _PyRuntime's first 64 KiB (other
 // runtime locks there are rare waits and are counted as GIL). (0, 0) when
-// it cannot be read.
+// it cannot be read, and on free-threaded builds (no GIL).
 func (p *Process) GILRange() (lo, hi uint64) {
 	l, r := p.Layout, &p.objs
+	if l.FreeThreaded {
+		return 0, 0
+	}
 	if l.InterpCevalGIL == 0 {
 		return p.Info.Runtime, p.Info.Runtime + runtimeGILSpan
 	}

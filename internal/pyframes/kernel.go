@@ -78,6 +78,12 @@ func KernelEnd(e ChainEnd) uint32 {
 // Layout does not keep, read again from _PyRuntime.
 func (p *Process) KernelLayout() (*KernelLayout, error) {
 	l, r := p.Layout, &p.objs
+	if l.FreeThreaded {
+		// The in-kernel walker's frame and code offsets are a GIL build's:
+		// no tlbc_index, no bigger object header. Callers fall back to
+		// the user-space walker.
+		return nil, fmt.Errorf("pid %d: python %s is a free-threaded build: the in-kernel walker does not read it (the user-space walker does)", p.Pid, l.Version)
+	}
 	k := &KernelLayout{
 		Version: l.Version, Source: l.Source,
 		CodeType: r.types.code, FrameType: r.types.frame,

@@ -29,6 +29,9 @@ var SupportedRange = fmt.Sprintf("3.%d to 3.%d", MinMinor, MaxMinor)
 type Layout struct {
 	Version Version
 	Source  string // where the numbers came from: "debug offsets" or a table tag
+	// FreeThreaded: a Py_GIL_DISABLED build (3.13t/3.14t): a bigger object
+	// header, str state bits moved, and no GIL (freethreaded.go).
+	FreeThreaded bool
 
 	// _PyRuntimeState
 	RuntimeInterpretersHead uint64
@@ -67,6 +70,7 @@ type Layout struct {
 	FrameOwnerSkip   uint8  // skip frames whose owner >= this (C-stack shims, base frames); 0: none
 	FrameOwnerCStack uint8  // the C-stack shim owner value (marks an entry), 0: none
 	CodeTagged       bool   // 3.14+: f_executable is a _PyStackRef with tag bits
+	FrameTLBCIndex   uint64 // 3.14t: int32 tlbc_index (thread-local bytecode copy); 0: none
 
 	// PyCodeObject
 	CodeFilename        uint64
@@ -79,6 +83,7 @@ type Layout struct {
 	CodeLocalsplusKinds uint64 // 3.11+
 	CodeNlocals         uint64 // 3.10: co_nlocals (int)
 	CodeSize            uint64 // bytes to read for a code header
+	CodeTLBC            uint64 // 3.14t: _PyCodeArray* co_tlbc; 0: none
 
 	// Objects
 	ObType         uint64
@@ -90,21 +95,25 @@ type Layout struct {
 	UnicodeLength  uint64
 	UnicodeState   uint64
 	ASCIISize      uint64 // sizeof(PyASCIIObject)
-	CompactSize    uint64 // sizeof(PyCompactUnicodeObject)
-	BytesSize      uint64
-	BytesData      uint64
-	TupleSize      uint64
-	TupleItems     uint64
-	ListSize       uint64
-	ListItems      uint64
-	DictKeys       uint64
-	DictValues     uint64
-	DictUsed       uint64
-	LongTag        uint64 // ≤3.11 ob_size, 3.12+ lv_tag
-	LongDigits     uint64
-	FloatValue     uint64
-	ModuleDict     uint64
-	CellRef        uint64
+	// UnicodeByteInterned (3.14t): state.interned is a whole byte, so
+	// kind, compact and ascii sit in the second byte of state.
+	UnicodeByteInterned bool
+	ManagedDictBack     uint64 // 3.13+: the managed dict pointer sits this far before the object
+	CompactSize         uint64 // sizeof(PyCompactUnicodeObject)
+	BytesSize           uint64
+	BytesData           uint64
+	TupleSize           uint64
+	TupleItems          uint64
+	ListSize            uint64
+	ListItems           uint64
+	DictKeys            uint64
+	DictValues          uint64
+	DictUsed            uint64
+	LongTag             uint64 // ≤3.11 ob_size, 3.12+ lv_tag
+	LongDigits          uint64
+	FloatValue          uint64
+	ModuleDict          uint64
+	CellRef             uint64
 }
 
 // Layouts for interpreters without a debug-offsets table. Each value was
@@ -197,5 +206,6 @@ func commonObjects() *Layout {
 		GILLocked:          16,
 		CFrameCurrentFrame: -1,
 		FrameIsEntry:       -1,
+		ManagedDictBack:    24, // MANAGED_DICT_OFFSET -3 words (pycore_object.h)
 	}
 }

@@ -39,7 +39,7 @@ func (o *objReader) str(addr uint64, maxChars int) (string, error) {
 		return "", fmt.Errorf("str at 0x%x: %w", addr, errWrongType)
 	}
 	length := le64(hdr, o.l.UnicodeLength)
-	kind, compact, ascii := decodeState(hdr[o.l.UnicodeState])
+	kind, compact, ascii := o.l.unicodeState(hdr)
 	if kind != 1 && kind != 2 && kind != 4 {
 		return "", fmt.Errorf("str at 0x%x: %w", addr, errBadKind)
 	}
@@ -363,7 +363,7 @@ func (o *objReader) getAttr(obj uint64, name string) (uint64, error) {
 		}
 		return o.dictGetStr(dv, name)
 	default:
-		if d, err := o.u64(obj - 24); err == nil && d != 0 {
+		if d, err := o.u64(obj - o.l.ManagedDictBack); err == nil && d != 0 {
 			return o.dictGetStr(d, name)
 		}
 		if flags&tpflagsInlineValues == 0 {

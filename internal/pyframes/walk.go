@@ -157,6 +157,9 @@ func (p *Process) tstates(interp uint64, fn func(ts uint64) (uint64, error)) err
 
 func (p *Process) gilHolder(interp uint64) uint64 {
 	l, r := p.Layout, &p.objs
+	if l.FreeThreaded {
+		return 0 // no GIL (freethreaded.go)
+	}
 	gil, err := r.u64(interp + l.InterpCevalGIL)
 	if err != nil || gil == 0 {
 		return 0
@@ -365,6 +368,7 @@ type rawFrame struct {
 	addr, code, instr uint64
 	link              uint64
 	lineno            int32 // 3.10 f_lineno
+	tlbc              int32 // 3.14t tlbc_index: 0 unless the frame runs a thread's bytecode copy
 	entry             bool
 }
 
@@ -552,6 +556,9 @@ func (p *Process) stack(addr, tsFrame, baseFrame uint64, opt Options) ([]Frame, 
 		}
 		last.Code = code
 		rf := rawFrame{addr: addr, code: code, instr: le64(buf, l.FrameInstr)}
+		if l.FrameTLBCIndex != 0 {
+			rf.tlbc = int32(le32(buf, l.FrameTLBCIndex))
+		}
 		if l.FrameObjects {
 			rf.instr = uint64(int64(int32(le32(buf, l.FrameInstr))))
 			rf.lineno = int32(le32(buf, l.FrameLineno))
@@ -612,7 +619,7 @@ func (p *Process) stack(addr, tsFrame, baseFrame uint64, opt Options) ([]Frame, 
 		case l.FrameObjects:
 			f.Line = ci.line310(int(int64(rf.instr)) * 2)
 		default:
-			f.Line = ci.line(int((int64(rf.instr) - int64(rf.code+l.CodeAdaptive)) / 2))
+			f.Line = ci.line(int((int64(rf.instr) - int64(p.instrBase(rf.code, rf.tlbc))) / 2))
 		}
 		if opt.Locals {
 			f.Locals = p.locals(rf.addr, ci)

@@ -102,6 +102,9 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*flame.Profile, 
 	default:
 		return nil, fmt.Errorf("unknown mode %q (cpu, wall, gil)", opt.Mode)
 	}
+	if opt.Mode == "gil" && s.Py != nil && s.Py.FreeThreaded() {
+		return nil, fmt.Errorf("--mode gil: %w: use --mode cpu or wall", pyframes.ErrNoGIL)
+	}
 	r := &Recorder{s: s, opt: opt, tids: s.NewTidMap(), frameIDs: map[[2]uint64]int{}, pending: map[int]pendingSamples{}}
 	// Late: more than two sampling periods (at least 5 ms) after the sample.
 	r.maxLag = max(int64(2e9/opt.Freq), int64(5*time.Millisecond))
@@ -144,13 +147,13 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*flame.Profile, 
 		})
 		switch {
 		case useBPF:
-			r.prof.Meta.Engine = EngineBPF
+			r.prof.Meta.MixedMeta().Engine = EngineBPF
 		case why != nil && want == fallback.BPFOnly:
 			return nil, refused(s.Pid, why)
 		default:
-			r.prof.Meta.Engine = EnginePerf
+			r.prof.Meta.MixedMeta().Engine = EnginePerf
 			if why != nil {
-				r.prof.Meta.Fallback = fallbackLine(why)
+				r.prof.Meta.MixedMeta().Fallback = fallbackLine(why)
 				if opt.OnFallback != nil {
 					opt.OnFallback(r.prof.Meta.Fallback)
 				}

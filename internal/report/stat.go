@@ -182,6 +182,7 @@ type Input struct {
 	PerfNote   string // why counters are missing or partial
 	Names      map[int]string
 	Python     bool
+	NoGIL      bool                   // a free-threaded interpreter: no GIL to be bound by
 	States     map[int]map[string]int // tid → state letter → polls that saw it
 	Wchans     map[int]map[string]int // tid → wchan → polls that saw it (not running)
 	OnlineCPUs int

@@ -136,7 +136,7 @@ func judge(st *Stat, in Input, wall float64) {
 			Threshold: fmt.Sprintf("fds >= %.0f %% of RLIMIT_NOFILE", 100*FDPressure),
 			Next:      "ls -l " + procfs.Default().Path(pid, "fd") + " to see what leaks; raise the limit (ulimit -n / LimitNOFILE=)"})
 	}
-	if in.Python {
+	if in.Python && !in.NoGIL {
 		busy := 0
 		for _, t := range st.Threads {
 			if t.PythonName != "" && t.Utilization >= GILThreadCores {

@@ -190,6 +190,7 @@ func (m *meter) lightSnap() (*snapshot, error) {
 func (m *meter) input(mode string, a, b *snapshot, complete bool) report.Input {
 	in := report.Input{Pid: m.s.Pid, Mode: mode, A: a.p, B: b.p, Complete: complete, Place: m.place,
 		CgA: a.cg, CgB: b.cg, CgErr: m.cgErr, PsA: a.ps, PsB: b.ps, Names: m.names, Python: m.s.Py != nil,
+		NoGIL:  m.s.Py != nil && m.s.Py.FreeThreaded(),
 		States: m.states, Wchans: m.wchans, OnlineCPUs: m.cpus, DelayAcct: m.delay, Notes: append([]string{}, m.notes...)}
 	if m.perf != nil && b.perf.Threads != nil {
 		in.Counters = perfevent.Window(a.perf, b.perf)

@@ -56,8 +56,17 @@ func (i Interp) Minor() int {
 	return min
 }
 
+// FreeThreaded reports whether this is a free-threaded build (label ft-3.Xt,
+// built by scripts/pythons.sh with --disable-gil).
+func (i Interp) FreeThreaded() bool { return strings.HasPrefix(i.Label, "ft-") }
+
 // Expected is every interpreter the tests must cover on this machine kind.
 var Expected = []string{"pyenv-3.10", "pyenv-3.11", "pyenv-3.12", "pyenv-3.13", "debian-3.11", "sid-3.14", "sid-3.15"}
+
+// ExpectedFreeThreaded: the tests must cover at least one of these
+// (scripts/pythons.sh builds ft-3.14t where the mirror serves python3.14's
+// source, else ft-3.13t).
+var ExpectedFreeThreaded = []string{"ft-3.14t", "ft-3.13t"}
 
 // ManifestPath is where scripts/pythons.sh wrote the manifest.
 func ManifestPath() string {
@@ -71,8 +80,47 @@ func ManifestPath() string {
 	return filepath.Join(c, "interpreters.tsv")
 }
 
-// Interpreters reads the manifest; a missing interpreter skips (fails in CI).
+// Interpreters lists the manifest's GIL builds; a missing interpreter skips
+// (fails in CI). The free-threaded ones are left out, by name in the test
+// log: the tests that iterate this list check what GIL builds have (a GIL
+// holder, the in-kernel walker's layouts); FreeThreadedInterpreters lists
+// them for the tests that cover them.
 func Interpreters(t testing.TB) []Interp {
+	t.Helper()
+	var out, ft []Interp
+	for _, i := range allInterpreters(t) {
+		if i.FreeThreaded() {
+			ft = append(ft, i)
+			continue
+		}
+		out = append(out, i)
+	}
+	for _, i := range ft {
+		t.Logf("%s left out: a free-threaded build is covered by the free-threaded tests (pyframes TestFreeThreaded*, cmd/pyobs TestFreeThreaded*)", i.Label)
+	}
+	if len(out) == 0 {
+		Skip(t, "the interpreter manifest lists no GIL-build interpreter")
+	}
+	return out
+}
+
+// FreeThreadedInterpreters lists the manifest's free-threaded builds; none
+// skips (fails in CI, where scripts/pythons.sh --require-all builds ft-3.14t).
+func FreeThreadedInterpreters(t testing.TB) []Interp {
+	t.Helper()
+	var out []Interp
+	for _, i := range allInterpreters(t) {
+		if i.FreeThreaded() {
+			out = append(out, i)
+		}
+	}
+	if len(out) == 0 {
+		Skip(t, "no free-threaded interpreter (ft-3.14t) in the manifest: run scripts/pythons.sh")
+	}
+	return out
+}
+
+func allInterpreters(t testing.TB) []Interp {
 	t.Helper()
 	b, err := os.ReadFile(ManifestPath())
 	if err != nil {
@@ -94,6 +142,13 @@ func Interpreters(t testing.TB) []Interp {
 			missing = append(missing, e)
 		}
 	}
+	ft := false
+	for _, e := range ExpectedFreeThreaded {
+		ft = ft || have[e]
+	}
+	if !ft {
+		missing = append(missing, strings.Join(ExpectedFreeThreaded, "|"))
+	}
 	if len(missing) > 0 && InCI() {
 		t.Fatalf("CI=true and interpreters are missing from %s: %v", ManifestPath(), missing)
 	}
@@ -106,7 +161,7 @@ func Interpreters(t testing.TB) []Interp {
 // Find returns the interpreter with this label, skipping when absent.
 func Find(t testing.TB, label string) Interp {
 	t.Helper()
-	for _, i := range Interpreters(t) {
+	for _, i := range allInterpreters(t) {
 		if i.Label == label {
 			return i
 		}
