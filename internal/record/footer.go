@@ -46,11 +46,7 @@ func Footer(p *flame.Profile, out string) string {
 // the sample (and how those walks ended, what they cost), or read from
 // user space after it.
 func engineNote(m flame.Meta) string {
-	engine := ""
-	if m.Mixed != nil { // the account's engine lives in Meta's Mixed part
-		engine = m.Engine
-	}
-	switch engine {
+	switch m.Engine {
 	case EnginePerf:
 		return " (perf engine: " + UserSpaceNote + ")"
 	case EngineBPF:

@@ -147,13 +147,13 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*flame.Profile, 
 		})
 		switch {
 		case useBPF:
-			r.prof.Meta.MixedMeta().Engine = EngineBPF
+			r.prof.Meta.Engine = EngineBPF
 		case why != nil && want == fallback.BPFOnly:
 			return nil, refused(s.Pid, why)
 		default:
-			r.prof.Meta.MixedMeta().Engine = EnginePerf
+			r.prof.Meta.Engine = EnginePerf
 			if why != nil {
-				r.prof.Meta.MixedMeta().Fallback = fallbackLine(why)
+				r.prof.Meta.Fallback = fallbackLine(why)
 				if opt.OnFallback != nil {
 					opt.OnFallback(r.prof.Meta.Fallback)
 				}
