@@ -18,9 +18,10 @@ pythons:
 # Everything real: spawns CPython targets on every interpreter in the manifest.
 # scripts/testprogress runs go test -json: a line per top-level test as it
 # ends, a failing test's whole output, and go test's own package lines
-# (ok/FAIL) last; its exit status is go test's.
+# (ok/FAIL) last; its exit status is go test's. -p 1: one package at a time,
+# so one package's 20 kHz sampling tests are not another's CPU contention.
 test: build pythons
-	$(GO) run ./scripts/testprogress -count=1 -timeout 20m ./...
+	$(GO) run ./scripts/testprogress -p 1 -count=1 -timeout 20m ./...
 
 bench: build pythons
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./...
