@@ -106,7 +106,7 @@ func decide(st *report.Stat, pid int) decision {
 			Evidence: map[string]any{"runqueue_wait_s": round(st.Sched.RunqueueWaitS, 4), "runqueue_wait_share": round(st.Sched.RunqueueShare, 4), "on_cpu_s": round(st.Sched.OnCPUS, 4)},
 			Command:  fmt.Sprintf("pyobs stat -p %d", pid), Weight: 0.5})
 	case !st.Sched.SchedstatAvail:
-		d.ruledOut = append(d.ruledOut, RuledOut{"run-queue", "not measured: the kernel keeps no per-task schedstat here (CONFIG_SCHEDSTATS)" + psi})
+		d.ruledOut = append(d.ruledOut, RuledOut{"run-queue", "not measured: the kernel keeps no per-task schedstat here (CONFIG_SCHED_INFO)" + psi})
 	default:
 		d.ruledOut = append(d.ruledOut, RuledOut{"run-queue", fmt.Sprintf("waited %.3f s for a CPU over %.2f s, %.1f %% of the time it wanted one (threshold %.0f %% and %.2f s/s)%s",
 			st.Sched.RunqueueWaitS, wall, 100*st.Sched.RunqueueShare, 100*report.RunqueueShare, report.RunqueueMinS, psi)})
