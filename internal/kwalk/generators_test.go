@@ -2,13 +2,11 @@ package kwalk_test
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"testing"
 	"time"
 
 	"github.com/pyobs/pyobs/internal/kwalk"
-	"github.com/pyobs/pyobs/internal/pyframes"
 	"github.com/pyobs/pyobs/internal/testutil"
 )
 
@@ -23,31 +21,9 @@ func TestKernelWalkGenerators(t *testing.T) {
 		"drive_coro": true, "drive_sum": true, "main": true}
 	for _, in := range testutil.Interpreters(t) {
 		t.Run(in.Label, func(t *testing.T) {
-			tg := testutil.Start(t, in, "generators.py")
-			p, err := pyframes.Open(tg.Pid)
-			if err != nil {
-				t.Fatalf("pyframes.Open: %v", err)
-			}
-			kl, err := p.KernelLayout()
-			if err != nil {
-				t.Fatalf("KernelLayout: %v", err)
-			}
-			w, err := kwalk.Open(tg.Pid, kl, kwalk.Options{Freq: 4000})
-			if errors.Is(err, kwalk.ErrUnavailable) {
-				testutil.Skip(t, fmt.Sprintf("loading a perf_event eBPF program with bpf_loop: %v", err))
-			}
-			if err != nil {
-				t.Fatalf("kwalk.Open: %v", err)
-			}
-			defer w.Close()
-			refs, err := p.ThreadRefs()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := w.SetThreads(refs); err != nil {
-				t.Fatal(err)
-			}
-			sym := kwalk.NewSymbolizer(p, kl)
+			wk := startWalking(t, in, 4000, nil, "generators.py")
+			w := wk.w
+			sym := kwalk.NewSymbolizer(wk.p, wk.kl)
 			var complete, flagged, rootless int
 			start := time.Now()
 			w.SetDeadline(start.Add(250 * time.Millisecond))

@@ -382,30 +382,8 @@ func TestKernelWalkTruncates(t *testing.T) {
 	testutil.RequireRoot(t)
 	for _, in := range testutil.Interpreters(t) {
 		t.Run(in.Label, func(t *testing.T) {
-			tg := testutil.Start(t, in, target, "deep", "200")
-			p, err := pyframes.Open(tg.Pid)
-			if err != nil {
-				t.Fatalf("pyframes.Open: %v", err)
-			}
-			kl, err := p.KernelLayout()
-			if err != nil {
-				t.Fatalf("KernelLayout: %v", err)
-			}
-			w, err := kwalk.Open(tg.Pid, kl, kwalk.Options{Freq: 2000})
-			if errors.Is(err, kwalk.ErrUnavailable) {
-				testutil.Skip(t, fmt.Sprintf("loading a perf_event eBPF program with bpf_loop: %v", err))
-			}
-			if err != nil {
-				t.Fatalf("kwalk.Open: %v", err)
-			}
-			defer w.Close()
-			refs, err := p.ThreadRefs()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := w.SetThreads(refs); err != nil {
-				t.Fatal(err)
-			}
+			wk := startWalking(t, in, 2000, nil, target, "deep", "200")
+			tg, w := wk.tg, wk.w
 			var deep, truncated, complete int
 			start := time.Now()
 			w.SetDeadline(start.Add(500 * time.Millisecond))
@@ -454,35 +432,14 @@ func TestKernelWalkCostByDepth(t *testing.T) {
 		}
 		for _, depth := range []string{"10", "120"} {
 			t.Run(in.Label+"/"+depth, func(t *testing.T) {
-				tg := testutil.Start(t, in, target, "deep", depth)
-				p, err := pyframes.Open(tg.Pid)
-				if err != nil {
-					t.Fatal(err)
-				}
-				kl, err := p.KernelLayout()
-				if err != nil {
-					t.Fatal(err)
-				}
-				st, err := kwalk.EnableStats()
-				if err != nil {
-					testutil.Skip(t, fmt.Sprintf("bpf run-time stats (BPF_ENABLE_STATS): %v", err))
-				}
-				defer st.Close()
-				w, err := kwalk.Open(tg.Pid, kl, kwalk.Options{Freq: 20000})
-				if errors.Is(err, kwalk.ErrUnavailable) {
-					testutil.Skip(t, fmt.Sprintf("loading a perf_event eBPF program with bpf_loop: %v", err))
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer w.Close()
-				refs, err := p.ThreadRefs()
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := w.SetThreads(refs); err != nil {
-					t.Fatal(err)
-				}
+				wk := startWalking(t, in, 20000, func() {
+					st, err := kwalk.EnableStats()
+					if err != nil {
+						testutil.Skip(t, fmt.Sprintf("bpf run-time stats (BPF_ENABLE_STATS): %v", err))
+					}
+					t.Cleanup(func() { st.Close() })
+				}, target, "deep", depth)
+				tg, w := wk.tg, wk.w
 				w.SetDeadline(time.Now().Add(1500 * time.Millisecond))
 				n, frames := 0, 0
 				for {
