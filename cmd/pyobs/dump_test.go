@@ -52,81 +52,86 @@ func TestDumpMatchesCurrentFrames(t *testing.T) {
 			if lock {
 				name += "/lock"
 			}
-			t.Run(name, func(t *testing.T) {
-				truthPath := filepath.Join(t.TempDir(), "truth.json")
-				tg := testutil.Start(t, in, "stacks.py", truthPath)
-				var truth truthFile
-				b, err := os.ReadFile(truthPath)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := json.Unmarshal(b, &truth); err != nil {
-					t.Fatal(err)
-				}
-				args := []string{"-p", fmt.Sprint(tg.Pid)}
-				if lock {
-					args = append(args, "--lock")
-				}
-				d := dumpJSON(t, args...)
-				if want := in.Version; d.Python.Version != want && !strings.HasPrefix(want, d.Python.Version) {
-					t.Errorf("python version %q, want %q", d.Python.Version, want)
-				}
-				got := map[uint64]dump.ThreadDump{}
-				for _, th := range d.Threads {
-					got[th.ThreadID] = th
-				}
-				if len(truth.Threads) != 5 {
-					t.Fatalf("target reported %d threads, want 5", len(truth.Threads))
-				}
-				for _, want := range truth.Threads {
-					th, ok := got[want.ThreadID]
-					if !ok {
-						t.Errorf("thread %q (0x%x) missing from the dump", want.Name, want.ThreadID)
-						continue
-					}
-					if th.Name != want.Name {
-						t.Errorf("thread 0x%x: name %q, want %q", want.ThreadID, th.Name, want.Name)
-					}
-					if th.Tid != want.Tid {
-						t.Errorf("thread %q: tid %d, want %d", want.Name, th.Tid, want.Tid)
-					}
-					if !th.Consistent {
-						t.Errorf("thread %q: parked thread read inconsistently: %s", want.Name, th.Error)
-					}
-					if len(th.Frames) != len(want.Frames) {
-						t.Errorf("thread %q: %d frames, want %d\n got: %v\nwant: %v", want.Name, len(th.Frames), len(want.Frames), th.Frames, want.Frames)
-						continue
-					}
-					for i, wf := range want.Frames {
-						gf := th.Frames[i]
-						if gf.Function != wf.Function || gf.File != wf.File || gf.Line != wf.Line {
-							t.Errorf("thread %q frame %d: got %s (%s:%d), want %s (%s:%d)", want.Name, i, gf.Function, gf.File, gf.Line, wf.Function, wf.File, wf.Line)
-						}
-					}
-					delete(got, want.ThreadID)
-				}
-				for _, extra := range got {
-					if extra.Name != "reporter" { // the reporter may not have exited yet
-						t.Errorf("unexpected thread in dump: %+v", extra)
-					}
-				}
-				holders := 0
-				for _, th := range d.Threads {
-					if th.HoldsGIL {
-						holders++
-					}
-				}
-				if holders > 1 {
-					t.Errorf("%d threads hold the GIL", holders)
-				}
-				if lock && d.Read.Method != "ptrace-stopped" {
-					t.Errorf("--lock: read method %q", d.Read.Method)
-				}
-				st := testutil.ProcStatus(tg.Pid)
-				if st["TracerPid"] != "0" || strings.HasPrefix(st["State"], "t") || strings.HasPrefix(st["State"], "T") {
-					t.Errorf("target left traced or stopped: TracerPid %s, State %s", st["TracerPid"], st["State"])
-				}
-			})
+			t.Run(name, func(t *testing.T) { checkDumpMatchesTruth(t, in, lock, false) })
 		}
+	}
+}
+
+// checkDumpMatchesTruth dumps stacks.py (with --lock or not) and compares
+// every thread with what the target's own sys._current_frames() reported;
+// on a free-threaded build no thread may hold a GIL.
+func checkDumpMatchesTruth(t *testing.T, in testutil.Interp, lock, freeThreaded bool) {
+	truthPath := filepath.Join(t.TempDir(), "truth.json")
+	tg := testutil.Start(t, in, "stacks.py", truthPath)
+	var truth truthFile
+	b, err := os.ReadFile(truthPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &truth); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"-p", fmt.Sprint(tg.Pid)}
+	if lock {
+		args = append(args, "--lock")
+	}
+	d := dumpJSON(t, args...)
+	if want := in.Version; d.Python.Version != want && !strings.HasPrefix(want, d.Python.Version) {
+		t.Errorf("python version %q, want %q", d.Python.Version, want)
+	}
+	got := map[uint64]dump.ThreadDump{}
+	for _, th := range d.Threads {
+		got[th.ThreadID] = th
+	}
+	if len(truth.Threads) != 5 {
+		t.Fatalf("target reported %d threads, want 5", len(truth.Threads))
+	}
+	for _, want := range truth.Threads {
+		th, ok := got[want.ThreadID]
+		if !ok {
+			t.Errorf("thread %q (0x%x) missing from the dump", want.Name, want.ThreadID)
+			continue
+		}
+		if th.Name != want.Name {
+			t.Errorf("thread 0x%x: name %q, want %q", want.ThreadID, th.Name, want.Name)
+		}
+		if th.Tid != want.Tid {
+			t.Errorf("thread %q: tid %d, want %d", want.Name, th.Tid, want.Tid)
+		}
+		if !th.Consistent {
+			t.Errorf("thread %q: parked thread read inconsistently: %s", want.Name, th.Error)
+		}
+		if len(th.Frames) != len(want.Frames) {
+			t.Errorf("thread %q: %d frames, want %d\n got: %v\nwant: %v", want.Name, len(th.Frames), len(want.Frames), th.Frames, want.Frames)
+			continue
+		}
+		for i, wf := range want.Frames {
+			gf := th.Frames[i]
+			if gf.Function != wf.Function || gf.File != wf.File || gf.Line != wf.Line {
+				t.Errorf("thread %q frame %d: got %s (%s:%d), want %s (%s:%d)", want.Name, i, gf.Function, gf.File, gf.Line, wf.Function, wf.File, wf.Line)
+			}
+		}
+		delete(got, want.ThreadID)
+	}
+	for _, extra := range got {
+		if extra.Name != "reporter" { // the reporter may not have exited yet
+			t.Errorf("unexpected thread in dump: %+v", extra)
+		}
+	}
+	holders := 0
+	for _, th := range d.Threads {
+		if th.HoldsGIL {
+			holders++
+		}
+	}
+	if holders > 1 {
+		t.Errorf("%d threads hold the GIL", holders)
+	}
+	if lock && d.Read.Method != "ptrace-stopped" {
+		t.Errorf("--lock: read method %q", d.Read.Method)
+	}
+	st := testutil.ProcStatus(tg.Pid)
+	if st["TracerPid"] != "0" || strings.HasPrefix(st["State"], "t") || strings.HasPrefix(st["State"], "T") {
+		t.Errorf("target left traced or stopped: TracerPid %s, State %s", st["TracerPid"], st["State"])
 	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -12,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pyobs/pyobs/internal/dump"
 	"github.com/pyobs/pyobs/internal/flame"
 	"github.com/pyobs/pyobs/internal/offcpu"
 	"github.com/pyobs/pyobs/internal/testutil"
@@ -31,65 +29,7 @@ func TestFreeThreadedDumpMatchesCurrentFrames(t *testing.T) {
 			if lock {
 				name += "/lock"
 			}
-			t.Run(name, func(t *testing.T) {
-				truthPath := filepath.Join(t.TempDir(), "truth.json")
-				tg := testutil.Start(t, in, "stacks.py", truthPath)
-				var truth truthFile
-				b, err := os.ReadFile(truthPath)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := json.Unmarshal(b, &truth); err != nil {
-					t.Fatal(err)
-				}
-				args := []string{"-p", fmt.Sprint(tg.Pid)}
-				if lock {
-					args = append(args, "--lock")
-				}
-				d := dumpJSON(t, args...)
-				if want := in.Version; d.Python.Version != want && !strings.HasPrefix(want, d.Python.Version) {
-					t.Errorf("python version %q, want %q", d.Python.Version, want)
-				}
-				got := map[uint64]dump.ThreadDump{}
-				for _, th := range d.Threads {
-					got[th.ThreadID] = th
-					if th.HoldsGIL {
-						t.Errorf("thread %q claims a GIL in a free-threaded build", th.Name)
-					}
-				}
-				if len(truth.Threads) != 5 {
-					t.Fatalf("target reported %d threads, want 5", len(truth.Threads))
-				}
-				for _, want := range truth.Threads {
-					th, ok := got[want.ThreadID]
-					if !ok {
-						t.Errorf("thread %q (0x%x) missing from the dump", want.Name, want.ThreadID)
-						continue
-					}
-					if th.Name != want.Name {
-						t.Errorf("thread 0x%x: name %q, want %q", want.ThreadID, th.Name, want.Name)
-					}
-					if th.Tid != want.Tid {
-						t.Errorf("thread %q: tid %d, want %d", want.Name, th.Tid, want.Tid)
-					}
-					if !th.Consistent {
-						t.Errorf("thread %q: parked thread read inconsistently: %s", want.Name, th.Error)
-					}
-					if len(th.Frames) != len(want.Frames) {
-						t.Errorf("thread %q: %d frames, want %d\n got: %v\nwant: %v", want.Name, len(th.Frames), len(want.Frames), th.Frames, want.Frames)
-						continue
-					}
-					for i, wf := range want.Frames {
-						gf := th.Frames[i]
-						if gf.Function != wf.Function || gf.File != wf.File || gf.Line != wf.Line {
-							t.Errorf("thread %q frame %d: got %s (%s:%d), want %s (%s:%d)", want.Name, i, gf.Function, gf.File, gf.Line, wf.Function, wf.File, wf.Line)
-						}
-					}
-				}
-				if lock && d.Read.Method != "ptrace-stopped" {
-					t.Errorf("--lock: read method %q", d.Read.Method)
-				}
-			})
+			t.Run(name, func(t *testing.T) { checkDumpMatchesTruth(t, in, lock, true) })
 		}
 	}
 }
