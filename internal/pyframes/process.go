@@ -38,6 +38,7 @@ type scratch struct {
 	idx       []int
 	codeBuf   []byte
 	frame     []byte
+	miss      []byte // readMissWindow's copy (apart from frame: both live in one walk)
 }
 
 // Stats counts what the walker did, for the perturbation report.

@@ -426,13 +426,13 @@ func (p *Process) readMissWindow(addr uint64) (uint64, []byte) {
 	const page = 4096
 	l := p.Layout
 	end := (addr + l.FrameSize + page - 1) &^ (page - 1)
-	if end < missPages*page {
-		return 0, nil
+	if end < missPages*page || end < addr {
+		return 0, nil // wrapped: a garbage address from a torn read
 	}
-	if cap(p.scratch.frame) < missPages*page {
-		p.scratch.frame = make([]byte, missPages*page)
+	if cap(p.scratch.miss) < missPages*page {
+		p.scratch.miss = make([]byte, missPages*page)
 	}
-	w := p.scratch.frame[:missPages*page]
+	w := p.scratch.miss[:missPages*page]
 	segs := append(p.scratch.winSegs[:0], Seg{Addr: end - missPages*page, Buf: w})
 	p.scratch.winSegs = segs
 	if readV(p.objs.mem, segs) != 1 {
@@ -473,11 +473,11 @@ func (p *Process) stack(addr, tsFrame, baseFrame uint64, opt Options) ([]Frame, 
 			break
 		}
 		var buf []byte
-		inWindow := win != nil && addr >= base && addr+l.FrameSize <= base+uint64(len(win))
-		inWin2 := win2 != nil && addr >= base2 && addr+l.FrameSize <= base2+uint64(len(win2))
+		inWindow := within(addr, l.FrameSize, base, win)
+		inWin2 := within(addr, l.FrameSize, base2, win2)
 		if !inWindow && !inWin2 {
 			base2, win2 = p.readMissWindow(addr)
-			inWin2 = win2 != nil
+			inWin2 = within(addr, l.FrameSize, base2, win2)
 		}
 		if inWindow {
 			buf = win[addr-base : addr-base+l.FrameSize]
@@ -652,4 +652,12 @@ func (p *Process) cframeLinks(raw []rawFrame, cf uint64) {
 		cf = le64(hdr, l.CFramePrevious)
 		start = i + 1
 	}
+}
+
+// within reports whether size bytes at addr lie inside the copy win of
+// memory starting at base; a garbage address (below base, or so high that
+// addr+size wraps) is outside, never an index past the copy.
+func within(addr, size, base uint64, win []byte) bool {
+	n := uint64(len(win))
+	return win != nil && addr >= base && size <= n && addr-base <= n-size
 }
