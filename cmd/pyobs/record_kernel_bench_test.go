@@ -87,7 +87,7 @@ func perSample(w window, freq int) float64 {
 // engine.
 func TestRecordKernelCost(t *testing.T) {
 	if os.Getenv("PYOBS_BENCH") != "1" {
-		testutil.Skip(t, "a benchmark (~3 min): PYOBS_BENCH=1")
+		t.Skip("a benchmark (~3 min), not a test: set PYOBS_BENCH=1 to measure")
 	}
 	requireKernelWalker(t)
 	in := testutil.Find(t, "pyenv-3.12")
