@@ -34,18 +34,12 @@ type Hist struct {
 	Min    uint64
 }
 
-// bucketOf returns the bucket index of v.
-func bucketOf(v uint64) int { return bucket.Of(v) }
-
-// bucketBounds returns the [lo, hi] values of bucket i.
-func bucketBounds(i int) (lo, hi uint64) { return bucket.Bounds(i) }
-
 // Add records one value.
 func (h *Hist) Add(v uint64) {
 	if h.Counts == nil {
 		h.Counts = map[int]uint64{}
 	}
-	h.Counts[bucketOf(v)]++
+	h.Counts[bucket.Of(v)]++
 	if h.N == 0 || v < h.Min {
 		h.Min = v
 	}
@@ -77,7 +71,7 @@ func (h *Hist) Quantile(q float64) uint64 {
 	for _, i := range idx {
 		cum += h.Counts[i]
 		if cum >= rank {
-			lo, hi := bucketBounds(i)
+			lo, hi := bucket.Bounds(i)
 			v := lo + (hi-lo)/2
 			return min(max(v, h.Min), h.Max)
 		}
@@ -260,8 +254,3 @@ func (a *Agg) Totals() (calls, errors uint64, total time.Duration) {
 	}
 	return
 }
-
-// BucketOf and BucketBounds expose the histogram's bucketing for engines
-// that fill buckets themselves (the BPF program mirrors bucketOf).
-func BucketOf(v uint64) int              { return bucketOf(v) }
-func BucketBounds(i int) (lo, hi uint64) { return bucketBounds(i) }

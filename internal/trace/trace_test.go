@@ -6,13 +6,15 @@ import (
 	"sort"
 	"testing"
 	"time"
+
+	"github.com/pyobs/pyobs/internal/trace/bucket"
 )
 
 func TestBucketRoundTrip(t *testing.T) {
 	prev := -1
 	for _, v := range []uint64{0, 1, 15, 16, 17, 31, 32, 33, 100, 1000, 1 << 20, 1<<20 + 12345, 50e6, 1 << 40, math.MaxUint64} {
-		i := bucketOf(v)
-		lo, hi := bucketBounds(i)
+		i := bucket.Of(v)
+		lo, hi := bucket.Bounds(i)
 		if v < lo || v > hi {
 			t.Fatalf("v=%d in bucket %d [%d,%d]", v, i, lo, hi)
 		}
@@ -26,8 +28,8 @@ func TestBucketRoundTrip(t *testing.T) {
 	}
 	// every bucket's hi+1 is the next bucket's lo
 	for i := 0; i < 900; i++ {
-		_, hi := bucketBounds(i)
-		lo2, _ := bucketBounds(i + 1)
+		_, hi := bucket.Bounds(i)
+		lo2, _ := bucket.Bounds(i + 1)
 		if hi+1 != lo2 {
 			t.Fatalf("gap between bucket %d (hi %d) and %d (lo %d)", i, hi, i+1, lo2)
 		}
@@ -111,7 +113,7 @@ func TestAddKernelMatchesAdd(t *testing.T) {
 			c.Errno = "EAGAIN"
 		}
 		a.Add(c)
-		hist[BucketOf(uint64(v))]++
+		hist[bucket.Of(uint64(v))]++
 		total += v
 	}
 	k.AddKernel(Kernel{Name: "read", Calls: uint64(len(vals)), Errors: 3, Total: total, Min: 3, Max: 52e6, Hist: hist, Errnos: map[string]uint64{"EAGAIN": 3}})
