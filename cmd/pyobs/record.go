@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 
 	"github.com/pyobs/pyobs/internal/flame"
+	"github.com/pyobs/pyobs/internal/output"
 	"github.com/pyobs/pyobs/internal/record"
 	"github.com/pyobs/pyobs/internal/session"
 )
@@ -102,7 +102,7 @@ func runRecord(cmd *cobra.Command, g *globals, f *recordFlags, args []string) er
 		async = &record.AsyncStats{}
 		opt.Async, opt.AsyncStats = true, async
 	}
-	live := isTerminal(os.Stderr)
+	live := output.IsTerminal(os.Stderr)
 	if live {
 		opt.Progress = func(p record.Progress) {
 			fmt.Fprintf(os.Stderr, "\r\x1b[Krecording pid %d: %.1fs, %d samples, %.0f Hz achieved, lost %d, torn %d, late %d, observer CPU %.2fs",
@@ -136,9 +136,4 @@ func runRecord(cmd *cobra.Command, g *globals, f *recordFlags, args []string) er
 		fmt.Fprintln(os.Stderr, record.AsyncFooter(prof, async))
 	}
 	return finish(ctx, s)
-}
-
-func isTerminal(f *os.File) bool {
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
 }

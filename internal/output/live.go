@@ -30,8 +30,7 @@ type Live struct {
 // file's permission bits.
 func OpenLive(path string, mode os.FileMode) (*Live, error) {
 	if path == "" || path == "-" {
-		_, err := unix.IoctlGetTermios(int(os.Stdout.Fd()), unix.TCGETS)
-		return &Live{tty: err == nil}, nil
+		return &Live{tty: IsTerminal(os.Stdout)}, nil
 	}
 	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
 		return nil, fmt.Errorf("can't write %s: it is a directory", path)
@@ -96,4 +95,11 @@ func (l *Live) Close() error {
 		return fmt.Errorf("can't write %s: %w", l.path, err)
 	}
 	return nil
+}
+
+// IsTerminal reports whether f is a terminal (live views redraw in place;
+// progress lines go there only).
+func IsTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
 }
