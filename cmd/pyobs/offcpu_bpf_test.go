@@ -4,7 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -299,4 +303,95 @@ func TestOffcpuBPFWaker(t *testing.T) {
 	}
 
 	oneLineError(t, testutil.Run(t, 10*time.Second, "offcpu", "-p", "1", "--waker", "--engine", "perf"), exitUsage, "--waker", "bpf")
+}
+
+// TestOffcpuBPFShortLockWaits: 10,000 lock acquisitions, each made to block
+// (the holder sleeps ~50 µs with the lock), timed by the target itself
+// (wall and thread CPU time around lock.acquire()), with a CPU hog on every
+// CPU: the off-CPU time pyobs finds at the acquire's line in waiter_fn is
+// within 10 % of the target's own, mostly classed lock — every wait has its
+// Python stack, walked in the kernel at the switch-out, however short.
+func TestOffcpuBPFShortLockWaits(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, label := range []string{"pyenv-3.12", "sid-3.14"} {
+		t.Run(label, func(t *testing.T) {
+			dir := t.TempDir()
+			goFile, outFile, folded := filepath.Join(dir, "go"), filepath.Join(dir, "out.json"), filepath.Join(dir, "p.folded")
+			tg := testutil.Start(t, testutil.Find(t, label), "offcpu_short_locks.py", "10000", goFile, outFile)
+			testutil.CPUHog(t, runtime.NumCPU())
+			cmd := exec.Command(testutil.Binary(t), "offcpu", "-p", fmt.Sprint(tg.Pid), "-d", "100s", "--format", "folded", "-o", folded)
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			t.Cleanup(func() { _ = cmd.Process.Kill(); <-done })
+			testutil.WaitBPFLink(t, cmd.Process.Pid, 60*time.Second)
+			if err := os.WriteFile(goFile, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			select { // pyobs ends with the target, which exits after its account
+			case err := <-done:
+				done <- err
+			case <-time.After(120 * time.Second):
+				t.Fatalf("offcpu did not end with the target: %s", stderr.String())
+			}
+			r := testutil.Result{Stderr: stderr.String(), Code: cmd.ProcessState.ExitCode()}
+			if r.Code != 0 {
+				t.Fatalf("exit %d: %s", r.Code, r.Stderr)
+			}
+			var truth struct {
+				OffS  float64 `json:"off_s"`
+				WallS float64 `json:"wall_s"`
+				Waits int     `json:"waits"`
+				Line  int     `json:"line"`
+			}
+			b, err := os.ReadFile(outFile)
+			if err != nil {
+				t.Fatalf("the target's account: %v", err)
+			}
+			if err := json.Unmarshal(b, &truth); err != nil {
+				t.Fatal(err)
+			}
+			if truth.Waits < 5000 {
+				t.Fatalf("the target blocked %d times of 10000: not the contention this test needs", truth.Waits)
+			}
+			if !strings.Contains(r.Stderr, "Python stacks walked in the kernel") {
+				t.Fatalf("no kernel walk: %s", r.Stderr)
+			}
+			p, err := os.ReadFile(folded)
+			if err != nil {
+				t.Fatal(err)
+			}
+			site := fmt.Sprintf("offcpu_short_locks.py:%d)", truth.Line)
+			var at, lock float64
+			for _, l := range strings.Split(strings.TrimSpace(string(p)), "\n") {
+				i := strings.LastIndexByte(l, ' ')
+				v, err := strconv.ParseFloat(l[i+1:], 64)
+				if err != nil {
+					t.Fatalf("folded line %q: %v", l, err)
+				}
+				frames := strings.Split(l[:i], ";")
+				for _, f := range frames {
+					if strings.HasPrefix(f, "waiter_fn (") && strings.HasSuffix(f, site) {
+						at += v / 1e6
+						if frames[len(frames)-1] == "[lock]" {
+							lock += v / 1e6
+						}
+						break
+					}
+				}
+			}
+			t.Logf("%s: target off CPU in acquire %.3fs (wall %.3fs, %d blocked waits); pyobs at the line %.3fs, [lock] %.3fs",
+				label, truth.OffS, truth.WallS, truth.Waits, at, lock)
+			if ratio := at / truth.OffS; ratio < 0.9 || ratio > 1.1 {
+				t.Errorf("pyobs found %.3fs at waiter_fn's acquire, the target measured %.3fs off CPU there (ratio %.2f, want 0.9–1.1)\n%s", at, truth.OffS, ratio, r.Stderr)
+			}
+			if lock < 0.8*at {
+				t.Errorf("[lock] %.3fs of %.3fs at the acquire: want ≥ 80 %%", lock, at)
+			}
+		})
+	}
 }

@@ -3,6 +3,7 @@ package bpfload
 import (
 	"errors"
 	"fmt"
+	"io"
 	"runtime"
 	"strings"
 	"sync"
@@ -204,4 +205,20 @@ func RequireX86(what string) error {
 		return fmt.Errorf("%s reads the x86_64 syscall ABI; this is %s: %w", what, runtime.GOARCH, ErrArch)
 	}
 	return nil
+}
+
+// EnableRunStats turns the kernel's BPF run-time accounting on for this
+// run (BPF_ENABLE_STATS: off again when the returned closer is closed, or
+// when pyobs exits) unless kernel.bpf_stats_enabled already has it on;
+// note says which, or why there are none. The price: two clock reads per
+// run of every BPF program on the machine while it is on.
+func EnableRunStats() (io.Closer, string) {
+	if v, err := procfs.Default().Sysctl("kernel/bpf_stats_enabled"); err == nil && v == "1" {
+		return nil, "on (kernel.bpf_stats_enabled=1)"
+	}
+	c, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+	if err != nil {
+		return nil, "n/a (kernel.bpf_stats_enabled=0 and can't enable bpf stats: " + err.Error() + ")"
+	}
+	return c, "enabled for this run only (BPF_ENABLE_STATS)"
 }

@@ -168,6 +168,38 @@ func Config(pid int, l *pyframes.KernelLayout, maxFrames int) (kwalkConfig, erro
 	return c, nil
 }
 
+// walkConfig is Config with the TLS/TSD offsets where the runtime keeps
+// each thread's state (at most two are tried) and the checks Open makes.
+func walkConfig(pid int, l *pyframes.KernelLayout, maxFrames int, tls []int64) (kwalkConfig, error) {
+	cfg, err := Config(pid, l, maxFrames)
+	if err != nil {
+		return cfg, err
+	}
+	if l.TstateThreadID == 0 {
+		return cfg, fmt.Errorf("pid %d: no thread_id offset: can't check thread states", pid)
+	}
+	if len(tls) > len(cfg.TlsOff) {
+		tls = tls[:len(cfg.TlsOff)]
+	}
+	copy(cfg.TlsOff[:], tls)
+	cfg.TlsN = uint32(len(tls))
+	return cfg, nil
+}
+
+// ProgramConfig is the value of `cfg` for another program that includes
+// pywalk.h (set it with bpfload.SetVars): the walker's layout for pid,
+// frames up to maxFrames (≤ MaxFrames), threads found through tls too.
+func ProgramConfig(pid int, l *pyframes.KernelLayout, maxFrames int, tls []int64) (any, error) {
+	if maxFrames <= 0 || maxFrames > MaxFrames {
+		maxFrames = MaxFrames
+	}
+	cfg, err := walkConfig(pid, l, maxFrames, tls)
+	if err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
 // Open loads the walker for pid and starts sampling on every CPU. Fill
 // the thread-state map with SetThreads: threads it does not know are
 // counted as not-Python.
@@ -184,24 +216,17 @@ func Open(pid int, l *pyframes.KernelLayout, opt Options) (*Walker, error) {
 	if opt.RingBytes < os.Getpagesize() || opt.RingBytes&(opt.RingBytes-1) != 0 {
 		return nil, fmt.Errorf("ring buffer of %d bytes: must be a power of two of at least a page", opt.RingBytes)
 	}
-	cfg, err := Config(pid, l, opt.MaxFrames)
+	cfg, err := walkConfig(pid, l, opt.MaxFrames, opt.TLS)
 	if err != nil {
 		return nil, err
 	}
-	if len(opt.TLS) > len(cfg.TlsOff) {
-		opt.TLS = opt.TLS[:len(cfg.TlsOff)]
-	}
-	if l.TstateThreadID == 0 {
-		return nil, fmt.Errorf("pid %d: no thread_id offset: can't check thread states", pid)
-	}
-	copy(cfg.TlsOff[:], opt.TLS)
+	opt.TLS = opt.TLS[:cfg.TlsN]
 	if opt.Latency == 0 {
 		opt.Latency = 50 * time.Millisecond
 	}
 	if opt.Latency > 0 {
 		cfg.WakeBytes = uint32(opt.RingBytes / 16)
 	}
-	cfg.TlsN = uint32(len(opt.TLS))
 	o, err := load(cfg, uint32(opt.RingBytes))
 	if err != nil {
 		return nil, fmt.Errorf("pid %d: %w", pid, err)

@@ -1,4 +1,4 @@
-//go:build 386 || amd64
+//go:build amd64
 
 package offcpu
 
@@ -14,6 +14,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
+	"github.com/pyobs/pyobs/internal/bpfload"
 	"github.com/pyobs/pyobs/internal/clock"
 	"github.com/pyobs/pyobs/internal/flame"
 	"github.com/pyobs/pyobs/internal/offcpu/schedbpf"
@@ -56,6 +57,7 @@ type bpfEngine struct {
 	pyidErr uint64
 	lastSeq uint64
 	swept   map[uint32]bool // tids folded and deleted as exited
+	kp      *kpy            // the kernel's Python stacks; nil: read from user space
 }
 
 // reuseKernelStack: how long a thread blocking again in the same syscall on
@@ -63,6 +65,9 @@ type bpfEngine struct {
 // instead of walking it again — the walk is the program's main cost on a
 // switch-heavy target (measured: BENCHMARKS.md).
 const reuseKernelStack = 10 * time.Millisecond
+
+// kernelWalkLook is the look period with the kernel walk (else opt.Drain).
+const kernelWalkLook = 20 * time.Millisecond
 
 type kstack struct {
 	ids   []int
@@ -79,17 +84,39 @@ func RunBPF(ctx context.Context, s *session.Session, opt Options) (*Result, erro
 	e.refreshNames()
 	e.gilLo, e.gilHi = s.Py.GILRange()
 
-	tr, err := schedbpf.Load(schedbpf.Config{Tgid: uint32(s.Pid), GILLo: e.gilLo, GILHi: e.gilHi,
-		MinBlockNS: uint64(max(e.minNS, 0)), MapEntries: opt.MapEntries, ReuseNS: uint64(reuseKernelStack), Waker: opt.Waker}, func() int64 {
+	if c, note := bpfload.EnableRunStats(); c != nil {
+		defer c.Close()
+		e.bres.BPFStats = note
+	} else {
+		e.bres.BPFStats = note
+	}
+	walk, kl, why := e.walkConfig()
+	cfg := schedbpf.Config{Tgid: uint32(s.Pid), GILLo: e.gilLo, GILHi: e.gilHi, Walk: walk,
+		MinBlockNS: uint64(max(e.minNS, 0)), MapEntries: opt.MapEntries, ReuseNS: uint64(reuseKernelStack), Waker: opt.Waker}
+	attached := func() int64 {
 		e.t0 = clock.MonoNow()
 		e.schedRun(func(th *bthr, v int64) { th.run0, th.haveRun0 = v, true })
 		return e.t0
-	})
+	}
+	tr, err := schedbpf.Load(cfg, attached)
+	if err != nil && walk != nil {
+		// The walk is what a kernel may refuse (bpf_loop: 5.17+): the
+		// engine without it still has every wait's time and class.
+		cfg.Walk = nil
+		why = fmt.Sprintf("the kernel refused the program with the stack walk (%v)", err)
+		tr, err = schedbpf.Load(cfg, attached)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("pid %d: %w", s.Pid, err)
 	}
 	e.tr = tr
 	defer tr.Close()
+	if cfg.Walk != nil {
+		if err := e.openKernelWalk(kl); err != nil {
+			return nil, err
+		}
+	}
+	e.bres.KernelWalk = &KernelWalk{Why: why}
 	e.bres.Attach, e.bres.SyscallHints, e.bres.WakeAttach = tr.Attach, tr.Regs, tr.WakeAt
 
 	runtime.LockOSThread()
@@ -103,11 +130,20 @@ func RunBPF(ctx context.Context, s *session.Session, opt Options) (*Result, erro
 		deadline = t.C
 	}
 	lastSweep, lastCheck, lastScan := time.Now(), time.Now(), time.Now()
+	drain := opt.Drain
+	if e.kp != nil && e.bres.SyscallHints && drain < kernelWalkLook {
+		// Every switch-out has its Python stack from the kernel and its
+		// class from the syscall hints: the looks only serve threads the
+		// walk could not read, and new stacks' names (code objects live
+		// far longer than this).
+		drain = kernelWalkLook
+	}
 	for !ended(ctx, deadline, s) {
-		nap(opt.Drain)
+		nap(drain)
 		if err = e.poll(); err != nil {
 			break
 		}
+		e.drainPy()
 		if time.Since(lastScan) > 50*time.Millisecond {
 			lastScan = time.Now()
 			if tids, err := s.FS.Tasks(s.Pid); err == nil {
@@ -116,6 +152,7 @@ func RunBPF(ctx context.Context, s *session.Session, opt Options) (*Result, erro
 				}
 			}
 			e.learnBPF()
+			e.refreshWalkThreads(false)
 		}
 		if time.Since(lastSweep) > 100*time.Millisecond {
 			lastSweep = time.Now()
@@ -136,6 +173,7 @@ func RunBPF(ctx context.Context, s *session.Session, opt Options) (*Result, erro
 		err = serr
 	}
 	tr.Detach()
+	e.drainPy()
 	// Exited threads first, so that the maps' fill at the end shows what
 	// the live threads hold (no leak), then everything.
 	if serr := e.sweep(false, 0); err == nil {
@@ -237,8 +275,8 @@ func (e *bpfEngine) poll() error {
 	for _, en := range ents {
 		tid := int(en.tid)
 		th := e.thread(tid)
-		if en.st.Ts == th.lastTS {
-			continue
+		if en.st.Ts == th.lastTS || en.st.Pyk != 0 {
+			continue // looked at already, or walked in the kernel
 		}
 		th.lastTS = en.st.Ts
 		e.res.Looks++
@@ -425,7 +463,7 @@ func (e *bpfEngine) close(th *bthr, t schedbpf.Thr, seen bool, waits []waitEnt, 
 	wokeOf := map[schedbpf.Wkey]schedbpf.Wval{}
 	for _, o := range woke {
 		k := o.k
-		wk := schedbpf.Wkey{Uip: k.Uip, Tid: k.Tid, Kstack: k.Kstack, Sysnr: k.Sysnr, Flags: k.Flags, Pyid: k.Pyid}
+		wk := schedbpf.Wkey{Uip: k.Uip, Tid: k.Tid, Kstack: k.Kstack, Sysnr: k.Sysnr, Flags: k.Flags, Pyid: k.Pyid, Pyk: k.Pyk}
 		v := wokeOf[wk]
 		v.Ns += o.v.Ns
 		v.Count += o.v.Count
@@ -462,7 +500,7 @@ func (e *bpfEngine) close(th *bthr, t schedbpf.Thr, seen bool, waits []waitEnt, 
 				if d < e.minNS {
 					flags |= schedbpf.FlagFiltered
 				}
-				e.fold(th, schedbpf.Wkey{Tid: uint32(th.tid), Kstack: s.Kstack, Uip: s.Uip, Sysnr: s.Sysnr, Flags: flags, Pyid: id}, d, 1, nil)
+				e.fold(th, schedbpf.Wkey{Tid: uint32(th.tid), Kstack: s.Kstack, Uip: s.Uip, Sysnr: s.Sysnr, Flags: flags, Pyid: id, Pyk: s.Pyk}, d, 1, nil)
 			}
 		case th.state0 == "R" || th.state0 == "":
 			a.onNS += max(end-e.t0, 0)
@@ -530,7 +568,8 @@ func (e *bpfEngine) fold(th *bthr, k schedbpf.Wkey, ns int64, count uint64, tail
 	if class != "" {
 		a.classNS[class] += ns
 	}
-	if rec == nil {
+	kernelPy := k.Pyk != 0 && e.kp != nil
+	if rec == nil && !kernelPy {
 		a.shortN += count
 		a.shortNS += ns
 	}
@@ -540,7 +579,9 @@ func (e *bpfEngine) fold(th *bthr, k schedbpf.Wkey, ns int64, count uint64, tail
 		return
 	}
 	ids := e.scratch[:0]
-	if rec != nil {
+	if kernelPy {
+		ids = e.kernelStackIDs(ids, th, k.Pyk, count)
+	} else if rec != nil {
 		ids = append(ids, rec.ids...)
 	} else {
 		if e.opt.Threads {
@@ -738,6 +779,13 @@ func (e *bpfEngine) counters() {
 		KernelStackErr: c[schedbpf.CKstackErr], KernelReused: c[schedbpf.CKstackReused], Unpaired: c[schedbpf.CUnpaired],
 		PyidMapFull: e.pyidErr, WakesMapFull: c[schedbpf.CDropWakes], OffwakeMapFull: c[schedbpf.CDropOffwake]}
 	b.Wakes, b.WakeJoined = c[schedbpf.CWakes], c[schedbpf.CWakeJoined]
+	if rt, n, err := e.tr.RunStats(); err == nil && n > 0 {
+		b.BPFRuns, b.BPFCPUS, b.BPFNSPerRun = n, rt.Seconds(), float64(rt.Nanoseconds())/float64(n)
+	}
+	if e.kp != nil {
+		e.closeKernelWalk(c)
+		b.KernelWalk = &e.kp.acct
+	}
 	e.res.Switches = b.TargetOut + b.TargetIn
 	// Waits lost to the profile and the thread totals alike.
 	e.res.Lost = b.Drops.StartMapFull + b.Drops.ThreadsMapFull

@@ -1,4 +1,4 @@
-//go:build !(386 || amd64)
+//go:build !amd64
 
 package offcpu
 

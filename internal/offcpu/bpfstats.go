@@ -21,6 +21,15 @@ type BPFStats struct {
 	// scheduler's figure is used, OnCPUFixedS is the sum of the corrections.
 	OnCPUFixed  uint64  `json:"on_cpu_corrected_threads"`
 	OnCPUFixedS float64 `json:"on_cpu_corrected_s"`
+	// The programs' own CPU (the kernel's BPF run-time stats; BPFStats
+	// says whether they were on): every sched_switch of the machine runs
+	// the program, a target's switch-out walks its stacks.
+	BPFRuns     uint64  `json:"bpf_runs"`
+	BPFCPUS     float64 `json:"bpf_cpu_s"`
+	BPFNSPerRun float64 `json:"bpf_ns_per_run"`
+	BPFStats    string  `json:"bpf_stats"`
+	// KernelWalk: the Python stacks walked at each switch-out, or why not.
+	KernelWalk *KernelWalk `json:"python_walk,omitempty"`
 }
 
 // BPFDrops counts what the bounded maps or the stack walker lost.
@@ -42,4 +51,23 @@ type BPFMapUse struct {
 	Name    string `json:"name"`
 	Entries int    `json:"entries"`
 	Max     uint32 `json:"max_entries"`
+}
+
+// KernelWalk is the account of the Python stacks walked in the kernel at
+// each switch-out (the eBPF engine with the kernel walker).
+type KernelWalk struct {
+	On bool `json:"on"`
+	// Why: when off, why the switch-outs' Python stacks are read from user
+	// space instead (only waits still in progress at a look get one).
+	Why       string `json:"why,omitempty"`
+	Walked    uint64 `json:"walked"`           // switch-outs whose whole stack was walked
+	Truncated uint64 `json:"truncated"`        // deeper than the walker goes, or callers missing
+	Faulted   uint64 `json:"faulted"`          // a page of the stack not present: no stack, counted
+	Invalid   uint64 `json:"invalid"`          // a check failed (torn chain)
+	NoThread  uint64 `json:"no_thread_state"`  // threads without a Python thread state
+	NoFrame   uint64 `json:"no_python_frame"`  // a thread state without a frame
+	Distinct  uint64 `json:"distinct_stacks"`  // stacks sent to user space
+	RingLost  uint64 `json:"ring_lost"`        // stacks the ring had no room for
+	Unnamed   uint64 `json:"waits_unnamed"`    // waits whose stack never reached user space
+	SymErrors uint64 `json:"symbolize_errors"` // stacks whose code objects could not be read
 }

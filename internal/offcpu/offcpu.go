@@ -32,6 +32,9 @@ type Options struct {
 	// MapEntries, when > 0, sizes every hash map of the eBPF engine (tests
 	// of the bounds); 0 keeps the object's sizes.
 	MapEntries uint32
+	// NoKernelWalk: the eBPF engine reads Python stacks from user space,
+	// as when the kernel walk is unavailable (tests and benchmarks).
+	NoKernelWalk bool
 	// Waker (eBPF engine only): join each blocked wait to the thread that
 	// woke it, folded as [woken by] frames and the waker's kernel stack.
 	Waker bool

@@ -188,13 +188,24 @@ func Footer(r *Result, where string) string {
 		if b.OnCPUFixed > 0 {
 			wake += fmt.Sprintf("on-CPU time of %d threads taken from the scheduler's schedstat (switch events were off by %+.3fs); ", b.OnCPUFixed, b.OnCPUFixedS)
 		}
+		py := fmt.Sprintf("%d stack reads (%d discarded: the thread ran during the read), %d waits joined to a Python stack", r.Looks, r.LookRetries, b.PythonJoined)
+		if k := b.KernelWalk; k != nil && k.On {
+			py = fmt.Sprintf("Python stacks walked in the kernel at the switch-out: %d whole, %d truncated, %d faulted, %d invalid, %d threads without a thread state, %d without a frame "+
+				"(%d distinct, ring lost %d, waits unnamed %d, symbolize errors %d); %d stack reads for the rest",
+				k.Walked, k.Truncated, k.Faulted, k.Invalid, k.NoThread, k.NoFrame, k.Distinct, k.RingLost, k.Unnamed, k.SymErrors, r.Looks)
+		} else if k != nil && k.Why != "" {
+			py += " (Python stacks read from user space: " + k.Why + ")"
+		}
+		if b.BPFRuns > 0 {
+			py += fmt.Sprintf("; BPF %.3fs of CPU (%.0f ns per run, %d runs)", b.BPFCPUS, b.BPFNSPerRun, b.BPFRuns)
+		}
 		return fmt.Sprintf("pyobs offcpu: eBPF engine (%s, syscall hints %v), %d threads, %d switches in %.1fs (%.0f/s), "+
 			"machine sched_switch rate %.0f/s; drops: start map %d, waits map %d (%.3fs, in the totals), threads map %d, kernel stack ids %d, unpaired %d; kernel stacks reused %d; "+
-			"%d stack reads (%d discarded: the thread ran during the read), %d waits joined to a Python stack; short waits not read: %d, %.3fs; "+
+			"%s; short waits not read: %d, %.3fs; "+
 			"below --min-block: %d, %.3fs; exited threads swept %d; %sobserver CPU %.2fs%s; target stopped 0s; wrote %s",
 			b.Attach, b.SyscallHints, len(r.Threads), r.Switches, r.WindowS, rate, b.SchedSwitchRate,
 			d.StartMapFull, d.WaitsMapFull, d.WaitsMapFullS, d.ThreadsMapFull, d.KernelStackErr, d.Unpaired, d.KernelReused,
-			r.Looks, r.LookRetries, b.PythonJoined, r.ShortN, r.ShortS, r.FilteredN, r.FilteredS, b.SweptThreads, wake, r.ObserverCPUS, obs, where)
+			py, r.ShortN, r.ShortS, r.FilteredN, r.FilteredS, b.SweptThreads, wake, r.ObserverCPUS, obs, where)
 	}
 	return fmt.Sprintf("pyobs offcpu: perf context-switch engine, %d threads, %d switches in %.1fs (%.0f/s), lost %d; "+
 		"%d stack reads (%d discarded: the thread ran during the read); short waits not read: %d, %.3fs (%d of them ≥ 2 drain periods); "+

@@ -9,9 +9,9 @@ import (
 	"os"
 	"time"
 
+	"github.com/pyobs/pyobs/internal/bpfload"
 	"github.com/pyobs/pyobs/internal/flame"
 	"github.com/pyobs/pyobs/internal/kwalk"
-	"github.com/pyobs/pyobs/internal/procfs"
 	"github.com/pyobs/pyobs/internal/pyframes"
 )
 
@@ -39,7 +39,7 @@ func (r *Recorder) openKernel() (*kernelRec, error) {
 		tls = nil // threads are then found through the map user space fills
 	}
 	k := &kernelRec{ids: map[[2]uint64]int{}}
-	k.stats, k.note = bpfStats()
+	k.stats, k.note = bpfload.EnableRunStats()
 	k.w, err = kwalk.Open(r.s.Pid, kl, kwalk.Options{Freq: r.opt.Freq, TLS: tls, Latency: 200 * time.Millisecond})
 	if err != nil {
 		k.close()
@@ -52,22 +52,6 @@ func (r *Recorder) openKernel() (*kernelRec, error) {
 	}
 	k.sym = kwalk.NewSymbolizer(r.s.Py, kl)
 	return k, nil
-}
-
-// bpfStats turns the kernel's BPF run-time accounting on for this run
-// (BPF_ENABLE_STATS: off again when the returned closer is closed, or when
-// pyobs exits) unless kernel.bpf_stats_enabled already has it on; note says
-// which, or why there are none. The price: two clock reads per run of
-// every BPF program on the machine while it is on.
-func bpfStats() (io.Closer, string) {
-	if v, err := procfs.Default().Sysctl("kernel/bpf_stats_enabled"); err == nil && v == "1" {
-		return nil, "on (kernel.bpf_stats_enabled=1)"
-	}
-	c, err := kwalk.EnableStats()
-	if err != nil {
-		return nil, "n/a (kernel.bpf_stats_enabled=0 and " + err.Error() + ")"
-	}
-	return c, "enabled for this run only (BPF_ENABLE_STATS)"
 }
 
 func (k *kernelRec) close() {

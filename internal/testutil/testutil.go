@@ -311,3 +311,39 @@ func ProcStatus(pid int) map[string]string {
 	}
 	return st.Fields
 }
+
+// CPUHog keeps n CPUs busy until the test ends (busy-looping shells): the
+// competing load a timing-sensitive test must hold under.
+func CPUHog(t testing.TB, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		cmd := exec.Command("sh", "-c", "while :; do :; done")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("can't start a CPU hog: %v", err)
+		}
+		t.Cleanup(func() {
+			_ = cmd.Process.Kill()
+			_, _ = cmd.Process.Wait()
+		})
+	}
+}
+
+// WaitBPFLink waits until process pid holds an attached BPF link (an fd
+// whose fdinfo names a link_type): an eBPF engine's programs are in place.
+func WaitBPFLink(t testing.TB, pid int, timeout time.Duration) {
+	t.Helper()
+	dir := fmt.Sprintf("/proc/%d/fdinfo", pid)
+	for end := time.Now().Add(timeout); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatalf("pid %d: %v", pid, err)
+		}
+		for _, e := range ents {
+			if b, err := os.ReadFile(filepath.Join(dir, e.Name())); err == nil && strings.Contains(string(b), "link_type:") {
+				return
+			}
+		}
+	}
+	t.Fatalf("pid %d attached no BPF link within %v", pid, timeout)
+}

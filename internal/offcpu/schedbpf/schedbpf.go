@@ -5,6 +5,8 @@ package schedbpf
 import (
 	"errors"
 	"fmt"
+	"os"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -41,6 +43,14 @@ const (
 	CDropWakes
 	CDropOffwake
 	CWakeJoined
+	CPyWalked
+	CPyTrunc
+	CPyFault
+	CPyInvalid
+	CPyNoPy
+	CPyEmpty
+	CPyNew
+	CPyLost
 	NCounters
 )
 
@@ -68,6 +78,10 @@ type Config struct {
 	// Waker: also attach to sched_waking and join each wait to its waker
 	// (maps Wakes and Offwake).
 	Waker bool
+	// Walk, when not nil, is the walker configuration (pywalk.h's struct
+	// config, from kwalk.Config): each switch-out then walks the thread's
+	// Python stack (maps Tstates, Pystacks).
+	Walk any
 }
 
 // Tracer is the loaded and attached program with its maps.
@@ -83,6 +97,8 @@ type Tracer struct {
 	Wakes    *ebpf.Map // --waker only
 	Offwake  *ebpf.Map // --waker only
 	WakeAt   string    // "tp_btf/sched_waking" or "raw_tp/sched_waking" with --waker
+	Tstates  *ebpf.Map // with Config.Walk: tid/fsbase -> thread state (kwalk.FillThreads)
+	Pystacks *ebpf.Map // with Config.Walk: a ring of new Python stacks (kwalk.Decode)
 	prog     *ebpf.Program
 	lnk      link.Link
 	wprog    *ebpf.Program
@@ -90,6 +106,16 @@ type Tracer struct {
 	attachNS *ebpf.Variable
 	outSeq   *ebpf.Variable
 	stopNS   *ebpf.Variable
+	others   closers // the walker's maps nobody reads from Go
+}
+
+type closers []*ebpf.Map
+
+func (c closers) Close() error {
+	for _, m := range c {
+		m.Close()
+	}
+	return nil
 }
 
 // loaded is what one load assigns: bpf2go's maps and variables, and the
@@ -151,10 +177,19 @@ func load(cfg Config, progName string, regs bool, attachNS func() int64) (*Trace
 		bpfload.Var{Spec: s.MinBlockNs, Value: cfg.MinBlockNS}, bpfload.Var{Spec: s.ReuseNs, Value: cfg.ReuseNS}); err != nil {
 		return nil, err
 	}
+	if cfg.Walk != nil {
+		if err := bpfload.SetVars(bpfload.Var{Spec: s.Cfg, Value: cfg.Walk}); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.MapEntries > 0 {
 		for _, m := range []*ebpf.MapSpec{s.Starts, s.Waits, s.Threads, s.Pyids, s.Wakes, s.Offwake} {
 			m.MaxEntries = cfg.MapEntries
 		}
+	}
+	if cfg.Walk == nil {
+		// Unused: the smallest the kernel takes.
+		s.Tstates.MaxEntries, s.Pyseen.MaxEntries, s.Pystacks.MaxEntries = 1, 1, uint32(os.Getpagesize())
 	}
 	if !cfg.Waker {
 		// Unused: the smallest the kernel takes.
@@ -180,7 +215,8 @@ func load(cfg Config, progName string, regs bool, attachNS func() int64) (*Trace
 		return nil, err
 	}
 	t := &Tracer{Regs: regs, Starts: o.Starts, Waits: o.Waits, Threads: o.Threads, Pyids: o.Pyids,
-		Kstacks: o.Kstacks, Counters: o.Counters, prog: o.Switch, wprog: o.Waking, attachNS: o.AttachNs, outSeq: o.OutSeq, stopNS: o.StopNs}
+		Kstacks: o.Kstacks, Counters: o.Counters, Tstates: o.Tstates, Pystacks: o.Pystacks,
+		others: closers{o.CodesOk, o.Pyseen, o.Scratch, o.Win}, prog: o.Switch, wprog: o.Waking, attachNS: o.AttachNs, outSeq: o.OutSeq, stopNS: o.StopNs}
 	if cfg.Waker {
 		t.Wakes, t.Offwake = o.Wakes, o.Offwake
 	} else {
@@ -237,7 +273,8 @@ func (t *Tracer) Detach() {
 // Close detaches and frees everything.
 func (t *Tracer) Close() {
 	t.Detach()
-	for _, c := range []interface{ Close() error }{t.prog, t.wprog, t.Starts, t.Waits, t.Threads, t.Pyids, t.Kstacks, t.Counters, t.Wakes, t.Offwake} {
+	for _, c := range []interface{ Close() error }{t.prog, t.wprog, t.Starts, t.Waits, t.Threads, t.Pyids, t.Kstacks, t.Counters, t.Wakes, t.Offwake,
+		t.Tstates, t.Pystacks, t.others} {
 		if c != nil && !isNil(c) {
 			c.Close()
 		}
@@ -252,6 +289,26 @@ func isNil(c any) bool {
 		return v == nil
 	}
 	return false
+}
+
+// RunStats is the kernel's account of the switch program's runs (and the
+// waking program's, with --waker): total run time and count. Zero unless
+// BPF run-time stats are on (bpfload.EnableRunStats).
+func (t *Tracer) RunStats() (time.Duration, uint64, error) {
+	var rt time.Duration
+	var n uint64
+	for _, p := range []*ebpf.Program{t.prog, t.wprog} {
+		if p == nil {
+			continue
+		}
+		st, err := p.Stats()
+		if err != nil {
+			return 0, 0, fmt.Errorf("can't read program stats: %w", err)
+		}
+		rt += st.Runtime
+		n += st.RunCount
+	}
+	return rt, n, nil
 }
 
 // ReadCounters sums the per-CPU counters.
