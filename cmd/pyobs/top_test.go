@@ -183,6 +183,22 @@ func TestTopJSONLines(t *testing.T) {
 	}
 }
 
+// TestTopSpawned: top -- CMD follows the program to its end and passes
+// its status on.
+func TestTopSpawned(t *testing.T) {
+	testutil.RequireRoot(t)
+	in := testutil.Find(t, "pyenv-3.12")
+	code := "import time\nt = time.time()\ndef spin():\n    while time.time() - t < 1.6: pass\nspin()\nraise SystemExit(3)"
+	r := testutil.Run(t, 30*time.Second, append(append([]string{"top", "--"}, in.Argv...), "-c", code)...)
+	if r.Code != 3 {
+		t.Fatalf("exit %d, want the program's 3: %s", r.Code, r.Stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(r.Stdout), "\n")
+	if len(lines) < 2 || !strings.Contains(lines[0], `"function":"spin"`) || !strings.Contains(lines[len(lines)-1], `"final":true`) {
+		t.Errorf("JSON lines:\n%s", r.Stdout)
+	}
+}
+
 func TestTopUsage(t *testing.T) {
 	for _, args := range [][]string{{"top", "-p", "1", "-o", "x.json"}, {"top", "-p", "1", "--mode", "nope"}, {"top", "-p", "1", "-F", "0"}, {"top", "-p", "1", "--format", "svg"}} {
 		if r := testutil.Run(t, 10*time.Second, args...); r.Code != exitUsage || strings.Count(strings.TrimSpace(r.Stderr), "\n") != 0 {
