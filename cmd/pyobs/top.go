@@ -105,6 +105,8 @@ func topScreen(pid int, snaps <-chan *top.Snapshot, done <-chan error, quit func
 				v.Paused = !v.Paused
 			case top.ByOwn, top.ByTotal, top.ByName:
 				v.Sort = k
+			case top.PerThread:
+				v.PerThread = !v.PerThread
 			}
 		}
 		if last != nil {

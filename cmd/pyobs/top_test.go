@@ -121,6 +121,11 @@ func TestTopTmux(t *testing.T) {
 		return len(fns) >= 3 && strings.HasPrefix(fns[0], "<module> (") && strings.HasPrefix(fns[1], "a_function_with") && strings.HasPrefix(fns[2], "hot_alpha (")
 	})
 	waitFor("t", "sorted by total", func(fns []string) bool { return len(fns) > 1 && strings.HasPrefix(fns[0], "<module> (") })
+	waitFor("h", "── MainThread (", func(fns []string) bool { return len(fns) > 0 && strings.HasPrefix(fns[0], "<module> (") })
+	waitFor("h", "sorted by total", func(fns []string) bool {
+		pane, _ := screen()
+		return !strings.Contains(pane, "── ")
+	})
 	waitFor("p", "PAUSED", nil)
 	before, _ := screen()
 	time.Sleep(2500 * time.Millisecond)
@@ -188,7 +193,7 @@ func TestTopJSONLines(t *testing.T) {
 func TestTopSpawned(t *testing.T) {
 	testutil.RequireRoot(t)
 	in := testutil.Find(t, "pyenv-3.12")
-	code := "import time\nt = time.time()\ndef spin():\n    while time.time() - t < 1.6: pass\nspin()\nraise SystemExit(3)"
+	code := "import time\nt = time.time()\ndef spin():\n    while time.time() - t < 3: pass\nspin()\nraise SystemExit(3)"
 	r := testutil.Run(t, 30*time.Second, append(append([]string{"top", "--"}, in.Argv...), "-c", code)...)
 	if r.Code != 3 {
 		t.Fatalf("exit %d, want the program's 3: %s", r.Code, r.Stderr)

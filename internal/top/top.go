@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/pyobs/pyobs/internal/clock"
 	"github.com/pyobs/pyobs/internal/flame"
 	"github.com/pyobs/pyobs/internal/procfs"
 	"github.com/pyobs/pyobs/internal/record"
@@ -52,11 +53,13 @@ type Function struct {
 	TotalAll int64   `json:"total_all"`
 }
 
-// Thread is one thread's share of the interval.
+// Thread is one thread's share of the interval, and its functions (their
+// percentages of all the interval's samples, like the thread's).
 type Thread struct {
-	Thread  string  `json:"thread"` // "NAME (TID)" or "thread TID"
-	Samples int64   `json:"samples"`
-	Pct     float64 `json:"pct"`
+	Thread    string     `json:"thread"` // "NAME (TID)" or "thread TID"
+	Samples   int64      `json:"samples"`
+	Pct       float64    `json:"pct"`
+	Functions []Function `json:"functions"`
 }
 
 // Snapshot is one interval.
@@ -64,6 +67,7 @@ type Snapshot struct {
 	Pid         int        `json:"pid"`
 	Mode        string     `json:"mode"`
 	Engine      string     `json:"engine,omitempty"`
+	Fallback    string     `json:"fallback,omitempty"` // why cpu mode did not use bpf
 	ElapsedS    float64    `json:"elapsed_s"`
 	IntervalS   float64    `json:"interval_s"`
 	Freq        int        `json:"requested_hz"`
@@ -80,20 +84,24 @@ type Snapshot struct {
 	Final       bool       `json:"final,omitempty"`
 }
 
-type funcKey struct{ name, file string }
+// funcKey is a function, over all threads (thread "") or in one.
+type funcKey struct{ name, file, thread string }
 
 type acc struct{ own, total, ownAll, totalAll int64 }
 
 // differ turns a growing profile into per-interval snapshots.
 type differ struct {
-	opt     Options
-	pid     int
-	prev    map[*flame.Stack]int64
-	funcs   map[funcKey]*acc
-	seen    []int // scratch: frame ids of one stack's functions, for once-per-sample totals
-	keys    map[int]funcKey
-	lastEl  time.Duration
-	lastObs time.Duration
+	opt    Options
+	pid    int
+	prev   map[*flame.Stack]int64
+	funcs  map[funcKey]*acc
+	seen   []int // scratch: frame ids of one stack's functions, for once-per-sample totals
+	keys   map[int]funcKey
+	lastEl time.Duration
+	// The observer's CPU and when it was read: from the sampler's first
+	// tick, so the walker's load (before it) is not the first second's.
+	obsAt   time.Time
+	obsCPU  time.Duration
 	lastCPU float64
 }
 
@@ -112,9 +120,9 @@ func (d *differ) key(p *flame.Profile, id int) (funcKey, bool) {
 	switch f.Kind {
 	case flame.Thread:
 	case flame.Python:
-		k = funcKey{f.Function, f.File}
+		k = funcKey{name: f.Function, file: f.File}
 	default:
-		k = funcKey{f.Label(), ""}
+		k = funcKey{name: f.Label()}
 	}
 	d.keys[id] = k
 	return k, k.name != ""
@@ -122,7 +130,7 @@ func (d *differ) key(p *flame.Profile, id int) (funcKey, bool) {
 
 // snapshot folds what p gained since the last call.
 func (d *differ) snapshot(p *flame.Profile, pr record.Progress) *Snapshot {
-	sn := &Snapshot{Pid: d.pid, Mode: p.Meta.Mode, Engine: p.Meta.Engine, ElapsedS: pr.Elapsed.Seconds(), Freq: d.opt.Freq,
+	sn := &Snapshot{Pid: d.pid, Mode: p.Meta.Mode, Engine: p.Meta.Engine, Fallback: p.Meta.Fallback, ElapsedS: pr.Elapsed.Seconds(), Freq: d.opt.Freq,
 		SamplesAll: pr.Samples, Lost: pr.Lost, Torn: pr.Torn, Late: pr.Late}
 	iv := pr.Elapsed - d.lastEl
 	sn.IntervalS = iv.Seconds()
@@ -138,8 +146,10 @@ func (d *differ) snapshot(p *flame.Profile, pr record.Progress) *Snapshot {
 		d.prev[s] = s.Weight
 		sn.Samples += w
 		fr := s.Frames
+		thread := ""
 		if len(fr) > 0 && p.Frame(fr[0]).Kind == flame.Thread {
-			threads[p.Frame(fr[0]).Function] += w
+			thread = p.Frame(fr[0]).Function
+			threads[thread] += w
 		}
 		// The own frame is the innermost one, but not wall mode's thread
 		// state after a Python frame ("[sleeping]"): the function is where
@@ -154,16 +164,7 @@ func (d *differ) snapshot(p *flame.Profile, pr record.Progress) *Snapshot {
 			if !ok {
 				continue
 			}
-			a := d.funcs[k]
-			if a == nil {
-				a = &acc{}
-				d.funcs[k] = a
-			}
-			if i == inner {
-				a.own += w
-				a.ownAll += w
-			}
-			dup := false
+			dup := false // recursion: total counts a function once per sample
 			for _, j := range d.seen {
 				if d.keys[j] == k {
 					dup = true
@@ -172,8 +173,26 @@ func (d *differ) snapshot(p *flame.Profile, pr record.Progress) *Snapshot {
 			}
 			if !dup {
 				d.seen = append(d.seen, fr[i])
-				a.total += w
-				a.totalAll += w
+			}
+			tk := k
+			tk.thread = thread
+			for _, k := range []funcKey{k, tk} {
+				a := d.funcs[k]
+				if a == nil {
+					a = &acc{}
+					d.funcs[k] = a
+				}
+				if i == inner {
+					a.own += w
+					a.ownAll += w
+				}
+				if !dup {
+					a.total += w
+					a.totalAll += w
+				}
+				if thread == "" {
+					break
+				}
 			}
 		}
 	})
@@ -183,27 +202,41 @@ func (d *differ) snapshot(p *flame.Profile, pr record.Progress) *Snapshot {
 		}
 		return 100 * float64(n) / float64(sn.Samples)
 	}
+	byThread := map[string][]Function{}
+	sn.Functions, sn.Threads = []Function{}, []Thread{}
 	for k, a := range d.funcs {
 		if a.total == 0 {
 			continue
 		}
-		sn.Functions = append(sn.Functions, Function{Function: k.name, File: k.file, Own: a.own, Total: a.total,
-			OwnPct: pct(a.own), TotalPct: pct(a.total), OwnAll: a.ownAll, TotalAll: a.totalAll})
+		f := Function{Function: k.name, File: k.file, Own: a.own, Total: a.total,
+			OwnPct: pct(a.own), TotalPct: pct(a.total), OwnAll: a.ownAll, TotalAll: a.totalAll}
+		if k.thread != "" {
+			byThread[k.thread] = append(byThread[k.thread], f)
+		} else {
+			sn.Functions = append(sn.Functions, f)
+		}
 	}
-	SortFunctions(sn.Functions, 'o')
+	SortFunctions(sn.Functions, ByOwn)
 	for name, n := range threads {
-		sn.Threads = append(sn.Threads, Thread{Thread: name, Samples: n, Pct: pct(n)})
+		fs := byThread[name]
+		SortFunctions(fs, ByOwn)
+		sn.Threads = append(sn.Threads, Thread{Thread: name, Samples: n, Pct: pct(n), Functions: fs})
 	}
 	sortThreads(sn.Threads)
-	if s := iv.Seconds(); s > 0 {
+	if s := iv.Seconds(); s >= 0.1 { // rates over a sliver (a last one, or the load) mislead
 		sn.SamplesPerS = float64(sn.Samples) / s
-		sn.ObserverCPU = (pr.ObserverCPU - d.lastObs).Seconds() / s
 		if c := targetCPU(d.pid); c >= d.lastCPU {
 			sn.TargetCPU = (c - d.lastCPU) / s
 			d.lastCPU = c
 		}
 	}
-	d.lastEl, d.lastObs = pr.Elapsed, pr.ObserverCPU
+	d.lastEl = pr.Elapsed
+	if now, c := time.Now(), clock.ObserverCPU(); !d.obsAt.IsZero() {
+		if w := now.Sub(d.obsAt).Seconds(); w >= 0.1 {
+			sn.ObserverCPU = (c - d.obsCPU).Seconds() / w
+			d.obsAt, d.obsCPU = now, c
+		}
+	}
 	return sn
 }
 
@@ -225,6 +258,9 @@ func Run(ctx context.Context, s *session.Session, opt Options, emit func(*Snapsh
 	ropt := record.Options{Mode: opt.Mode, Freq: opt.Freq, Duration: opt.Duration, Threads: true, Engine: opt.Engine, OnFallback: opt.OnFallback,
 		Stream: func(p *flame.Profile, pr record.Progress) {
 			last = pr
+			if d.obsAt.IsZero() {
+				d.obsAt, d.obsCPU = time.Now(), clock.ObserverCPU()
+			}
 			// The first snapshot comes after half an interval (something
 			// to look at soon), then one per interval.
 			if iv := pr.Elapsed - d.lastEl; iv >= opt.Interval-opt.Interval/10 || d.lastEl == 0 && iv >= opt.Interval/2 {
@@ -238,7 +274,6 @@ func Run(ctx context.Context, s *session.Session, opt Options, emit func(*Snapsh
 	if prof != nil && err == nil {
 		last.Elapsed = time.Duration(prof.Meta.DurationS * float64(time.Second))
 		last.Samples, last.Lost, last.Torn, last.Late = prof.Meta.Samples, prof.Meta.Lost, prof.Meta.Torn, prof.Meta.Late
-		last.ObserverCPU = time.Duration(prof.Meta.ObserverCPUS * float64(time.Second))
 		sn := d.snapshot(prof, last)
 		sn.Final = true
 		emit(sn)

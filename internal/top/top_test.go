@@ -104,6 +104,11 @@ func TestScreen(t *testing.T) {
 			t.Errorf("%d cells: %q", cells, l)
 		}
 	}
+	sn.Threads[0].Functions = []Function{{Function: "only_here", File: "y.py", Own: 3, Total: 3, OwnPct: 30, TotalPct: 30}}
+	per := strings.Join(Screen(sn, View{Sort: ByOwn, PerThread: true}, 80, 24), "\n")
+	if !strings.Contains(per, "── MainThread (42): 100.0% of the samples\n 30.0%") || strings.Contains(per, "a_hot") {
+		t.Errorf("per thread:\n%s", per)
+	}
 	if n := len(Screen(sn, View{}, 80, 3)); n != 3 {
 		t.Errorf("%d lines on a 3-line terminal", n)
 	}

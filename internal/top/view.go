@@ -12,6 +12,8 @@ const (
 	ByOwn   = 'o'
 	ByTotal = 't'
 	ByName  = 'n'
+	// PerThread is the key that splits the rows by thread (and joins them).
+	PerThread = 'h'
 )
 
 // SortFunctions orders fs by key (ByOwn, ByTotal, ByName); ties fall back
@@ -54,8 +56,9 @@ func sortThreads(ts []Thread) {
 
 // View is what the person at the terminal chose.
 type View struct {
-	Sort   byte // ByOwn, ByTotal, ByName
-	Paused bool
+	Sort      byte // ByOwn, ByTotal, ByName
+	Paused    bool
+	PerThread bool // rows under each thread (by its share), not over all threads
 }
 
 // Screen renders sn as at most height lines of at most width columns
@@ -82,6 +85,9 @@ func Screen(sn *Snapshot, v View, width, height int) []string {
 	add(fmt.Sprintf("%spyobs top · pid %d · %s · %.0f samples/s (%d Hz asked) · observer CPU %.1f%% · target CPU %.1f%%",
 		state, sn.Pid, engine, sn.SamplesPerS, sn.Freq, 100*sn.ObserverCPU, 100*sn.TargetCPU))
 	acct := fmt.Sprintf("%.0f s · %d samples · lost %d · torn %d · late %d", sn.ElapsedS, sn.SamplesAll, sn.Lost, sn.Torn, sn.Late)
+	if sn.Fallback != "" {
+		acct += " · " + sn.Fallback
+	}
 	add(acct)
 	var th []string
 	for _, t := range sn.Threads {
@@ -96,21 +102,35 @@ func Screen(sn *Snapshot, v View, width, height int) []string {
 	if sortName == "" {
 		sortName = "own"
 	}
-	add("keys: o own · t total · n name · p pause · q quit · sorted by " + sortName)
+	split := ""
+	if v.PerThread {
+		split = ", per thread"
+	}
+	add("keys: o own · t total · n name · h per thread · p pause · q quit · sorted by " + sortName + split)
 	add("")
 	add(fmt.Sprintf("%6s %7s %9s %9s  %s", "%Own", "%Total", "Own(s)", "Total(s)", "Function (file)"))
-	fs := append([]Function(nil), sn.Functions...)
-	SortFunctions(fs, v.Sort)
 	hz := float64(sn.Freq)
 	if hz <= 0 {
 		hz = 1
 	}
-	for _, f := range fs {
-		name := f.Function
-		if f.File != "" {
-			name += " (" + f.File + ")"
+	rows := func(fs []Function) {
+		fs = append([]Function(nil), fs...)
+		SortFunctions(fs, v.Sort)
+		for _, f := range fs {
+			name := f.Function
+			if f.File != "" {
+				name += " (" + f.File + ")"
+			}
+			add(fmt.Sprintf("%5.1f%% %6.1f%% %9.2f %9.2f  %s", f.OwnPct, f.TotalPct, float64(f.OwnAll)/hz, float64(f.TotalAll)/hz, name))
 		}
-		add(fmt.Sprintf("%5.1f%% %6.1f%% %9.2f %9.2f  %s", f.OwnPct, f.TotalPct, float64(f.OwnAll)/hz, float64(f.TotalAll)/hz, name))
+	}
+	if !v.PerThread {
+		rows(sn.Functions)
+		return out
+	}
+	for _, t := range sn.Threads {
+		add(fmt.Sprintf("── %s: %.1f%% of the samples", t.Thread, t.Pct))
+		rows(t.Functions)
 	}
 	return out
 }
