@@ -117,7 +117,7 @@ func TestTopTmux(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	fns = waitFor("n", "sorted by name", func(fns []string) bool {
+	waitFor("n", "sorted by name", func(fns []string) bool {
 		return len(fns) >= 3 && strings.HasPrefix(fns[0], "<module> (") && strings.HasPrefix(fns[1], "a_function_with") && strings.HasPrefix(fns[2], "hot_alpha (")
 	})
 	waitFor("t", "sorted by total", func(fns []string) bool { return len(fns) > 1 && strings.HasPrefix(fns[0], "<module> (") })
