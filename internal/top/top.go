@@ -64,6 +64,7 @@ type Thread struct {
 
 // Snapshot is one interval.
 type Snapshot struct {
+	Schema      int        `json:"schema"` // 1 (docs/json.md)
 	Pid         int        `json:"pid"`
 	Mode        string     `json:"mode"`
 	Engine      string     `json:"engine,omitempty"`
@@ -130,7 +131,7 @@ func (d *differ) key(p *flame.Profile, id int) (funcKey, bool) {
 
 // snapshot folds what p gained since the last call.
 func (d *differ) snapshot(p *flame.Profile, pr record.Progress) *Snapshot {
-	sn := &Snapshot{Pid: d.pid, Mode: p.Meta.Mode, Engine: p.Meta.Engine, Fallback: p.Meta.Fallback, ElapsedS: pr.Elapsed.Seconds(), Freq: d.opt.Freq,
+	sn := &Snapshot{Schema: 1, Pid: d.pid, Mode: p.Meta.Mode, Engine: p.Meta.Engine, Fallback: p.Meta.Fallback, ElapsedS: pr.Elapsed.Seconds(), Freq: d.opt.Freq,
 		SamplesAll: pr.Samples, Lost: pr.Lost, Torn: pr.Torn, Late: pr.Late}
 	iv := pr.Elapsed - d.lastEl
 	sn.IntervalS = iv.Seconds()
