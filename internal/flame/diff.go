@@ -137,11 +137,34 @@ func (t *difftrie) kid(label string) *difftrie {
 	return t.kids[label]
 }
 
+// diffKey is the label a frame is matched by across recordings: a thread
+// root's TID differs from run to run, so "NAME (TID)" matches "NAME (…)"
+// and "thread TID" any "thread …" (folded text cannot tell a thread frame
+// from a native one, so any label ending in " (DIGITS)" is taken so).
+func diffKey(label string) string {
+	if i := strings.LastIndex(label, " ("); i > 0 && strings.HasSuffix(label, ")") && allDigits(label[i+2:len(label)-1]) {
+		return label[:i] + " (…)"
+	}
+	if rest, ok := strings.CutPrefix(label, "thread "); ok && allDigits(rest) {
+		return "thread …"
+	}
+	return label
+}
+
+func allDigits(s string) bool {
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
+
 func baseTrie(p *Profile) *difftrie {
 	root := &difftrie{}
 	labels := make([]string, p.NumFrames())
 	for i := range labels {
-		labels[i] = xmlSafe(p.Frame(i).Label())
+		labels[i] = diffKey(xmlSafe(p.Frame(i).Label()))
 	}
 	p.EachStack(func(s *Stack) {
 		n := root
@@ -210,7 +233,7 @@ func newSVGDiff(lay *svgLayout, base *Profile, newTotal int64, baseName, newName
 				j++
 			}
 			label := lay.keys[r.rank].label
-			n := pnodes[j].kid(label)
+			n := pnodes[j].kid(diffKey(label))
 			nodes[dep][i] = n
 			if n != nil {
 				d.base[dep][i] = n.w
@@ -218,10 +241,12 @@ func newSVGDiff(lay *svgLayout, base *Profile, newTotal int64, baseName, newName
 			delta := share(r.w, newTotal) - share(d.base[dep][i], bt.w)
 			deltas[dep][i] = delta
 			maxAbs = max(maxAbs, math.Abs(delta))
-			if delta > grew.delta {
+			// Ties go to the deeper frame (the levels go up): the
+			// function, rather than the caller that only passes it on.
+			if delta > 0 && delta >= grew.delta {
 				grew = change{label, delta}
 			}
-			if delta < shrank.delta {
+			if delta < 0 && delta <= shrank.delta {
 				shrank = change{label, delta}
 			}
 		}
@@ -263,8 +288,8 @@ func newSVGDiff(lay *svgLayout, base *Profile, newTotal int64, baseName, newName
 		}
 	}
 	pp := func(x float64) string { return fmt.Sprintf("%+.2f pp", 100*x) }
-	d.line1 = fmt.Sprintf("%s → %s · widths: %s · colour: change in share of all samples, red grew, blue shrank (normalised by total samples: base %s, new %s)",
-		baseName, newName, newName, group(bt.w), group(newTotal))
+	d.line1 = fmt.Sprintf("%s → %s · colour: change in share of all samples, red grew, blue shrank · normalised by total samples (base %s, new %s)",
+		baseName, newName, group(bt.w), group(newTotal))
 	var b []string
 	if grew.label != "" {
 		b = append(b, "most grown: "+grew.label+" "+pp(grew.delta))
@@ -311,7 +336,8 @@ type DiffOptions struct {
 
 // WriteDiffSVG writes a differential flame graph: newp's shape (its frames
 // and widths, as WriteSVG draws it), each frame coloured by how its share
-// of all samples changed from base at the same path of labels (red grew,
+// of all samples changed from base at the same path of labels (thread
+// roots matched by name, not TID; see diffKey) (red grew,
 // blue shrank, the strongest change the deepest colour; grey: moved less
 // than 0.1 % of all samples). Shares are normalised by each recording's
 // total, and the header says so. Each frame carries data-base (the base's

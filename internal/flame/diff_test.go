@@ -71,7 +71,7 @@ func TestDiffSVG(t *testing.T) {
 	if len(fr) != len(want) {
 		t.Errorf("frames %v", fr)
 	}
-	for _, s := range []string{"normalised by total samples: base 104, new 200", "red grew, blue shrank", "3.85% of base's samples are on stacks new's graph does not draw", "base.pb.gz → new.folded"} {
+	for _, s := range []string{"normalised by total samples (base 104, new 200)", "most grown: beta (t.py:5) +60.77 pp", "most shrunk: alpha (t.py:2) -56.92 pp", "red grew, blue shrank", "3.85% of base's samples are on stacks new's graph does not draw", "base.pb.gz → new.folded"} {
 		if !strings.Contains(svg, s) {
 			t.Errorf("header lacks %q", s)
 		}
@@ -169,6 +169,30 @@ t.setAttribute('id', 'pyobs-test-result'); t.textContent = encodeURIComponent(JS
 		d.BRed = true
 	}
 	return d
+}
+
+// TestDiffThreads: thread roots match by name across runs (TIDs differ).
+func TestDiffThreads(t *testing.T) {
+	f := func(th, name string) []Frame {
+		return []Frame{{Kind: Thread, Function: th}, {Kind: Python, Function: name, File: "t.py", Line: 1}}
+	}
+	base, newp := New(Meta{Unit: "samples"}), New(Meta{Unit: "samples"})
+	base.Add(f("MainThread (7)", "work"), 10)
+	base.Add(f("thread 8", "work"), 10)
+	newp.Add(f("MainThread (17)", "work"), 10)
+	newp.Add(f("thread 18", "work"), 10)
+	var b bytes.Buffer
+	if err := WriteDiffSVG(&b, base, newp, DiffOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for l, fr := range diffFrames(t, b.String()) {
+		if fr[0] != "d0" || fr[1] != "10/10" && fr[1] != "20/20" {
+			t.Errorf("%s: %v, want unchanged", l, fr)
+		}
+	}
+	if !strings.Contains(b.String(), "no frame's share moved") {
+		t.Error("header does not say nothing moved")
+	}
 }
 
 // TestDiffPprof: new's samples as they are, base's scaled to new's total,
