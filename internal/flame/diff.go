@@ -29,26 +29,23 @@ func ReadProfile(r io.Reader) (*Profile, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, errors.New("can't read profile: it is empty")
 	}
-	gz := len(data) >= 2 && data[0] == 0x1f && data[1] == 0x8b
-	if !gz && utf8.Valid(data) {
-		p, ferr := ReadFolded(bytes.NewReader(data))
-		if ferr == nil {
-			p.Meta.Command = "folded"
-			return p, nil
-		}
-		if !maybeProto(data) {
-			return nil, ferr
-		}
-		if p, perr := readPprof(data); perr == nil {
-			return p, nil
-		}
+	if len(data) >= 2 && data[0] == 0x1f && data[1] == 0x8b { // gzip: pprof
+		return readPprof(data)
+	}
+	p, ferr := ReadFolded(bytes.NewReader(data))
+	if ferr == nil {
+		p.Meta.Command = "folded"
+		return p, nil
+	}
+	p, perr := readPprof(data) // an uncompressed protocol buffer
+	if perr == nil {
+		return p, nil
+	}
+	if utf8.Valid(data) { // text: the folded reading's complaint is the useful one
 		return nil, ferr
 	}
-	return readPprof(data)
+	return nil, perr
 }
-
-// maybeProto: a protocol buffer starts with a field key of wire type 0 or 2.
-func maybeProto(b []byte) bool { return len(b) > 0 && (b[0]&7 == 0 || b[0]&7 == 2) && b[0] >= 8 }
 
 func readPprof(data []byte) (*Profile, error) {
 	pp, err := profile.ParseData(data)
