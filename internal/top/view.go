@@ -82,7 +82,7 @@ func Screen(sn *Snapshot, v View, width, height int) []string {
 	if sn.Engine != "" {
 		engine += ", " + sn.Engine
 	}
-	add(fmt.Sprintf("%spyobs top · pid %d · %s · %.0f samples/s (%d Hz asked) · observer CPU %.1f%% · target CPU %.1f%%",
+	add(fmt.Sprintf("%spyobs top · pid %d · %s · %.0f samples/s (-F %d) · observer CPU %.1f%% · target CPU %.1f%%",
 		state, sn.Pid, engine, sn.SamplesPerS, sn.Freq, 100*sn.ObserverCPU, 100*sn.TargetCPU))
 	acct := fmt.Sprintf("%.0f s · %d samples · lost %d · torn %d · late %d", sn.ElapsedS, sn.SamplesAll, sn.Lost, sn.Torn, sn.Late)
 	if sn.Fallback != "" {
