@@ -16,8 +16,9 @@ import (
 
 // SVGOptions shape WriteSVG's picture.
 type SVGOptions struct {
-	Title  string // heading; empty: "pyobs <command> --mode <mode> -p <pid>"
-	Icicle bool   // root at the top (icicle graph) instead of the bottom
+	Title  string   // heading; empty: "pyobs <command> --mode <mode> -p <pid>"
+	Icicle bool     // root at the top (icicle graph) instead of the bottom
+	diff   *svgDiff // WriteDiffSVG's colours, header and hover (diff.go)
 }
 
 // Geometry of the picture, in px. The JS reads what it needs from data-*
@@ -236,10 +237,17 @@ func (s *svgWriter) write(p *Profile, lay *svgLayout, opts SVGOptions) {
 		svgWidth, height, svgWidth, height))
 	s.str(fmt.Sprintf(` data-total="%d" data-unit="%s" data-fx="%d" data-fw="%d" data-top="%d" data-fh="%d" data-maxdepth="%d" data-cw="%s" data-icicle="%s">`+"\n",
 		lay.total, unit, svgPad, svgFrameW, svgTop, svgFrameH, maxDepth, strconv.FormatFloat(svgCharW, 'f', -1, 64), icicle))
-	s.str("<style><![CDATA[\n" + svgCSS() + "]]></style>\n")
+	css := svgCSS()
+	if opts.diff != nil {
+		css += opts.diff.css
+	}
+	s.str("<style><![CDATA[\n" + css + "]]></style>\n")
 	s.str(`<rect class="bg" width="100%" height="100%"/>` + "\n")
 	s.text("title", svgWidth/2, 22, title)
 	line1, line2, warn := svgMetaLines(m, lay)
+	if opts.diff != nil {
+		line1, line2, warn = opts.diff.line1, opts.diff.line2, false
+	}
 	s.text("meta", svgWidth/2, 40, line1)
 	cls := "meta"
 	if warn {
@@ -253,7 +261,11 @@ func (s *svgWriter) write(p *Profile, lay *svgLayout, opts SVGOptions) {
 	}
 	s.str(`<text class="btn toggle" x="110" y="78">` + toggle + "</text>\n")
 	s.str(`<g class="legend">`)
-	for i, l := range []struct{ cls, name string }{{"p3", "Python"}, {"n3", "native"}, {"k3", "kernel"}, {"t3", "thread"}, {"s3", "state"}} {
+	legend := []struct{ cls, name string }{{"p3", "Python"}, {"n3", "native"}, {"k3", "kernel"}, {"t3", "thread"}, {"s3", "state"}}
+	if opts.diff != nil {
+		legend = []struct{ cls, name string }{{"dg6", "grew"}, {"ds6", "shrank"}, {"d0", "unchanged"}}
+	}
+	for i, l := range legend {
 		x := 200 + i*90
 		s.str(fmt.Sprintf(`<g class="%s"><rect x="%d" y="68" width="12" height="12"/><text x="%d" y="78">%s</text></g>`, l.cls, x, x+16, l.name))
 	}
@@ -272,11 +284,14 @@ func (s *svgWriter) write(p *Profile, lay *svgLayout, opts SVGOptions) {
 			y = svgTop + d*svgFrameH
 		}
 		s.str(fmt.Sprintf(`<g class="level" data-depth="%d" transform="translate(0,%d)">`+"\n", d, y))
-		for _, r := range lv {
+		for i, r := range lv {
 			label, cls := svgRootKey, "r"
 			if r.rank >= 0 {
 				k := lay.keys[r.rank]
 				label, cls = k.label, svgClass(k)
+			}
+			if opts.diff != nil {
+				cls = opts.diff.cls[d][i]
 			}
 			x := svgPad + float64(r.off)*scale
 			wpx := float64(r.w) * scale
@@ -291,6 +306,10 @@ func (s *svgWriter) write(p *Profile, lay *svgLayout, opts SVGOptions) {
 			s.b = strconv.AppendInt(s.b, r.w, 10)
 			s.b = append(s.b, `" data-off="`...)
 			s.b = strconv.AppendInt(s.b, r.off, 10)
+			if opts.diff != nil {
+				s.b = append(s.b, `" data-base="`...)
+				s.b = strconv.AppendInt(s.b, opts.diff.base[d][i], 10)
+			}
 			s.b = append(s.b, `"><rect x="`...)
 			s.b = strconv.AppendFloat(s.b, x, 'f', 2, 64)
 			s.b = append(s.b, `" width="`...)
@@ -311,7 +330,11 @@ func (s *svgWriter) write(p *Profile, lay *svgLayout, opts SVGOptions) {
 	}
 	s.str("</g>\n")
 	s.text("status", svgPad, height-10, "hover a frame for details, click to zoom, Esc to reset, Ctrl-F to search")
-	s.str("<script><![CDATA[\n" + svgJS + "]]></script>\n</svg>\n")
+	s.str("<script><![CDATA[\n" + svgJS + "]]></script>\n")
+	if opts.diff != nil {
+		s.str("<script><![CDATA[\n" + opts.diff.script + "]]></script>\n")
+	}
+	s.str("</svg>\n")
 }
 
 func (s *svgWriter) text(class string, x, y int, content string) {

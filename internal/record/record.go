@@ -42,6 +42,8 @@ type Options struct {
 	// one line saying why auto did not use bpf.
 	Engine     string
 	OnFallback func(string)
+	// Stream: see stream.go.
+	Stream func(*flame.Profile, Progress)
 }
 
 // Progress is the live status line's content.
@@ -534,11 +536,15 @@ func (r *Recorder) refreshNames() {
 }
 
 func (r *Recorder) progress() {
-	if r.opt.Progress == nil {
+	if r.opt.Progress == nil && r.opt.Stream == nil {
 		return
 	}
-	r.opt.Progress(Progress{Elapsed: time.Since(r.start), Samples: r.samples, AchievedHz: r.achieved(),
-		Lost: r.lost, Torn: r.torn, Late: r.late, ObserverCPU: clock.ObserverCPU() - r.cpu0})
+	p := Progress{Elapsed: time.Since(r.start), Samples: r.samples, AchievedHz: r.achieved(),
+		Lost: r.lost, Torn: r.torn, Late: r.late, ObserverCPU: clock.ObserverCPU() - r.cpu0}
+	if r.opt.Progress != nil {
+		r.opt.Progress(p)
+	}
+	r.stream(p)
 }
 
 // achieved: cpu mode — samples per second of target CPU time (the kernel

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pyobs/pyobs/internal/flame"
+	"github.com/pyobs/pyobs/internal/output"
+)
+
+func newDiff(g *globals) *cobra.Command {
+	var icicle bool
+	c := &cobra.Command{
+		Use:   "diff BASE NEW [-o diff.svg | --format pprof -o diff.pb.gz]",
+		Short: "Differential flame graph of two recordings (pprof or folded, pyobs's or another tool's): NEW's shape, red grew, blue shrank",
+		Long: `diff compares two recordings (pprof or folded stacks, told apart by content).
+svg (the default): NEW's flame graph, each frame coloured by the change of its
+share of all samples from BASE at the same stack (red grew, blue shrank;
+shares are normalised by each recording's total samples); hovering shows both.
+pprof: NEW's samples and BASE's, scaled to NEW's total and negated, labelled
+pprof::base=true as go tool pprof -diff_base saves them: go tool pprof -top FILE.`,
+		Example: "  pyobs diff before.pb.gz after.pb.gz -o diff.svg\n  pyobs diff before.folded after.folded --format pprof -o diff.pb.gz",
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 2 {
+				return usagef("diff: want two recordings, BASE and NEW; got %d arguments", len(args))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error { return runDiff(g, args[0], args[1], icicle) },
+	}
+	c.Flags().BoolVar(&icicle, "icicle", false, "svg: draw roots at the top")
+	return c
+}
+
+func runDiff(g *globals, basePath, newPath string, icicle bool) error {
+	format := g.format
+	if format == "" {
+		f, err := flame.FormatFor(g.output)
+		if err != nil {
+			return usagef("diff: %w", err)
+		}
+		format = f
+	}
+	if format != "svg" && format != "pprof" {
+		return usagef("diff: --format %q is not a diff format (svg, pprof)", format)
+	}
+	if format == "pprof" && !output.ToFile(g.output) {
+		return usagef("diff: pprof output is binary: give -o FILE")
+	}
+	if g.pid != 0 {
+		return usagef("diff: reads two recordings, not a process: drop -p")
+	}
+	base, err := readRecording(basePath)
+	if err != nil {
+		return err
+	}
+	newp, err := readRecording(newPath)
+	if err != nil {
+		return err
+	}
+	return output.Write(g.output, 0o644, func(w io.Writer) error {
+		if format == "pprof" {
+			return flame.WriteDiffPprof(w, base, newp)
+		}
+		return flame.WriteDiffSVG(w, base, newp, flame.DiffOptions{Base: basePath, New: newPath, Icicle: icicle})
+	})
+}
+
+func readRecording(path string) (*flame.Profile, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("can't open %s: %w", path, err)
+	}
+	defer f.Close()
+	p, err := flame.ReadProfile(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if p.Total() == 0 {
+		return nil, fmt.Errorf("%s: no samples: nothing to compare", path)
+	}
+	return p, nil
+}

@@ -1,0 +1,204 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pyobs/pyobs/internal/testutil"
+)
+
+// diffTarget spends four fifths of its CPU in the function HOT names and
+// the rest in the other one.
+const diffTarget = `import os, time
+def alpha(n):
+    x = 0
+    for i in range(n): x += i
+def beta(n):
+    x = 0
+    for i in range(n): x += i
+hot = os.environ["HOT"]
+end = time.time() + 2.5
+while time.time() < end:
+    alpha(40000 if hot == "alpha" else 10000)
+    beta(40000 if hot == "beta" else 10000)
+`
+
+// TestDiffRecordings records a real target twice, its hot function moved
+// from alpha to beta (base as pprof, new as folded), and diffs them: in
+// Chromium alpha is blue and beta red; the pprof diff loads in go tool
+// pprof, beta grown and alpha shrunk, as -diff_base on the two recordings.
+func TestDiffRecordings(t *testing.T) {
+	testutil.RequireRoot(t)
+	in := testutil.Find(t, "pyenv-3.12")
+	dir := t.TempDir()
+	script := filepath.Join(dir, "hot.py")
+	if err := os.WriteFile(script, []byte(diffTarget), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rec := func(hot, out string) string {
+		path := filepath.Join(dir, out)
+		argv := append([]string{"record", "-o", path, "--", "env", "HOT=" + hot}, append(in.Argv, script)...)
+		if r := testutil.Run(t, 60*time.Second, argv...); r.Code != 0 {
+			t.Fatalf("record %s: exit %d: %s", hot, r.Code, r.Stderr)
+		}
+		return path
+	}
+	base, newp := rec("alpha", "base.pb.gz"), rec("beta", "new.folded")
+	svg := filepath.Join(dir, "diff.svg")
+	if r := testutil.Run(t, 30*time.Second, "diff", base, newp, "-o", svg); r.Code != 0 {
+		t.Fatalf("diff: exit %d: %s", r.Code, r.Stderr)
+	}
+	data, err := os.ReadFile(svg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), "normalised by total samples") {
+		t.Error("the SVG does not say how shares were normalised")
+	}
+	if bin := chromiumBin(); bin == "" {
+		testutil.Skip(t, "no chromium to load the SVG in a browser (Debian: apt-get install -y chromium)")
+	} else {
+		fills := frameFills(t, bin, data, "alpha (", "beta (")
+		if r, g, b := fills[0][0], fills[0][1], fills[0][2]; !(b > r+60 && b > g) {
+			t.Errorf("alpha is drawn rgb(%d,%d,%d), want blue", r, g, b)
+		}
+		if r, g, b := fills[1][0], fills[1][1], fills[1][2]; !(r > b+60 && r > g) {
+			t.Errorf("beta is drawn rgb(%d,%d,%d), want red", r, g, b)
+		}
+	}
+	pb := filepath.Join(dir, "diff.pb.gz")
+	if r := testutil.Run(t, 30*time.Second, "diff", base, newp, "--format", "pprof", "-o", pb); r.Code != 0 {
+		t.Fatalf("diff --format pprof: exit %d: %s", r.Code, r.Stderr)
+	}
+	flat := func(args ...string) map[string]int64 {
+		out, err := exec.Command("go", append([]string{"tool", "pprof", "-top", "-unit=ms"}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go tool pprof %v: %v\n%s", args, err, out)
+		}
+		m := map[string]int64{}
+		for _, l := range strings.Split(string(out), "\n") {
+			f := strings.Fields(l)
+			if len(f) == 6 && (f[5] == "alpha" || f[5] == "beta") {
+				v, _ := strconv.ParseFloat(strings.TrimSuffix(f[0], "ms"), 64)
+				m[f[5]] = int64(v)
+			}
+		}
+		return m
+	}
+	if m := flat(pb); !(m["alpha"] < 0 && m["beta"] > 0) {
+		t.Errorf("go tool pprof -top on the diff: alpha %d, beta %d; want alpha shrunk, beta grown", m["alpha"], m["beta"])
+	}
+	// The same direction as pprof's own -diff_base on the recordings (new's as pprof).
+	newPB := rec("beta", "new.pb.gz")
+	if m := flat("-diff_base="+base, newPB); !(m["alpha"] < 0 && m["beta"] > 0) {
+		t.Errorf("go tool pprof -diff_base: alpha %d, beta %d", m["alpha"], m["beta"])
+	}
+}
+
+func TestDiffUsage(t *testing.T) {
+	dir := t.TempDir()
+	f := filepath.Join(dir, "a.folded")
+	if err := os.WriteFile(f, []byte("main;work 3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bad := filepath.Join(dir, "bad.folded")
+	if err := os.WriteFile(bad, []byte("main;work three\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		code int
+		says string
+	}{
+		{[]string{"diff", f}, exitUsage, "want two recordings"},
+		{[]string{"diff", f, f, "--format", "folded"}, exitUsage, "not a diff format"},
+		{[]string{"diff", f, f, "--format", "pprof"}, exitUsage, "give -o FILE"},
+		{[]string{"diff", f, filepath.Join(dir, "missing")}, exitError, "can't open"},
+		{[]string{"diff", f, bad}, exitError, "line 1"},
+	} {
+		r := testutil.Run(t, 10*time.Second, c.args...)
+		if r.Code != c.code || !strings.Contains(r.Stderr, c.says) || strings.Count(strings.TrimSpace(r.Stderr), "\n") != 0 {
+			t.Errorf("%v: exit %d, stderr %q; want %d and one line saying %q", c.args, r.Code, r.Stderr, c.code, c.says)
+		}
+	}
+	if r := testutil.Run(t, 10*time.Second, "diff", f, f); r.Code != 0 || !strings.Contains(r.Stdout, "no frame's share moved") {
+		t.Errorf("diff of a recording with itself: exit %d: %s", r.Code, r.Stderr)
+	}
+}
+
+func chromiumBin() string {
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// frameFills loads svg in headless Chromium and returns the computed fill
+// (r, g, b) of the first frame whose label starts with each prefix.
+func frameFills(t *testing.T, bin string, svg []byte, prefixes ...string) [][3]int {
+	t.Helper()
+	pj, _ := json.Marshal(prefixes)
+	script := `(function () {
+var svg = document.querySelector('svg.pyobs-flame'), out = [];
+PREFIXES.forEach(function (p) {
+  var g = [].filter.call(svg.querySelectorAll('g.frame'), function (g) { return g.getAttribute('data-label').indexOf(p) == 0; })[0];
+  out.push(g ? getComputedStyle(g.querySelector('rect')).fill : 'none');
+});
+var t = document.createElementNS('http://www.w3.org/2000/svg', 'text');
+t.setAttribute('id', 'pyobs-test-result'); t.textContent = encodeURIComponent(JSON.stringify(out)); svg.appendChild(t);
+})();`
+	doc := string(svg)
+	end := strings.LastIndex(doc, "</svg>")
+	doc = doc[:end] + "<script><![CDATA[\n" + strings.Replace(script, "PREFIXES", string(pj), 1) + "\n]]></script>\n" + doc[end:]
+	path := filepath.Join(t.TempDir(), "diff.svg")
+	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	profileDir, err := os.MkdirTemp("", "pyobs-chromium-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(profileDir)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bin, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--user-data-dir="+profileDir,
+		"--dump-dom", (&url.URL{Scheme: "file", Path: path}).String()).Output()
+	if err != nil {
+		t.Fatalf("%s: %v", bin, err)
+	}
+	m := regexp.MustCompile(`id="pyobs-test-result"[^>]*>([^<]*)<`).FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("no result in the DOM:\n%.2000s", out)
+	}
+	js, _ := url.QueryUnescape(string(m[1]))
+	var fills []string
+	if err := json.Unmarshal([]byte(js), &fills); err != nil {
+		t.Fatal(err)
+	}
+	rgb := regexp.MustCompile(`^rgb\((\d+), (\d+), (\d+)\)$`)
+	var res [][3]int
+	for i, f := range fills {
+		c := rgb.FindStringSubmatch(f)
+		if c == nil {
+			t.Fatalf("frame %q: fill %q", prefixes[i], f)
+		}
+		var v [3]int
+		for j := range v {
+			v[j], _ = strconv.Atoi(c[j+1])
+		}
+		res = append(res, v)
+	}
+	return res
+}

@@ -1,0 +1,309 @@
+package flame
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/pprof/profile"
+
+	"github.com/pyobs/pyobs/internal/testutil"
+)
+
+// diffPair: base spends 80 % in alpha, new (twice the samples) 80 % in beta.
+func diffPair() (base, newp *Profile) {
+	f := func(name string, line int) Frame {
+		return Frame{Kind: Python, Function: name, File: "t.py", Line: line}
+	}
+	base = New(Meta{Unit: "samples"})
+	base.Add([]Frame{f("main", 9), f("alpha", 2)}, 80)
+	base.Add([]Frame{f("main", 10), f("beta", 5)}, 20)
+	base.Add([]Frame{f("gone", 1)}, 4)
+	newp = New(Meta{Unit: "samples"})
+	newp.Add([]Frame{f("main", 9), f("alpha", 2)}, 40)
+	newp.Add([]Frame{f("main", 10), f("beta", 5)}, 160)
+	return base, newp
+}
+
+var diffFrameRE = regexp.MustCompile(`<g class="frame ([a-z0-9]+)" data-label="([^"]*)" data-weight="(\d+)" data-off="\d+" data-base="(\d+)">`)
+
+func diffFrames(t *testing.T, svg string) map[string][2]string {
+	t.Helper()
+	out := map[string][2]string{}
+	for _, m := range diffFrameRE.FindAllStringSubmatch(svg, -1) {
+		out[m[2]] = [2]string{m[1], m[3] + "/" + m[4]}
+	}
+	return out
+}
+
+// TestDiffSVG: new's shape, alpha (share 77 % → 20 %) blue at full shade,
+// beta (19 % → 80 %) red, the header says how shares were normalised and
+// what base had that new does not draw.
+func TestDiffSVG(t *testing.T) {
+	base, newp := diffPair()
+	var b bytes.Buffer
+	if err := WriteDiffSVG(&b, base, newp, DiffOptions{Base: "base.pb.gz", New: "new.folded"}); err != nil {
+		t.Fatal(err)
+	}
+	svg := b.String()
+	fr := diffFrames(t, svg)
+	want := map[string][2]string{
+		"all":            {"d0", "200/104"},
+		"main (t.py:9)":  {"ds8", "40/80"},
+		"alpha (t.py:2)": {"ds8", "40/80"},
+		"main (t.py:10)": {"dg8", "160/20"},
+		"beta (t.py:5)":  {"dg8", "160/20"},
+	}
+	for l, w := range want {
+		if fr[l] != w {
+			t.Errorf("%s: class and weight/base %v, want %v", l, fr[l], w)
+		}
+	}
+	if len(fr) != len(want) {
+		t.Errorf("frames %v", fr)
+	}
+	for _, s := range []string{"normalised by total samples (base 104, new 200)", "most grown: beta (t.py:5) +60.77 pp", "most shrunk: alpha (t.py:2) -56.92 pp", "red grew, blue shrank", "3.85% of base's samples are on stacks new's graph does not draw", "base.pb.gz → new.folded"} {
+		if !strings.Contains(svg, s) {
+			t.Errorf("header lacks %q", s)
+		}
+	}
+}
+
+// TestDiffSVGInChromium: in a browser, alpha's rectangle is blue, beta's
+// red, and hovering beta shows both recordings' values.
+func TestDiffSVGInChromium(t *testing.T) {
+	bin := findChromium()
+	if bin == "" {
+		testutil.Skip(t, "no chromium to load the SVG in a browser (Debian: apt-get install -y chromium)")
+	}
+	base, newp := diffPair()
+	var b bytes.Buffer
+	if err := WriteDiffSVG(&b, base, newp, DiffOptions{Base: "b", New: "n"}); err != nil {
+		t.Fatal(err)
+	}
+	got := DiffInChromium(t, bin, b.Bytes(), "alpha (t.py:2)", "beta (t.py:5)")
+	if !got.ABlue || !got.BRed {
+		t.Errorf("fills: alpha %s, beta %s; want blue and red", got.AFill, got.BFill)
+	}
+	if want := "beta (t.py:5) \u2014 new 160 (80.00%), base 20 (19.23%), +60.77 pp"; got.Status != want {
+		t.Errorf("hover: %q, want %q", got.Status, want)
+	}
+}
+
+// ChromiumDiff is what a browser showed of a differential graph.
+type ChromiumDiff struct {
+	AFill, BFill string
+	ABlue, BRed  bool
+	Status       string // the status line while hovering B
+}
+
+// DiffInChromium loads svg in headless Chromium and reads frame a's and
+// b's computed fill and the status line while hovering b.
+func DiffInChromium(t *testing.T, bin string, svg []byte, a, b string) ChromiumDiff {
+	t.Helper()
+	script := `(function () {
+var svg = document.querySelector('svg.pyobs-flame'), out = [];
+function fr(l) { return [].filter.call(svg.querySelectorAll('g.frame'), function (g) { return g.getAttribute('data-label') == l; })[0]; }
+try {
+  var a = fr(A), b = fr(B);
+  out.push(getComputedStyle(a.querySelector('rect')).fill, getComputedStyle(b.querySelector('rect')).fill);
+  b.querySelector('rect').dispatchEvent(new MouseEvent('mouseover', { bubbles: true }));
+  out.push(svg.querySelector('.status').textContent);
+} catch (e) { out.push('error: ' + e); }
+var t = document.createElementNS('http://www.w3.org/2000/svg', 'text');
+t.setAttribute('id', 'pyobs-test-result'); t.textContent = encodeURIComponent(JSON.stringify(out)); svg.appendChild(t);
+})();`
+	q := func(s string) string { return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'" }
+	script = strings.Replace(strings.Replace(script, "fr(A)", "fr("+q(a)+")", 1), "fr(B)", "fr("+q(b)+")", 1)
+	doc := string(svg)
+	end := strings.LastIndex(doc, "</svg>")
+	doc = doc[:end] + "<script><![CDATA[\n" + script + "\n]]></script>\n" + doc[end:]
+	path := filepath.Join(t.TempDir(), "diff.svg")
+	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	profileDir, err := os.MkdirTemp("", "pyobs-chromium-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(profileDir)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bin, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--user-data-dir="+profileDir,
+		"--dump-dom", (&url.URL{Scheme: "file", Path: path}).String()).Output()
+	if err != nil {
+		t.Fatalf("%s: %v", bin, err)
+	}
+	m := regexp.MustCompile(`id="pyobs-test-result"[^>]*>([^<]*)<`).FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("no result in the DOM:\n%.2000s", out)
+	}
+	js, _ := url.QueryUnescape(string(m[1]))
+	var res []string
+	if err := jsonUnmarshal([]byte(js), &res); err != nil || len(res) != 3 {
+		t.Fatalf("result %q: %v", js, err)
+	}
+	rgb := regexp.MustCompile(`rgb\((\d+), (\d+), (\d+)\)`)
+	colour := func(s string) (r, g, b int) {
+		m := rgb.FindStringSubmatch(s)
+		if m == nil {
+			return
+		}
+		return atoi(m[1]), atoi(m[2]), atoi(m[3])
+	}
+	d := ChromiumDiff{AFill: res[0], BFill: res[1], Status: res[2]}
+	if r, g, b := colour(res[0]); b > r+60 && b > g {
+		d.ABlue = true
+	}
+	if r, g, b := colour(res[1]); r > b+60 && r > g {
+		d.BRed = true
+	}
+	return d
+}
+
+// TestDiffThreads: thread roots match by name across runs (TIDs differ).
+func TestDiffThreads(t *testing.T) {
+	f := func(th, name string) []Frame {
+		return []Frame{{Kind: Thread, Function: th}, {Kind: Python, Function: name, File: "t.py", Line: 1}}
+	}
+	base, newp := New(Meta{Unit: "samples"}), New(Meta{Unit: "samples"})
+	base.Add(f("MainThread (7)", "work"), 10)
+	base.Add(f("thread 8", "work"), 10)
+	newp.Add(f("MainThread (17)", "work"), 10)
+	newp.Add(f("thread 18", "work"), 10)
+	var b bytes.Buffer
+	if err := WriteDiffSVG(&b, base, newp, DiffOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for l, fr := range diffFrames(t, b.String()) {
+		if fr[0] != "d0" || fr[1] != "10/10" && fr[1] != "20/20" {
+			t.Errorf("%s: %v, want unchanged", l, fr)
+		}
+	}
+	if !strings.Contains(b.String(), "no frame's share moved") {
+		t.Error("header does not say nothing moved")
+	}
+}
+
+// TestDiffPprof: new's samples as they are, base's scaled to new's total,
+// negated and labelled pprof::base; go tool pprof reads the change.
+func TestDiffPprof(t *testing.T) {
+	base, newp := diffPair()
+	var b bytes.Buffer
+	if err := WriteDiffPprof(&b, base, newp); err != nil {
+		t.Fatal(err)
+	}
+	pp, err := profile.Parse(bytes.NewReader(b.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pos, neg int64
+	for _, s := range pp.Sample {
+		isBase := s.HasLabel("pprof::base", "true")
+		if v := s.Value[0]; v > 0 && !isBase {
+			pos += v
+		} else if v < 0 && isBase {
+			neg += v
+		} else {
+			t.Errorf("sample %v value %d base %v", s.Location, v, isBase)
+		}
+	}
+	if pos != 200 || neg < -201 || neg > -199 {
+		t.Errorf("new %d, base %d; want 200 and -200 (scaled to new's total)", pos, neg)
+	}
+	if _, err := exec.LookPath("go"); err != nil {
+		testutil.Skip(t, "no go command for go tool pprof")
+	}
+	path := filepath.Join(t.TempDir(), "diff.pb.gz")
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("go", "tool", "pprof", "-top", path).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go tool pprof: %v\n%s", err, out)
+	}
+	// base: alpha 80/104*200 = 154, beta 38; new: alpha 40, beta 160.
+	for _, re := range []string{`(?m)^\s+-114\s.*alpha$`, `(?m)^\s+122\s.*beta$`, `(?m)^\s+-8\s.*gone$`} {
+		if !regexp.MustCompile(re).Match(out) {
+			t.Errorf("go tool pprof -top lacks %s:\n%s", re, out)
+		}
+	}
+}
+
+// TestReadProfile: both formats by content; pyobs's pprof reads back as
+// the stacks it was written from (threads and states included).
+func TestReadProfile(t *testing.T) {
+	p := New(Meta{Unit: "samples", Mode: "cpu"})
+	p.Add([]Frame{{Kind: Thread, Function: "MainThread (7)"}, {Kind: Python, Function: "main", File: "a.py", Line: 3},
+		{Kind: Native, Function: "memcpy", File: "/lib/libc.so.6"}, {Kind: Kernel, Function: "do_syscall_64"}}, 5)
+	p.Add([]Frame{{Kind: Thread, Function: "w (8)"}, {Kind: State, Function: "[late read]"}}, 2)
+	var folded, pb bytes.Buffer
+	if err := WriteFolded(&folded, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := WritePprof(&pb, p); err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string][]byte{"folded": folded.Bytes(), "pprof": pb.Bytes()} {
+		q, err := ReadProfile(bytes.NewReader(data))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		var back bytes.Buffer
+		if err := WriteFolded(&back, q); err != nil {
+			t.Fatal(err)
+		}
+		if back.String() != folded.String() {
+			t.Errorf("%s read back as\n%s\nwant\n%s", name, back.String(), folded.String())
+		}
+	}
+	for _, bad := range []string{"", "a;b x\n", "\x00\x01\x02garbage"} {
+		if q, err := ReadProfile(strings.NewReader(bad)); err == nil || q != nil {
+			t.Errorf("%q: %v, %v", bad, q, err)
+		}
+	}
+}
+
+// FuzzReadProfile: no panic; an error comes with no profile; a profile
+// comes with non-negative weights.
+func FuzzReadProfile(f *testing.F) {
+	base, newp := diffPair()
+	var folded, pb bytes.Buffer
+	_ = WriteFolded(&folded, base)
+	_ = WritePprof(&pb, newp)
+	f.Add(folded.Bytes())
+	f.Add(pb.Bytes())
+	f.Add([]byte("a;b 3\n\nc 1\r\n"))
+	f.Add([]byte{0x1f, 0x8b, 0, 0})
+	f.Add([]byte{0x0a, 0x02, 0x08, 0x01})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p, err := ReadProfile(bytes.NewReader(data))
+		if err != nil {
+			if p != nil {
+				t.Fatal("error with a profile")
+			}
+			return
+		}
+		p.EachStack(func(s *Stack) {
+			if s.Weight < 0 {
+				t.Fatalf("negative weight %d", s.Weight)
+			}
+		})
+		var b bytes.Buffer
+		_ = WriteDiffSVG(&b, p, p, DiffOptions{})
+	})
+}
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+func atoi(s string) int { n, _ := strconv.Atoi(s); return n }
