@@ -90,10 +90,12 @@ const GCHeadSize = 16
 // (DWARF of pyenv's 3.10.13, 3.11.7, 3.12.1, 3.13.0 libpython: gdb
 // `ptype /o struct _gc_runtime_state`); interp->gc at 0x268 (3.10.13),
 // 0x288 (3.11.7), 0x70 (3.12.1) (same DWARF; 3.13+: debug offsets
-// interpreter_state.gc). 3.14: young, old[0], old[1], permanent_generation
-// at 8, 32, 56, 80 (Include/internal/pycore_interp_structs.h: enabled and
-// debug ints before them; trash_delete_later moved to the thread state);
-// 3.15: generations[0..2], permanent_generation at the same offsets.
+// interpreter_state.gc). 3.14: generations[0..2] and permanent_generation
+// at 24, 48, 72, 96 (measured on sid 3.14.10: the self-consistent list heads
+// in the struct, their objects moving to 72 after gc.collect() and to 96
+// after gc.freeze()); 3.15: at 8, 32, 56, 80
+// (Include/internal/pycore_interp_structs.h: only the enabled and debug
+// ints before them; measured the same way on sid 3.15.2).
 // Every head is checked to be one (its neighbours point back at it) before
 // its list is walked.
 func gcGenerations(minor int) (interpGC uint64, heads []uint64, ok bool) {
@@ -106,7 +108,9 @@ func gcGenerations(minor int) (interpGC uint64, heads []uint64, ok bool) {
 		return 0x70, []uint64{24, 48, 72, 104}, true
 	case 13:
 		return 0, []uint64{24, 48, 72, 104}, true
-	case 14, 15:
+	case 14:
+		return 0, []uint64{24, 48, 72, 96}, true
+	case 15:
 		return 0, []uint64{8, 32, 56, 80}, true
 	}
 	return 0, nil, false

@@ -1,0 +1,220 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pyobs/pyobs/internal/greenlet"
+	"github.com/pyobs/pyobs/internal/testutil"
+)
+
+// greenletTarget: a gevent program with 100 greenlets parked in three known
+// functions (on an Event, in gevent.sleep, in gevent.sleep one call deeper)
+// and one CPU-bound greenlet. The CPU-bound one writes the truth, then
+// spins: every greenlet gc.get_objects() holds, its state and its stack
+// (gr_frame's chain for a suspended one, its own frames for itself), one
+// JSON line after READY. argv: the package dir, then "fake" to make
+// greenlet.__version__ a version no layout is known for.
+const greenletTarget = `import sys
+sys.path.insert(0, sys.argv[1])
+import gc, json
+import gevent, greenlet
+from gevent.event import Event
+
+if sys.argv[2:] == ["fake"]:
+    greenlet.__version__ = "0.0.0-fake"
+
+ev = Event()
+
+def wait_event(i):
+    ev.wait()
+
+def sleeper(i):
+    gevent.sleep(1000)
+
+def nested_inner(i):
+    gevent.sleep(1000)
+
+def nested(i):
+    nested_inner(i)
+
+def spin():
+    me = greenlet.getcurrent()
+    gs = []
+    for o in gc.get_objects():
+        if isinstance(o, greenlet.greenlet):
+            if o is me:
+                gs.append({"id": id(o), "state": "running", "frames": chain(sys._getframe())})
+            else:
+                st = "dead" if o.dead else ("suspended" if o else "not started")
+                gs.append({"id": id(o), "state": st, "frames": chain(o.gr_frame)})
+    print("READY", flush=True)
+    print(json.dumps({"cpu": id(me), "greenlets": gs}), flush=True)
+    x = 0
+    while True:
+        x += 1
+
+def chain(f):
+    out = []
+    while f is not None:
+        out.append([getattr(f.f_code, "co_qualname", f.f_code.co_name), f.f_lineno])
+        f = f.f_back
+    return out
+
+def cpu():
+    spin()
+
+parked = [gevent.spawn((wait_event, sleeper, nested)[i % 3], i) for i in range(100)]
+gevent.sleep(0.1)
+gevent.spawn(cpu).join()
+`
+
+type greenletTruth struct {
+	CPU       uint64 `json:"cpu"`
+	Greenlets []struct {
+		ID     uint64  `json:"id"`
+		State  string  `json:"state"`
+		Frames [][]any `json:"frames"`
+	} `json:"greenlets"`
+}
+
+// greenletPkgs is scripts/pypkgs.sh's directory for this interpreter.
+func greenletPkgs(t *testing.T, in testutil.Interp) string {
+	t.Helper()
+	c := os.Getenv("PYOBS_PYTHONS_CACHE")
+	if c == "" {
+		c = "/var/cache/pyobs-pythons"
+	}
+	dir := filepath.Join(c, "pypkgs", fmt.Sprintf("cp3%d", in.Minor()))
+	if _, err := os.Stat(filepath.Join(dir, ".ok")); err != nil {
+		testutil.Skip(t, fmt.Sprintf("greenlet and gevent for %s are not installed (%v): run scripts/pypkgs.sh", in.Label, err))
+	}
+	return dir
+}
+
+func startGreenletTarget(t *testing.T, in testutil.Interp, args ...string) (*testutil.Target, *greenletTruth) {
+	t.Helper()
+	script := filepath.Join(t.TempDir(), "gevent_parked.py")
+	if err := os.WriteFile(script, []byte(greenletTarget), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	argv := append(append(append([]string{}, in.Argv...), script, greenletPkgs(t, in)), args...)
+	tg := testutil.StartArgv(t, argv, 60*time.Second)
+	var truth greenletTruth
+	select {
+	case l := <-tg.Lines:
+		if err := json.Unmarshal([]byte(l), &truth); err != nil {
+			t.Fatalf("target's truth line: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("target printed no truth line after READY")
+	}
+	return tg, &truth
+}
+
+// TestGreenletsMatchTarget (issue 21, done means 1): dump --greenlets lists
+// every greenlet the target's gc.get_objects() holds, with its state and,
+// frame by frame, the stack its gr_frame shows (the running one: its own
+// frames, the innermost line aside, which moves); the 100 parked greenlets
+// are in the three functions, the CPU-bound one runs spin.
+func TestGreenletsMatchTarget(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, in := range testutil.Interpreters(t) {
+		if in.Minor() < 10 {
+			continue
+		}
+		t.Run(in.Label, func(t *testing.T) {
+			tg, truth := startGreenletTarget(t, in)
+			r := testutil.Run(t, 60*time.Second, "dump", "--greenlets", "--format", "json", "-p", fmt.Sprint(tg.Pid))
+			if r.Code != 0 {
+				t.Fatalf("dump --greenlets: exit %d, stderr: %s", r.Code, r.Stderr)
+			}
+			var d greenlet.Dump
+			if err := json.Unmarshal([]byte(r.Stdout), &d); err != nil {
+				t.Fatalf("not JSON: %v\n%s", err, r.Stdout)
+			}
+			if !d.Supported {
+				t.Fatalf("greenlets not read: %s", d.Note)
+			}
+			got := map[uint64]greenlet.GreenletDump{}
+			tid := 0
+			for _, th := range d.Threads {
+				for _, g := range th.Greenlets {
+					got[g.ID] = g
+					if g.ID == truth.CPU {
+						tid = th.Tid
+					}
+				}
+			}
+			if tid != tg.Pid {
+				t.Errorf("the running greenlet is under thread %d, want %d", tid, tg.Pid)
+			}
+			if len(got) != len(truth.Greenlets) {
+				t.Errorf("dump has %d greenlets, the target %d", len(got), len(truth.Greenlets))
+			}
+			parked := map[string]int{}
+			for _, w := range truth.Greenlets {
+				g, ok := got[w.ID]
+				if !ok {
+					t.Errorf("greenlet %#x (%s) missing", w.ID, w.State)
+					continue
+				}
+				if g.State != w.State {
+					t.Errorf("greenlet %#x: state %q, want %q", w.ID, g.State, w.State)
+				}
+				if g.Error != "" {
+					t.Errorf("greenlet %#x: %s", w.ID, g.Error)
+				}
+				if len(g.Frames) != len(w.Frames) {
+					t.Errorf("greenlet %#x: %d frames %v, want %v", w.ID, len(g.Frames), g.Frames, w.Frames)
+					continue
+				}
+				for i, f := range w.Frames {
+					fn, line := f[0].(string), int(f[1].(float64))
+					moving := w.ID == truth.CPU && i == 0
+					if g.Frames[i].Function != fn || (!moving && g.Frames[i].Line != line) {
+						t.Errorf("greenlet %#x frame %d: %s:%d, want %s:%d", w.ID, i, g.Frames[i].Function, g.Frames[i].Line, fn, line)
+					}
+				}
+				if w.State == "suspended" && len(w.Frames) > 0 {
+					parked[g.Run]++
+				}
+			}
+			if parked["wait_event"] != 34 || parked["sleeper"] != 33 || parked["nested"] != 33 {
+				t.Errorf("parked greenlets by run function: %v, want 34 wait_event, 33 sleeper, 33 nested", parked)
+			}
+			if g := got[truth.CPU]; g.State != greenlet.StateRunning || len(g.Frames) == 0 || g.Frames[0].Function != "spin" {
+				t.Errorf("CPU-bound greenlet: %s %v, want running in spin", g.State, g.Frames)
+			}
+		})
+	}
+}
+
+// TestGreenletsUnknownLayout (issue 21, done means 3): a greenlet version
+// without a layout gets one clear line, and the thread stacks are still
+// printed.
+func TestGreenletsUnknownLayout(t *testing.T) {
+	testutil.RequireRoot(t)
+	in := testutil.Find(t, "pyenv-3.12")
+	tg, _ := startGreenletTarget(t, in, "fake")
+	r := testutil.Run(t, 60*time.Second, "dump", "--greenlets", "-p", fmt.Sprint(tg.Pid))
+	if r.Code != 0 {
+		t.Fatalf("dump --greenlets: exit %d, stderr: %s", r.Code, r.Stderr)
+	}
+	lines := strings.Split(r.Stdout, "\n")
+	want := "greenlet 0.0.0-fake on CPython 3.12: layout unknown (known: 3.5.6): no greenlets; thread stacks below"
+	if !strings.HasSuffix(lines[0], want) {
+		t.Errorf("first line %q, want it to end in %q", lines[0], want)
+	}
+	if !strings.Contains(r.Stdout, fmt.Sprintf("Thread %d ", tg.Pid)) || !strings.Contains(r.Stdout, ", in spin") {
+		t.Errorf("thread stacks missing:\n%s", r.Stdout)
+	}
+	if strings.Count(r.Stdout, "layout unknown") != 1 {
+		t.Errorf("the unknown layout said more than once:\n%s", r.Stdout)
+	}
+}
