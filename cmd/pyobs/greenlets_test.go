@@ -218,3 +218,96 @@ func TestGreenletsUnknownLayout(t *testing.T) {
 		t.Errorf("the unknown layout said more than once:\n%s", r.Stdout)
 	}
 }
+
+// greenletSwitchTarget: two CPU-bound greenlets switching 3:1 (work_a runs
+// 60 ms of its thread's CPU time, then work_b 20 ms, and so on); each
+// line after READY is the CPU seconds each has spent, as the target
+// measured them (time.thread_time around its own slices).
+const greenletSwitchTarget = `import sys, time
+sys.path.insert(0, sys.argv[1])
+import greenlet
+
+spent = {"work_a": 0.0, "work_b": 0.0}
+
+def slice_of(name, seconds):
+    t0 = time.thread_time()
+    x = 0
+    while time.thread_time() - t0 < seconds:
+        for i in range(1000):
+            x += i
+    spent[name] += time.thread_time() - t0
+
+def work_a():
+    n = 0
+    while True:
+        slice_of("work_a", 0.060)
+        n += 1
+        if n % 10 == 0:
+            print(spent["work_a"], spent["work_b"], flush=True)
+        gb.switch()
+
+def work_b():
+    while True:
+        slice_of("work_b", 0.020)
+        ga.switch()
+
+ga = greenlet.greenlet(work_a)
+gb = greenlet.greenlet(work_b)
+print("READY", flush=True)
+ga.switch()
+`
+
+// TestRecordGreenlets (issue 21, done means 2): record --greenlets on two
+// CPU-bound greenlets switching 3:1: each sample is rooted at its own
+// greenlet under the main one, and the shares match what the target
+// measured within 5 points.
+func TestRecordGreenlets(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, label := range []string{"pyenv-3.12", "sid-3.14"} {
+		t.Run(label, func(t *testing.T) {
+			in := testutil.Find(t, label)
+			script := filepath.Join(t.TempDir(), "greenlet_switch.py")
+			if err := os.WriteFile(script, []byte(greenletSwitchTarget), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			tg := testutil.StartArgv(t, append(append([]string{}, in.Argv...), script, greenletPkgs(t, in)), 60*time.Second)
+			out := filepath.Join(t.TempDir(), "g.folded")
+			r := testutil.Run(t, 60*time.Second, "record", "--greenlets", "-d", "3s", "-F", "199", "--format", "folded", "-o", out, "-p", fmt.Sprint(tg.Pid))
+			if r.Code != 0 {
+				t.Fatalf("record --greenlets: exit %d, stderr: %s", r.Code, r.Stderr)
+			}
+			var truthA, truthB float64
+			for len(tg.Lines) > 0 {
+				fmt.Sscan(<-tg.Lines, &truthA, &truthB)
+			}
+			if truthA+truthB == 0 {
+				t.Fatal("the target reported no time spent")
+			}
+			b, err := os.ReadFile(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var a, bb, total float64
+			for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+				i := strings.LastIndexByte(line, ' ')
+				var w float64
+				fmt.Sscan(line[i+1:], &w)
+				total += w
+				switch {
+				case strings.HasPrefix(line, "[greenlet] main;[greenlet] work_a;work_a "):
+					a += w
+				case strings.HasPrefix(line, "[greenlet] main;[greenlet] work_b;work_b "):
+					bb += w
+				}
+			}
+			if total < 200 || (a+bb)/total < 0.9 {
+				t.Fatalf("%.0f of %.0f samples rooted at work_a or work_b (want 200+ samples, 90 %%+ rooted)\n%s\n%s", a+bb, total, b, r.Stderr)
+			}
+			got, want := 100*a/(a+bb), 100*truthA/(truthA+truthB)
+			t.Logf("work_a: %.1f %% of the rooted samples, %.1f %% of the CPU time by the target's count", got, want)
+			if got < want-5 || got > want+5 {
+				t.Errorf("work_a's share %.1f %%, the target's %.1f %%: more than 5 points apart", got, want)
+			}
+		})
+	}
+}

@@ -69,7 +69,7 @@ func Run(ctx context.Context, s *session.Session, opt dump.Options) (*Dump, erro
 	d := &Dump{Schema: dump.Version, Kind: "greenlets", Pid: s.Pid, Python: dump.PythonInfo{
 		Version: s.Py.Version().String(), Binary: s.Py.Info.Binary, Layout: s.Py.Layout.Source,
 	}, Threads: []ThreadDump{}, Read: ReadInfo{Method: "unsynchronised"}}
-	maps, err := pyframes.ReadMaps(s.Pid)
+	maps, err := s.FS.Maps(s.Pid) // every mapping: the thread stacks too
 	if err != nil {
 		return nil, err
 	}
@@ -109,20 +109,9 @@ func Run(ctx context.Context, s *session.Session, opt dump.Options) (*Dump, erro
 	return d, nil
 }
 
-// group puts the greenlets under their threads: a thread's greenlets share
-// its main greenlet, and their C stacks lie in its native stack (the
-// [stack] mapping for the main thread; for another, the mapping holding its
-// pthread_t, which glibc keeps at the top of the thread's stack). The
-// greenlet a thread runs has that thread's Python stack.
+// group puts the greenlets under their threads (threadOf). The greenlet a
+// thread runs has that thread's Python stack.
 func group(snap *Snapshot, stacks *dump.Dump, maps []pyframes.Mapping, pid int) []ThreadDump {
-	region := func(t dump.ThreadDump) (lo, hi uint64) {
-		for _, m := range maps {
-			if (t.Tid == pid && m.Path == "[stack]") || (t.Tid != pid && m.Start <= t.ThreadID && t.ThreadID < m.End) {
-				return m.Start, m.End
-			}
-		}
-		return 0, 0
-	}
 	byAddr := map[uint64]*Greenlet{}
 	for i := range snap.Greenlets {
 		byAddr[snap.Greenlets[i].Addr] = &snap.Greenlets[i]
@@ -140,13 +129,12 @@ func group(snap *Snapshot, stacks *dump.Dump, maps []pyframes.Mapping, pid int) 
 	for _, m := range mains {
 		td := ThreadDump{MainGreenlet: m, Greenlets: []GreenletDump{}}
 		var th *dump.ThreadDump
-		for i := range stacks.Threads {
-			lo, hi := region(stacks.Threads[i])
-			for _, g := range groups[m] {
-				if g.CStack != 0 && lo <= g.CStack && g.CStack < hi {
-					th = &stacks.Threads[i]
-				}
-			}
+		keys := make([]threadKey, len(stacks.Threads))
+		for i, t := range stacks.Threads {
+			keys[i] = threadKey{tid: t.Tid, pthread: t.ThreadID}
+		}
+		if i := threadOf(groups[m], keys, maps, pid); i >= 0 {
+			th = &stacks.Threads[i]
 		}
 		if th == nil && len(stacks.Threads) == 1 && len(mains) == 1 {
 			th = &stacks.Threads[0] // one thread: it is theirs
@@ -260,4 +248,32 @@ func WriteText(w io.Writer, d *Dump) error {
 		return dump.WriteText(w, d.Stacks)
 	}
 	return nil
+}
+
+// threadKey identifies a Python thread for threadOf.
+type threadKey struct {
+	tid     int
+	pthread uint64
+}
+
+// threadOf finds the thread of one main greenlet's greenlets: their C
+// stacks lie in its native stack (the [stack] mapping for the main thread;
+// for another, the mapping holding its pthread_t, which glibc keeps at the
+// top of the thread's stack). -1: none.
+func threadOf(gs []*Greenlet, threads []threadKey, maps []pyframes.Mapping, pid int) int {
+	for i, t := range threads {
+		var lo, hi uint64
+		for _, m := range maps {
+			if (t.tid == pid && m.Path == "[stack]") || (t.tid != pid && m.Start <= t.pthread && t.pthread < m.End) {
+				lo, hi = m.Start, m.End
+				break
+			}
+		}
+		for _, g := range gs {
+			if g.CStack != 0 && lo <= g.CStack && g.CStack < hi {
+				return i
+			}
+		}
+	}
+	return -1
 }

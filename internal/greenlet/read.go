@@ -98,7 +98,10 @@ type Snapshot struct {
 	Layout    *Layout
 	Module    *Module
 	Greenlets []Greenlet
-	Objects   int // GC-tracked objects visited
+	// ThreadStates: each main greenlet's greenlet::ThreadState (whose
+	// current_greenlet is the one its thread runs).
+	ThreadStates map[uint64]uint64
+	Objects      int // GC-tracked objects visited
 	Retries   int // GC walks redone because a list changed under the read
 }
 
@@ -129,7 +132,7 @@ func Read(py *pyframes.Process, maps []pyframes.Mapping) (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	snap := &Snapshot{Version: ver, Layout: lay, Module: mod}
+	snap := &Snapshot{Version: ver, Layout: lay, Module: mod, ThreadStates: map[uint64]uint64{}}
 	var objs []object
 	for attempt := 0; ; attempt++ {
 		objs, snap.Objects, err = gcGreenlets(py, mod.GreenletType)
@@ -169,6 +172,7 @@ func Read(py *pyframes.Process, maps []pyframes.Mapping) (*Snapshot, error) {
 		if g.Main {
 			g.MainGreenlet = o.addr
 			if ts := u(lay.ThreadState); ts != 0 {
+				snap.ThreadStates[o.addr] = ts
 				if cur, err := readU64(mem, ts+lay.TSCurrent); err == nil {
 					current[o.addr] = cur
 				}

@@ -36,6 +36,10 @@ type Options struct {
 	// and its awaiters (3.14+; see async.go); AsyncStats receives its account.
 	Async      bool
 	AsyncStats *AsyncStats
+	// Greenlets roots samples at the running greenlet and its parents
+	// (greenlets.go); GreenletStats receives its account.
+	Greenlets     bool
+	GreenletStats *GreenletStats
 	Progress   func(Progress)
 	// Engine (cpu mode without --native/--kernel/--async): auto (default;
 	// bpf, else perf), bpf or perf; see engine.go. OnFallback receives the
@@ -83,6 +87,7 @@ type Recorder struct {
 	lagN     int64
 
 	async *asyncAttr // with Async
+	green *greenAttr // with Greenlets
 }
 
 // Run records until opt.Duration passes, ctx is cancelled (Ctrl-C) or the
@@ -127,6 +132,15 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*flame.Profile, 
 		}
 		var err error
 		if r.async, err = newAsync(s.Py); err != nil {
+			return nil, err
+		}
+	}
+	if opt.Greenlets {
+		if r.nat != nil || r.async != nil {
+			return nil, errors.New("--greenlets does not combine with --native, --kernel or --async yet")
+		}
+		var err error
+		if r.green, err = newGreen(s); err != nil {
 			return nil, err
 		}
 	}
@@ -319,6 +333,9 @@ func (r *Recorder) readPending() {
 	if r.async != nil {
 		r.async.newDrain()
 	}
+	if r.green != nil {
+		r.green.newDrain()
+	}
 	defer func() {
 		if r.nat != nil {
 			r.nat.slab, r.nat.sps = r.nat.slab[:0], r.nat.sps[:0]
@@ -373,6 +390,9 @@ func (r *Recorder) runTimer(ctx context.Context, deadline <-chan time.Time) erro
 		}
 		if r.async != nil {
 			r.async.newDrain()
+		}
+		if r.green != nil {
+			r.green.newDrain()
 		}
 		if r.opt.Mode == "gil" {
 			r.sampleGIL()
@@ -455,6 +475,10 @@ func (r *Recorder) sampleRef(ref pyframes.ThreadRef, state string, weight int64)
 	if r.async != nil {
 		task = r.async.running(ref.Addr)
 	}
+	var green uint64
+	if r.green != nil {
+		green = r.green.running(ref.Addr)
+	}
 	frames, consistent, snapshot, err := r.s.Py.Stack(ref.Addr, pyframes.Options{Retries: 1, Snapshot: true, Reuse: true})
 	if snapshot {
 		r.moved += uint64(weight)
@@ -477,6 +501,9 @@ func (r *Recorder) sampleRef(ref pyframes.ThreadRef, state string, weight int64)
 		keep := len(frames) - 1
 		if r.async != nil {
 			ids, keep = r.async.root(r.prof, ids, ref.Addr, task, frames, weight)
+		}
+		if r.green != nil {
+			ids = r.green.root(r.prof, ids, ref.Addr, green, frames, weight)
 		}
 		for i := keep; i >= 0; i-- {
 			f := frames[i]
@@ -580,6 +607,9 @@ func (r *Recorder) finish() {
 	}
 	if r.async != nil && r.opt.AsyncStats != nil {
 		*r.opt.AsyncStats = r.async.finish()
+	}
+	if r.green != nil && r.opt.GreenletStats != nil {
+		*r.opt.GreenletStats = r.green.finish()
 	}
 }
 
