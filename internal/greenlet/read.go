@@ -102,7 +102,7 @@ type Snapshot struct {
 	// current_greenlet is the one its thread runs).
 	ThreadStates map[uint64]uint64
 	Objects      int // GC-tracked objects visited
-	Retries   int // GC walks redone because a list changed under the read
+	Retries      int // GC walks redone because a list changed under the read
 }
 
 const (

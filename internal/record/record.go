@@ -36,16 +36,17 @@ type Options struct {
 	// and its awaiters (3.14+; see async.go); AsyncStats receives its account.
 	Async      bool
 	AsyncStats *AsyncStats
-	// Greenlets roots samples at the running greenlet and its parents
-	// (greenlets.go); GreenletStats receives its account.
-	Greenlets     bool
-	GreenletStats *GreenletStats
 	Progress   func(Progress)
 	// Engine (cpu mode without --native/--kernel/--async): auto (default;
 	// bpf, else perf), bpf or perf; see engine.go. OnFallback receives the
 	// one line saying why auto did not use bpf.
 	Engine     string
 	OnFallback func(string)
+
+	// Greenlets roots samples at the running greenlet and its parents
+	// (greenlets.go); GreenletStats receives its account.
+	Greenlets     bool
+	GreenletStats *GreenletStats
 }
 
 // Progress is the live status line's content.
