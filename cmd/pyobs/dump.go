@@ -64,8 +64,8 @@ how. Before 3.12 it says so and shows the thread stacks only.
 thread: id, type, state (running, suspended, not started, dead but still
 referenced), parent chain, and its Python stack — for a suspended greenlet
 the frames saved in its greenlet object, for the running one its thread's
-stack. Greenlets are found by walking the interpreter's GC lists (one small
-read per GC-tracked object) and read with a per-greenlet-version layout;
+stack. Greenlets are found by walking the interpreter's GC lists (read page by
+page: ~10 ms for 15 k objects) and read with a per-greenlet-version layout;
 an unknown greenlet version is said in one line and the thread stacks are
 still printed. It is its own view, not part of --tasks: a greenlet has a
 parent and a saved C stack, not awaiters, and a process rarely runs both.

@@ -60,6 +60,7 @@ type ReadInfo struct {
 	DurationUS float64 `json:"duration_us"`
 	StoppedUS  float64 `json:"target_stopped_us"`
 	GCObjects  int     `json:"gc_objects"`
+	MemReads   int     `json:"memory_reads"` // by the GC walk
 	Retries    int     `json:"gc_retries"`
 }
 
@@ -98,7 +99,7 @@ func Run(ctx context.Context, s *session.Session, opt dump.Options) (*Dump, erro
 		return nil, s.Explain("read the greenlets", err)
 	default:
 		d.Supported, d.Version, d.Layout, d.Module = true, snap.Version, snap.Layout.Source, snap.Module.Path
-		d.Read.GCObjects, d.Read.Retries = snap.Objects, snap.Retries
+		d.Read.GCObjects, d.Read.Retries, d.Read.MemReads = snap.Objects, snap.Retries, snap.Reads
 	}
 	if d.Stacks, err = dump.Run(ctx, s, opt); err != nil {
 		return nil, err
@@ -201,8 +202,8 @@ func WriteText(w io.Writer, d *Dump) error {
 		for _, t := range d.Threads {
 			n += len(t.Greenlets)
 		}
-		fmt.Fprintf(w, "Process %d: Python %s (%s), greenlet %s, %d greenlets, %s in %.0f µs (%d GC objects walked)\n",
-			d.Pid, d.Python.Version, d.Python.Binary, d.Version, n, how, d.Read.DurationUS, d.Read.GCObjects)
+		fmt.Fprintf(w, "Process %d: Python %s (%s), greenlet %s, %d greenlets, %s in %.0f µs (%d GC objects walked in %d reads)\n",
+			d.Pid, d.Python.Version, d.Python.Binary, d.Version, n, how, d.Read.DurationUS, d.Read.GCObjects, d.Read.MemReads)
 		fmt.Fprintf(w, "  layout: %s (%s)\n", d.Layout, d.Module)
 		if d.Read.Retries > 0 {
 			fmt.Fprintf(w, "  GC lists changed while read: walked again %d times\n", d.Read.Retries)
