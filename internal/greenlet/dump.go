@@ -62,6 +62,8 @@ type ReadInfo struct {
 	GCObjects  int     `json:"gc_objects"`
 	MemReads   int     `json:"memory_reads"` // by the GC walk
 	Retries    int     `json:"gc_retries"`
+	Incomplete int     `json:"gc_lists_incomplete"` // changed under every walk: greenlets may be missing
+	Vanished   int     `json:"vanished"`            // freed while read: left out
 }
 
 // Run reads every greenlet, then every thread's stack (the running
@@ -99,7 +101,8 @@ func Run(ctx context.Context, s *session.Session, opt dump.Options) (*Dump, erro
 		return nil, s.Explain("read the greenlets", err)
 	default:
 		d.Supported, d.Version, d.Layout, d.Module = true, snap.Version, snap.Layout.Source, snap.Module.Path
-		d.Read.GCObjects, d.Read.Retries, d.Read.MemReads = snap.Objects, snap.Retries, snap.Reads
+		d.Read.GCObjects, d.Read.Retries, d.Read.MemReads, d.Read.Incomplete = snap.Objects, snap.Retries, snap.Reads, snap.Incomplete
+		d.Read.Vanished = snap.Vanished
 	}
 	if d.Stacks, err = dump.Run(ctx, s, opt); err != nil {
 		return nil, err
@@ -207,6 +210,12 @@ func WriteText(w io.Writer, d *Dump) error {
 		fmt.Fprintf(w, "  layout: %s (%s)\n", d.Layout, d.Module)
 		if d.Read.Retries > 0 {
 			fmt.Fprintf(w, "  GC lists changed while read: walked again %d times\n", d.Read.Retries)
+		}
+		if d.Read.Vanished > 0 {
+			fmt.Fprintf(w, "  %d greenlets freed while read: left out\n", d.Read.Vanished)
+		}
+		if d.Read.Incomplete > 0 {
+			fmt.Fprintf(w, "  %d GC lists changed under every walk: greenlets in them may be missing (--lock reads them stopped)\n", d.Read.Incomplete)
 		}
 		for _, t := range d.Threads {
 			fmt.Fprintln(w)

@@ -103,7 +103,9 @@ type Snapshot struct {
 	ThreadStates map[uint64]uint64
 	Objects      int // GC-tracked objects visited
 	Reads        int // reads of the target's memory by the GC walks (whole pages, mostly)
-	Retries      int // GC walks redone because a list changed under the read
+	Retries      int // GC list walks redone because a list changed under the read
+	Incomplete   int // GC lists that changed under every walk: greenlets in them may be missing
+	Vanished     int // greenlets freed between the walk and the read of their state: left out
 }
 
 const (
@@ -134,19 +136,12 @@ func Read(py *pyframes.Process, maps []pyframes.Mapping) (*Snapshot, error) {
 		return nil, err
 	}
 	snap := &Snapshot{Version: ver, Layout: lay, Module: mod, ThreadStates: map[uint64]uint64{}}
-	var objs []object
-	for attempt := 0; ; attempt++ {
-		var reads int
-		objs, snap.Objects, reads, err = gcGreenlets(py, mod.GreenletType)
-		snap.Reads += reads
-		if err == nil || !errors.Is(err, errTornList) || attempt >= maxRetries {
-			break
-		}
-		snap.Retries++
-	}
+	walk, err := gcGreenlets(py, mod.GreenletType)
 	if err != nil {
 		return nil, fmt.Errorf("pid %d: can't walk the GC lists: %w", py.Pid, err)
 	}
+	objs := walk.objs
+	snap.Objects, snap.Reads, snap.Retries, snap.Incomplete = walk.objects, walk.reads, walk.retries, walk.incomplete
 	mem := py.Mem()
 	buf := make([]byte, lay.Size)
 	current := map[uint64]uint64{} // main greenlet → its thread's current greenlet
@@ -154,8 +149,7 @@ func Read(py *pyframes.Process, maps []pyframes.Mapping) (*Snapshot, error) {
 	for _, o := range objs {
 		g := Greenlet{Addr: o.addr, Type: py.TypeName(o.typ)}
 		if o.pimpl == 0 {
-			g.State, g.Err = StateDead, "no C++ state (being deallocated)"
-			snap.Greenlets = append(snap.Greenlets, g)
+			snap.Vanished++ // being deallocated
 			continue
 		}
 		if err := mem.Read(o.pimpl, buf); err != nil {
@@ -165,9 +159,9 @@ func Read(py *pyframes.Process, maps []pyframes.Mapping) (*Snapshot, error) {
 		}
 		u := func(off uint64) uint64 { return binary.LittleEndian.Uint64(buf[off:]) }
 		if u(lay.Self) != o.addr {
+			// Freed since the walk (its memory reused), or a layout that
+			// does not fit: told apart below, by whether any fits.
 			bad++
-			g.Err = fmt.Sprintf("its state at 0x%x points back to 0x%x, not to it", o.pimpl, u(lay.Self))
-			snap.Greenlets = append(snap.Greenlets, g)
 			continue
 		}
 		start, stop, top := u(lay.StackStart), u(lay.StackStop), u(lay.TopFrame)
@@ -209,8 +203,25 @@ func Read(py *pyframes.Process, maps []pyframes.Mapping) (*Snapshot, error) {
 		}
 		snap.Greenlets = append(snap.Greenlets, g)
 	}
+	snap.Vanished += bad
 	if bad > 0 && bad == len(objs) {
 		return nil, fmt.Errorf("pid %d: greenlet %s on CPython 3.%d: no greenlet's state points back to it: the layout (%s) does not fit this build", py.Pid, ver, lay.Minor, lay.Source)
+	}
+	// A greenlet not started yet has no main greenlet of its own: its
+	// parent's is the thread it will run in.
+	byAddr := map[uint64]*Greenlet{}
+	for i := range snap.Greenlets {
+		byAddr[snap.Greenlets[i].Addr] = &snap.Greenlets[i]
+	}
+	for i := range snap.Greenlets {
+		g := &snap.Greenlets[i]
+		for p, depth := g.Parent, 0; g.MainGreenlet == 0 && p != 0 && depth < 64; depth++ {
+			pg, ok := byAddr[p]
+			if !ok {
+				break
+			}
+			g.MainGreenlet, p = pg.MainGreenlet, pg.Parent
+		}
 	}
 	for i := range snap.Greenlets {
 		g := &snap.Greenlets[i]
@@ -258,18 +269,27 @@ func readU64(m pyframes.Memory, addr uint64) (uint64, error) {
 
 type object struct{ addr, typ, pimpl uint64 }
 
+// gcWalk is what one walk of every GC list found.
+type gcWalk struct {
+	objs       []object
+	objects    int // GC objects visited
+	reads      int // memory reads
+	retries    int // list walks redone
+	incomplete int // lists that changed under every walk: partly read
+}
+
 // gcGreenlets walks every GC list and keeps the greenlet objects (of
 // greenlet's type or a subtype): for each object its GC header and the
 // PyGreenlet fields after it, served from whole pages (pageCache: ~13
-// objects per page read in a small gevent program); each node's prev must
-// point back at the node before it, else the list changed under the walk
-// (errTornList).
-func gcGreenlets(py *pyframes.Process, greenletType uint64) (out []object, n, reads int, err error) {
+// objects per page read in a small gevent program). Each node's prev must
+// point back at the node before it, else the list changed under the walk:
+// that list is walked again (up to maxRetries times), and then kept as far
+// as it was read, counted incomplete.
+func gcGreenlets(py *pyframes.Process, greenletType uint64) (*gcWalk, error) {
 	heads, err := py.GCLists()
 	if err != nil {
-		return nil, 0, 0, err
+		return nil, err
 	}
-	mem := py.Mem()
 	isG := map[uint64]bool{greenletType: true}
 	subtype := func(tp uint64) bool {
 		if v, ok := isG[tp]; ok {
@@ -290,34 +310,60 @@ func gcGreenlets(py *pyframes.Process, greenletType uint64) (out []object, n, re
 		isG[tp] = false
 		return false
 	}
-	const pimpl = 32 // PyGreenlet.pimpl: the same in every greenlet 3.x layout
-	pc := newPageCache(mem)
+	w := &gcWalk{}
 	for _, head := range heads {
-		prev := head
-		hb, err := pc.read(head, 16)
-		if err != nil {
-			return nil, n, pc.reads, fmt.Errorf("can't read GC list head 0x%x: %w", head, err)
-		}
-		node := binary.LittleEndian.Uint64(hb) &^ 7
-		for node != head {
-			if n++; n > maxObjects {
-				return nil, n, pc.reads, fmt.Errorf("more than %d GC objects (or a cycle): %w", maxObjects, errTornList)
+		var best []object
+		bestN := 0
+		for attempt := 0; ; attempt++ {
+			pc := newPageCache(py.Mem()) // pages as they are now
+			objs, n, err := walkList(pc, head, subtype)
+			w.reads += pc.reads
+			if err == nil {
+				w.objs, w.objects = append(w.objs, objs...), w.objects+n
+				break
 			}
-			b, err := pc.read(node, pyframes.GCHeadSize+pimpl+8)
-			if err != nil {
-				return nil, n, pc.reads, fmt.Errorf("GC object 0x%x: %v: %w", node, err, errTornList)
+			if len(objs) >= len(best) {
+				best, bestN = objs, n
 			}
-			if binary.LittleEndian.Uint64(b[8:])&^7 != prev {
-				return nil, n, pc.reads, fmt.Errorf("GC object 0x%x: prev is not 0x%x: %w", node, prev, errTornList)
+			if attempt >= maxRetries {
+				w.objs, w.objects = append(w.objs, best...), w.objects+bestN
+				w.incomplete++
+				break
 			}
-			obj := node + pyframes.GCHeadSize
-			if tp := binary.LittleEndian.Uint64(b[pyframes.GCHeadSize+8:]); subtype(tp) {
-				out = append(out, object{addr: obj, typ: tp, pimpl: binary.LittleEndian.Uint64(b[pyframes.GCHeadSize+pimpl:])})
-			}
-			prev, node = node, binary.LittleEndian.Uint64(b)&^7
+			w.retries++
 		}
 	}
-	return out, n, pc.reads, nil
+	return w, nil
+}
+
+// walkList walks one GC list from its head; on a tear it returns what it
+// read before it with errTornList.
+func walkList(pc *pageCache, head uint64, subtype func(uint64) bool) ([]object, int, error) {
+	const pimpl = 32 // PyGreenlet.pimpl: the same in every greenlet 3.x layout
+	var out []object
+	hb, err := pc.read(head, 16)
+	if err != nil {
+		return nil, 0, fmt.Errorf("can't read GC list head 0x%x: %v: %w", head, err, errTornList)
+	}
+	prev, node := head, binary.LittleEndian.Uint64(hb)&^7
+	n := 0
+	for node != head {
+		if n++; n > maxObjects {
+			return out, n, fmt.Errorf("more than %d GC objects (or a cycle): %w", maxObjects, errTornList)
+		}
+		b, err := pc.read(node, pyframes.GCHeadSize+pimpl+8)
+		if err != nil {
+			return out, n, fmt.Errorf("GC object 0x%x: %v: %w", node, err, errTornList)
+		}
+		if binary.LittleEndian.Uint64(b[8:])&^7 != prev {
+			return out, n, fmt.Errorf("GC object 0x%x: prev is not 0x%x: %w", node, prev, errTornList)
+		}
+		if tp := binary.LittleEndian.Uint64(b[pyframes.GCHeadSize+8:]); subtype(tp) {
+			out = append(out, object{addr: node + pyframes.GCHeadSize, typ: tp, pimpl: binary.LittleEndian.Uint64(b[pyframes.GCHeadSize+pimpl:])})
+		}
+		prev, node = node, binary.LittleEndian.Uint64(b)&^7
+	}
+	return out, n, nil
 }
 
 // pageCache serves the GC walk's small reads from whole pages: objects that

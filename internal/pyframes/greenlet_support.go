@@ -147,21 +147,46 @@ func (p *Process) GCLists() ([]uint64, error) {
 	out := make([]uint64, 0, len(heads))
 	for _, h := range heads {
 		a := interp + gcOff + h
-		var b [16]byte
-		if err := p.objs.mem.Read(a, b[:]); err != nil {
-			return nil, fmt.Errorf("%w: can't read list head 0x%x: %v", ErrGCLists, a, err)
+		// The lists change while the target runs: a head whose neighbours
+		// do not point back is read again before it is called no head.
+		var err error
+		for attempt := 0; attempt < 20; attempt++ {
+			if err = p.gcHead(a); err == nil {
+				break
+			}
 		}
-		next, prev := le64(b[:], 0)&^7, le64(b[:], 8)&^7
-		if next == a && prev == a {
-			out = append(out, a) // empty
-			continue
-		}
-		var nb, pb [16]byte
-		if p.objs.mem.Read(next, nb[:]) != nil || p.objs.mem.Read(prev, pb[:]) != nil ||
-			le64(nb[:], 8)&^7 != a || le64(pb[:], 0)&^7 != a {
-			return nil, fmt.Errorf("%w: 0x%x (interpreter 0x%x + %d + %d) is not a list head", ErrGCLists, a, interp, gcOff, h)
+		if err != nil {
+			return nil, fmt.Errorf("%w: 0x%x (interpreter 0x%x + %d + %d): %w", ErrGCLists, a, interp, gcOff, h, err)
 		}
 		out = append(out, a)
 	}
 	return out, nil
 }
+
+// gcHead checks that a is a GC list head: empty (pointing at itself) or a
+// neighbour pointing back at it (the first object, which changes only when
+// it is freed or collected, or the last, which every new object replaces).
+// A mismatch is ErrGCListChanged: the list may have changed between the
+// reads.
+func (p *Process) gcHead(a uint64) error {
+	var b [16]byte
+	if err := p.objs.mem.Read(a, b[:]); err != nil {
+		return fmt.Errorf("can't read it: %w", err)
+	}
+	next, prev := le64(b[:], 0)&^7, le64(b[:], 8)&^7
+	if next == a && prev == a {
+		return nil
+	}
+	var nb, pb [16]byte
+	if p.objs.mem.Read(next, nb[:]) == nil && le64(nb[:], 8)&^7 == a {
+		return nil
+	}
+	if p.objs.mem.Read(prev, pb[:]) == nil && le64(pb[:], 0)&^7 == a {
+		return nil
+	}
+	return fmt.Errorf("not a list head (its neighbours 0x%x, 0x%x do not point back): %w", next, prev, ErrGCListChanged)
+}
+
+// ErrGCListChanged: a GC list did not hold still for a read (or what was
+// read is no list).
+var ErrGCListChanged = errors.New("GC list changed while it was read")
