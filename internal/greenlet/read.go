@@ -374,6 +374,7 @@ func walkList(pc *pageCache, head uint64, subtype func(uint64) bool) ([]object, 
 type pageCache struct {
 	mem   pyframes.Memory
 	pages map[uint64][]byte
+	bad   map[uint64]bool // pages that could not be read whole
 	reads int
 }
 
@@ -383,26 +384,28 @@ const (
 )
 
 func newPageCache(m pyframes.Memory) *pageCache {
-	return &pageCache{mem: m, pages: map[uint64][]byte{}}
+	return &pageCache{mem: m, pages: map[uint64][]byte{}, bad: map[uint64]bool{}}
 }
 
 // read returns n bytes at addr (valid until the next read).
 func (c *pageCache) read(addr uint64, n int) ([]byte, error) {
 	base := addr &^ (pageSize - 1)
-	if addr+uint64(n) > base+pageSize {
-		b := make([]byte, n) // straddles two pages: read on its own
+	if addr+uint64(n) > base+pageSize || c.bad[base] {
+		b := make([]byte, n) // straddles two pages, or its page is not whole: read on its own
 		c.reads++
 		return b, c.mem.Read(addr, b)
 	}
 	p, ok := c.pages[base]
 	if !ok {
-		if len(c.pages) >= pageLimit {
+		if len(c.pages)+len(c.bad) >= pageLimit {
 			clear(c.pages)
+			clear(c.bad)
 		}
 		p = make([]byte, pageSize)
 		c.reads++
 		if err := c.mem.Read(base, p); err != nil {
 			// A page partly unmapped or unreadable: the bytes themselves.
+			c.bad[base] = true
 			b := make([]byte, n)
 			c.reads++
 			return b, c.mem.Read(addr, b)
