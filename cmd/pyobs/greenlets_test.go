@@ -17,16 +17,16 @@ import (
 // functions (on an Event, in gevent.sleep, in gevent.sleep one call deeper)
 // and one CPU-bound greenlet. The CPU-bound one writes the truth, then
 // spins: every greenlet gc.get_objects() holds, its state and its stack
-// (gr_frame's chain for a suspended one, its own frames for itself), one
-// JSON line after READY. argv: the package dir, then "fake" to make
-// greenlet.__version__ a version no layout is known for.
+// (gr_frame's chain for a suspended one, its own frames for itself), into a
+// JSON file, then READY. argv: the package dir, the truth file, then "fake"
+// to make greenlet.__version__ a version no layout is known for.
 const greenletTarget = `import sys
 sys.path.insert(0, sys.argv[1])
-import gc, json
+import gc, json, os
 import gevent, greenlet
 from gevent.event import Event
 
-if sys.argv[2:] == ["fake"]:
+if sys.argv[3:] == ["fake"]:
     greenlet.__version__ = "0.0.0-fake"
 
 ev = Event()
@@ -53,8 +53,10 @@ def spin():
             else:
                 st = "dead" if o.dead else ("suspended" if o else "not started")
                 gs.append({"id": id(o), "state": st, "frames": chain(o.gr_frame)})
+    with open(sys.argv[2] + ".tmp", "w") as f:
+        json.dump({"cpu": id(me), "greenlets": gs}, f)
+    os.rename(sys.argv[2] + ".tmp", sys.argv[2])
     print("READY", flush=True)
-    print(json.dumps({"cpu": id(me), "greenlets": gs}), flush=True)
     x = 0
     while True:
         x += 1
@@ -99,20 +101,20 @@ func greenletPkgs(t *testing.T, in testutil.Interp) string {
 
 func startGreenletTarget(t *testing.T, in testutil.Interp, args ...string) (*testutil.Target, *greenletTruth) {
 	t.Helper()
-	script := filepath.Join(t.TempDir(), "gevent_parked.py")
+	dir := t.TempDir()
+	script, truthFile := filepath.Join(dir, "gevent_parked.py"), filepath.Join(dir, "truth.json")
 	if err := os.WriteFile(script, []byte(greenletTarget), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	argv := append(append(append([]string{}, in.Argv...), script, greenletPkgs(t, in)), args...)
+	argv := append(append(append([]string{}, in.Argv...), script, greenletPkgs(t, in), truthFile), args...)
 	tg := testutil.StartArgv(t, argv, 60*time.Second)
+	b, err := os.ReadFile(truthFile)
+	if err != nil {
+		t.Fatalf("the target wrote no truth: %v", err)
+	}
 	var truth greenletTruth
-	select {
-	case l := <-tg.Lines:
-		if err := json.Unmarshal([]byte(l), &truth); err != nil {
-			t.Fatalf("target's truth line: %v", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("target printed no truth line after READY")
+	if err := json.Unmarshal(b, &truth); err != nil {
+		t.Fatalf("target's truth: %v", err)
 	}
 	return tg, &truth
 }

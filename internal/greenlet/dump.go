@@ -14,7 +14,7 @@ import (
 	"github.com/pyobs/pyobs/internal/session"
 )
 
-// Dump is every greenlet of a process (dump --greenlets); see docs/json.md.
+// Dump is every greenlet of a process (dump --greenlets, JSON as printed).
 // Supported is false when greenlet is not imported or its layout is
 // unknown: Note says so, and Stacks still holds every thread's stack.
 type Dump struct {
