@@ -123,16 +123,36 @@ func startGreenletTarget(t *testing.T, in testutil.Interp, args ...string) (*tes
 // every greenlet the target's gc.get_objects() holds, with its state and,
 // frame by frame, the stack its gr_frame shows (the running one: its own
 // frames, the innermost line aside, which moves); the 100 parked greenlets
-// are in the three functions, the CPU-bound one runs spin.
+// are in the three functions, the CPU-bound one runs spin. pyenv-3.12 also
+// with --lock (read with the threads stopped).
 func TestGreenletsMatchTarget(t *testing.T) {
 	testutil.RequireRoot(t)
+	type tcase struct {
+		in   testutil.Interp
+		lock bool
+	}
+	var cases []tcase
 	for _, in := range testutil.Interpreters(t) {
 		if in.Minor() < 10 {
 			continue
 		}
-		t.Run(in.Label, func(t *testing.T) {
+		cases = append(cases, tcase{in, false})
+		if in.Label == "pyenv-3.12" {
+			cases = append(cases, tcase{in, true})
+		}
+	}
+	for _, c := range cases {
+		in, name := c.in, c.in.Label
+		if c.lock {
+			name += "/lock"
+		}
+		t.Run(name, func(t *testing.T) {
 			tg, truth := startGreenletTarget(t, in)
-			r := testutil.Run(t, 60*time.Second, "dump", "--greenlets", "--format", "json", "-p", fmt.Sprint(tg.Pid))
+			args := []string{"dump", "--greenlets", "--format", "json", "-p", fmt.Sprint(tg.Pid)}
+			if c.lock {
+				args = append(args, "--lock")
+			}
+			r := testutil.Run(t, 60*time.Second, args...)
 			if r.Code != 0 {
 				t.Fatalf("dump --greenlets: exit %d, stderr: %s", r.Code, r.Stderr)
 			}
@@ -142,6 +162,12 @@ func TestGreenletsMatchTarget(t *testing.T) {
 			}
 			if !d.Supported {
 				t.Fatalf("greenlets not read: %s", d.Note)
+			}
+			if d.Read.Incomplete != 0 || d.Read.Vanished != 0 || d.Stacks.Read.Torn != 0 {
+				t.Errorf("a parked target read with %d GC lists incomplete, %d greenlets vanished, %d threads torn", d.Read.Incomplete, d.Read.Vanished, d.Stacks.Read.Torn)
+			}
+			if want := map[bool]string{false: "unsynchronised", true: "ptrace-stopped"}[c.lock]; d.Read.Method != want {
+				t.Errorf("read method %q, want %q", d.Read.Method, want)
 			}
 			got := map[uint64]greenlet.GreenletDump{}
 			tid := 0
@@ -265,7 +291,10 @@ ga.switch()
 // measured within 5 points.
 func TestRecordGreenlets(t *testing.T) {
 	testutil.RequireRoot(t)
-	for _, label := range []string{"pyenv-3.12", "sid-3.14"} {
+	// 3.15: a thread running a greenlet other than its main one has a frame
+	// chain that does not reach tstate->base_frame; its samples must not be
+	// called torn.
+	for _, label := range []string{"pyenv-3.12", "sid-3.14", "sid-3.15"} {
 		t.Run(label, func(t *testing.T) {
 			in := testutil.Find(t, label)
 			script := filepath.Join(t.TempDir(), "greenlet_switch.py")
@@ -274,7 +303,7 @@ func TestRecordGreenlets(t *testing.T) {
 			}
 			tg := testutil.StartArgv(t, append(append([]string{}, in.Argv...), script, greenletPkgs(t, in)), 60*time.Second)
 			out := filepath.Join(t.TempDir(), "g.folded")
-			r := testutil.Run(t, 60*time.Second, "record", "--greenlets", "-d", "3s", "-F", "199", "--format", "folded", "-o", out, "-p", fmt.Sprint(tg.Pid))
+			r := testutil.Run(t, 60*time.Second, "record", "--greenlets", "-d", "3s", "-F", "499", "--format", "folded", "-o", out, "-p", fmt.Sprint(tg.Pid))
 			if r.Code != 0 {
 				t.Fatalf("record --greenlets: exit %d, stderr: %s", r.Code, r.Stderr)
 			}
@@ -302,11 +331,11 @@ func TestRecordGreenlets(t *testing.T) {
 					bb += w
 				}
 			}
-			if total < 200 || (a+bb)/total < 0.9 {
-				t.Fatalf("%.0f of %.0f samples rooted at work_a or work_b (want 200+ samples, 90 %%+ rooted)\n%s\n%s", a+bb, total, b, r.Stderr)
+			if total < 150 || (a+bb)/total < 0.9 {
+				t.Fatalf("%.0f of %.0f samples rooted at work_a or work_b (want 150+ samples, 90 %%+ rooted)\n%s\n%s", a+bb, total, b, r.Stderr)
 			}
 			got, want := 100*a/(a+bb), 100*truthA/(truthA+truthB)
-			t.Logf("work_a: %.1f %% of the rooted samples, %.1f %% of the CPU time by the target's count", got, want)
+			t.Logf("work_a: %.1f %% of the %.0f rooted samples, %.1f %% of the CPU time by the target's count", got, a+bb, want)
 			if got < want-5 || got > want+5 {
 				t.Errorf("work_a's share %.1f %%, the target's %.1f %%: more than 5 points apart", got, want)
 			}

@@ -108,14 +108,39 @@ func Run(ctx context.Context, s *session.Session, opt dump.Options) (*Dump, erro
 		return nil, err
 	}
 	if snap != nil {
-		d.Threads = group(snap, d.Stacks, maps, s.Pid)
+		// A thread running a greenlet other than its main one has a frame
+		// chain that starts at that greenlet's run function: the walker,
+		// which wants a chain down to the thread's first frame (3.15:
+		// tstate->base_frame), calls it torn. Read it again as a partial
+		// chain.
+		refs, _ := s.Py.ThreadRefs()
+		tsOf := map[uint64]uint64{}
+		for _, r := range refs {
+			tsOf[r.ThreadID] = r.Addr
+		}
+		reread := func(th *dump.ThreadDump) {
+			ts, ok := tsOf[th.ThreadID]
+			if th.Consistent || !ok {
+				return
+			}
+			frames, consistent, _, err := s.Py.Stack(ts, pyframes.Options{Partial: true, Locals: opt.Locals})
+			if err != nil || !consistent {
+				return
+			}
+			th.Frames, th.Consistent, th.Error = th.Frames[:0], true, ""
+			for _, f := range frames {
+				th.Frames = append(th.Frames, dump.FrameDump{Function: f.Function, File: f.File, Line: f.Line, Entry: f.Entry, Locals: f.Locals})
+			}
+			d.Stacks.Read.Torn--
+		}
+		d.Threads = group(snap, d.Stacks, maps, s.Pid, reread)
 	}
 	return d, nil
 }
 
 // group puts the greenlets under their threads (threadOf). The greenlet a
 // thread runs has that thread's Python stack.
-func group(snap *Snapshot, stacks *dump.Dump, maps []pyframes.Mapping, pid int) []ThreadDump {
+func group(snap *Snapshot, stacks *dump.Dump, maps []pyframes.Mapping, pid int, reread func(*dump.ThreadDump)) []ThreadDump {
 	byAddr := map[uint64]*Greenlet{}
 	for i := range snap.Greenlets {
 		byAddr[snap.Greenlets[i].Addr] = &snap.Greenlets[i]
@@ -163,6 +188,9 @@ func group(snap *Snapshot, stacks *dump.Dump, maps []pyframes.Mapping, pid int) 
 			}
 			if g.State == StateRunning {
 				td.Running = g.Addr
+				if th != nil && !g.Main {
+					reread(th)
+				}
 				if th != nil {
 					gd.Frames = append(gd.Frames, th.Frames...)
 				} else {

@@ -18,7 +18,7 @@ import (
 type Tracker struct {
 	s    *session.Session
 	lay  *Layout
-	byTS map[uint64]uint64 // PyThreadState* → greenlet::ThreadState*
+	byTS map[uint64]tsInfo // PyThreadState* → its greenlet state
 
 	Version string
 	Err     error // the last scan's failure (not imported, unknown layout, …)
@@ -29,10 +29,12 @@ type Tracker struct {
 	buf     []byte
 }
 
+type tsInfo struct{ gts, main uint64 } // greenlet::ThreadState*, main greenlet
+
 // NewTracker scans once. A layout that is unknown is final: the error is
 // returned. A greenlet not imported yet is not: Err says so until it is.
 func NewTracker(s *session.Session) (*Tracker, error) {
-	t := &Tracker{s: s, byTS: map[uint64]uint64{}, backoff: time.Second}
+	t := &Tracker{s: s, byTS: map[uint64]tsInfo{}, backoff: time.Second}
 	t.scan()
 	var unknown *UnknownLayoutError
 	if errors.As(t.Err, &unknown) {
@@ -75,24 +77,24 @@ func (t *Tracker) scan() {
 	}
 	for main, ts := range snap.ThreadStates {
 		if i := threadOf(groups[main], keys, maps, t.s.Pid); i >= 0 {
-			t.byTS[refs[i].Addr] = ts
+			t.byTS[refs[i].Addr] = tsInfo{gts: ts, main: main}
 		}
 	}
 }
 
 // Running is the greenlet (its id) thread state ts runs now; 0: not known.
 func (t *Tracker) Running(ts uint64) uint64 {
-	gts, ok := t.byTS[ts]
+	info, ok := t.byTS[ts]
 	if !ok {
 		if time.Now().After(t.next) {
 			t.scan()
-			gts, ok = t.byTS[ts]
+			info, ok = t.byTS[ts]
 		}
 		if !ok {
 			return 0
 		}
 	}
-	cur, err := readU64(t.s.Py.Mem(), gts+t.lay.TSCurrent)
+	cur, err := readU64(t.s.Py.Mem(), info.gts+t.lay.TSCurrent)
 	if err != nil {
 		return 0
 	}
@@ -146,3 +148,8 @@ func (t *Tracker) Chain(g uint64, out []Link) ([]Link, error) {
 	}
 	return out, nil
 }
+
+// Main is thread state ts's main greenlet (0: not known). While another
+// greenlet runs, the thread's frame chain starts at that greenlet's run
+// function: it does not reach the thread's outermost frame.
+func (t *Tracker) Main(ts uint64) uint64 { return t.byTS[ts].main }

@@ -49,6 +49,12 @@ func (g *greenAttr) newDrain() { clear(g.cache) }
 
 func (g *greenAttr) running(ts uint64) uint64 { return g.tr.Running(ts) }
 
+// partial: ts runs a greenlet other than its main one, so its frame chain
+// ends at that greenlet's run function, not at the thread's first frame.
+func (g *greenAttr) partial(ts, running uint64) bool {
+	return running != 0 && running != g.tr.Main(ts)
+}
+
 // root appends the greenlet frames of the greenlet ts runs; before is the
 // one read before the stack.
 func (g *greenAttr) root(prof *flame.Profile, ids []int, ts, before uint64, frames []pyframes.Frame, weight int64) []int {

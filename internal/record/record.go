@@ -480,7 +480,8 @@ func (r *Recorder) sampleRef(ref pyframes.ThreadRef, state string, weight int64)
 	if r.green != nil {
 		green = r.green.running(ref.Addr)
 	}
-	frames, consistent, snapshot, err := r.s.Py.Stack(ref.Addr, pyframes.Options{Retries: 1, Snapshot: true, Reuse: true})
+	partial := r.green != nil && r.green.partial(ref.Addr, green)
+	frames, consistent, snapshot, err := r.s.Py.Stack(ref.Addr, pyframes.Options{Retries: 1, Snapshot: true, Reuse: true, Partial: partial})
 	if snapshot {
 		r.moved += uint64(weight)
 		consistent = true
