@@ -137,6 +137,12 @@ func runRecord(cmd *cobra.Command, g *globals, f *recordFlags, args []string) er
 			Async *record.AsyncStats `json:"async,omitempty"`
 		}{flame.Account(prof), async}
 	}
+	if green != nil {
+		wo.JSON = struct {
+			flame.AccountJSON
+			Greenlets *record.GreenletStats `json:"greenlets,omitempty"`
+		}{flame.Account(prof), green}
+	}
 	if err := writeFlame(g.output, format, prof, wo); err != nil {
 		abort(s)
 		return err
