@@ -75,7 +75,7 @@ type Greenlet struct {
 	Addr         uint64 // the object's address: id(g) in the target
 	Type         string // tp_name: greenlet.greenlet, gevent's Greenlet, …
 	Main         bool   // a thread's main greenlet
-	State        string // StateRunning, StateSuspended, StateNotStarted, StateDead
+	State        string // StateRunning, StateSuspended, StateNotStarted, StateDead, StateUnreadable
 	Parent       uint64 // 0: none (a main greenlet)
 	MainGreenlet uint64 // its thread's main greenlet (itself for a main one)
 	RunType      string // not started: the type of its run callable
@@ -90,6 +90,7 @@ const (
 	StateSuspended  = "suspended"
 	StateNotStarted = "not started"
 	StateDead       = "dead"
+	StateUnreadable = "unreadable"
 )
 
 // Snapshot is every greenlet the GC lists held at the read.
@@ -153,7 +154,7 @@ func Read(py *pyframes.Process, maps []pyframes.Mapping) (*Snapshot, error) {
 			continue
 		}
 		if err := mem.Read(o.pimpl, buf); err != nil {
-			g.Err = fmt.Sprintf("can't read its state at 0x%x: %v", o.pimpl, err)
+			g.State, g.Err = StateUnreadable, fmt.Sprintf("can't read its state at 0x%x: %v", o.pimpl, err)
 			snap.Greenlets = append(snap.Greenlets, g)
 			continue
 		}
