@@ -342,3 +342,22 @@ func TestRecordGreenlets(t *testing.T) {
 		})
 	}
 }
+
+// TestGreenletsUsage: --greenlets with what it does not combine with is one
+// usage line (exit 2), before any target is touched.
+func TestGreenletsUsage(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"dump", "--greenlets", "--tasks", "-p", "1"}, "--greenlets does not combine with --tasks or --native"},
+		{[]string{"dump", "--greenlets", "--native", "-p", "1"}, "--greenlets does not combine with --tasks or --native"},
+		{[]string{"record", "--greenlets", "--async", "-p", "1"}, "--greenlets does not combine with --native, --kernel, --async or --engine bpf"},
+		{[]string{"record", "--greenlets", "--engine", "bpf", "-p", "1"}, "--greenlets does not combine with --native, --kernel, --async or --engine bpf"},
+	} {
+		r := testutil.Run(t, 30*time.Second, c.args...)
+		if r.Code != 2 || !strings.Contains(r.Stderr, c.want) || strings.Count(strings.TrimSpace(r.Stderr), "\n") != 0 {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and one line with %q", c.args, r.Code, r.Stderr, c.want)
+		}
+	}
+}
