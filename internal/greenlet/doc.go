@@ -18,12 +18,18 @@
 // one running; a thread is matched by its native stack (the main thread's
 // [stack], another's pthread mapping) holding its greenlets' C stacks.
 //
+// Tracker serves record --greenlets: after one full read it tells a
+// thread's running greenlet with one 8-byte read (ThreadState's
+// current_greenlet), and Chain names it and its parents.
+//
 // Price: introspection, no stop (--lock stops the threads during the read).
 // The GC lists are read page by page (each object's GC header and the head
 // of the object; a small gevent program: ~15 k objects in ~1,100 page reads,
 // ~10 ms here), then a few reads per greenlet and its frames. The lists are read while the
 // target runs: a list that changes under the walk (a node whose prev does
-// not point back) is walked again, up to 3 times, and counted.
+// not point back) is walked again, up to 3 times, then kept as far as it
+// was read and counted incomplete; a greenlet freed between the walk and the
+// read of its state is left out and counted.
 //
 // What it cannot see: greenlets that are not GC-tracked or not in the main
 // interpreter's lists (subinterpreters; an object in the middle of a
