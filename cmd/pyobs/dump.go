@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pyobs/pyobs/internal/dump"
+	"github.com/pyobs/pyobs/internal/greenlet"
 	"github.com/pyobs/pyobs/internal/output"
 	"github.com/pyobs/pyobs/internal/session"
 )
@@ -20,6 +21,7 @@ type dumpFlags struct {
 	after  time.Duration
 	kill   bool
 	tasks  bool
+	green  bool
 	stack  int
 }
 
@@ -58,6 +60,16 @@ asyncio module's task sets with per-version offsets; a task's thread and
 awaiters are not recorded there, and the output lists what is rebuilt and
 how. Before 3.12 it says so and shows the thread stacks only.
 
+--greenlets prints every greenlet (greenlet 3.x, gevent) instead, under its
+thread: id, type, state (running, suspended, not started, dead but still
+referenced), parent chain, and its Python stack — for a suspended greenlet
+the frames saved in its greenlet object, for the running one its thread's
+stack. Greenlets are found by walking the interpreter's GC lists (read page by
+page: ~10 ms for 15 k objects) and read with a per-greenlet-version layout;
+an unknown greenlet version is said in one line and the thread stacks are
+still printed. It is its own view, not part of --tasks: a greenlet has a
+parent and a saved C stack, not awaiters, and a process rarely runs both.
+
 With -- CMD ARGS, pyobs starts CMD, dumps once its interpreter runs Python
 code and --after has passed, then lets it run to its end (or --kill).`,
 		Example: `  pyobs dump -p 4242
@@ -65,7 +77,8 @@ code and --after has passed, then lets it run to its end (or --kill).`,
   pyobs dump --locals -p 4242
   pyobs dump --native -p 4242
   pyobs dump --after 2s -- python3 app.py
-  pyobs dump --tasks -p 4242`,
+  pyobs dump --tasks -p 4242
+  pyobs dump --greenlets -p 4242`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error { return runDump(cmd, g, &f, args) },
 	}
@@ -76,6 +89,7 @@ code and --after has passed, then lets it run to its end (or --kill).`,
 	fl.IntVar(&f.stack, "stack-size", dump.DefaultStackSize, "with --native: bytes of each thread's stack copied (4096..16777216); a deeper stack ends in [truncated native stack]")
 	fl.DurationVar(&f.after, "after", time.Second, "with -- CMD: how long to let the program run after its first Python frame before dumping")
 	fl.BoolVar(&f.tasks, "tasks", false, "print the asyncio task tree (task → awaited coroutine chain → awaited tasks); CPython 3.12+ (complete on 3.14+)")
+	fl.BoolVar(&f.green, "greenlets", false, "print every greenlet (greenlet 3.x, gevent): state, parent chain, its Python stack; CPython 3.10+")
 	fl.BoolVar(&f.kill, "kill", false, "with -- CMD: end the program after the dump instead of waiting for it")
 	return c
 }
@@ -88,6 +102,9 @@ func runDump(cmd *cobra.Command, g *globals, f *dumpFlags, args []string) error 
 	opt := dump.Options{Locals: f.locals, Lock: f.lock, Native: f.native, StackSize: f.stack, Tasks: f.tasks}
 	if err := opt.Validate(); err != nil {
 		return usageError{err}
+	}
+	if f.green && (f.tasks || f.native) {
+		return usagef("dump: --greenlets does not combine with --tasks or --native")
 	}
 	if f.after < 0 {
 		return usagef("dump: --after must not be negative")
@@ -109,7 +126,10 @@ func runDump(cmd *cobra.Command, g *globals, f *dumpFlags, args []string) error 
 	}
 	var out any
 	var text func(io.Writer) error
-	if f.tasks {
+	if f.green {
+		d, e := greenlet.Run(ctx, s, opt)
+		out, text, err = d, func(w io.Writer) error { return greenlet.WriteText(w, d) }, e
+	} else if f.tasks {
 		d, e := dump.RunTasks(ctx, s, opt)
 		out, text, err = d, func(w io.Writer) error { return dump.WriteTasksText(w, d) }, e
 	} else {

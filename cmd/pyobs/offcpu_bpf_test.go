@@ -19,9 +19,11 @@ import (
 )
 
 // TestOffcpuBPFWaits: the done-means checks (lock waiter, pipe reader,
-// sleeper, CPU burner, GIL contention) on the eBPF engine.
+// sleeper, CPU burner, GIL contention) on the eBPF engine, with a CPU hog
+// on every CPU beside the target (the numbers must hold on a busy machine).
 func TestOffcpuBPFWaits(t *testing.T) {
 	testutil.RequireRoot(t)
+	testutil.CPUHog(t, runtime.NumCPU())
 	for _, label := range []string{"pyenv-3.11", "sid-3.14"} {
 		t.Run(label, func(t *testing.T) { offcpuWaitChecks(t, label, offcpu.EngineBPF) })
 	}

@@ -23,6 +23,7 @@ type recordFlags struct {
 	stack    int
 	icicle   bool
 	async    bool
+	green    bool
 	engine   string
 }
 
@@ -52,6 +53,7 @@ func newRecord(g *globals) *cobra.Command {
 	fl.IntVar(&f.stack, "stack-size", record.DefaultStackSize, "with --native: bytes of user stack copied per sample (multiple of 8, at most 61440)")
 	fl.BoolVar(&f.icicle, "icicle", false, "svg: draw roots at the top")
 	fl.BoolVar(&f.async, "async", false, "root samples of asyncio tasks at the task and its awaiters (CPython 3.14+)")
+	fl.BoolVar(&f.green, "greenlets", false, "root samples at the running greenlet and its parents (greenlet 3.x, gevent)")
 	fl.StringVar(&f.engine, "engine", "auto", "cpu mode: auto (bpf, else perf), bpf (stacks walked in the kernel) or perf (read from user space)")
 	return c
 }
@@ -72,6 +74,9 @@ func runRecord(cmd *cobra.Command, g *globals, f *recordFlags, args []string) er
 	}
 	if f.async && (f.native || f.kernel) {
 		return usagef("record: --async does not combine with --native or --kernel yet")
+	}
+	if f.green && (f.native || f.kernel || f.async || f.engine == "bpf") {
+		return usagef("record: --greenlets does not combine with --native, --kernel, --async or --engine bpf yet")
 	}
 	if f.engine != "auto" && f.engine != "bpf" && f.engine != "perf" {
 		return usagef("record: unknown --engine %q (auto, bpf, perf)", f.engine)
@@ -102,6 +107,11 @@ func runRecord(cmd *cobra.Command, g *globals, f *recordFlags, args []string) er
 		async = &record.AsyncStats{}
 		opt.Async, opt.AsyncStats = true, async
 	}
+	var green *record.GreenletStats
+	if f.green {
+		green = &record.GreenletStats{}
+		opt.Greenlets, opt.GreenletStats = true, green
+	}
 	live := output.IsTerminal(os.Stderr)
 	if live {
 		opt.Progress = func(p record.Progress) {
@@ -127,6 +137,12 @@ func runRecord(cmd *cobra.Command, g *globals, f *recordFlags, args []string) er
 			Async *record.AsyncStats `json:"async,omitempty"`
 		}{flame.Account(prof), async}
 	}
+	if green != nil {
+		wo.JSON = struct {
+			flame.AccountJSON
+			Greenlets *record.GreenletStats `json:"greenlets,omitempty"`
+		}{flame.Account(prof), green}
+	}
 	if err := writeFlame(g.output, format, prof, wo); err != nil {
 		abort(s)
 		return err
@@ -134,6 +150,9 @@ func runRecord(cmd *cobra.Command, g *globals, f *recordFlags, args []string) er
 	fmt.Fprintln(os.Stderr, record.Footer(prof, g.output))
 	if async != nil {
 		fmt.Fprintln(os.Stderr, record.AsyncFooter(prof, async))
+	}
+	if green != nil {
+		fmt.Fprintln(os.Stderr, record.GreenletFooter(prof, green))
 	}
 	return finish(ctx, s)
 }

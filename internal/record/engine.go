@@ -39,6 +39,8 @@ func engineWant(opt *Options) (fallback.Want, error) {
 		keep = "--kernel"
 	case opt.Async:
 		keep = "--async"
+	case opt.Greenlets:
+		keep = "--greenlets"
 	}
 	if keep != "" {
 		if opt.Engine == EngineBPF {

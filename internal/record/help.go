@@ -14,7 +14,7 @@ const Help = `record samples the target and writes a flame graph or profile.
   frames come out as [truncated stack] with their innermost frames; a frame
   on a page not present in memory can't be read there ([faulted: page not
   present]); each is counted, never guessed. With --engine perf, and always
-  with --native, --kernel, --async, --mode wall and gil:
+  with --native, --kernel, --async, --greenlets, --mode wall and gil:
   ` + UserSpaceNote + ` (perf engine: one ring per
   thread, then a read of that thread's Python stack; a thread may have moved
   on: [late read], torn reads counted).
@@ -42,6 +42,11 @@ const Help = `record samples the target and writes a flame graph or profile.
   the coroutine are dropped. Samples outside any task keep the loop's frames.
   Read from the thread state's running task and each task's awaited_by;
   before 3.14 no such per-thread record exists: pyobs exits with status 5.
+--greenlets (greenlet 3.x, gevent): each sample is rooted at "[greenlet] NAME"
+  frames: its thread's main greenlet, the parents (gevent's Hub), then the
+  greenlet that ran, named by its outermost function. Read from greenlet's
+  per-thread state (its current greenlet) around the stack read; a switch in
+  between leaves the sample unrooted, counted. Perf engine only.
 
 Price: sampling. The target is never stopped. The end of the run reports
 which engine took the stacks, requested vs achieved rate, samples exact

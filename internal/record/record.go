@@ -44,6 +44,11 @@ type Options struct {
 	OnFallback func(string)
 	// Stream: see stream.go.
 	Stream func(*flame.Profile, Progress)
+
+	// Greenlets roots samples at the running greenlet and its parents
+	// (greenlets.go); GreenletStats receives its account.
+	Greenlets     bool
+	GreenletStats *GreenletStats
 }
 
 // Progress is the live status line's content.
@@ -85,6 +90,7 @@ type Recorder struct {
 	lagN     int64
 
 	async *asyncAttr // with Async
+	green *greenAttr // with Greenlets
 }
 
 // Run records until opt.Duration passes, ctx is cancelled (Ctrl-C) or the
@@ -129,6 +135,15 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*flame.Profile, 
 		}
 		var err error
 		if r.async, err = newAsync(s.Py); err != nil {
+			return nil, err
+		}
+	}
+	if opt.Greenlets {
+		if r.nat != nil || r.async != nil {
+			return nil, errors.New("--greenlets does not combine with --native, --kernel or --async yet")
+		}
+		var err error
+		if r.green, err = newGreen(s); err != nil {
 			return nil, err
 		}
 	}
@@ -321,6 +336,9 @@ func (r *Recorder) readPending() {
 	if r.async != nil {
 		r.async.newDrain()
 	}
+	if r.green != nil {
+		r.green.newDrain()
+	}
 	defer func() {
 		if r.nat != nil {
 			r.nat.slab, r.nat.sps = r.nat.slab[:0], r.nat.sps[:0]
@@ -375,6 +393,9 @@ func (r *Recorder) runTimer(ctx context.Context, deadline <-chan time.Time) erro
 		}
 		if r.async != nil {
 			r.async.newDrain()
+		}
+		if r.green != nil {
+			r.green.newDrain()
 		}
 		if r.opt.Mode == "gil" {
 			r.sampleGIL()
@@ -457,7 +478,12 @@ func (r *Recorder) sampleRef(ref pyframes.ThreadRef, state string, weight int64)
 	if r.async != nil {
 		task = r.async.running(ref.Addr)
 	}
-	frames, consistent, snapshot, err := r.s.Py.Stack(ref.Addr, pyframes.Options{Retries: 1, Snapshot: true, Reuse: true})
+	var green uint64
+	if r.green != nil {
+		green = r.green.running(ref.Addr)
+	}
+	partial := r.green != nil && r.green.partial(ref.Addr, green)
+	frames, consistent, snapshot, err := r.s.Py.Stack(ref.Addr, pyframes.Options{Retries: 1, Snapshot: true, Reuse: true, Partial: partial})
 	if snapshot {
 		r.moved += uint64(weight)
 		consistent = true
@@ -479,6 +505,9 @@ func (r *Recorder) sampleRef(ref pyframes.ThreadRef, state string, weight int64)
 		keep := len(frames) - 1
 		if r.async != nil {
 			ids, keep = r.async.root(r.prof, ids, ref.Addr, task, frames, weight)
+		}
+		if r.green != nil {
+			ids = r.green.root(r.prof, ids, ref.Addr, green, frames, weight)
 		}
 		for i := keep; i >= 0; i-- {
 			f := frames[i]
@@ -586,6 +615,9 @@ func (r *Recorder) finish() {
 	}
 	if r.async != nil && r.opt.AsyncStats != nil {
 		*r.opt.AsyncStats = r.async.finish()
+	}
+	if r.green != nil && r.opt.GreenletStats != nil {
+		*r.opt.GreenletStats = r.green.finish()
 	}
 }
 

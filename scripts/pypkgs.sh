@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Provide the PyPI packages the greenlet tests run targets with (greenlet and
+# gevent), one --target directory per CPython minor, next to the
+# interpreters scripts/pythons.sh provided.
+#
+# Usage: scripts/pypkgs.sh [--require-all]
+#
+#   --require-all  exit non-zero (listing what is missing) unless every GIL
+#                  interpreter 3.10+ of the manifest got its packages.
+#
+# Environment:
+#   PYOBS_PYTHONS_CACHE  cache dir (default /var/cache/pyobs-pythons)
+#
+# Layout: $CACHE/pypkgs/cp3XY/ holds greenlet and gevent for CPython 3.X
+# (put it on PYTHONPATH); $CACHE/pypkgs/cp3XY/.ok records the pinned
+# requirements once every interpreter of that minor imported them.
+#
+# The wheels come from the machine's own pip configuration (index, find-links:
+# no host name is written here), installed by one pip that can run (the last
+# manifest interpreter with pip, else python3 -m pip) with --python-version and
+# --abi for each minor, binary wheels only: no compiler is involved.
+#
+# Idempotent: a minor whose .ok matches the pins is only re-checked by
+# importing the packages with its interpreters.
+set -euo pipefail
+
+CACHE=${PYOBS_PYTHONS_CACHE:-/var/cache/pyobs-pythons}
+MANIFEST=$CACHE/interpreters.tsv
+# Pinned: internal/greenlet keeps one layout per greenlet version; a new pin
+# needs its layout there (TestLayoutsMatchDWARF checks them against the wheel).
+PINS=(greenlet==3.5.6 gevent==26.9.0)
+require_all=0
+[ "${1:-}" = "--require-all" ] && require_all=1
+
+[ -r "$MANIFEST" ] || { echo "pypkgs: no $MANIFEST: run scripts/pythons.sh first" >&2; exit 1; }
+
+pip_cmd=()
+while IFS=$'\t' read -r label ver argv; do
+	[ -n "$label" ] || continue
+	case $label in ft-*) continue ;; esac
+	# shellcheck disable=SC2086
+	if $argv -m pip --version >/dev/null 2>&1; then
+		# shellcheck disable=SC2206
+		pip_cmd=($argv -m pip) # the last one: the newest pip resolves best
+	fi
+done <"$MANIFEST"
+if [ ${#pip_cmd[@]} -eq 0 ] && python3 -m pip --version >/dev/null 2>&1; then
+	pip_cmd=(python3 -m pip)
+fi
+[ ${#pip_cmd[@]} -gt 0 ] || { echo "pypkgs: no interpreter with pip" >&2; exit 1; }
+
+want="${PINS[*]}"
+missing=()
+declare -A done_minor=()
+while IFS=$'\t' read -r label ver argv; do
+	[ -n "$label" ] || continue
+	case $label in ft-*) continue ;; esac # no free-threaded greenlet wheels
+	minor=${ver%.*}
+	[ "${minor%%.*}" = 3 ] && [ "${minor#*.}" -ge 10 ] || continue
+	tag=cp${minor/./}
+	dir=$CACHE/pypkgs/$tag
+	if [ -z "${done_minor[$tag]:-}" ]; then
+		if [ "$(cat "$dir/.ok" 2>/dev/null)" != "$want" ]; then
+			echo "pypkgs: installing ${PINS[*]} for $minor into $dir" >&2
+			rm -rf "$dir.tmp"
+			if "${pip_cmd[@]}" install --quiet --disable-pip-version-check --root-user-action ignore \
+				--target "$dir.tmp" --python-version "$minor" --implementation cp --abi "$tag" \
+				--only-binary=:all: "${PINS[@]}" >&2; then
+				rm -rf "$dir"
+				mv "$dir.tmp" "$dir"
+			else
+				rm -rf "$dir.tmp"
+				missing+=("$label")
+				done_minor[$tag]=failed
+				continue
+			fi
+		fi
+		done_minor[$tag]=installed
+	fi
+	[ "${done_minor[$tag]}" = failed ] && { missing+=("$label"); continue; }
+	# shellcheck disable=SC2086
+	if PYTHONPATH=$dir $argv -c 'import greenlet, gevent' >/dev/null 2>&1; then
+		echo "$want" >"$dir/.ok"
+	else
+		echo "pypkgs: $label can't import greenlet/gevent from $dir" >&2
+		rm -f "$dir/.ok"
+		missing+=("$label")
+	fi
+done <"$MANIFEST"
+
+if [ ${#missing[@]} -gt 0 ]; then
+	echo "pypkgs: missing for: ${missing[*]}" >&2
+	[ $require_all = 1 ] && exit 1
+fi
+echo "$CACHE/pypkgs"
