@@ -315,7 +315,8 @@ func cpuNS(pid int) uint64 {
 // every stack starts at the thread's entry).
 func TestKernelWalk(t *testing.T) {
 	testutil.RequireRoot(t)
-	for _, in := range testutil.Interpreters(t) {
+	// 3.13t too: no thread-local bytecode, its own object header.
+	for _, in := range append(testutil.Interpreters(t), testutil.FreeThreadedInterpreters(t)...) {
 		t.Run(in.Label, func(t *testing.T) {
 			r := sample(t, in, 10000, kwalk.TaskClock, 1500*time.Millisecond, 3000, false)
 			walked := r.samples - r.nopy - r.empty

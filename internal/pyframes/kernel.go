@@ -78,11 +78,13 @@ func KernelEnd(e ChainEnd) uint32 {
 // Layout does not keep, read again from _PyRuntime.
 func (p *Process) KernelLayout() (*KernelLayout, error) {
 	l, r := p.Layout, &p.objs
-	if l.FreeThreaded {
-		// The in-kernel walker's frame and code offsets are a GIL build's:
-		// no tlbc_index, no bigger object header. Callers fall back to
-		// the user-space walker.
-		return nil, fmt.Errorf("pid %d: python %s is a free-threaded build: the in-kernel walker does not read it (the user-space walker does)", p.Pid, l.Version)
+	if l.FreeThreaded && l.FrameTLBCIndex != 0 {
+		// 3.14t+: a thread may run its own copy of a code object's
+		// bytecode (tlbc_index): the kernel computes offsets from
+		// co_code_adaptive only. (3.13t has no such copies; its bigger
+		// object header is in ObType and the code offsets.) Callers fall
+		// back to the user-space walker.
+		return nil, fmt.Errorf("pid %d: python %s is a free-threaded build with thread-local bytecode: the in-kernel walker does not read it (the user-space walker does)", p.Pid, l.Version)
 	}
 	k := &KernelLayout{
 		Version: l.Version, Source: l.Source,
