@@ -82,20 +82,25 @@ func TestOffcpuEnginesAgree(t *testing.T) {
 		class := map[string]string{"waiter": "lock", "holder": "sleep"}[name]
 		near(name+" "+class, bc[class], pc[class], p.short(name))
 	}
-	var kernel, classedShort bool
+	var kernel, shortLock bool
 	for _, s := range b.Top {
 		if strings.Contains(s.Stack, "waiter (") && strings.Contains(s.Stack, "futex") && strings.Contains(s.Stack, "_[k]") {
 			kernel = true
 		}
-		if s.Class == "lock (not read)" || s.Class == "sleep (not read)" {
-			classedShort = true
+		if s.Class == "lock (not read)" {
+			shortLock = true
 		}
 	}
 	if !kernel {
 		t.Errorf("no waiter stack with a futex kernel frame in the eBPF profile: %+v", b.Top)
 	}
-	if !classedShort {
-		t.Errorf("no short (not read) wait with a class in the eBPF profile: %+v", b.Top)
+	// The kernel walks the Python stack at every switch-out: no lock wait,
+	// however short, is left without it.
+	if shortLock {
+		t.Errorf("lock waits without their Python stack in the eBPF profile: %+v", b.Top)
+	}
+	if w := b.Result.BPF; w == nil || w.KernelWalk == nil || !w.KernelWalk.On || w.KernelWalk.Walked == 0 {
+		t.Errorf("no Python stack walked in the kernel: %+v", w)
 	}
 	if st := b.Result.BPF; st == nil || st.SchedSwitches == 0 || st.TargetOut == 0 || st.Attach == "" {
 		t.Errorf("eBPF account: %+v", st)
@@ -391,8 +396,10 @@ func TestOffcpuBPFShortLockWaits(t *testing.T) {
 			if ratio := at / truth.OffS; ratio < 0.9 || ratio > 1.1 {
 				t.Errorf("pyobs found %.3fs at waiter_fn's acquire, the target measured %.3fs off CPU there (ratio %.2f, want 0.9–1.1)\n%s", at, truth.OffS, ratio, r.Stderr)
 			}
-			if lock < 0.8*at {
-				t.Errorf("[lock] %.3fs of %.3fs at the acquire: want ≥ 80 %%", lock, at)
+			// The rest: after each waking, the wait for a CPU (the hog
+			// holds both), run-queue; and the GIL.
+			if lock < 0.6*at {
+				t.Errorf("[lock] %.3fs of %.3fs at the acquire: want ≥ 60 %%", lock, at)
 			}
 		})
 	}

@@ -117,7 +117,10 @@ func RunBPF(ctx context.Context, s *session.Session, opt Options) (*Result, erro
 		}
 	}
 	e.bres.KernelWalk = &KernelWalk{Why: why}
-	e.bres.Attach, e.bres.SyscallHints, e.bres.WakeAttach = tr.Attach, tr.Regs, tr.WakeAt
+	e.bres.Attach, e.bres.SyscallHints = tr.Attach, tr.Regs
+	if opt.Waker {
+		e.bres.WakeAttach = tr.WakeAt
+	}
 
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -426,8 +429,8 @@ func (e *bpfEngine) dropSwept(tid uint32, waits []waitEnt, woke []wokeEnt) {
 		for _, w := range woke {
 			_ = e.tr.Offwake.Delete(w.k)
 		}
-		_ = e.tr.Wakes.Delete(tid)
 	}
+	_ = e.tr.Wakes.Delete(tid)
 	_ = e.tr.Threads.Delete(tid)
 	_ = e.tr.Starts.Delete(tid)
 	if e.swept == nil {
@@ -778,7 +781,10 @@ func (e *bpfEngine) counters() {
 		WaitsMapFullS: float64(c[schedbpf.CDropWaitsNS]) / 1e9, ThreadsMapFull: c[schedbpf.CDropThreads],
 		KernelStackErr: c[schedbpf.CKstackErr], KernelReused: c[schedbpf.CKstackReused], Unpaired: c[schedbpf.CUnpaired],
 		PyidMapFull: e.pyidErr, WakesMapFull: c[schedbpf.CDropWakes], OffwakeMapFull: c[schedbpf.CDropOffwake]}
-	b.Wakes, b.WakeJoined = c[schedbpf.CWakes], c[schedbpf.CWakeJoined]
+	if e.opt.Waker {
+		b.Wakes, b.WakeJoined = c[schedbpf.CWakes], c[schedbpf.CWakeJoined]
+	}
+	b.Woken, b.WokenS = c[schedbpf.CWoken], float64(c[schedbpf.CWokenNS])/1e9
 	if rt, n, err := e.tr.RunStats(); err == nil && n > 0 {
 		b.BPFRuns, b.BPFCPUS, b.BPFNSPerRun = n, rt.Seconds(), float64(rt.Nanoseconds())/float64(n)
 	}

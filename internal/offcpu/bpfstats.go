@@ -16,6 +16,11 @@ type BPFStats struct {
 	Wakes           uint64      `json:"target_wakings,omitempty"` // --waker: wakings of target threads noted
 	WakeJoined      uint64      `json:"waits_joined_to_waker,omitempty"`
 	KernelSymbols   string      `json:"kernel_symbols,omitempty"`
+	// Woken: blocked waits split at their waking (sched_waking); WokenS:
+	// their time from the waking to the switch-in, counted as run-queue
+	// (runnable, waiting for a CPU), not as the wait's class.
+	Woken  uint64  `json:"woken_waits"`
+	WokenS float64 `json:"woken_to_run_s"`
 	// OnCPUFixed: threads whose on-CPU time from the paired switch events
 	// differed from the scheduler's (schedstat) by more than 10 ms; the
 	// scheduler's figure is used, OnCPUFixedS is the sum of the corrections.

@@ -196,6 +196,7 @@ func Footer(r *Result, where string) string {
 		} else if k != nil && k.Why != "" {
 			py += " (Python stacks read from user space: " + k.Why + ")"
 		}
+		py += fmt.Sprintf("; %d blocked waits ended by a waking: %.3fs from the waking to the CPU counted as run-queue", b.Woken, b.WokenS)
 		if b.BPFRuns > 0 {
 			py += fmt.Sprintf("; BPF %.3fs of CPU (%.0f ns per run, %d runs)", b.BPFCPUS, b.BPFNSPerRun, b.BPFRuns)
 		}

@@ -5,9 +5,11 @@
 // with its time, kernel + user stack ids and wait hints, and at the
 // matching switch-in adds the interval to an aggregate keyed by (thread,
 // stacks, hints, Python stack id) — so only sums cross to user space.
-// With --waker a second program on sched_waking notes who woke a target
-// thread (its tid, comm, kernel stack), and the switch-in adds the wait to
-// a second aggregate keyed by the wait and its waker.
+// A second program on sched_waking notes when a target thread was woken:
+// the switch-in splits a blocked wait there (blocked, then runnable and
+// waiting for a CPU: run-queue). With --waker it also notes who woke it
+// (its tid, comm, kernel stack), and the switch-in adds the wait to a
+// second aggregate keyed by the wait and its waker.
 //
 // With a walker configuration (cfg.minor != 0) the switch-out also walks
 // the thread's Python stack, right there (pywalk.h, the walk record's
@@ -34,6 +36,7 @@
 #define F_BEFORE 0x10 // off CPU since before the attach (no stacks)
 #define F_NEW 0x20   // a new thread's first wait for a CPU (no stacks)
 #define F_FILTERED 0x40 // shorter than min_block_ns: totals only
+#define F_WOKEN 0x80    // the part of a blocked wait after its waking: runnable, waiting for a CPU
 
 struct start {
 	u64 ts;  // switch-out time
@@ -134,6 +137,8 @@ enum {
 	C_PY_EMPTY,      // a thread state without a frame
 	C_PY_NEW,        // distinct stacks sent to user space
 	C_PY_LOST,       // pystacks ring full: a stack not sent (its waits unnamed)
+	C_WOKEN,         // blocked waits split at their waking
+	C_WOKEN_NS,      // their time from the waking to the switch-in (run-queue)
 	C_NCOUNTERS,
 };
 
@@ -370,6 +375,21 @@ static __always_inline void switch_out(void *ctx, struct task_struct *prev, u32 
 	__sync_fetch_and_add(&out_seq, 1);
 }
 
+static __always_inline void add_wait(struct wkey *k, u64 d)
+{
+	struct wval *v = bpf_map_lookup_elem(&waits, k);
+	if (v) {
+		v->ns += d;
+		v->count++;
+		return;
+	}
+	struct wval nv = {.ns = d, .count = 1};
+	if (bpf_map_update_elem(&waits, k, &nv, BPF_NOEXIST)) {
+		count(C_DROP_WAITS, 1);
+		count(C_DROP_WAITS_NS, d);
+	}
+}
+
 static __always_inline void switch_in(struct task_struct *next, u32 tid, u64 now)
 {
 	struct wkey k = {};
@@ -410,8 +430,6 @@ static __always_inline void switch_in(struct task_struct *next, u32 tid, u64 now
 	}
 	count(C_IN, 1);
 	u64 d = now > from ? now - from : 0;
-	if (d < min_block_ns)
-		k.flags |= F_FILTERED;
 	struct pkey pk = {.tid = tid, .ts = from};
 	u32 *id = bpf_map_lookup_elem(&pyids, &pk);
 	if (id) {
@@ -419,34 +437,43 @@ static __always_inline void switch_in(struct task_struct *next, u32 tid, u64 now
 		bpf_map_delete_elem(&pyids, &pk);
 		count(C_PYID_HIT, 1);
 	}
-	struct wval *v = bpf_map_lookup_elem(&waits, &k);
-	if (v) {
-		v->ns += d;
-		v->count++;
-	} else {
-		struct wval nv = {.ns = d, .count = 1};
-		if (bpf_map_update_elem(&waits, &k, &nv, BPF_NOEXIST)) {
-			count(C_DROP_WAITS, 1);
-			count(C_DROP_WAITS_NS, d);
-		}
+	// The waking that ended a blocked wait splits it: blocked until the
+	// waking, then runnable, waiting for a CPU — the scheduler's delay,
+	// not the wait's (on a busy machine it can be most of the interval).
+	// A waking before the switch-out raced the thread going to sleep: it
+	// ended no wait of ours.
+	struct wake *wk = bpf_map_lookup_elem(&wakes, &tid);
+	int woken = s && !(k.flags & F_RUNQ) && wk && wk->ts >= from && wk->ts <= now;
+	u64 lat = 0;
+	if (woken) {
+		lat = now - wk->ts;
+		d -= lat;
+	}
+	if (d < min_block_ns)
+		k.flags |= F_FILTERED;
+	add_wait(&k, d);
+	if (lat) {
+		struct wkey r = k;
+		r.flags = (k.flags & ~F_FILTERED) | F_RUNQ | F_WOKEN;
+		if (lat < min_block_ns)
+			r.flags |= F_FILTERED;
+		add_wait(&r, lat);
+		count(C_WOKEN, 1);
+		count(C_WOKEN_NS, lat);
 	}
 	if (t) {
 		if (k.flags & F_RUNQ)
 			t->rq_ns += d;
 		else
 			t->off_ns += d;
+		t->rq_ns += lat;
 		t->on_since = now;
 	}
 	if (s)
 		bpf_map_delete_elem(&starts, &tid);
-	if (!waker)
-		return;
-	struct wake *wk = bpf_map_lookup_elem(&wakes, &tid);
 	if (!wk)
 		return;
-	// A waking before the switch-out raced the thread going to sleep:
-	// it ended no wait of ours.
-	if (s && !(k.flags & F_RUNQ) && wk->ts >= from) {
+	if (waker && woken) {
 		struct okey o = {.uip = k.uip, .tid = tid, .kstack = k.kstack, .sysnr = k.sysnr, .flags = k.flags,
 				 .pyid = k.pyid, .wtgid = wk->tgid, .wtid = wk->tid, .wkstack = wk->kstack, .pyk = k.pyk};
 		__builtin_memcpy(o.comm, wk->comm, sizeof(o.comm));
@@ -504,7 +531,7 @@ static __always_inline int on_waking(u64 *ctx)
 {
 	struct task_struct *p = (struct task_struct *)ctx[0];
 	int tgid = 0, pid = 0;
-	if (target_tgid == 0 || !waker)
+	if (target_tgid == 0)
 		return 0;
 	bpf_probe_read_kernel(&tgid, sizeof(tgid), &p->tgid);
 	if ((u32)tgid != target_tgid)
@@ -516,11 +543,13 @@ static __always_inline int on_waking(u64 *ctx)
 	bpf_probe_read_kernel(&pid, sizeof(pid), &p->pid);
 	u32 tid = (u32)pid;
 	u64 pt = bpf_get_current_pid_tgid();
-	struct wake w = {.ts = now, .tgid = (u32)(pt >> 32), .tid = (u32)pt};
-	bpf_get_current_comm(w.comm, sizeof(w.comm));
-	w.kstack = bpf_get_stackid(ctx, &kstacks, 0);
-	if (w.kstack < 0)
-		count(C_KSTACK_ERR, 1);
+	struct wake w = {.ts = now, .tgid = (u32)(pt >> 32), .tid = (u32)pt, .kstack = -1};
+	if (waker) {
+		bpf_get_current_comm(w.comm, sizeof(w.comm));
+		w.kstack = bpf_get_stackid(ctx, &kstacks, 0);
+		if (w.kstack < 0)
+			count(C_KSTACK_ERR, 1);
+	}
 	count(C_WAKES, 1);
 	if (bpf_map_update_elem(&wakes, &tid, &w, BPF_ANY))
 		count(C_DROP_WAKES, 1);

@@ -24,6 +24,7 @@ const (
 	FlagBefore   = 0x10 // off CPU since before the attach (no stacks)
 	FlagNew      = 0x20 // a new thread's wait for its first CPU (no stacks)
 	FlagFiltered = 0x40 // shorter than Config.MinBlockNS
+	FlagWoken    = 0x80 // with FlagRunQueue: a blocked wait's time after its waking
 )
 
 // Counter slots (C_ in offcpu.bpf.c).
@@ -51,6 +52,8 @@ const (
 	CPyEmpty
 	CPyNew
 	CPyLost
+	CWoken
+	CWokenNS
 	NCounters
 )
 
@@ -94,9 +97,9 @@ type Tracer struct {
 	Pyids    *ebpf.Map
 	Kstacks  *ebpf.Map
 	Counters *ebpf.Map
-	Wakes    *ebpf.Map // --waker only
+	Wakes    *ebpf.Map // tid -> its last waking (split of blocked waits; the waker with --waker)
 	Offwake  *ebpf.Map // --waker only
-	WakeAt   string    // "tp_btf/sched_waking" or "raw_tp/sched_waking" with --waker
+	WakeAt   string    // "tp_btf/sched_waking" or "raw_tp/sched_waking"
 	Tstates  *ebpf.Map // with Config.Walk: tid/fsbase -> thread state (kwalk.FillThreads)
 	Pystacks *ebpf.Map // with Config.Walk: a ring of new Python stacks (kwalk.Decode)
 	prog     *ebpf.Program
@@ -193,7 +196,6 @@ func load(cfg Config, progName string, regs bool, attachNS func() int64) (*Trace
 	}
 	if !cfg.Waker {
 		// Unused: the smallest the kernel takes.
-		s.Wakes.MaxEntries = 1
 		s.Offwake.MaxEntries = 1
 	}
 	btf := progName == "offcpu_btf"
@@ -204,23 +206,18 @@ func load(cfg Config, progName string, regs bool, attachNS func() int64) (*Trace
 		sw, wake = s.OffcpuBtf, s.WakingBtf
 	}
 	// Only this variant's programs are loaded.
-	spec.Programs = map[string]*ebpf.ProgramSpec{"switch": sw}
+	spec.Programs = map[string]*ebpf.ProgramSpec{"switch": sw, "waking": wake}
 	var o loadedWaker
-	var obj any = &o.loaded
-	if cfg.Waker {
-		spec.Programs["waking"] = wake
-		obj = &o
-	}
-	if err := bpfload.Load(fmt.Sprintf("offcpu's %s/sched_switch program (syscall hints %v)", attach, regs), spec, obj); err != nil {
+	if err := bpfload.Load(fmt.Sprintf("offcpu's %s/sched_switch program (syscall hints %v)", attach, regs), spec, &o); err != nil {
 		return nil, err
 	}
 	t := &Tracer{Regs: regs, Starts: o.Starts, Waits: o.Waits, Threads: o.Threads, Pyids: o.Pyids,
 		Kstacks: o.Kstacks, Counters: o.Counters, Tstates: o.Tstates, Pystacks: o.Pystacks,
 		others: closers{o.CodesOk, o.Pyseen, o.Scratch, o.Win}, prog: o.Switch, wprog: o.Waking, attachNS: o.AttachNs, outSeq: o.OutSeq, stopNS: o.StopNs}
+	t.Wakes = o.Wakes
 	if cfg.Waker {
-		t.Wakes, t.Offwake = o.Wakes, o.Offwake
+		t.Offwake = o.Offwake
 	} else {
-		o.Wakes.Close()
 		o.Offwake.Close()
 	}
 	if err := t.attachNS.Set(uint64(attachNS())); err != nil {

@@ -69,8 +69,14 @@ func TestSelfSleeps(t *testing.T) {
 			}
 			t.Logf("%s: slept %.1f ms, kernel: off %.1f ms (waits %.1f ms), on %.1f ms, outs %d", tr.Attach,
 				float64(slept)/1e6, float64(th.OffNs)/1e6, float64(sum)/1e6, float64(th.OnNs)/1e6, th.Outs)
-			if float64(th.OffNs) < 0.9*float64(slept) || float64(th.OffNs) > float64(slept)+20e6 {
-				t.Errorf("blocked %d ns, the thread slept %d ns", th.OffNs, slept)
+			// Blocked: the sleeps asked for (each ends at its waking); the
+			// rest of what the thread timed is the wait for a CPU after
+			// each waking, counted as run-queue.
+			if asked := int64(20 * 5 * time.Millisecond); int64(th.OffNs) < asked || int64(th.OffNs) > slept {
+				t.Errorf("blocked %d ns, the thread asked for %d ns of sleep and timed %d ns", th.OffNs, asked, slept)
+			}
+			if all := int64(th.OffNs + th.RqNs); float64(all) < 0.9*float64(slept) || float64(all) > float64(slept)+20e6 {
+				t.Errorf("blocked %d ns + run-queue %d ns, the thread slept %d ns", th.OffNs, th.RqNs, slept)
 			}
 			if sum != th.OffNs || !sawSleep {
 				t.Errorf("waits sum %d ns (a nanosleep with a kernel stack: %v), thread total %d ns", sum, sawSleep, th.OffNs)
@@ -84,7 +90,9 @@ func TestSelfSleeps(t *testing.T) {
 			}
 			// Reuse: 19 of the 20 sleeps may take the first one's stack;
 			// without it, or without syscall hints, none may.
-			if want := v.reuse > 0 && v.regs; (want && c[CKstackReused] < 15) || (!want && c[CKstackReused] != 0) {
+			// (A preemption between two sleeps breaks the chain: on a busy
+			// machine a few do.)
+			if want := v.reuse > 0 && v.regs; (want && c[CKstackReused] < 10) || (!want && c[CKstackReused] != 0) {
 				t.Errorf("kernel stacks reused %d times (reuse %v, hints %v)", c[CKstackReused], time.Duration(v.reuse), v.regs)
 			}
 		})
@@ -146,8 +154,12 @@ func TestSelfWaker(t *testing.T) {
 			c, _ := tr.ReadCounters()
 			t.Logf("%s: reader %d blocked %.1f ms, woken by writer %d: %.1f ms; wakings %d, joined %d", tr.WakeAt, tid,
 				float64(blocked)/1e6, wtid, float64(byWriter)/1e6, c[CWakes], c[CWakeJoined])
-			if float64(byWriter) < 0.8*float64(blocked) || !kstack {
-				t.Errorf("waits woken by the writer: %d ns (with its kernel stack: %v), the reader blocked %d ns", byWriter, kstack, blocked)
+			// The reader's own timing includes, after each waking, its wait
+			// for a CPU (run-queue, not joined to the waker).
+			var th Thr
+			_ = tr.Threads.Lookup(uint32(tid), &th)
+			if float64(byWriter) < 0.8*float64(blocked-int64(th.RqNs)) || !kstack {
+				t.Errorf("waits woken by the writer: %d ns (with its kernel stack: %v), the reader blocked %d ns (%d ns of it runnable)", byWriter, kstack, blocked, th.RqNs)
 			}
 			if c[CDropWakes]+c[CDropOffwake] != 0 {
 				t.Errorf("drops on a quiet run: %v", c)
