@@ -384,12 +384,15 @@ func TestAgentPrometheus(t *testing.T) {
 	}
 	defer func() { _ = agentCmd.Process.Kill(); _, _ = agentCmd.Process.Wait() }()
 	// Three windows in, ask while the agent still serves.
-	var util []float64
+	var util, last []float64
 	deadline := time.Now().Add(8 * time.Second)
 	for time.Now().Before(deadline) {
 		time.Sleep(500 * time.Millisecond)
 		if w := promQuery(t, base, `pyobs_windows_total{job="pyobs",service="cpu_burn",env="test"}`); len(w) == 1 && w[0] >= 3 {
-			util = promQuery(t, base, `avg_over_time(pyobs_target_cpu_utilization_cores{job="pyobs",service="cpu_burn"}[30s])`)
+			// stat's CPU seconds over the windows' wall time: the on-CPU
+			// share of the windows so far, in cores.
+			util = promQuery(t, base, `sum(pyobs_target_cpu_seconds_total{job="pyobs",service="cpu_burn"}) / sum(pyobs_window_seconds_total{job="pyobs",service="cpu_burn"})`)
+			last = promQuery(t, base, `pyobs_target_cpu_utilization_cores{job="pyobs",service="cpu_burn"}`)
 			break
 		}
 	}
@@ -398,7 +401,7 @@ func TestAgentPrometheus(t *testing.T) {
 		t.Fatalf("prometheus has no utilization from the agent: %v\nagent: %s", util, stderr.String())
 	}
 	truth := (c1 - c0) / (m1 - m0)
-	t.Logf("PromQL on-CPU share %.3f cores; the target's own process_time says %.3f", util[0], truth)
+	t.Logf("PromQL on-CPU share %.3f cores (last window %v); the target's own process_time says %.3f", util[0], last, truth)
 	if util[0] < truth-0.15 || util[0] > truth+0.15 {
 		t.Errorf("on-CPU share %.3f cores from Prometheus, the target measured %.3f (±0.15)", util[0], truth)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -78,6 +79,10 @@ func post(ctx context.Context, c *http.Client, u, ctype string, body []byte) err
 	req.Header.Set("User-Agent", "pyobs-agent")
 	resp, err := c.Do(req)
 	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // without the URL again (and its query)
+		}
 		return fmt.Errorf("can't post to %s: %w", redact(u), err)
 	}
 	defer resp.Body.Close()
