@@ -261,7 +261,7 @@ func (a *Agent) window(ctx context.Context, seq uint64) (*export.Window, error) 
 		go func() {
 			defer wg.Done()
 			var r *stat.Result
-			r, statErr = stat.Run(ctx, a.s, stat.Options{Duration: dur, Poll: 500 * time.Millisecond})
+			r, statErr = stat.Run(ctx, a.s, stat.Options{Duration: dur, Poll: time.Second})
 			if r != nil {
 				st = r.Stat
 			}
