@@ -679,3 +679,50 @@ func TestAgentSinkOutage(t *testing.T) {
 		t.Errorf("the agent's summary does not account drops:\n%s", stderr.String())
 	}
 }
+
+// TestAgentSignalFlush: SIGTERM in the middle of a 30 s window ends the
+// agent promptly with status 0 and still exports that window, cut short.
+func TestAgentSignalFlush(t *testing.T) {
+	testutil.RequireRoot(t)
+	in := testutil.Find(t, "pyenv-3.12")
+	testutil.Binary(t)
+	var g ingest
+	g.serve(t, "127.0.0.1:0")
+	maddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	tg := testutil.Start(t, in, "cpu_burn.py")
+	cmd := exec.Command(testutil.Binary(t), "agent", "-p", strconv.Itoa(tg.Pid), "--window", "30s",
+		"--pyroscope", "http://"+g.ln.Addr().String(), "--metrics", maddr)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	defer func() { _ = cmd.Process.Kill(); <-done }()
+	waitPort(t, maddr, 10*time.Second)
+	time.Sleep(2 * time.Second)
+	sent := time.Now()
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-done:
+		done <- err
+		if err != nil {
+			t.Errorf("agent after SIGTERM: %v\n%s", err, stderr.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the agent did not end within 10 s of SIGTERM\n%s", stderr.String())
+	}
+	took := time.Since(sent)
+	reqs := g.requests()
+	if len(reqs) != 1 {
+		t.Fatalf("%d windows exported, want the one cut by SIGTERM\n%s", len(reqs), stderr.String())
+	}
+	from, _ := strconv.ParseInt(reqs[0].query.Get("from"), 10, 64)
+	until, _ := strconv.ParseInt(reqs[0].query.Get("until"), 10, 64)
+	t.Logf("ended %.2fs after SIGTERM; the window covered %d s", took.Seconds(), until-from)
+	if until-from > 10 {
+		t.Errorf("the last window covers %d s: it was not cut at the signal", until-from)
+	}
+	checkIngest(t, reqs[0], "cpu_burn", tg.Pid, nil)
+}
