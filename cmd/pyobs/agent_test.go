@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -725,4 +726,78 @@ func TestAgentSignalFlush(t *testing.T) {
 		t.Errorf("the last window covers %d s: it was not cut at the signal", until-from)
 	}
 	checkIngest(t, reqs[0], "cpu_burn", tg.Pid, nil)
+}
+
+// TestAgentSoak (make soak; PYOBS_AGENT_SOAK=DURATION shortens its hour):
+// the agent at 19 Hz with --offcpu, 15 s windows, a Pyroscope sink and
+// /metrics, on a busy target whose stacks never stop changing. After the
+// first twelfth of the run (5 min of the hour) its RSS stays within ±10 %
+// of its median, and its CPU is ≤ 1 % of one core. Prints a line for
+// BENCHMARKS.md.
+func TestAgentSoak(t *testing.T) {
+	if os.Getenv("PYOBS_SOAK") == "" {
+		t.Skip("soak test: run with PYOBS_SOAK=1 (make soak)")
+	}
+	dur := time.Hour
+	if s := os.Getenv("PYOBS_AGENT_SOAK"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			t.Fatalf("PYOBS_AGENT_SOAK=%q: %v", s, err)
+		}
+		dur = d
+	}
+	testutil.RequireRoot(t)
+	in := testutil.Find(t, "pyenv-3.12")
+	var g ingest
+	g.serve(t, "127.0.0.1:0")
+	tg := testutil.Start(t, in, "busy.py")
+	cmd := exec.Command(testutil.Binary(t), "agent", "-p", strconv.Itoa(tg.Pid), "--offcpu", "-d", dur.String(),
+		"--pyroscope", "http://"+g.ln.Addr().String(), "--metrics", fmt.Sprintf("127.0.0.1:%d", freePort(t)))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	defer func() { _ = cmd.Process.Kill() }()
+	var rss []float64
+	warm := dur / 12
+	start := time.Now()
+	tick := time.NewTicker(max(time.Second, dur/360))
+	defer tick.Stop()
+	var err error
+loop:
+	for {
+		select {
+		case err = <-done:
+			break loop
+		case <-tick.C:
+			if time.Since(start) < warm {
+				continue
+			}
+			if kb, e := strconv.ParseFloat(strings.TrimSuffix(testutil.ProcStatus(cmd.Process.Pid)["VmRSS"], " kB"), 64); e == nil {
+				rss = append(rss, kb)
+			}
+		}
+	}
+	if err != nil {
+		t.Fatalf("agent: %v\n%s", err, stderr.String())
+	}
+	cpu := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	share := 100 * cpu.Seconds() / time.Since(start).Seconds()
+	if len(rss) < 3 {
+		t.Fatalf("only %d RSS readings", len(rss))
+	}
+	sorted := append([]float64(nil), rss...)
+	sort.Float64s(sorted)
+	med, lo, hi := sorted[len(sorted)/2], sorted[0], sorted[len(sorted)-1]
+	fmt.Printf("BENCHMARKS: agent soak %v, 19 Hz + offcpu, 15 s windows, busy.py (%s): observer CPU %.2f %% of one core, RSS after %v: median %.1f MiB, %.1f–%.1f MiB, %d windows exported\n",
+		dur, in.Label, share, warm, med/1024, lo/1024, hi/1024, len(g.requests()))
+	if lo < 0.9*med || hi > 1.1*med {
+		t.Errorf("RSS not flat after %v: %.1f–%.1f MiB around a median of %.1f", warm, lo/1024, hi/1024, med/1024)
+	}
+	if share > 1 {
+		t.Errorf("observer CPU %.2f %% of one core, bar 1 %%", share)
+	}
 }
