@@ -155,7 +155,7 @@ func (q *Queue) loop() {
 			}
 			continue
 		}
-		if !q.deliver(w, closed) {
+		if !q.deliver(w) {
 			if q.ctx.Err() != nil {
 				return
 			}
@@ -164,7 +164,7 @@ func (q *Queue) loop() {
 }
 
 // deliver tries w until it is sent, too old, or the queue is stopped.
-func (q *Queue) deliver(w *Window, closing bool) bool {
+func (q *Queue) deliver(w *Window) bool {
 	backoff := q.opt.MinBackoff
 	for {
 		ctx, cancel := context.WithTimeout(q.ctx, q.opt.Timeout)
