@@ -11,12 +11,15 @@
 // for the resource attributes.
 //
 // Price: record's at the agent's rate (19 Hz: a few µs of the target's
-// kernel time per sample with the bpf engine) plus, once per window, the
-// engine's start (the bpf engine's verifier load: ~0.1 s of CPU, so
-// ~0.5 % of one core at 15 s windows; the perf engine starts in ~1 ms)
-// and stat's counting (free). Memory is bounded: one window in the making,
-// at most QueueLen+1 per push sink waiting (older ones are dropped and
-// counted), whatever the run time.
+// kernel time per sample with the bpf engine; ~0.25 % of one core of
+// observer CPU) plus, once per window, the engine's start (the bpf
+// engine's verifier load: ~0.15 s of CPU, ~1 % of one core at 15 s
+// windows; the perf engine starts in ~10 ms but polls its rings every
+// 10 ms, ~1.7 %), stat's counting (~0.3 %), and with OffCPU offcpu's
+// (which grows with the target's switch rate). Measured in BENCHMARKS.md.
+// Memory is bounded: one window in the making, at most Queue.Len+1 per
+// push sink waiting (older ones are dropped and counted), whatever the
+// run time.
 //
 // Cannot see: what record, stat and offcpu cannot (see their doc.go); the
 // instants between two windows while the next one starts (a few ms with
