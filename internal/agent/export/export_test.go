@@ -25,7 +25,7 @@ func testWindow(seq uint64) *Window {
 	end := time.Unix(1_700_000_000, 0)
 	return &Window{Seq: seq, Start: end.Add(-15 * time.Second), End: end, CPU: p,
 		Resource: &Resource{ServiceName: "app", HostName: "h", Pid: 42, Command: "python3", RuntimeVersion: "3.12.1",
-			Labels: []Label{{"env", "test"}}}}
+			Labels: []Label{{"env", "test"}, {"deployment.region", "eu"}}}}
 }
 
 // TestToOTLPRoundTrip: a window survives the OTLP wire format (protobuf
@@ -80,11 +80,11 @@ func TestPprofBodyLabels(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range p.Sample {
-		if s.Label["env"][0] != "test" || s.Label["pid"][0] != "42" {
+		if s.Label["env"][0] != "test" || s.Label["pid"][0] != "42" || s.Label["deployment_region"][0] != "eu" {
 			t.Errorf("sample labels %v", s.Label)
 		}
 	}
-	if got := AppName(testWindow(1).Resource); got != "app.cpu{pid=42,env=test}" {
+	if got := AppName(testWindow(1).Resource); got != "app.cpu{pid=42,env=test,deployment_region=eu}" {
 		t.Errorf("AppName = %q", got)
 	}
 }

@@ -40,6 +40,10 @@ func NewPyroscope(raw string) (*Pyroscope, error) {
 // Name implements Sink.
 func (p *Pyroscope) Name() string { return "pyroscope " + p.base.String() }
 
+// pyroKey is a label key as Pyroscope takes it: letters, digits and '_'
+// ("deployment.environment" → "deployment_environment").
+func pyroKey(k string) string { return strings.ReplaceAll(k, ".", "_") }
+
 // AppName is Pyroscope's series name: SERVICE{k=v,…} with the process's
 // pid and the labels (sorted by key, as given).
 func AppName(r *Resource) string {
@@ -49,7 +53,7 @@ func AppName(r *Resource) string {
 	b.WriteString(strconv.Itoa(r.Pid))
 	for _, l := range r.Labels {
 		b.WriteByte(',')
-		b.WriteString(l.Key)
+		b.WriteString(pyroKey(l.Key))
 		b.WriteByte('=')
 		b.WriteString(l.Value)
 	}
@@ -100,7 +104,7 @@ func PprofBody(w *Window) ([]byte, error) {
 		s.Label["pid"] = []string{strconv.Itoa(w.Resource.Pid)}
 		s.Label["service_name"] = []string{w.Resource.ServiceName}
 		for _, l := range w.Resource.Labels {
-			s.Label[l.Key] = []string{l.Value}
+			s.Label[pyroKey(l.Key)] = []string{l.Value}
 		}
 	}
 	if err := pp.CheckValid(); err != nil {
