@@ -108,7 +108,11 @@ func Start(s *session.Session, opt Options) (*Agent, error) {
 		opt.Flush = 5 * time.Second
 	}
 	if opt.Queue.MaxAge == 0 {
-		opt.Queue.MaxAge = max(time.Minute, time.Duration(max(opt.Queue.Len, 4)+1)*opt.Window)
+		n := opt.Queue.Len
+		if n <= 0 {
+			n = 4 // the queue's default
+		}
+		opt.Queue.MaxAge = max(time.Minute, time.Duration(n+1)*opt.Window)
 	}
 	a := &Agent{s: s, opt: opt, cpu0: clock.ObserverCPU(), lastLog: map[string]time.Time{}}
 	a.res = Resource(s, opt.ServiceName, opt.Labels)
