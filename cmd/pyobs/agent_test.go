@@ -533,7 +533,7 @@ func checkIngest(t *testing.T, r ingestReq, service string, pid int, labels map[
 		t.Errorf("format %q, want pprof", q.Get("format"))
 	}
 	if len(r.prof.Sample) == 0 {
-		t.Errorf("window from %d: a pprof without samples", from)
+		t.Errorf("window from %d: a pprof without samples (an empty window is not sent)", from)
 	}
 	for _, s := range r.prof.Sample {
 		for k, v := range labels {
@@ -554,7 +554,7 @@ func TestAgentPyroscope(t *testing.T) {
 	var g ingest
 	g.serve(t, "127.0.0.1:0")
 	tg := testutil.Start(t, in, "cpu_burn.py")
-	r := testutil.Run(t, 60*time.Second, "agent", "-p", strconv.Itoa(tg.Pid), "--window", "1s", "-d", "4500ms",
+	r := testutil.Run(t, 60*time.Second, "agent", "-p", strconv.Itoa(tg.Pid), "--window", "1s", "-d", "4500ms", "-F", "99",
 		"--pyroscope", "http://"+g.ln.Addr().String(), "--label", "env=test", "--label", "team=obs", "--service", "burner")
 	if r.Code != 0 {
 		t.Fatalf("pyobs agent: exit %d\n%s", r.Code, r.Stderr)
@@ -609,7 +609,7 @@ func TestAgentSinkOutage(t *testing.T) {
 	sinkAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	maddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	tg := testutil.Start(t, in, "cpu_burn.py")
-	agentCmd := exec.Command(testutil.Binary(t), "agent", "-p", strconv.Itoa(tg.Pid), "--window", "500ms", "-d", "10s",
+	agentCmd := exec.Command(testutil.Binary(t), "agent", "-p", strconv.Itoa(tg.Pid), "--window", "500ms", "-d", "10s", "-F", "99",
 		"--queue", "2", "--engine", "perf", "--pyroscope", "http://"+sinkAddr, "--metrics", maddr, "--label", "env=test")
 	var stderr bytes.Buffer
 	agentCmd.Stderr = &stderr
@@ -691,7 +691,7 @@ func TestAgentSignalFlush(t *testing.T) {
 	g.serve(t, "127.0.0.1:0")
 	maddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	tg := testutil.Start(t, in, "cpu_burn.py")
-	cmd := exec.Command(testutil.Binary(t), "agent", "-p", strconv.Itoa(tg.Pid), "--window", "30s",
+	cmd := exec.Command(testutil.Binary(t), "agent", "-p", strconv.Itoa(tg.Pid), "--window", "30s", "-F", "99",
 		"--pyroscope", "http://"+g.ln.Addr().String(), "--metrics", maddr)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

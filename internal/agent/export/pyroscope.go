@@ -63,7 +63,7 @@ func AppName(r *Resource) string {
 
 // Export implements Sink.
 func (p *Pyroscope) Export(ctx context.Context, w *Window) error {
-	if w.CPU == nil || w.Resource == nil {
+	if w.CPU == nil || w.Resource == nil || w.CPU.NumStacks() == 0 {
 		return nil // nothing sampled in this window: nothing to ingest
 	}
 	body, err := PprofBody(w)
