@@ -9,8 +9,9 @@ require (
 	golang.org/x/sys v0.50.0
 )
 
+require github.com/cilium/ebpf v0.22.0
+
 require (
-	github.com/cilium/ebpf v0.22.0
 	github.com/prometheus/client_golang v1.25.0
 	go.opentelemetry.io/collector/pdata v1.71.0
 	go.opentelemetry.io/collector/pdata/pprofile v0.165.0
