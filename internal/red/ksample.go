@@ -28,6 +28,7 @@ type kstack struct {
 
 type khit struct {
 	time   uint64
+	dur    uint64 // 0: a tick; else ns off CPU from time
 	id     uint64
 	flags  uint32
 	joined bool
@@ -45,6 +46,7 @@ type ksampler struct {
 	drainedAt uint64
 	lastFill  time.Time
 	lastPrune uint64
+	period    uint64 // ns
 	prof      *flame.Profile
 	roots     map[string]int
 	frameIDs  map[StackFrame]int
@@ -77,7 +79,7 @@ func openSampler(s *session.Session, tids *session.TidMap, opt Options) (*ksampl
 		return nil, err.Error()
 	}
 	k := &ksampler{p: p, s: s, tids: tids, sym: kwalk.NewSymbolizer(s.Py, kl), stacks: map[uint64]*kstack{},
-		byTid: map[uint32][]khit{}, acct: SamplingReport{Engine: "bpf", RequestedHz: opt.SampleHz, CPUs: p.CPUs}}
+		byTid: map[uint32][]khit{}, period: uint64(time.Second) / uint64(opt.SampleHz), acct: SamplingReport{Engine: "bpf", RequestedHz: opt.SampleHz, CPUs: p.CPUs}}
 	if opt.Profile {
 		k.prof = flame.New(flame.Meta{Command: "red", Mode: "cpu", Unit: "samples", Pid: s.Pid, Python: s.Py.Version().String(),
 			RequestedHz: float64(opt.SampleHz), Engine: "bpf", PeriodNS: int64(time.Second) / int64(opt.SampleHz)})
@@ -165,7 +167,7 @@ func (k *ksampler) frameID(f StackFrame) int {
 
 func (k *ksampler) onHit(h sampler.Hit) {
 	l := k.byTid[h.Tid]
-	x := khit{time: h.Time, id: h.ID, flags: h.Flags}
+	x := khit{time: h.Time, dur: h.Dur, id: h.ID, flags: h.Flags}
 	l = append(l, x)
 	// A thread's samples arrive in time order (it runs on one CPU at a
 	// time); keep the list sorted all the same.
@@ -176,7 +178,8 @@ func (k *ksampler) onHit(h sampler.Hit) {
 }
 
 // join claims the samples of tid in [start, end] for one request and adds
-// them to the profile under the request's route.
+// them to the profile under the request's route: a tick counts one, a wait
+// that began in the request its time in it, in sample periods (rounded).
 func (k *ksampler) join(port int, route string, named bool, tid uint32, start, end uint64) []SampledStack {
 	l := k.byTid[tid]
 	i := sort.Search(len(l), func(i int) bool { return l[i].time >= start })
@@ -185,9 +188,20 @@ func (k *ksampler) join(port int, route string, named bool, tid uint32, start, e
 	root := -1
 	for ; i < len(l) && l[i].time <= end; i++ {
 		h := &l[i]
+		n := 1
+		if h.dur > 0 {
+			n = int((min(h.time+h.dur, end) - h.time + k.period/2) / k.period)
+		}
 		if !h.joined {
 			h.joined = true
-			k.acct.Joined++
+			if h.dur > 0 {
+				k.acct.JoinedWaits++
+			} else {
+				k.acct.Joined++
+			}
+		}
+		if n == 0 {
+			continue
 		}
 		st := k.stacks[h.id]
 		if k.prof != nil {
@@ -198,7 +212,7 @@ func (k *ksampler) join(port int, route string, named bool, tid uint32, start, e
 				}
 				root = k.root(label)
 			}
-			k.addProfile(root, h, st)
+			k.addProfile(root, h, st, n)
 		}
 		j, ok := byKey[h.id]
 		if !ok {
@@ -209,7 +223,7 @@ func (k *ksampler) join(port int, route string, named bool, tid uint32, start, e
 				out[j].Key, out[j].Frames = st.key, st.frames
 			}
 		}
-		out[j].N++
+		out[j].N += n
 	}
 	return out
 }
@@ -223,8 +237,9 @@ func (k *ksampler) root(label string) int {
 	return id
 }
 
-// addProfile adds one sample under root.
-func (k *ksampler) addProfile(root int, h *khit, st *kstack) {
+// addProfile adds n samples of h under root; a wait's stack ends in
+// [off cpu].
+func (k *ksampler) addProfile(root int, h *khit, st *kstack, n int) {
 	ids := []int{root}
 	switch {
 	case st != nil:
@@ -235,19 +250,23 @@ func (k *ksampler) addProfile(root int, h *khit, st *kstack) {
 	default:
 		ids = append(ids, k.frameID(StackFrame{Function: "[no python stack]"}))
 	}
-	k.prof.AddIDs(ids, 1)
+	if h.dur > 0 {
+		ids = append(ids, k.frameID(StackFrame{Function: "[off cpu]"}))
+	}
+	k.prof.AddIDs(ids, int64(n))
 }
 
-// prune drops the samples taken before t; those no request claimed go to
-// the profile under [no request].
+// prune drops the samples taken before t; ticks no request claimed go to
+// the profile under [no request] (waits outside requests are idle time:
+// dropped).
 func (k *ksampler) prune(t uint64) {
 	for tid, l := range k.byTid {
 		n := sort.Search(len(l), func(i int) bool { return l[i].time >= t })
 		for i := 0; i < n; i++ {
-			if !l[i].joined {
+			if !l[i].joined && l[i].dur == 0 {
 				k.acct.Outside++
 				if k.prof != nil {
-					k.addProfile(k.root("[no request]"), &l[i], k.stacks[l[i].id])
+					k.addProfile(k.root("[no request]"), &l[i], k.stacks[l[i].id], 1)
 				}
 			}
 		}
@@ -274,10 +293,16 @@ func (k *ksampler) report(final bool, windowS float64) *SamplingReport {
 	r := k.acct
 	if c, err := k.p.Counters(); err == nil {
 		r.Samples, r.Walked, r.Truncated, r.Faulted, r.Invalid = c.Samples, c.Walked, c.Truncated, c.Faulted, c.Invalid
-		r.NoPython, r.NoFrame, r.Stacks, r.Lost = c.NoPython, c.NoFrame, c.Stacks, c.HitLost+c.StackLost
+		r.NoPython, r.NoFrame, r.Stacks, r.Lost = c.NoPython, c.NoFrame, c.Stacks, c.HitLost+c.StackLost+c.OutFull
+		r.SwitchOuts, r.Waits = c.SwitchOuts, c.Waits
 	}
-	if rt, runs := k.p.RunTime(); runs > 0 {
-		r.BPFNSPerSample = float64(rt.Nanoseconds()) / float64(runs)
+	if rt, runs, sw, sws := k.p.RunTime(); runs > 0 || sws > 0 {
+		if runs > 0 {
+			r.BPFNSPerSample = float64(rt.Nanoseconds()) / float64(runs)
+		}
+		if sws > 0 {
+			r.BPFNSPerSwitch = float64(sw.Nanoseconds()) / float64(sws)
+		}
 	}
 	if k.err != nil {
 		r.Error = k.err.Error()

@@ -46,16 +46,20 @@ type Result struct {
 	Profile *flame.Profile `json:"-"`
 }
 
-// SamplingReport is the kernel sampler's account: samples of the target's
-// threads taken, walked whole, truncated, faulted, invalid, without a
-// thread state or frame, lost (ring full); joined to a finished request,
-// outside any (idle, or a request still in flight at the end).
+// SamplingReport is the kernel sampler's account: on-CPU ticks of the
+// target's threads taken; walks (ticks and switch-outs) whole, truncated,
+// faulted, invalid, without a thread state or frame; records lost (ring or
+// map full); waits of half a period or more; ticks and waits joined to a
+// finished request, ticks outside any (idle work, or a request still in
+// flight at the end).
 type SamplingReport struct {
 	Engine         string  `json:"engine"` // bpf | user-read
 	Fallback       string  `json:"fallback,omitempty"`
 	RequestedHz    int     `json:"requested_hz,omitempty"`
 	CPUs           int     `json:"cpus,omitempty"`
 	Samples        uint64  `json:"samples"`
+	SwitchOuts     uint64  `json:"switch_outs"`
+	Waits          uint64  `json:"waits"`
 	Walked         uint64  `json:"walked"`
 	Truncated      uint64  `json:"truncated"`
 	Faulted        uint64  `json:"faulted"`
@@ -65,10 +69,12 @@ type SamplingReport struct {
 	Lost           uint64  `json:"lost"`
 	Stacks         uint64  `json:"stacks"` // distinct stacks the kernel sent
 	Joined         uint64  `json:"joined"`
+	JoinedWaits    uint64  `json:"joined_waits"`
 	Outside        uint64  `json:"outside_requests"`
 	Unnamed        uint64  `json:"unnamed"` // joined samples whose stack never arrived
 	SymbolErrors   uint64  `json:"symbol_errors"`
 	BPFNSPerSample float64 `json:"bpf_ns_per_sample,omitempty"`
+	BPFNSPerSwitch float64 `json:"bpf_ns_per_switch,omitempty"`
 	Error          string  `json:"error,omitempty"`
 }
 
@@ -392,7 +398,7 @@ func WriteText(w io.Writer, r *Result) error {
 			}
 			fmt.Fprintf(&b, "%3d. %8s  %s %s → %s  (port %d, tid %d, at +%.2fs)\n", i+1, fmtMs(s.DurationMs), s.Method, s.Path, what, s.Port, s.Tid, s.StartS)
 			if len(s.Stack) > 0 {
-				fmt.Fprintf(&b, "       seen %d times in %d kernel samples and %d stack reads (stack from %s):\n", s.StackSeen, s.StackSamples, s.StackReads, s.StackSource)
+				fmt.Fprintf(&b, "       seen %d times in %d kernel samples (ticks, waits in periods) and %d stack reads (stack from %s):\n", s.StackSeen, s.StackSamples, s.StackReads, s.StackSource)
 				for _, f := range s.Stack {
 					fmt.Fprintf(&b, "         %s (%s:%d)\n", f.Function, f.File, f.Line)
 				}
@@ -411,8 +417,8 @@ func WriteText(w io.Writer, r *Result) error {
 	fmt.Fprintf(&b, "\nevents %d, drops %d (ring full %d, entry map full %d), entries not seen %d, copy failures %d; stack reads %d (failed %d); observer CPU %.2f s\n",
 		r.Events, d.RingFull+d.EnterFull+d.Decode, d.RingFull, d.EnterFull, d.NoEnter, d.CopyFailed, r.StackReads, r.StackFail, r.ObserverS)
 	if k := r.Sampling; k != nil && k.Engine == "bpf" {
-		fmt.Fprintf(&b, "stacks: kernel samples at %d Hz on %d CPUs: %d taken, %d walked whole, %d truncated, %d faulted, %d invalid, %d without Python, %d lost; %d joined to a request, %d outside one\n",
-			k.RequestedHz, k.CPUs, k.Samples, k.Walked, k.Truncated, k.Faulted, k.Invalid, k.NoPython+k.NoFrame, k.Lost, k.Joined, k.Outside)
+		fmt.Fprintf(&b, "stacks: walked in the kernel at %d Hz ticks on %d CPUs and at switch-outs: %d ticks, %d switch-outs, %d waits; %d walked whole, %d truncated, %d faulted, %d invalid, %d without Python, %d lost; %d ticks and %d waits joined to a request, %d ticks outside one\n",
+			k.RequestedHz, k.CPUs, k.Samples, k.SwitchOuts, k.Waits, k.Walked, k.Truncated, k.Faulted, k.Invalid, k.NoPython+k.NoFrame, k.Lost, k.Joined, k.JoinedWaits, k.Outside)
 	} else if k != nil {
 		fmt.Fprintf(&b, "stacks: user-space reads only (kernel sampling off: %s)\n", k.Fallback)
 	}

@@ -51,9 +51,18 @@ type redsampleConfig struct {
 type redsampleHit struct {
 	_     structs.HostLayout
 	Time  uint64
+	Dur   uint64
 	Id    uint64
 	Tid   uint32
 	Flags uint32
+}
+
+type redsampleOut struct {
+	_     structs.HostLayout
+	Time  uint64
+	Id    uint64
+	Flags uint32
+	Pad   uint32
 }
 
 type redsampleSample struct {
@@ -91,14 +100,17 @@ const (
 	redsampleMapCodesOk    = "codes_ok"
 	redsampleMapHits       = "hits"
 	redsampleMapKcounters  = "kcounters"
+	redsampleMapOuts       = "outs"
 	redsampleMapPyseen     = "pyseen"
 	redsampleMapPystacks   = "pystacks"
 	redsampleMapScratch    = "scratch"
 	redsampleMapTstates    = "tstates"
 	redsampleMapWin        = "win"
 	redsampleProgRedSample = "red_sample"
+	redsampleProgRedSwitch = "red_switch"
 	redsampleVarCfg        = "cfg"
 	redsampleVarHitType    = "hit_type"
+	redsampleVarMinOffNs   = "min_off_ns"
 )
 
 // loadRedsample returns the embedded CollectionSpec for redsample.
@@ -144,6 +156,7 @@ type redsampleSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type redsampleProgramSpecs struct {
 	RedSample *ebpf.ProgramSpec `ebpf:"red_sample"`
+	RedSwitch *ebpf.ProgramSpec `ebpf:"red_switch"`
 }
 
 // redsampleMapSpecs contains maps before they are loaded into the kernel.
@@ -153,6 +166,7 @@ type redsampleMapSpecs struct {
 	CodesOk   *ebpf.MapSpec `ebpf:"codes_ok"`
 	Hits      *ebpf.MapSpec `ebpf:"hits"`
 	Kcounters *ebpf.MapSpec `ebpf:"kcounters"`
+	Outs      *ebpf.MapSpec `ebpf:"outs"`
 	Pyseen    *ebpf.MapSpec `ebpf:"pyseen"`
 	Pystacks  *ebpf.MapSpec `ebpf:"pystacks"`
 	Scratch   *ebpf.MapSpec `ebpf:"scratch"`
@@ -164,8 +178,9 @@ type redsampleMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type redsampleVariableSpecs struct {
-	Cfg     *ebpf.VariableSpec `ebpf:"cfg"`
-	HitType *ebpf.VariableSpec `ebpf:"hit_type"`
+	Cfg      *ebpf.VariableSpec `ebpf:"cfg"`
+	HitType  *ebpf.VariableSpec `ebpf:"hit_type"`
+	MinOffNs *ebpf.VariableSpec `ebpf:"min_off_ns"`
 }
 
 // redsampleObjects contains all objects after they have been loaded into the kernel.
@@ -191,6 +206,7 @@ type redsampleMaps struct {
 	CodesOk   *ebpf.Map `ebpf:"codes_ok"`
 	Hits      *ebpf.Map `ebpf:"hits"`
 	Kcounters *ebpf.Map `ebpf:"kcounters"`
+	Outs      *ebpf.Map `ebpf:"outs"`
 	Pyseen    *ebpf.Map `ebpf:"pyseen"`
 	Pystacks  *ebpf.Map `ebpf:"pystacks"`
 	Scratch   *ebpf.Map `ebpf:"scratch"`
@@ -203,6 +219,7 @@ func (m *redsampleMaps) Close() error {
 		m.CodesOk,
 		m.Hits,
 		m.Kcounters,
+		m.Outs,
 		m.Pyseen,
 		m.Pystacks,
 		m.Scratch,
@@ -215,8 +232,9 @@ func (m *redsampleMaps) Close() error {
 //
 // It can be passed to loadRedsampleObjects or ebpf.CollectionSpec.LoadAndAssign.
 type redsampleVariables struct {
-	Cfg     *ebpf.Variable `ebpf:"cfg"`
-	HitType *ebpf.Variable `ebpf:"hit_type"`
+	Cfg      *ebpf.Variable `ebpf:"cfg"`
+	HitType  *ebpf.Variable `ebpf:"hit_type"`
+	MinOffNs *ebpf.Variable `ebpf:"min_off_ns"`
 }
 
 // redsamplePrograms contains all programs after they have been loaded into the kernel.
@@ -224,11 +242,13 @@ type redsampleVariables struct {
 // It can be passed to loadRedsampleObjects or ebpf.CollectionSpec.LoadAndAssign.
 type redsamplePrograms struct {
 	RedSample *ebpf.Program `ebpf:"red_sample"`
+	RedSwitch *ebpf.Program `ebpf:"red_switch"`
 }
 
 func (p *redsamplePrograms) Close() error {
 	return _RedsampleClose(
 		p.RedSample,
+		p.RedSwitch,
 	)
 }
 

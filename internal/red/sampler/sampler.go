@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
 	"github.com/pyobs/pyobs/internal/bpfload"
@@ -25,10 +26,12 @@ type Sampler struct {
 	fds   []int
 	hits  *bpfload.Ring
 	stack *bpfload.Ring
+	sw    link.Link
 }
 
 // Open loads the sampler for pid with walkCfg (kwalk.ProgramConfig's value
-// for the target) and starts hz samples per second on every CPU.
+// for the target), starts hz samples per second on every CPU, and attaches
+// the switch program (waits of half a period or more are sent).
 func Open(pid int, walkCfg any, hz int) (*Sampler, error) {
 	if hz <= 0 {
 		return nil, fmt.Errorf("pid %d: sample rate %d Hz: must be positive", pid, hz)
@@ -41,7 +44,8 @@ func Open(pid int, walkCfg any, hz int) (*Sampler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	if err := bpfload.SetVars(bpfload.Var{Spec: s.Cfg, Value: walkCfg}); err != nil {
+	minOff := uint64(time.Second) / uint64(hz) / 2
+	if err := bpfload.SetVars(bpfload.Var{Spec: s.Cfg, Value: walkCfg}, bpfload.Var{Spec: s.MinOffNs, Value: minOff}); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	p := &Sampler{Pid: pid, Hz: hz}
@@ -53,6 +57,10 @@ func Open(pid int, walkCfg any, hz int) (*Sampler, error) {
 		return nil, fmt.Errorf("pid %d: %w", pid, err)
 	}
 	if p.stack, err = bpfload.NewRing("pystacks", p.objs.Pystacks); err != nil {
+		p.Close()
+		return nil, fmt.Errorf("pid %d: %w", pid, err)
+	}
+	if p.sw, _, err = bpfload.Attach(p.objs.RedSwitch, "sched_switch"); err != nil {
 		p.Close()
 		return nil, fmt.Errorf("pid %d: %w", pid, err)
 	}
@@ -135,7 +143,7 @@ func (p *Sampler) Drain(stack func(kwalk.Sample), hit func(Hit)) error {
 		if err != nil {
 			return fmt.Errorf("pid %d: %w", p.Pid, err)
 		}
-		hit(Hit{Time: h.Time, ID: h.Id, Tid: h.Tid, Flags: h.Flags})
+		hit(Hit{Time: h.Time, Dur: h.Dur, ID: h.Id, Tid: h.Tid, Flags: h.Flags})
 	}
 }
 
@@ -147,21 +155,28 @@ func (p *Sampler) Counters() (Counters, error) {
 	}
 	return Counters{Samples: n[kSamples], Walked: n[kWalked], Truncated: n[kTruncated], Faulted: n[kFaulted],
 		Invalid: n[kInvalid], NoPython: n[kNoPy], NoFrame: n[kEmpty], Stacks: n[kNew], StackLost: n[kStackLost],
-		HitLost: n[kHitLost]}, nil
+		HitLost: n[kHitLost], SwitchOuts: n[kSwitchOut], Waits: n[kWaits], OutFull: n[kOutFull]}, nil
 }
 
-// RunTime is the kernel's account of the program's runs (zero unless bpf
-// stats are on).
-func (p *Sampler) RunTime() (time.Duration, uint64) {
-	st, err := p.objs.RedSample.Stats()
-	if err != nil {
-		return 0, 0
+// RunTime is the kernel's account of the programs' runs, ticks and
+// switches (zero unless bpf stats are on).
+func (p *Sampler) RunTime() (tick time.Duration, ticks uint64, sw time.Duration, switches uint64) {
+	if st, err := p.objs.RedSample.Stats(); err == nil {
+		tick, ticks = st.Runtime, st.RunCount
 	}
-	return st.Runtime, st.RunCount
+	if st, err := p.objs.RedSwitch.Stats(); err == nil {
+		sw, switches = st.Runtime, st.RunCount
+	}
+	return
 }
 
-// Stop disables the events: no new samples; the rings stay readable.
+// Stop disables the events and detaches the switch program: nothing new;
+// the rings stay readable.
 func (p *Sampler) Stop() {
+	if p.sw != nil {
+		_ = p.sw.Close()
+		p.sw = nil
+	}
 	for _, fd := range p.fds {
 		_ = unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_DISABLE, 0)
 	}
@@ -169,6 +184,10 @@ func (p *Sampler) Stop() {
 
 // Close detaches and frees everything.
 func (p *Sampler) Close() {
+	if p.sw != nil {
+		_ = p.sw.Close()
+		p.sw = nil
+	}
 	for _, fd := range p.fds {
 		_ = unix.Close(fd)
 	}
