@@ -89,8 +89,15 @@ func open(s *session.Session, opt Options) (*engine, error) {
 		opt.Poll = 50 * time.Millisecond
 	}
 	e := &engine{s: s, opt: opt, cpu0: clock.ObserverCPU(), socks: newProcSockets(s.Pid)}
+	if s.Py != nil {
+		e.tids = s.NewTidMap()
+	}
+	// The sampler first (its load is the slow part): once the syscall
+	// probe is on, requests are seen with their stacks.
+	e.startSampler()
 	p, err := openProbe(s.Pid)
 	if err != nil {
+		e.closeSampler()
 		return nil, fmt.Errorf("pid %d: %w", s.Pid, err)
 	}
 	e.probe = p
@@ -99,6 +106,7 @@ func open(s *session.Session, opt Options) (*engine, error) {
 	listeners, conns, err := e.socks.Scan()
 	if err != nil {
 		p.Close()
+		e.closeSampler()
 		return nil, s.Explain("scan sockets", err)
 	}
 	for fd, port := range listeners {
@@ -110,10 +118,9 @@ func open(s *session.Session, opt Options) (*engine, error) {
 	if len(conns) > 0 {
 		e.notes = append(e.notes, fmt.Sprintf("%d connection(s) were open at the start: their queue time is unknown and a request already in progress on them is not counted", len(conns)))
 	}
-	if s.Py != nil {
-		e.tids = s.NewTidMap()
+	if e.ks != nil {
+		e.tr.Join = e.ks.join
 	}
-	e.startSampler()
 	return e, nil
 }
 
@@ -124,17 +131,22 @@ func (e *engine) startSampler() {
 		return
 	}
 	e.ks, e.ksWhy = openSampler(e.s, e.tids, e.opt)
-	if e.ks != nil {
+	if e.ks != nil && e.tr != nil {
 		e.tr.Join = e.ks.join
+	}
+}
+
+func (e *engine) closeSampler() {
+	if e.ks != nil {
+		e.ks.close()
+		e.ks = nil
 	}
 }
 
 // close detaches everything.
 func (e *engine) close() {
 	e.probe.Close()
-	if e.ks != nil {
-		e.ks.close()
-	}
+	e.closeSampler()
 }
 
 // handle passes one event to the tracker, once every kernel sample taken
