@@ -568,6 +568,10 @@ func TestRedUsage(t *testing.T) {
 		{"red", "-p", "1", "--format", "svg"},
 		{"red", "-p", "1", "-d", "0s"},
 		{"red", "-p", "1", "--slowest", "-1"},
+		{"red", "-p", "1", "--sample-hz", "-5"},
+		{"red", "-p", "1", "--profile", "x.png"},
+		{"red", "-p", "1", "--profile", "x.svg", "-i", "1s"},
+		{"red", "-p", "1", "--profile", "x.svg", "--sample-hz", "0"},
 		{"red"},
 	} {
 		res := testutil.Run(t, 10*time.Second, args...)

@@ -4,11 +4,13 @@ package red
 
 import (
 	"fmt"
+	"io"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/pyobs/pyobs/internal/bpfload"
 	"github.com/pyobs/pyobs/internal/clock"
 	"github.com/pyobs/pyobs/internal/flame"
 	"github.com/pyobs/pyobs/internal/kwalk"
@@ -52,6 +54,7 @@ type ksampler struct {
 	frameIDs  map[StackFrame]int
 	acct      SamplingReport
 	err       error
+	stats     io.Closer // the kernel's bpf run-time accounting, while on
 }
 
 // openSampler starts the kernel sampler, or says why not.
@@ -86,6 +89,7 @@ func openSampler(s *session.Session, tids *session.TidMap, opt Options) (*ksampl
 		k.roots = map[string]int{}
 		k.frameIDs = map[StackFrame]int{}
 	}
+	k.stats, k.acct.BPFStats = bpfload.EnableRunStats()
 	k.refresh(true)
 	return k, ""
 }
@@ -314,9 +318,14 @@ func (k *ksampler) report(final bool, windowS float64) *SamplingReport {
 		if windowS > 0 {
 			m.AchievedHz = float64(r.Samples) / windowS
 		}
-		m.BPFNSPerSample = r.BPFNSPerSample
+		m.BPFNSPerSample, m.BPFStats = r.BPFNSPerSample, r.BPFStats
 	}
 	return &r
 }
 
-func (k *ksampler) close() { k.p.Close() }
+func (k *ksampler) close() {
+	k.p.Close()
+	if k.stats != nil {
+		_ = k.stats.Close()
+	}
+}

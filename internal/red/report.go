@@ -75,6 +75,7 @@ type SamplingReport struct {
 	SymbolErrors   uint64  `json:"symbol_errors"`
 	BPFNSPerSample float64 `json:"bpf_ns_per_sample,omitempty"`
 	BPFNSPerSwitch float64 `json:"bpf_ns_per_switch,omitempty"`
+	BPFStats       string  `json:"bpf_stats,omitempty"` // whether the kernel's bpf run-time accounting was on, or why not
 	Error          string  `json:"error,omitempty"`
 }
 
@@ -419,6 +420,9 @@ func WriteText(w io.Writer, r *Result) error {
 	if k := r.Sampling; k != nil && k.Engine == "bpf" {
 		fmt.Fprintf(&b, "stacks: walked in the kernel at %d Hz ticks on %d CPUs and at switch-outs: %d ticks, %d switch-outs, %d waits; %d walked whole, %d truncated, %d faulted, %d invalid, %d without Python, %d lost; %d ticks and %d waits joined to a request, %d ticks outside one\n",
 			k.RequestedHz, k.CPUs, k.Samples, k.SwitchOuts, k.Waits, k.Walked, k.Truncated, k.Faulted, k.Invalid, k.NoPython+k.NoFrame, k.Lost, k.Joined, k.JoinedWaits, k.Outside)
+		if k.BPFNSPerSample > 0 || k.BPFNSPerSwitch > 0 {
+			fmt.Fprintf(&b, "kernel walk cost: %.1f µs per tick, %.1f µs per switch (bpf stats %s)\n", k.BPFNSPerSample/1e3, k.BPFNSPerSwitch/1e3, k.BPFStats)
+		}
 	} else if k != nil {
 		fmt.Fprintf(&b, "stacks: user-space reads only (kernel sampling off: %s)\n", k.Fallback)
 	}
