@@ -87,7 +87,7 @@ func TestRedKernelSlowest(t *testing.T) {
 					}
 					defer c.Close()
 					br := bufio.NewReader(c)
-					end := time.Now().Add(2 * time.Second)
+					end := time.Now().Add(2500 * time.Millisecond)
 					for i := 0; i < 40 && time.Now().Before(end); i++ {
 						id := w*1000 + i
 						path := fmt.Sprintf("/ok/%d", id)
@@ -151,7 +151,7 @@ func TestRedKernelSlowest(t *testing.T) {
 					t.Errorf("%s (%.1f ms, ran %s): stack %+v from %q, %d kernel samples, %d reads", s.Path, s.DurationMs, lg.handler, s.Stack, s.StackSource, s.StackSamples, s.StackReads)
 				}
 			}
-			if slowChecked < 5 {
+			if slowChecked < 3 {
 				t.Errorf("only %d of the slowest ran the slow path for 2 sample periods: %+v", slowChecked, r.Slowest)
 			}
 			b, err := os.ReadFile(folded)

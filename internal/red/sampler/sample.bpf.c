@@ -54,8 +54,10 @@ struct out {
 	u32 pad;
 };
 
+// The last switch-out of each thread not yet switched in. LRU: a thread
+// that exits leaves its entry, evicted in time.
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 16384);
 	__type(key, u32);
 	__type(value, struct out);
