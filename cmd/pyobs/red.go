@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
+	"github.com/pyobs/pyobs/internal/flame"
 	"github.com/pyobs/pyobs/internal/output"
 	"github.com/pyobs/pyobs/internal/red"
 	"github.com/pyobs/pyobs/internal/session"
@@ -20,6 +21,8 @@ type redFlags struct {
 	interval time.Duration
 	poll     time.Duration
 	slowest  int
+	hz       int
+	profile  string
 }
 
 func newRed(g *globals) *cobra.Command {
@@ -41,7 +44,21 @@ parsed" note saying why.
 
 --slowest N lists the N slowest requests with method, path, status,
 duration and the handling thread's Python stack most often seen while the
-request was in flight (read every --poll for requests older than --poll).
+request was served: the kernel samples each of the target's threads on
+CPU (--sample-hz per CPU, task-clock) and walks its Python stack at the
+sample (eBPF), and each sample is joined to the request that thread was
+serving at that instant, so a request that ran two sample periods or more
+has its handler's stack. A request blocked off CPU (sleep, I/O, a lock) is
+not sampled: its thread's stack is also read from user space every --poll
+while it is in flight longer than --poll. Without the kernel walk (not
+x86_64, BPF refused, no layout for the version) only those reads remain,
+and the report says why.
+
+--profile FILE writes one flame graph of the kernel's samples with each
+request's route as the root frame ("[route] GET /slow/:id", "[port N]"
+when no HTTP route was parsed, "[no request]" for samples outside any
+finished request); the format comes from the extension as record's -o
+(.svg, .folded, .pb.gz, .speedscope.json, .gecko.json, .json).
 
 Price: eBPF programs on the raw_syscalls sys_enter/sys_exit tracepoints
 (every syscall of the machine pays a compare; the target's socket calls
@@ -57,6 +74,7 @@ until it exits, then exits with its status; with -d, pyobs ends it (SIGTERM)
 when the window ends.`,
 		Example: `  pyobs red -p 4242 -d 30s
   pyobs red -p 4242 -d 10s --slowest 5
+  pyobs red -p 4242 -d 10s --slowest 5 --profile routes.svg
   pyobs red -p 4242 -i 1s
   pyobs red -p 4242 --format json
   pyobs red -- python3 -m http.server 8000`,
@@ -68,6 +86,8 @@ when the window ends.`,
 	fl.DurationVarP(&f.interval, "interval", "i", 0, "live mode: report every INTERVAL")
 	fl.DurationVar(&f.poll, "poll", 50*time.Millisecond, "how often in-flight requests older than this get their Python stack read")
 	fl.IntVar(&f.slowest, "slowest", 0, "list the N slowest requests with their Python stack")
+	fl.IntVar(&f.hz, "sample-hz", 199, "kernel stack samples per second per CPU for --slowest and --profile (0: user-space reads only)")
+	fl.StringVar(&f.profile, "profile", "", "write a flame graph of the samples, each route a root frame (format by extension)")
 	return c
 }
 
@@ -76,9 +96,18 @@ func runRed(cmd *cobra.Command, g *globals, f *redFlags, args []string) error {
 	if err != nil {
 		return err
 	}
-	opt := red.Options{Slowest: f.slowest, Poll: f.poll, Interval: f.interval, Duration: f.dur}
+	opt := red.Options{Slowest: f.slowest, Poll: f.poll, Interval: f.interval, Duration: f.dur, SampleHz: f.hz, Profile: f.profile != ""}
 	if err := opt.Validate(); err != nil {
 		return usageError{err}
+	}
+	var profFormat string
+	if f.profile != "" {
+		if profFormat, err = flame.FormatFor(f.profile); err != nil {
+			return usageError{fmt.Errorf("red: --profile: %w", err)}
+		}
+		if f.profile == "-" {
+			return usageError{errors.New("red: --profile needs a file name (stdout carries the report)")}
+		}
 	}
 	ctx := cmd.Context()
 	s, err := openTarget(cmd, g, args, session.PythonOptional)
@@ -99,6 +128,9 @@ func runRed(cmd *cobra.Command, g *globals, f *redFlags, args []string) error {
 				}
 				return red.WriteText(w, rep)
 			})
+			if err == nil && f.profile != "" {
+				err = writeRedProfile(f.profile, profFormat, rep)
+			}
 		}
 	}
 	if err != nil {
@@ -126,4 +158,17 @@ func redLive(ctx context.Context, s *session.Session, opt red.Options, g *global
 		return nil
 	}
 	return err
+}
+
+// writeRedProfile writes --profile, or says why there is none.
+func writeRedProfile(path, format string, rep *red.Result) error {
+	if rep.Profile == nil {
+		why := "no kernel samples"
+		if rep.Sampling != nil && rep.Sampling.Fallback != "" {
+			why = rep.Sampling.Fallback
+		}
+		return fmt.Errorf("red: can't write --profile %s: the kernel sampler did not run (%s)", path, why)
+	}
+	title := fmt.Sprintf("pyobs red: pid %d, samples by route", rep.Pid)
+	return writeFlame(path, format, rep.Profile, flame.WriteOptions{Title: title})
 }

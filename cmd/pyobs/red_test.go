@@ -51,6 +51,12 @@ func startRedTarget(t *testing.T, mode string) (*testutil.Target, int) {
 // links are in place (seen in its /proc fdinfo), so what the test does next
 // is observed; wait returns its result.
 func startRed(t *testing.T, args ...string) (wait func() testutil.Result) {
+	return startRedLinks(t, 2, args...)
+}
+
+// startRedLinks is startRed waiting for n raw tracepoint links (3: the
+// kernel sampler's sched_switch program too).
+func startRedLinks(t *testing.T, n int, args ...string) (wait func() testutil.Result) {
 	cmd := exec.Command(testutil.Binary(t), args...)
 	var so, se strings.Builder
 	cmd.Stdout, cmd.Stderr = &so, &se
@@ -61,7 +67,7 @@ func startRed(t *testing.T, args ...string) (wait func() testutil.Result) {
 	go func() { _ = cmd.Wait(); close(done) }()
 	t.Cleanup(func() { _ = cmd.Process.Kill(); <-done })
 	deadline := time.Now().Add(20 * time.Second)
-	for rawTPLinks(cmd.Process.Pid) < 2 {
+	for rawTPLinks(cmd.Process.Pid) < n {
 		select {
 		case <-done:
 			t.Fatalf("pyobs %v exited before attaching: %s", args, se.String())
@@ -562,6 +568,10 @@ func TestRedUsage(t *testing.T) {
 		{"red", "-p", "1", "--format", "svg"},
 		{"red", "-p", "1", "-d", "0s"},
 		{"red", "-p", "1", "--slowest", "-1"},
+		{"red", "-p", "1", "--sample-hz", "-5"},
+		{"red", "-p", "1", "--profile", "x.png"},
+		{"red", "-p", "1", "--profile", "x.svg", "-i", "1s"},
+		{"red", "-p", "1", "--profile", "x.svg", "--sample-hz", "0"},
 		{"red"},
 	} {
 		res := testutil.Run(t, 10*time.Second, args...)

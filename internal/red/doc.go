@@ -13,14 +13,24 @@
 // prefixes: a request runs from its first byte read to its last byte
 // written before the next read on that connection (keep-alive and
 // pipelined requests are split). Anything else gets connection-level RED.
-// While a request is in flight longer than a poll period, the handling
-// thread's Python stack is read with the frame walker (the thread is
-// usually blocked, so the read is exact).
+// Stacks for --slowest and --profile are walked in the kernel
+// (internal/red/sampler: a task-clock tick per CPU walks the target's
+// running thread; each switch-out of one of its threads walks the stack it
+// blocks in, sent as a wait of half a period or more) and joined here to
+// the request the thread was serving at that instant: by tid and time,
+// once the request ends (ticks are read before the syscall events that
+// end a request; a thread's samples wait 30 s for their request). While a
+// request is in flight longer than a poll period, the handling thread's
+// Python stack is also read with the user-space frame walker (the thread
+// is usually blocked, so the read is exact): the only source when the
+// kernel walk is unavailable, and the report says why.
 //
 // Price: eBPF tracepoints on every syscall of the machine (a compare for
 // other processes), one ring-buffer event per watched syscall of the
 // target, read by user space in batches (it sleeps 5 ms when the ring is
 // empty: events carry kernel times, so batching costs no accuracy).
+// With stacks: the sampler's price (its doc.go), and in user space a map
+// lookup per tick and a scan of the thread's samples per request end.
 // Nothing is stopped.
 //
 // Cannot see: TLS plaintext (only connection-level numbers, "not
@@ -31,6 +41,8 @@
 // (pipelined requests beyond the copied prefix are counted but unnamed);
 // io_uring and sendmmsg/recvmmsg; other processes of a pre-fork server;
 // which coroutine an asyncio server runs for a request (the handling
-// thread is the event loop, so --slowest shows the loop's stack).
+// thread is the event loop, so --slowest shows the loop's stack, and a
+// tick of the loop joins every request in flight on it); samples of a
+// request served longer than 30 s, its first ones (dropped by then).
 // Syscall numbers and register offsets are x86_64's.
 package red

@@ -25,6 +25,11 @@ type Options struct {
 	Duration time.Duration
 	// Interval is Stream's report period.
 	Interval time.Duration
+	// SampleHz is the kernel sampler's rate per CPU (0: no kernel
+	// sampling, stacks from user-space reads only).
+	SampleHz int
+	// Profile builds the final report's flame graph (route as the root).
+	Profile bool
 }
 
 // Run measures the target until opt.Duration passes, ctx ends or the
@@ -74,6 +79,8 @@ type engine struct {
 	started int64
 	exited  string
 	notes   []string
+	ks      *ksampler // nil: no kernel sampling (ksWhy says why)
+	ksWhy   string
 }
 
 // open attaches the probe to the session's target and scans its sockets.
@@ -82,8 +89,15 @@ func open(s *session.Session, opt Options) (*engine, error) {
 		opt.Poll = 50 * time.Millisecond
 	}
 	e := &engine{s: s, opt: opt, cpu0: clock.ObserverCPU(), socks: newProcSockets(s.Pid)}
+	if s.Py != nil {
+		e.tids = s.NewTidMap()
+	}
+	// The sampler first (its load is the slow part): once the syscall
+	// probe is on, requests are seen with their stacks.
+	e.startSampler()
 	p, err := openProbe(s.Pid)
 	if err != nil {
+		e.closeSampler()
 		return nil, fmt.Errorf("pid %d: %w", s.Pid, err)
 	}
 	e.probe = p
@@ -92,6 +106,7 @@ func open(s *session.Session, opt Options) (*engine, error) {
 	listeners, conns, err := e.socks.Scan()
 	if err != nil {
 		p.Close()
+		e.closeSampler()
 		return nil, s.Explain("scan sockets", err)
 	}
 	for fd, port := range listeners {
@@ -103,14 +118,45 @@ func open(s *session.Session, opt Options) (*engine, error) {
 	if len(conns) > 0 {
 		e.notes = append(e.notes, fmt.Sprintf("%d connection(s) were open at the start: their queue time is unknown and a request already in progress on them is not counted", len(conns)))
 	}
-	if s.Py != nil {
-		e.tids = s.NewTidMap()
+	if e.ks != nil {
+		e.tr.Join = e.ks.join
 	}
 	return e, nil
 }
 
+// startSampler starts the kernel sampler once the target's runtime is
+// known (a spawned target's only after it started Python).
+func (e *engine) startSampler() {
+	if e.ks != nil || (e.opt.Slowest <= 0 && !e.opt.Profile) {
+		return
+	}
+	e.ks, e.ksWhy = openSampler(e.s, e.tids, e.opt)
+	if e.ks != nil && e.tr != nil {
+		e.tr.Join = e.ks.join
+	}
+}
+
+func (e *engine) closeSampler() {
+	if e.ks != nil {
+		e.ks.close()
+		e.ks = nil
+	}
+}
+
 // close detaches everything.
-func (e *engine) close() { e.probe.Close() }
+func (e *engine) close() {
+	e.probe.Close()
+	e.closeSampler()
+}
+
+// handle passes one event to the tracker, once every kernel sample taken
+// before it has been read (a request's end joins its thread's samples).
+func (e *engine) handle(ev *Event) {
+	if e.ks != nil && ev.TExit >= e.ks.drainedAt {
+		e.ks.drain()
+	}
+	e.tr.Handle(ev)
+}
 
 // run reads events until end (zero: until ctx ends or the target exits);
 // with interval > 0 it emits one report per interval, else one at the end.
@@ -146,10 +192,13 @@ func (e *engine) run(ctx context.Context, end time.Time, interval time.Duration,
 			}
 		}
 		if ok {
-			e.tr.Handle(&e.ev)
+			e.handle(&e.ev)
 			if e.tr.Events&255 != 0 { // look at the clock every 256 events
 				continue
 			}
+		}
+		if e.ks != nil {
+			e.ks.drain()
 		}
 		now := time.Now()
 		stop := false
@@ -179,12 +228,17 @@ func (e *engine) run(ctx context.Context, end time.Time, interval time.Duration,
 		if !now.Before(nextPoll) {
 			if e.tids == nil && e.s.Spawned() && e.s.TryPython() {
 				e.tids = e.s.NewTidMap()
+				e.ksWhy = ""
+				e.startSampler()
 			}
 			e.sampleStacks()
 			nextPoll = now.Add(e.opt.Poll)
 		}
 		if interval > 0 && !now.Before(nextEmit) {
 			t := clock.MonoNow()
+			if e.ks != nil {
+				e.ks.drain()
+			}
 			e.tr.FlushResponded(uint64(t))
 			if err := emit(e.report(winStart, t, false)); err != nil {
 				return err
@@ -219,8 +273,11 @@ func (e *engine) finish(winStart int64, emit func(*Result) error) error {
 			break
 		}
 		if err == nil {
-			e.tr.Handle(&e.ev)
+			e.handle(&e.ev)
 		}
+	}
+	if e.ks != nil {
+		e.ks.stop()
 	}
 	e.tr.FlushResponded(uint64(t))
 	return emit(e.report(winStart, t, true))
@@ -279,6 +336,12 @@ func (o Options) Validate() error {
 		return errors.New("red: --poll must be at least 5ms")
 	case o.Slowest < 0 || o.Slowest > 1000:
 		return errors.New("red: --slowest must be between 0 and 1000")
+	case o.SampleHz < 0 || o.SampleHz > 10000:
+		return errors.New("red: --sample-hz must be between 0 and 10000")
+	case o.Profile && o.Interval > 0:
+		return errors.New("red: --profile writes one profile for the whole run: not with -i")
+	case o.Profile && o.SampleHz == 0:
+		return errors.New("red: --profile needs the kernel's samples: --sample-hz must be positive")
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pyobs/pyobs/internal/clock"
+	"github.com/pyobs/pyobs/internal/flame"
 )
 
 // JSONVersion is the schema version of red's JSON (docs/json.md).
@@ -35,7 +36,47 @@ type Result struct {
 	ObserverS  float64      `json:"observer_cpu_s"`
 	Price      string       `json:"price"`
 	QuantErr   float64      `json:"quantile_error_pct"`
-	Notes      []string     `json:"notes"`
+	// Sampling is how --slowest and --profile got their stacks: the
+	// kernel's samples (engine "bpf") or user-space reads only (engine
+	// "user-read", fallback saying why).
+	Sampling *SamplingReport `json:"sampling,omitempty"`
+	Notes    []string        `json:"notes"`
+	// Profile is --profile's flame graph (final report only): each
+	// sample's Python stack under its request's route.
+	Profile *flame.Profile `json:"-"`
+}
+
+// SamplingReport is the kernel sampler's account: on-CPU ticks of the
+// target's threads taken; walks (ticks and switch-outs) whole, truncated,
+// faulted, invalid, without a thread state or frame; records lost (ring or
+// map full); waits of half a period or more; ticks and waits joined to a
+// finished request, ticks outside any (idle work, or a request still in
+// flight at the end).
+type SamplingReport struct {
+	Engine         string  `json:"engine"` // bpf | user-read
+	Fallback       string  `json:"fallback,omitempty"`
+	RequestedHz    int     `json:"requested_hz,omitempty"`
+	CPUs           int     `json:"cpus,omitempty"`
+	Samples        uint64  `json:"samples"`
+	SwitchOuts     uint64  `json:"switch_outs"`
+	Waits          uint64  `json:"waits"`
+	Walked         uint64  `json:"walked"`
+	Truncated      uint64  `json:"truncated"`
+	Faulted        uint64  `json:"faulted"`
+	Invalid        uint64  `json:"invalid"`
+	NoPython       uint64  `json:"no_python"`
+	NoFrame        uint64  `json:"no_frame"`
+	Lost           uint64  `json:"lost"`
+	Stacks         uint64  `json:"stacks"` // distinct stacks the kernel sent
+	Joined         uint64  `json:"joined"`
+	JoinedWaits    uint64  `json:"joined_waits"`
+	Outside        uint64  `json:"outside_requests"`
+	Unnamed        uint64  `json:"unnamed"` // joined samples whose stack never arrived
+	SymbolErrors   uint64  `json:"symbol_errors"`
+	BPFNSPerSample float64 `json:"bpf_ns_per_sample,omitempty"`
+	BPFNSPerSwitch float64 `json:"bpf_ns_per_switch,omitempty"`
+	BPFStats       string  `json:"bpf_stats,omitempty"` // whether the kernel's bpf run-time accounting was on, or why not
+	Error          string  `json:"error,omitempty"`
 }
 
 // Drops are events the observer did not get.
@@ -125,9 +166,14 @@ type SlowReport struct {
 	StartS     float64      `json:"start_s"` // since the measurement began
 	Error      string       `json:"error,omitempty"`
 	Tid        uint32       `json:"tid"`
-	Stack      []StackFrame `json:"stack"` // innermost first; the one most often seen in flight
-	StackSeen  int          `json:"stack_seen"`
-	StackReads int          `json:"stack_reads"`
+	Stack      []StackFrame `json:"stack"`       // innermost first; the one most often seen in flight
+	StackSeen  int          `json:"stack_seen"`  // stack reads and kernel samples that saw it
+	StackReads int          `json:"stack_reads"` // user-space reads of its thread while in flight
+	// StackSamples: kernel samples of its thread while it was served;
+	// StackSource: kernel when kernel samples saw Stack, user-read when
+	// only user-space reads did.
+	StackSamples int    `json:"stack_samples"`
+	StackSource  string `json:"stack_source,omitempty"`
 }
 
 func pct(a, b uint64) float64 {
@@ -157,7 +203,13 @@ func (e *engine) report(start, end int64, final bool) *Result {
 	for _, f := range e.tr.Slowest() {
 		s := SlowReport{Port: f.Port, Method: f.Head.Method, Path: f.Head.Target, Status: f.Status,
 			DurationMs: float64(f.Dur) / 1e6, StartS: float64(int64(f.Start)-e.started) / 1e9,
-			Error: f.Aborted, Tid: f.Tid, Stack: f.Stack, StackSeen: f.StackN, StackReads: f.Reads}
+			Error: f.Aborted, Tid: f.Tid, Stack: f.Stack, StackSeen: f.StackN, StackReads: f.Reads, StackSamples: f.Samples}
+		switch {
+		case f.StackK > 0:
+			s.StackSource = "kernel"
+		case f.StackN > 0:
+			s.StackSource = "user-read"
+		}
 		if f.Named {
 			s.Route = Route(f.Head)
 		} else {
@@ -167,6 +219,15 @@ func (e *engine) report(start, end int64, final bool) *Result {
 			s.Stack = []StackFrame{}
 		}
 		r.Slowest = append(r.Slowest, s)
+	}
+	switch {
+	case e.ks != nil:
+		r.Sampling = e.ks.report(final, win)
+		if final {
+			r.Profile = e.ks.prof
+		}
+	case e.opt.Slowest > 0 || e.opt.Profile:
+		r.Sampling = &SamplingReport{Engine: "user-read", Fallback: e.ksWhy}
 	}
 	if e.exited != "" {
 		r.Notes = append(r.Notes, e.exited)
@@ -338,11 +399,11 @@ func WriteText(w io.Writer, r *Result) error {
 			}
 			fmt.Fprintf(&b, "%3d. %8s  %s %s → %s  (port %d, tid %d, at +%.2fs)\n", i+1, fmtMs(s.DurationMs), s.Method, s.Path, what, s.Port, s.Tid, s.StartS)
 			if len(s.Stack) > 0 {
-				fmt.Fprintf(&b, "       seen in %d of %d stack reads:\n", s.StackSeen, s.StackReads)
+				fmt.Fprintf(&b, "       seen %d times in %d kernel samples (ticks, waits in periods) and %d stack reads (stack from %s):\n", s.StackSeen, s.StackSamples, s.StackReads, s.StackSource)
 				for _, f := range s.Stack {
 					fmt.Fprintf(&b, "         %s (%s:%d)\n", f.Function, f.File, f.Line)
 				}
-			} else if s.StackReads == 0 {
+			} else if s.StackReads == 0 && s.StackSamples == 0 {
 				b.WriteString("       (no stack: it finished within one poll period)\n")
 			}
 		}
@@ -356,6 +417,15 @@ func WriteText(w io.Writer, r *Result) error {
 	d := r.Drops
 	fmt.Fprintf(&b, "\nevents %d, drops %d (ring full %d, entry map full %d), entries not seen %d, copy failures %d; stack reads %d (failed %d); observer CPU %.2f s\n",
 		r.Events, d.RingFull+d.EnterFull+d.Decode, d.RingFull, d.EnterFull, d.NoEnter, d.CopyFailed, r.StackReads, r.StackFail, r.ObserverS)
+	if k := r.Sampling; k != nil && k.Engine == "bpf" {
+		fmt.Fprintf(&b, "stacks: walked in the kernel at %d Hz ticks on %d CPUs and at switch-outs: %d ticks, %d switch-outs, %d waits; %d walked whole, %d truncated, %d faulted, %d invalid, %d without Python, %d lost; %d ticks and %d waits joined to a request, %d ticks outside one\n",
+			k.RequestedHz, k.CPUs, k.Samples, k.SwitchOuts, k.Waits, k.Walked, k.Truncated, k.Faulted, k.Invalid, k.NoPython+k.NoFrame, k.Lost, k.Joined, k.JoinedWaits, k.Outside)
+		if k.BPFNSPerSample > 0 || k.BPFNSPerSwitch > 0 {
+			fmt.Fprintf(&b, "kernel walk cost: %.1f µs per tick, %.1f µs per switch (bpf stats %s)\n", k.BPFNSPerSample/1e3, k.BPFNSPerSwitch/1e3, k.BPFStats)
+		}
+	} else if k != nil {
+		fmt.Fprintf(&b, "stacks: user-space reads only (kernel sampling off: %s)\n", k.Fallback)
+	}
 	fmt.Fprintf(&b, "quantiles are bucket midpoints (±%.1f %%); max is exact. price: %s\n", r.QuantErr, r.Price)
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -51,12 +51,28 @@ type request struct {
 	aborted   string
 	stacks    map[string]*stackSeen
 	reads     int // stack reads while in flight
+	samples   int // kernel samples of its thread while it was served
 }
 
 type stackSeen struct {
 	frames []StackFrame
-	n      int
+	n      int // observations: stack reads and kernel samples
+	kernel int // of which kernel samples
 }
+
+// SampledStack is one stack the kernel's sampler saw on a request's
+// thread while the request was served, and how many samples saw it; Key
+// "" for samples without a Python stack.
+type SampledStack struct {
+	Key    string
+	Frames []StackFrame // innermost first
+	N      int
+}
+
+// Joiner returns the kernel samples of thread tid taken during [start,
+// end] of a request of port (route as the tracker named it; named false:
+// no HTTP route).
+type Joiner func(port int, route string, named bool, tid uint32, start, end uint64) []SampledStack
 
 // conn is one accepted connection.
 type conn struct {
@@ -123,6 +139,8 @@ type Finished struct {
 	Stack    []StackFrame
 	StackN   int // reads that saw Stack
 	Reads    int // stack reads of this request
+	Samples  int // kernel samples of its thread while it was served
+	StackK   int // of which saw Stack
 	sequence uint64
 }
 
@@ -145,6 +163,9 @@ type Tracker struct {
 	slow    slowHeap
 	slowN   int
 	seq     uint64
+	// Join, when set, is asked at each request's end for the kernel
+	// samples taken on its thread while it was served.
+	Join Joiner
 
 	Events, Unknown, Resolves uint64
 }
@@ -420,6 +441,9 @@ func (t *Tracker) finish(c *conn, now uint64) {
 		}
 	}
 	rs.Requests++
+	if t.Join != nil && r.tid != 0 {
+		t.addSamples(r, t.Join(c.port, route, r.named, r.tid, r.start, end))
+	}
 	switch {
 	case r.aborted != "":
 		ps.Errors++
@@ -451,10 +475,10 @@ func (t *Tracker) keepSlow(c *conn, r *request, dur uint64) {
 	}
 	t.seq++
 	f := &Finished{Port: c.port, Head: r.head, Named: r.named, Status: r.status, Start: r.start,
-		Dur: dur, Aborted: r.aborted, Tid: r.tid, Reads: r.reads, sequence: t.seq}
+		Dur: dur, Aborted: r.aborted, Tid: r.tid, Reads: r.reads, Samples: r.samples, sequence: t.seq}
 	for _, s := range r.stacks {
-		if s.n > f.StackN {
-			f.Stack, f.StackN = s.frames, s.n
+		if s.n > f.StackN || (s.n == f.StackN && s.kernel > f.StackK) {
+			f.Stack, f.StackN, f.StackK = s.frames, s.n, s.kernel
 		}
 	}
 	heap.Push(&t.slow, f)
@@ -504,18 +528,40 @@ func (t *Tracker) AddStack(f InFlight, key string, frames []StackFrame) {
 	if key == "" {
 		return
 	}
+	if s := r.addStack(key, frames); s != nil {
+		s.n++
+	}
+}
+
+// addSamples counts a request's kernel samples by stack.
+func (t *Tracker) addSamples(r *request, ss []SampledStack) {
+	for _, x := range ss {
+		r.samples += x.N
+		if x.Key == "" {
+			continue
+		}
+		s := r.addStack(x.Key, x.Frames)
+		if s != nil {
+			s.n += x.N
+			s.kernel += x.N
+		}
+	}
+}
+
+// addStack is the request's entry for a stack (nil past the bound).
+func (r *request) addStack(key string, frames []StackFrame) *stackSeen {
 	if r.stacks == nil {
 		r.stacks = map[string]*stackSeen{}
 	}
 	s := r.stacks[key]
 	if s == nil {
 		if len(r.stacks) >= 16 { // bound per request
-			return
+			return nil
 		}
 		s = &stackSeen{frames: append([]StackFrame(nil), frames...)}
 		r.stacks[key] = s
 	}
-	s.n++
+	return s
 }
 
 // FlushResponded ends requests whose response has been written (the next

@@ -168,3 +168,44 @@ func TestTrackerMidStream(t *testing.T) {
 		t.Errorf("requests %d status %v routes %v dur %d", p.Requests, p.Status, p.Routes, p.Dur.Max)
 	}
 }
+
+// TestTrackerJoin: at each request's end the joiner is asked for the
+// samples of its thread over [first byte read, last byte written], with
+// the route; kernel samples and stack reads of one stack add up, and the
+// slowest entry keeps the stack seen most, saying the kernel saw it.
+func TestTrackerJoin(t *testing.T) {
+	e := newEvs(2)
+	type call struct {
+		port       int
+		route      string
+		named      bool
+		tid        uint32
+		start, end uint64
+	}
+	var calls []call
+	slow := []StackFrame{{Function: "compute", File: "a.py", Line: 3}, {Function: "slow_handler", File: "a.py", Line: 9}}
+	e.tr.Join = func(port int, route string, named bool, tid uint32, start, end uint64) []SampledStack {
+		calls = append(calls, call{port, route, named, tid, start, end})
+		if route == "GET /slow/:id" {
+			return []SampledStack{{Key: "slow", Frames: slow, N: 5}, {Key: "other", Frames: slow[1:], N: 2}, {N: 1}}
+		}
+		return nil
+	}
+	e.at(0).ev(nrAccept4, 3, 5, "")
+	e.at(1).ev(nrRecvfrom, 5, 40, "GET /slow/1 HTTP/1.1\r\nHost: x\r\n\r\n")
+	e.at(60).ev(nrSendto, 5, 100, "HTTP/1.1 200 OK\r\n")
+	e.at(70).ev(nrRecvfrom, 5, 40, "GET /ok HTTP/1.1\r\nHost: x\r\n\r\n")
+	e.at(71).ev(nrSendto, 5, 100, "HTTP/1.1 200 OK\r\n")
+	e.at(80).ev(nrClose, 5, 0, "")
+	want := []call{{80, "GET /slow/:id", true, 7, 1e6, 60e6}, {80, "GET /ok", true, 7, 70e6, 71e6}}
+	if len(calls) != 2 || calls[0] != want[0] || calls[1] != want[1] {
+		t.Fatalf("join calls %+v, want %+v", calls, want)
+	}
+	s := e.tr.Slowest()
+	if len(s) != 2 || s[0].Samples != 8 || s[0].StackN != 5 || s[0].StackK != 5 || len(s[0].Stack) != 2 || s[0].Stack[1].Function != "slow_handler" {
+		t.Fatalf("slowest %+v", s)
+	}
+	if s[1].Samples != 0 || s[1].Stack != nil {
+		t.Errorf("fast request %+v", s[1])
+	}
+}

@@ -1,0 +1,205 @@
+//go:build ignore
+
+// The sampling half of pyobs red: a perf_event program on one task-clock
+// event per CPU, filtered here by the target's tgid. Each sample of one of
+// the target's threads walks that thread's Python stack at the sample's
+// instant (pywalk.h) and sends a 24-byte hit (time, tid, the stack's hash,
+// the walk's verdict) to the `hits` ring; a stack's frames go once to the
+// `pystacks` ring, the first time its hash is seen (the `pyseen` LRU).
+// A thread off CPU gets no tick, so the same walk also runs when one of the
+// target's threads is switched out (raw_tp/sched_switch: current is still
+// that thread); at its switch-in, a wait of at least min_off_ns is sent as
+// a hit with its duration and the stack it blocked in. User space joins
+// hits to requests by thread and time: the request that thread was serving
+// at that instant (red.bpf.c's syscalls say which).
+//
+// Build: make generate (bpf2go -target amd64: pywalk.h reads the thread's
+// fsbase through CO-RE); the object is committed.
+
+#include "pywalk.h"
+
+// Counter slots (per CPU; user space sums them).
+enum {
+	K_SAMPLES = 0, // events of the target's threads
+	K_WALKED,      // complete walks
+	K_TRUNCATED,
+	K_FAULTED,
+	K_INVALID,
+	K_NOPY,        // no thread state
+	K_EMPTY,       // thread state without a frame
+	K_NEW,         // distinct stacks sent
+	K_STACK_LOST,  // pystacks ring full
+	K_HIT_LOST,    // hits ring full
+	K_SWITCH_OUT,  // switch-outs of the target's threads (each walked)
+	K_WAITS,       // waits of at least min_off_ns sent
+	K_OUT_FULL,    // switch-outs not kept: the map was full
+	K_MAX = 16,
+};
+
+struct hit {
+	u64 time; // CLOCK_MONOTONIC ns: the tick, or the switch-out
+	u64 dur;  // 0: an on-CPU tick; else ns off CPU from time
+	u64 id;   // the stack's hash; 0: not walked
+	u32 tid;
+	u32 flags; // S_* of pywalk.h
+};
+
+// Shortest wait sent (half a sample period), set before load.
+volatile const u64 min_off_ns = 0;
+
+struct out {
+	u64 time;
+	u64 id;
+	u32 flags;
+	u32 pad;
+};
+
+// The last switch-out of each thread not yet switched in. LRU: a thread
+// that exits leaves its entry, evicted in time.
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, u32);
+	__type(value, struct out);
+} outs SEC(".maps");
+
+BTF_KEEP(struct hit, hit_type);
+
+PERCPU_COUNTERS(kcounters, K_MAX);
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, u64);
+	__type(value, u8);
+} pyseen SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 21);
+} pystacks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 20);
+} hits SEC(".maps");
+
+#define BPF_RB_NO_WAKEUP 1
+
+static __always_inline void kcount(u32 slot)
+{
+	counter_add(&kcounters, slot, 1);
+}
+
+// walk_current walks the current thread's Python stack, sends the stack
+// the first time its hash is seen, and returns the hash (0: none).
+static __always_inline u64 walk_current(u32 tid, u64 now, u32 *flags)
+{
+	u32 zero = 0;
+	struct sample *s = bpf_map_lookup_elem(&scratch, &zero);
+	if (!s)
+		return 0;
+	s->h.time = now;
+	s->h.id = 0;
+	s->h.tid = tid;
+	s->h.cpu = bpf_get_smp_processor_id();
+	s->h.flags = 0;
+	s->h.depth = 0;
+	s->h.hops = 0;
+	s->h.tstate = 0;
+	s->h.codegen = 0;
+	s->h.last = 0;
+	struct pywalk_ev ev = {};
+	pywalk(s, tid, &ev);
+	u32 f = s->h.flags;
+	*flags = f;
+	if (f & S_COMPLETE)
+		kcount(K_WALKED);
+	if (f & S_TRUNCATED)
+		kcount(K_TRUNCATED);
+	if (f & S_FAULT)
+		kcount(K_FAULTED);
+	if (f & S_INVALID)
+		kcount(K_INVALID);
+	if (f & S_NOPY)
+		kcount(K_NOPY);
+	if (f & S_EMPTY)
+		kcount(K_EMPTY);
+	u64 id = s->h.id;
+	if (s->h.depth == 0)
+		return 0;
+	if (id && !bpf_map_lookup_elem(&pyseen, &id)) {
+		u32 d = s->h.depth;
+		if (d > MAX_FRAMES)
+			d = MAX_FRAMES;
+		u64 size = sizeof(struct sample_hdr) + (u64)d * sizeof(struct frame);
+		if (size > sizeof(struct sample))
+			size = sizeof(struct sample);
+		if (bpf_ringbuf_output(&pystacks, s, size, BPF_RB_NO_WAKEUP)) {
+			kcount(K_STACK_LOST);
+		} else {
+			u8 one = 1;
+			bpf_map_update_elem(&pyseen, &id, &one, BPF_ANY);
+			kcount(K_NEW);
+		}
+	}
+	return id;
+}
+
+static __always_inline void send(u64 time, u64 dur, u64 id, u32 tid, u32 flags)
+{
+	struct hit h = {.time = time, .dur = dur, .id = id, .tid = tid, .flags = flags};
+	if (bpf_ringbuf_output(&hits, &h, sizeof(h), BPF_RB_NO_WAKEUP))
+		kcount(K_HIT_LOST);
+}
+
+SEC("perf_event")
+int red_sample(void *ctx)
+{
+	u64 pt = bpf_get_current_pid_tgid();
+	if ((u32)(pt >> 32) != cfg.tgid)
+		return 0;
+	u32 tid = (u32)pt;
+	kcount(K_SAMPLES);
+	u64 now = bpf_ktime_get_ns();
+	u32 flags = 0;
+	u64 id = walk_current(tid, now, &flags);
+	send(now, 0, id, tid, flags);
+	return 0;
+}
+
+// args: preempt, prev, next (current is prev).
+SEC("raw_tp/sched_switch")
+int red_switch(u64 *ctx)
+{
+	struct task_struct *next = (struct task_struct *)ctx[2];
+	u64 pt = bpf_get_current_pid_tgid();
+	u64 now = bpf_ktime_get_ns();
+	if ((u32)(pt >> 32) == cfg.tgid) {
+		u32 tid = (u32)pt;
+		struct out o = {.time = now};
+		kcount(K_SWITCH_OUT);
+		o.id = walk_current(tid, now, &o.flags);
+		if (bpf_map_update_elem(&outs, &tid, &o, BPF_ANY))
+			kcount(K_OUT_FULL);
+	}
+	int tgid = 0, pid = 0;
+	bpf_probe_read_kernel(&tgid, sizeof(tgid), &next->tgid);
+	if ((u32)tgid != cfg.tgid)
+		return 0;
+	bpf_probe_read_kernel(&pid, sizeof(pid), &next->pid);
+	u32 ntid = (u32)pid;
+	struct out *o = bpf_map_lookup_elem(&outs, &ntid);
+	if (!o)
+		return 0;
+	u64 t = o->time, id = o->id;
+	u32 f = o->flags;
+	bpf_map_delete_elem(&outs, &ntid);
+	if (now > t && now - t >= min_off_ns) {
+		kcount(K_WAITS);
+		send(t, now - t, id, ntid, f);
+	}
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "GPL";
