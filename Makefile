@@ -48,7 +48,7 @@ soak: build pythons
 # staticcheck from the Go module proxy, pinned; the race detector (needs cgo
 # and gcc) on the packages with goroutines, and on the CLI run in-process.
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
-RACE_PKGS   ?= ./internal/ptrace ./internal/session ./internal/dump ./internal/stat ./internal/record ./internal/offcpu ./internal/trace/... ./internal/red ./internal/kwalk
+RACE_PKGS   ?= ./internal/ptrace ./internal/session ./internal/dump ./internal/stat ./internal/record ./internal/offcpu ./internal/trace/... ./internal/red ./internal/kwalk ./internal/top ./internal/agent/...
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt: $$out"; exit 1; fi
