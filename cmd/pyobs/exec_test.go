@@ -208,4 +208,3 @@ func TestExecRefusals(t *testing.T) {
 		})
 	}
 }
-

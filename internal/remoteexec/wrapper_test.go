@@ -7,9 +7,9 @@ import (
 
 func TestPyBytes(t *testing.T) {
 	cases := map[string]string{
-		"":                  `b""`,
-		`print("a\b")`:      `b"print(\"a\\b\")"`,
-		"x\n\ty\x00é":       `b"x\x0a\x09y\x00\xc3\xa9"`,
+		"":                 `b""`,
+		`print("a\b")`:     `b"print(\"a\\b\")"`,
+		"x\n\ty\x00é":      `b"x\x0a\x09y\x00\xc3\xa9"`,
 		"'''\"\"\"\\x41\r": `b"'''\"\"\"\\x41\x0d"`,
 	}
 	for in, want := range cases {
