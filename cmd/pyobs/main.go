@@ -81,7 +81,7 @@ tracing (costly), or introspection (reading the interpreter's memory).`,
 	}
 	root.PersistentPostRun = func(*cobra.Command, []string) { pprof.StopCPUProfile() }
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{session.FlagError(err)} })
-	root.AddCommand(newDump(g), newRecord(g), newStat(g), newOffcpu(g), newTrace(g), newRed(g), newDiagnose(g), newExec(g))
+	root.AddCommand(newDump(g), newRecord(g), newStat(g), newOffcpu(g), newTrace(g), newRed(g), newDiagnose(g), newExec(g), newMem(g))
 	return root
 }
 

@@ -196,13 +196,17 @@ func (c *Channel) Run(ctx context.Context, opt Options) (*Result, error) {
 		}
 	}
 	c.n++
-	run, out, done := fmt.Sprintf("run-%d.py", c.n), fmt.Sprintf("out-%d", c.n), fmt.Sprintf("done-%d", c.n)
+	run, body := fmt.Sprintf("run-%d.py", c.n), fmt.Sprintf("body-%d.py", c.n)
+	out, done := fmt.Sprintf("out-%d", c.n), fmt.Sprintf("done-%d", c.n)
 	name := opt.Name
 	if name == "" {
 		name = "<pyobs exec>"
 	}
-	src := wrapperSource(c.TargetPath(run), c.TargetPath(out), c.TargetPath(done), name, opt.Source, opt.Globals)
-	if err := c.create(run, []byte(src)); err != nil {
+	src := wrapperSource(c.TargetPath(run), c.TargetPath(body), c.TargetPath(out), c.TargetPath(done), name, opt.Source, opt.Globals)
+	if err := c.create(body, []byte(src)); err != nil {
+		return nil, err
+	}
+	if err := c.create(run, []byte(trampolineSource(c.TargetPath(body)))); err != nil {
 		return nil, err
 	}
 	if len(c.TargetPath(run)) >= t.PathSize {
@@ -229,12 +233,29 @@ func (c *Channel) Run(ctx context.Context, opt Options) (*Result, error) {
 	}
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
+	var taken time.Time
 	// Phase 1: the safe point (the script file disappears).
 	for {
 		if _, err := os.Stat(hostRun); errors.Is(err, os.ErrNotExist) {
 			break
 		}
 		el := time.Since(start)
+		// The thread clears the flag, then runs the script, whose first
+		// act is to remove itself: a flag cleared long before that means
+		// the script never ran (an audit hook refused it, or it failed).
+		var pend [4]byte
+		if mem.Read(t.Pending, pend[:]) == nil && le32(pend[:]) == 0 {
+			if taken.IsZero() {
+				taken = time.Now()
+			} else if time.Since(taken) > 500*time.Millisecond {
+				if _, err := os.Stat(hostRun); err == nil {
+					_ = os.Remove(hostRun)
+					_ = os.Remove(c.HostPath(body))
+					return nil, fmt.Errorf("pid %d thread %d took the request but did not run the script (an audit hook refused it, or it failed to compile: the target's stderr says)", s.Pid, t.Tid)
+				}
+				continue
+			}
+		}
 		if opt.Nudge && res.Nudged == "" && el >= nudgeAt {
 			if err := unix.Tgkill(s.Pid, t.Tid, sig); err != nil {
 				return nil, fmt.Errorf("can't send %v to pid %d tid %d: %w", sig, s.Pid, t.Tid, err)

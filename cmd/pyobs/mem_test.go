@@ -1,0 +1,183 @@
+package main
+
+import (
+	"encoding/json"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pyobs/pyobs/internal/mem"
+	"github.com/pyobs/pyobs/internal/testutil"
+)
+
+// leakTarget leaks 4 MiB/s from leak() and allocates and frees as much in
+// churn(), on a catch-up schedule (the average rate holds under load), and
+// reports tracemalloc.is_tracing() every 0.1 s.
+const leakTarget = `
+import time, tracemalloc
+RATE = 4 * 1024 * 1024
+CHUNK = 64 * 1024
+kept = []
+
+def leak(n):
+    for _ in range(n):
+        kept.append(bytes(CHUNK))  # LEAK LINE
+
+def churn(n):
+    for _ in range(n):
+        b = bytes(CHUNK)
+        del b
+
+t0 = time.monotonic()
+done = 0
+last = 0.0
+print("READY", flush=True)
+while True:
+    want = int((time.monotonic() - t0) * RATE / CHUNK)
+    leak(want - done)
+    churn(want - done)
+    done = want
+    now = time.monotonic()
+    if now - last >= 0.1:
+        print("TRACING", tracemalloc.is_tracing(), flush=True)
+        last = now
+    time.sleep(0.01)
+`
+
+// leakLine is the line of "# LEAK LINE" in leakTarget.
+var leakLine = func() int {
+	for i, l := range strings.Split(leakTarget, "\n") {
+		if strings.Contains(l, "# LEAK LINE") {
+			return i + 1
+		}
+	}
+	return 0
+}()
+
+// tracingNow drains the target's stale reports and returns the next one.
+func tracingNow(t *testing.T, tg *testutil.Target) string {
+	t.Helper()
+	for len(tg.Lines) > 0 {
+		<-tg.Lines
+	}
+	nextLine(t, tg, "TRACING ", 5*time.Second) // may predate the drain
+	return nextLine(t, tg, "TRACING ", 5*time.Second)
+}
+
+func TestMemTracemallocLeak(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, in := range remoteExecInterps(t) {
+		t.Run(in.Label, func(t *testing.T) {
+			tg := startInline(t, in, leakTarget, nil)
+			if got := tracingNow(t, tg); got != "False" {
+				t.Fatalf("tracemalloc on before pyobs: %s", got)
+			}
+			r := testutil.Run(t, 60*time.Second, "mem", "-p", strconv.Itoa(tg.Pid), "-d", "3s", "--format", "json")
+			if r.Code != 0 {
+				t.Fatalf("mem: exit %d\nstderr: %s", r.Code, r.Stderr)
+			}
+			var res mem.Result
+			if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil {
+				t.Fatalf("mem JSON: %v\n%s", err, r.Stdout)
+			}
+			if len(res.Growth) == 0 {
+				t.Fatalf("no growth:\n%s", r.Stdout)
+			}
+			g := res.Growth[0]
+			if g.Function != "leak" || g.Line != leakLine || !strings.HasSuffix(g.File, "target.py") {
+				t.Fatalf("first by growth: %s (%s:%d), want leak (target.py:%d)\n%s", g.Function, g.File, g.Line, leakLine, r.Stdout)
+			}
+			const truth = 4 * 1024 * 1024
+			if rate := g.BytesPerS; rate < 0.85*truth || rate > 1.15*truth {
+				t.Errorf("leak rate %.0f B/s, the target leaks %d B/s (±15%%)", rate, truth)
+			}
+			if len(g.Stack) < 2 || g.Stack[1].Function != "<module>" {
+				t.Errorf("leak's stack: %+v", g.Stack)
+			}
+			for _, s := range res.Growth {
+				for _, f := range s.Stack {
+					if f.Function == "churn" {
+						t.Errorf("the churner is in growth: %+v", s)
+					}
+				}
+			}
+			if res.TracemallocWasOn || res.TracemallocOnNow {
+				t.Errorf("tracemalloc was on %v / is on %v", res.TracemallocWasOn, res.TracemallocOnNow)
+			}
+			if res.Memory.Error != "" || res.Memory.RSSEnd == 0 {
+				t.Errorf("memory: %+v", res.Memory)
+			}
+			// The target says tracemalloc is off again.
+			if got := tracingNow(t, tg); got != "False" {
+				t.Fatalf("tracemalloc after pyobs mem: %s", got)
+			}
+			if in.Label != "sid-3.14" {
+				return
+			}
+			// Bytes as the flame formats' weights.
+			r = testutil.Run(t, 60*time.Second, "mem", "-p", strconv.Itoa(tg.Pid), "-d", "1s", "--format", "folded")
+			if r.Code != 0 || !strings.Contains(r.Stdout, "leak (") {
+				t.Fatalf("mem --format folded: exit %d\nstdout: %s\nstderr: %s", r.Code, r.Stdout, r.Stderr)
+			}
+			for _, l := range strings.Split(strings.TrimSpace(r.Stdout), "\n") {
+				if strings.Contains(l, "leak (") {
+					w, _ := strconv.Atoi(l[strings.LastIndexByte(l, ' ')+1:])
+					if w < truth/2 {
+						t.Errorf("folded weight of the leak over 1 s: %d bytes", w)
+					}
+				}
+			}
+		})
+	}
+}
+
+// SIGKILL of pyobs mid-window: the target keeps running and the watchdog
+// pyobs started in it turns tracemalloc off.
+func TestMemSIGKILL(t *testing.T) {
+	testutil.RequireRoot(t)
+	in := testutil.Find(t, "sid-3.14")
+	tg := startInline(t, in, leakTarget, nil)
+	cmd := exec.Command(testutil.Binary(t), "mem", "-p", strconv.Itoa(tg.Pid), "-d", "30s")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	deadline := time.Now().Add(15 * time.Second)
+	for tracingNow(t, tg) != "True" {
+		if time.Now().After(deadline) {
+			t.Fatal("pyobs mem never turned tracemalloc on")
+		}
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	_ = cmd.Wait()
+	killed := time.Now()
+	for tracingNow(t, tg) != "False" {
+		if time.Since(killed) > 5*time.Second {
+			t.Fatal("tracemalloc still on 5 s after pyobs was killed")
+		}
+	}
+	t.Logf("tracemalloc off %v after the SIGKILL", time.Since(killed).Round(time.Millisecond))
+	if !testutilAlive(tg.Pid) {
+		t.Fatal("the target died")
+	}
+}
+
+func TestMemRefusals(t *testing.T) {
+	testutil.RequireRoot(t)
+	tg := startInline(t, testutil.Find(t, "pyenv-3.13"), leakTarget, nil)
+	r := testutil.Run(t, 30*time.Second, "mem", "-p", strconv.Itoa(tg.Pid), "-d", "1s")
+	if r.Code == 0 || !strings.Contains(r.Stderr, "needs 3.14+") {
+		t.Fatalf("mem on 3.13: exit %d\nstderr: %s", r.Code, r.Stderr)
+	}
+	r = testutil.Run(t, 30*time.Second, "mem", "-p", strconv.Itoa(tg.Pid), "-d", "1s", "--engine", "probe")
+	if r.Code == 0 || !strings.Contains(r.Stderr, "not built yet") {
+		t.Fatalf("mem --engine probe: exit %d\nstderr: %s", r.Code, r.Stderr)
+	}
+	r = testutil.Run(t, 30*time.Second, "mem", "-p", strconv.Itoa(tg.Pid), "--engine", "nope")
+	if r.Code != 2 {
+		t.Fatalf("mem --engine nope: exit %d\nstderr: %s", r.Code, r.Stderr)
+	}
+}

@@ -1,0 +1,99 @@
+package mem
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/pyobs/pyobs/internal/flame"
+)
+
+// Profile is the window's growth as a profile: one stack per grown site
+// (root first), weighted by the bytes it grew.
+func Profile(r *Result) *flame.Profile {
+	p := flame.New(flame.Meta{Command: "mem", Mode: "growth", Unit: "bytes", Pid: r.Pid, Python: r.Python,
+		DurationS: r.WindowS, Samples: uint64(len(r.allGrowth)), Engine: r.Engine})
+	for _, g := range r.allGrowth {
+		fr := make([]flame.Frame, len(g.Stack))
+		for i, f := range g.Stack {
+			fr[len(g.Stack)-1-i] = flame.Frame{Kind: flame.Python, Function: f.Function, File: f.File, Line: f.Line}
+		}
+		if len(fr) == 0 || g.Bytes <= 0 {
+			continue
+		}
+		p.Add(fr, g.Bytes)
+	}
+	return p
+}
+
+// Bytes renders a byte count for people (binary units).
+func Bytes(n int64) string {
+	sign := ""
+	if n < 0 {
+		sign, n = "-", -n
+	}
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%s%.2f GiB", sign, float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%s%.2f MiB", sign, float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%s%.1f KiB", sign, float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%s%d B", sign, n)
+}
+
+// WriteText is the report for people.
+func WriteText(w io.Writer, r *Result) error {
+	fmt.Fprintf(w, "pid %d, Python %s, engine %s: a window of %.2f s (tracemalloc, %d frames; it was %s before and is %s now)\n",
+		r.Pid, r.Python, r.Engine, r.WindowS, r.Frames, onOff(r.TracemallocWasOn), onOff(r.TracemallocOnNow))
+	if r.Interrupted {
+		fmt.Fprintln(w, "interrupted: the window ended early")
+	}
+	if r.Memory.Error != "" {
+		fmt.Fprintf(w, "memory: %s\n", r.Memory.Error)
+	} else {
+		fmt.Fprintf(w, "memory: RSS %s -> %s (%s), PSS %s -> %s (%s)\n",
+			Bytes(int64(r.Memory.RSSStart)), Bytes(int64(r.Memory.RSSEnd)), signed(r.Memory.RSSDeltaS),
+			Bytes(int64(r.Memory.PSSStart)), Bytes(int64(r.Memory.PSSEnd)), signed(r.Memory.PSSDeltaS))
+	}
+	fmt.Fprintf(w, "traced: %s live at the end (peak %s); grown in the window and alive at its end: %s over %d sites\n\n",
+		Bytes(r.TracedBytesEnd), Bytes(r.TracedPeakBytes), Bytes(r.GrowthTotalBytes), len(r.allGrowth))
+	fmt.Fprintln(w, "growth (allocated in the window, still alive at its end):")
+	if len(r.Growth) == 0 {
+		fmt.Fprintln(w, "  none above the threshold")
+	}
+	for _, g := range r.Growth {
+		fmt.Fprintf(w, "  %12s %10s/s %+8d  %s (%s:%d)\n", signed(g.Bytes), Bytes(int64(g.BytesPerS)), g.Count, g.Function, g.File, g.Line)
+		for _, f := range g.Stack[1:min(len(g.Stack), 4)] {
+			fmt.Fprintf(w, "  %12s %12s %8s    called from %s (%s:%d)\n", "", "", "", f.Function, f.File, f.Line)
+		}
+	}
+	if r.GrowthOther.Sites > 0 {
+		fmt.Fprintf(w, "  %12s in %d smaller sites\n", signed(r.GrowthOther.Bytes), r.GrowthOther.Sites)
+	}
+	fmt.Fprintln(w, "\nlargest at the end (by size):")
+	for _, g := range r.BySize[:min(len(r.BySize), 10)] {
+		fmt.Fprintf(w, "  %12s %9d  %s (%s:%d)\n", Bytes(g.Bytes), g.Count, g.Function, g.File, g.Line)
+	}
+	fmt.Fprintln(w, "\nmost blocks at the end (by count):")
+	for _, g := range r.ByCount[:min(len(r.ByCount), 10)] {
+		fmt.Fprintf(w, "  %12s %9d  %s (%s:%d)\n", Bytes(g.Bytes), g.Count, g.Function, g.File, g.Line)
+	}
+	_, err := fmt.Fprintf(w, "\ncost: the target ran pyobs's scripts for %.1f ms + %.1f ms (GIL held); tracemalloc traced every allocation for the window\n",
+		r.Cost.StartPauseS*1e3, r.Cost.EndPauseS*1e3)
+	return err
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}
+
+func signed(n int64) string {
+	if n >= 0 {
+		return "+" + Bytes(n)
+	}
+	return Bytes(n)
+}
