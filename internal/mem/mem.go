@@ -174,7 +174,9 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*Result, error) 
 	ropt.Source, ropt.Name = []byte(startScript), "<pyobs mem start>"
 	ropt.Globals = map[string]string{"TOKEN": token, "FIFO": ch.TargetPath("alive"),
 		"FRAMES": strconv.Itoa(opt.Frames), "DEADLINE_S": strconv.FormatFloat(grace.Seconds(), 'f', 1, 64)}
-	r1, err := ch.Run(ctx, ropt)
+	sctx, scancel := context.WithTimeout(ctx, opt.Timeout+30*time.Second)
+	r1, err := ch.Run(sctx, ropt)
+	scancel()
 	if err != nil {
 		return nil, fmt.Errorf("can't start the window: %w", err)
 	}

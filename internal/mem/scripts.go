@@ -5,14 +5,14 @@ package mem
 // snapshot, keeps both in a sys attribute named after the token, opens the
 // read end of pyobs's pipe and starts the watchdog; it prints one JSON line.
 const startScript = `
-import json, os, select, sys, threading, time, tracemalloc
+import _thread, json, os, select, sys, time, tracemalloc
 key = "_pyobs_mem_" + TOKEN
 if getattr(sys, key, None) is not None:
     raise RuntimeError("a pyobs mem window with this token is already open")
 was = tracemalloc.is_tracing()
 if not was:
     tracemalloc.start(int(FRAMES))
-st = {"was": was, "done": False, "lock": threading.Lock()}
+st = {"was": was, "done": False, "lock": _thread.allocate_lock()}
 st["snap"] = tracemalloc.take_snapshot()
 st["t0"] = time.monotonic()
 setattr(sys, key, st)
@@ -50,7 +50,8 @@ def _pyobs_mem_watchdog(st=st, fd=fd, key=key, deadline=time.monotonic() + float
                 import shutil
                 shutil.rmtree(os.path.dirname(FIFO), ignore_errors=True)
 
-threading.Thread(target=_pyobs_mem_watchdog, name="pyobs-mem-watchdog", daemon=True).start()
+# A bare thread: not in threading.enumerate(), never joined at exit.
+_thread.start_new_thread(_pyobs_mem_watchdog, ())
 print(json.dumps({"was_tracing": was, "frames": tracemalloc.get_traceback_limit()}))
 `
 

@@ -90,7 +90,7 @@ func Open(s *session.Session) (*Channel, error) {
 		return nil, err
 	}
 	mem := pyframes.NewProcessMemory(s.Pid)
-	if _, err := Locate(mem, s.Pid, s.Py.Info.Runtime, 0); err != nil {
+	if _, err := Locate(mem, s.Pid, s.Py.Info.Runtime, 0); err != nil && !errors.Is(err, ErrNoMain) {
 		_ = mem.Close()
 		return nil, err
 	}
@@ -186,6 +186,11 @@ func (c *Channel) Run(ctx context.Context, opt Options) (*Result, error) {
 	}
 	mem := c.mem
 	t, err := Locate(mem, s.Pid, s.Py.Info.Runtime, opt.Tid)
+	// A program just started: wait (within the timeout) for its __main__.
+	for wait := time.Now(); errors.Is(err, ErrNoMain) && time.Since(wait) < opt.Timeout && ctx.Err() == nil; {
+		time.Sleep(10 * time.Millisecond)
+		t, err = Locate(mem, s.Pid, s.Py.Info.Runtime, opt.Tid)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -18,6 +18,10 @@ var ErrDisabled = errors.New("remote debugging is disabled in the target (-X dis
 // ErrUnsupported: the interpreter has no remote-debugging protocol.
 var ErrUnsupported = errors.New("remote execution needs CPython 3.14+ (PEP 768)")
 
+// ErrNoMain: the interpreter has not started running __main__ yet (or is
+// finalizing): there is no main thread to run a script in.
+var ErrNoMain = errors.New("the interpreter is not running __main__ (starting up or finalizing)")
+
 // Target is where a request is written: one thread state's fields, as
 // absolute addresses in the target.
 type Target struct {
@@ -98,14 +102,18 @@ func Locate(mem pyframes.Memory, pid int, runtime uint64, tid int) (*Target, err
 		return nil, fmt.Errorf("pid %d (interpreter 0x%x): %w", pid, interp, ErrDisabled)
 	}
 	t := &Target{Version: v, Interp: interp}
+	var ts uint64
 	if tid == 0 {
-		ts, err := rd(interp+f["interpreter_state.threads_main"], "PyInterpreterState.threads.main")
-		if err != nil {
+		// threads.main is set once __main__ runs; before (site, a spawned
+		// program's first frames) a script would run without builtins.
+		if ts, err = rd(interp+f["interpreter_state.threads_main"], "PyInterpreterState.threads.main"); err != nil {
 			return nil, err
 		}
 		if ts == 0 {
-			return nil, fmt.Errorf("pid %d: the main interpreter has no main thread state", pid)
+			return nil, fmt.Errorf("pid %d: %w", pid, ErrNoMain)
 		}
+	}
+	if ts != 0 {
 		t.Tstate = ts
 		id, err := rd(ts+f["thread_state.native_thread_id"], "PyThreadState.native_thread_id")
 		if err != nil {
