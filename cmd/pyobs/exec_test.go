@@ -3,9 +3,12 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -206,5 +209,55 @@ func TestExecRefusals(t *testing.T) {
 				t.Fatalf("exit %d, want one line with %q\nstdout: %s\nstderr: %s", r.Code, c.want, r.Stdout, r.Stderr)
 			}
 		})
+	}
+}
+
+// pyobs killed while its request waits: when the thread comes back to the
+// eval loop later, the script finds pyobs's lock free, runs nothing and
+// removes pyobs's files.
+func TestExecOrphanRunsNothing(t *testing.T) {
+	testutil.RequireRoot(t)
+	in := testutil.Find(t, "sid-3.14")
+	p := filepath.Join(t.TempDir(), "blocked.py")
+	os.WriteFile(p, []byte(blockedTarget), 0o644)
+	tg := testutil.StartArgv(t, append(append([]string{}, in.Argv...), p, "handler"), 30*time.Second)
+	time.Sleep(200 * time.Millisecond)
+	marker := filepath.Join(t.TempDir(), "ran")
+	before, _ := filepath.Glob("/tmp/pyobs-exec-*")
+	cmd := exec.Command(testutil.Binary(t), "exec", "-p", strconv.Itoa(tg.Pid), "--timeout", "60s", "-c", "open("+strconv.Quote(marker)+", 'w').close()")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var dir string
+	for deadline := time.Now().Add(10 * time.Second); dir == "" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		now, _ := filepath.Glob("/tmp/pyobs-exec-*")
+		for _, d := range now {
+			if !slices.Contains(before, d) {
+				if _, err := os.Stat(filepath.Join(d, "run-1.py")); err == nil {
+					dir = d
+				}
+			}
+		}
+	}
+	if dir == "" {
+		cmd.Process.Kill()
+		t.Fatal("pyobs exec wrote no request")
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	syscall.Kill(tg.Pid, syscall.SIGWINCH) // back to the eval loop
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(dir); os.IsNotExist(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s is still there after the target's safe point", dir)
+		}
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the script ran after pyobs died")
+	}
+	if !testutilAlive(tg.Pid) {
+		t.Fatal("the target died")
 	}
 }

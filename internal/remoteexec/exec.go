@@ -72,8 +72,9 @@ func (e *SafePointError) Error() string {
 type Channel struct {
 	s        *session.Session
 	mem      *pyframes.ProcessMemory
-	host     string // the directory through /proc/PID/root
-	target   string // the same directory as the target names it
+	lock     *os.File // flock(LOCK_EX) held while pyobs lives
+	host     string   // the directory through /proc/PID/root
+	target   string   // the same directory as the target names it
 	uid, gid int
 	n        int
 }
@@ -117,6 +118,22 @@ func Open(s *session.Session) (*Channel, error) {
 		_ = mem.Close()
 		return nil, fmt.Errorf("can't give %s to uid %d: %w", c.host, uid, err)
 	}
+	// The lock pyobs holds while it lives: a script that starts after
+	// pyobs died (killed before it could withdraw the request) finds it
+	// free and runs nothing.
+	if err := c.create("lock", nil); err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	lk, err := os.Open(c.HostPath("lock"))
+	if err == nil {
+		err = unix.Flock(int(lk.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+	}
+	if err != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("can't lock %s: %w", c.HostPath("lock"), err)
+	}
+	c.lock = lk
 	return c, nil
 }
 
@@ -137,7 +154,11 @@ func idField(s string) int {
 // Close removes the channel and everything in it.
 func (c *Channel) Close() error {
 	_ = c.mem.Close()
-	return os.RemoveAll(c.host)
+	err := os.RemoveAll(c.host)
+	if c.lock != nil {
+		_ = c.lock.Close()
+	}
+	return err
 }
 
 // HostPath is name inside the channel, as pyobs opens it.
@@ -207,7 +228,7 @@ func (c *Channel) Run(ctx context.Context, opt Options) (*Result, error) {
 	if name == "" {
 		name = "<pyobs exec>"
 	}
-	src := wrapperSource(c.TargetPath(run), c.TargetPath(body), c.TargetPath(out), c.TargetPath(done), name, opt.Source, opt.Globals)
+	src := wrapperSource(c.TargetPath(run), c.TargetPath(body), c.TargetPath("lock"), c.TargetPath(out), c.TargetPath(done), name, opt.Source, opt.Globals)
 	if err := c.create(body, []byte(src)); err != nil {
 		return nil, err
 	}

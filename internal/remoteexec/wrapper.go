@@ -45,7 +45,7 @@ func pyStr(s string) string { return pyBytes([]byte(s)) + `.decode("utf-8", "sur
 // done (through a rename, so pyobs never reads half of it). Everything it
 // defines lives in one function that is deleted afterwards: the target's
 // __main__ is left as found.
-func wrapperSource(run, body, out, done, name string, src []byte, globals map[string]string) string {
+func wrapperSource(run, body, lock, out, done, name string, src []byte, globals map[string]string) string {
 	var g strings.Builder
 	keys := make([]string, 0, len(globals))
 	for k := range globals {
@@ -65,6 +65,29 @@ def _pyobs_exec():
             os.unlink(p)
         except OSError:
             pass
+    # pyobs holds this lock while it lives: free means it died before it
+    # could withdraw the request; then run nothing and remove its files.
+    try:
+        import fcntl
+        lk = os.open(` + pyStr(lock) + `, os.O_RDONLY)
+        try:
+            fcntl.flock(lk, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            orphan = True
+        except OSError:
+            orphan = False
+        finally:
+            os.close(lk)
+    except OSError:
+        orphan = True
+    if orphan:
+        d = os.path.dirname(` + pyStr(lock) + `)
+        try:
+            for n in os.listdir(d):
+                os.unlink(os.path.join(d, n))
+            os.rmdir(d)
+        except OSError:
+            pass
+        return
     status = "ok\n"
     out = so = se = tso = tse = None
     try:
