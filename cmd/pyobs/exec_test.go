@@ -261,3 +261,31 @@ func TestExecOrphanRunsNothing(t *testing.T) {
 		t.Fatal("the target died")
 	}
 }
+
+// The main thread blocked, another running Python: the timeout names the
+// running thread, and --tid runs the script there.
+func TestExecTid(t *testing.T) {
+	testutil.RequireRoot(t)
+	in := testutil.Find(t, "sid-3.15")
+	tg := startInline(t, in, `
+import os, threading
+def spin():
+    print("SPINNER", threading.get_native_id(), flush=True)
+    while True:
+        sum(range(1000))
+threading.Thread(target=spin, name="spinner", daemon=True).start()
+r, w = os.pipe()
+print("READY", flush=True)
+os.read(r, 1)
+`, nil)
+	tid := strings.TrimSpace(nextLine(t, tg, "SPINNER ", 10*time.Second))
+	pid := strconv.Itoa(tg.Pid)
+	r := testutil.Run(t, 30*time.Second, "exec", "-p", pid, "--timeout", "1s", "-c", "print('x')")
+	if r.Code == 0 || !strings.Contains(r.Stderr, "--tid one of the Python threads running now: "+tid) {
+		t.Fatalf("exec on a blocked main thread: exit %d\nstderr: %s", r.Code, r.Stderr)
+	}
+	r = testutil.Run(t, 30*time.Second, "exec", "-p", pid, "--tid", tid, "-c", "import threading; print(threading.current_thread().name)")
+	if r.Code != 0 || r.Stdout != "spinner\n" {
+		t.Fatalf("exec --tid %s: exit %d\nstdout: %s\nstderr: %s", tid, r.Code, r.Stdout, r.Stderr)
+	}
+}

@@ -8,12 +8,17 @@
 // the path of a generated script into debugger_script_path, sets
 // debugger_pending_call to 1 and ORs _PY_EVAL_PLEASE_STOP_BIT (1<<5) into
 // eval_breaker, each with process_vm_writev. At its next safe point (a
-// backward jump, a call, a signal check) that thread runs the script. The
-// generated script runs the user's source, sends what the source prints and
-// any exception to files pyobs created in the target's /tmp (owned by the
-// target's user, mode 0600, in a 0700 directory), and catches everything,
-// so the target keeps going. The script file deletes itself when it starts,
-// which is how pyobs knows the safe point was reached.
+// backward jump, a call, a signal check) that thread runs the script: a
+// one-line trampoline that runs the generated wrapper under the file name
+// "<pyobs exec>" (so tracemalloc tells its allocations apart). The wrapper
+// runs the user's source in fresh globals, sends what the source prints from
+// its thread and any exception to files pyobs created in the target's /tmp
+// (owned by the target's user, mode 0600, in a 0700 directory), and catches
+// everything, so the target keeps going. Both files delete themselves when
+// the script starts, which is how pyobs knows the safe point was reached.
+// pyobs holds a flock on the directory's lock file while it lives: a
+// request taken after pyobs died runs nothing and removes the directory.
+// On a timeout pyobs clears debugger_pending_call again (withdraws).
 //
 // Price: cooperation. Nothing is stopped; the chosen thread runs the script
 // holding the GIL, so the target is paused (GIL builds) for as long as the

@@ -57,6 +57,7 @@ type SafePointError struct {
 	Timeout  time.Duration
 	Where    string // "blocked in read", "running native code", …
 	Nudged   string
+	Running  []int // other Python threads running when it timed out (--tid candidates)
 }
 
 func (e *SafePointError) Error() string {
@@ -64,7 +65,15 @@ func (e *SafePointError) Error() string {
 	if e.Nudged != "" {
 		return s + " (" + e.Nudged + " sent did not bring it back to the eval loop)"
 	}
-	return s + "; --nudge interrupts a blocking syscall with a signal the target catches"
+	s += "; --nudge interrupts a blocking syscall with a signal the target catches"
+	if len(e.Running) > 0 {
+		ids := make([]string, len(e.Running))
+		for i, id := range e.Running {
+			ids[i] = strconv.Itoa(id)
+		}
+		s += "; or --tid one of the Python threads running now: " + strings.Join(ids, ", ")
+	}
+	return s
 }
 
 // Channel is a directory in the target's /tmp (as the target sees it)
@@ -299,7 +308,7 @@ func (c *Channel) Run(ctx context.Context, opt Options) (*Result, error) {
 			if ctx.Err() != nil {
 				return nil, fmt.Errorf("pid %d thread %d: interrupted before the safe point; the request is withdrawn: %w", s.Pid, t.Tid, ctx.Err())
 			}
-			return nil, &SafePointError{Pid: s.Pid, Tid: t.Tid, Timeout: opt.Timeout, Where: where(s.FS, s.Pid, t.Tid), Nudged: res.Nudged}
+			return nil, &SafePointError{Pid: s.Pid, Tid: t.Tid, Timeout: opt.Timeout, Where: where(s.FS, s.Pid, t.Tid), Nudged: res.Nudged, Running: running(s.FS, s.Pid, t)}
 		}
 		select {
 		case <-tick.C:
@@ -415,6 +424,21 @@ func where(fs procfs.FS, pid, tid int) string {
 		return "running native code that does not return to the eval loop"
 	}
 	return "state unknown"
+}
+
+// running lists the interpreter's other threads that are on a CPU or
+// runnable now, or running in user space.
+func running(fs procfs.FS, pid int, t *Target) []int {
+	var out []int
+	for _, id := range t.Threads {
+		if id == t.Tid {
+			continue
+		}
+		if st, err := fs.TaskStat(pid, id); err == nil && st.State == "R" {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // harmlessByConvention: signals whose default action is to do nothing, so a

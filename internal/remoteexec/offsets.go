@@ -33,6 +33,7 @@ type Target struct {
 	Pending     uint64 // &tstate->remote_debugger_support.debugger_pending_call
 	Path        uint64 // &tstate->remote_debugger_support.debugger_script_path
 	PathSize    int    // sizeof that buffer (Py_MAX_SCRIPT_PATH_SIZE)
+	Threads     []int  // native ids of every thread state of the interpreter
 }
 
 // maxThreads bounds a walk of the thread list (a cycle in torn memory).
@@ -140,6 +141,15 @@ func Locate(mem pyframes.Memory, pid int, runtime uint64, tid int) (*Target, err
 		}
 		if t.Tstate == 0 {
 			return nil, fmt.Errorf("pid %d: thread %d has no Python thread state in the main interpreter", pid, tid)
+		}
+	}
+	// Every thread, for the advice when the chosen one never comes back.
+	ts, err = rd(interp+f["interpreter_state.threads_head"], "PyInterpreterState.threads.head")
+	for i := 0; err == nil && ts != 0 && i < maxThreads; i++ {
+		var id uint64
+		if id, err = rd(ts+f["thread_state.native_thread_id"], "PyThreadState.native_thread_id"); err == nil {
+			t.Threads = append(t.Threads, int(id))
+			ts, err = rd(ts+f["thread_state.next"], "PyThreadState.next")
 		}
 	}
 	rds := f["debugger_support.remote_debugger_support"]
