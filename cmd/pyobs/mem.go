@@ -39,8 +39,9 @@ process's RSS/PSS at both ends (/proc/PID/smaps_rollup).
 scripts in the target through PEP 768 (see pyobs exec): the first starts
 tracemalloc (unless it is on: then it is left on) and snapshots, the second
 snapshots, stops it and compares. Price: cooperation plus tracing — every
-allocation in the window records its stack (the allocation-heavy code slows
-down), and each script pauses the target while it runs (reported). A thread
+allocation in the window records its stack (a loop that only allocates ran
+9–12x slower with 16 frames, 5–7x with --frames 1, measured in a loaded VM),
+and each script pauses the target while it runs (reported). A thread
 that pyobs starts in the target stops tracemalloc when pyobs dies (SIGKILL
 included) or at the latest a grace period after the window.
 
