@@ -50,7 +50,7 @@ directly, native stacks, frames beyond --frames. --engine probe (uprobes on
 the allocators, every version, no cooperation) is not built yet.
 
 Output: text; --format json (growth, by_size, by_count, memory, cost); or a
-flame format (svg, folded, pprof, speedscope, gecko) of the growth, weighted
+flame format (svg, folded, pprof, speedscope) of the growth, weighted
 in bytes.`,
 		Example: `  pyobs mem -p 4242 -d 30s
   pyobs mem -p 4242 -d 10s --format json
@@ -75,6 +75,9 @@ func runMem(cmd *cobra.Command, g *globals, f *memFlags, args []string) error {
 	format, err := profileFormat("mem", g, true)
 	if err != nil {
 		return err
+	}
+	if format == "gecko" {
+		return usagef("mem: gecko is a time profile; the growth is in bytes: use svg, folded, pprof, speedscope or json")
 	}
 	opt := mem.Options{Duration: f.duration, Engine: f.engine, Frames: f.frames, Top: f.top,
 		MinGrowthShare: f.minShare, Timeout: f.timeout, Tid: f.tid, Nudge: f.nudge}
