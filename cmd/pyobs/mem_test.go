@@ -107,6 +107,23 @@ func TestMemTracemallocLeak(t *testing.T) {
 			if res.TracemallocWasOn || res.TracemallocOnNow {
 				t.Errorf("tracemalloc was on %v / is on %v", res.TracemallocWasOn, res.TracemallocOnNow)
 			}
+			var traced, rss int
+			var first, last *int64
+			for _, c := range res.Curve {
+				if c.TracedBytes != nil {
+					traced++
+					if first == nil {
+						first = c.TracedBytes
+					}
+					last = c.TracedBytes
+				}
+				if c.RSSBytes != nil {
+					rss++
+				}
+			}
+			if traced < 3 || rss < 3 || *last <= *first {
+				t.Errorf("growth curve: %d traced points (%v .. %v), %d RSS points", traced, first, last, rss)
+			}
 			if res.Memory.Error != "" || res.Memory.RSSEnd == 0 {
 				t.Errorf("memory: %+v", res.Memory)
 			}

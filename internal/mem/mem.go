@@ -8,10 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/pyobs/pyobs/internal/procfs"
 	"github.com/pyobs/pyobs/internal/remoteexec"
@@ -131,8 +134,51 @@ type Result struct {
 	Memory           Memory  `json:"memory"`
 	Cost             Cost    `json:"cost"`
 	Interrupted      bool    `json:"interrupted,omitempty"` // Ctrl-C ended the window early
+	// Curve: traced bytes (tracemalloc, in the target) and RSS/PSS (procfs)
+	// over the window, on one time axis from the first snapshot.
+	Curve []CurvePoint `json:"curve"`
 
 	allGrowth []Site // every grown site (up to the script's cap), for the flame formats
+}
+
+// CurvePoint is one point of the growth curve: TracedBytes from the
+// target's watchdog, or RSS/PSS from procfs (the other fields absent).
+type CurvePoint struct {
+	TS          float64 `json:"t_s"`
+	TracedBytes *int64  `json:"traced_bytes,omitempty"`
+	RSSBytes    *uint64 `json:"rss_bytes,omitempty"`
+	PSSBytes    *uint64 `json:"pss_bytes,omitempty"`
+}
+
+type rssPoint struct {
+	mono     float64
+	rss, pss uint64
+}
+
+// curvePeriod: about 120 points over the window, at most 4 a second.
+func curvePeriod(d time.Duration) time.Duration {
+	return max(250*time.Millisecond, d/120)
+}
+
+func monotonic() float64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return float64(ts.Sec) + float64(ts.Nsec)/1e9
+}
+
+// curve merges both series by time, relative to t0 (the first snapshot).
+func curve(t0 float64, traced [][2]float64, rss []rssPoint) []CurvePoint {
+	out := make([]CurvePoint, 0, len(traced)+len(rss))
+	for _, p := range traced {
+		b := int64(p[1])
+		out = append(out, CurvePoint{TS: p[0] - t0, TracedBytes: &b})
+	}
+	for _, p := range rss {
+		r, q := p.rss, p.pss
+		out = append(out, CurvePoint{TS: p.mono - t0, RSSBytes: &r, PSSBytes: &q})
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].TS < out[j].TS })
+	return out
 }
 
 // maxSites bounds what the end script sends back for the flame formats.
@@ -172,8 +218,10 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*Result, error) 
 
 	rssStart, smErr := smaps(s)
 	ropt.Source, ropt.Name = []byte(startScript), "<pyobs mem start>"
+	every := curvePeriod(opt.Duration)
 	ropt.Globals = map[string]string{"TOKEN": token, "FIFO": ch.TargetPath("alive"),
-		"FRAMES": strconv.Itoa(opt.Frames), "DEADLINE_S": strconv.FormatFloat(grace.Seconds(), 'f', 1, 64)}
+		"FRAMES": strconv.Itoa(opt.Frames), "DEADLINE_S": strconv.FormatFloat(grace.Seconds(), 'f', 1, 64),
+		"INTERVAL_S": strconv.FormatFloat(every.Seconds(), 'f', 3, 64)}
 	sctx, scancel := context.WithTimeout(ctx, opt.Timeout+30*time.Second)
 	r1, err := ch.Run(sctx, ropt)
 	scancel()
@@ -202,13 +250,27 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*Result, error) 
 	}
 	defer alive.Close()
 
+	// RSS/PSS on the growth curve's period (CLOCK_MONOTONIC: the clock of
+	// the target's time.monotonic, so both curves share a time axis).
+	var rss []rssPoint
 	t := time.NewTimer(opt.Duration)
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-		t.Stop()
-		res.Interrupted = true
+	tick := time.NewTicker(every)
+wait:
+	for {
+		select {
+		case <-tick.C:
+			if sm, err := smaps(s); err == nil {
+				rss = append(rss, rssPoint{mono: monotonic(), rss: sm.Rss, pss: sm.Pss})
+			}
+		case <-t.C:
+			break wait
+		case <-ctx.Done():
+			t.Stop()
+			res.Interrupted = true
+			break wait
+		}
 	}
+	tick.Stop()
 
 	rssEnd, smErr2 := smaps(s)
 	// The end script runs even after Ctrl-C: the window's result is written.
@@ -225,14 +287,16 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*Result, error) 
 	}
 	res.Cost.EndPauseS = r2.Ran.Seconds()
 	var end struct {
-		WindowS    float64 `json:"window_s"`
-		TracedEnd  int64   `json:"traced_bytes_end"`
-		TracedPeak int64   `json:"traced_peak_bytes"`
-		Total      int64   `json:"growth_total_bytes"`
-		Sites      int     `json:"sites"`
-		Growth     []Site  `json:"growth"`
-		BySize     []Site  `json:"by_size"`
-		ByCount    []Site  `json:"by_count"`
+		WindowS    float64      `json:"window_s"`
+		T0         float64      `json:"t0"`
+		Curve      [][2]float64 `json:"curve"`
+		TracedEnd  int64        `json:"traced_bytes_end"`
+		TracedPeak int64        `json:"traced_peak_bytes"`
+		Total      int64        `json:"growth_total_bytes"`
+		Sites      int          `json:"sites"`
+		Growth     []Site       `json:"growth"`
+		BySize     []Site       `json:"by_size"`
+		ByCount    []Site       `json:"by_count"`
 	}
 	if err := json.Unmarshal(r2.Output, &end); err != nil {
 		return nil, fmt.Errorf("pid %d: the end script's report %q: %w", s.Pid, trunc(r2.Output), err)
@@ -243,6 +307,7 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*Result, error) 
 	res.allGrowth = end.Growth
 	res.Growth, res.GrowthOther = selectGrowth(end.Growth, end.Total, opt.MinGrowthShare, opt.Top, end.WindowS)
 	res.Memory = memory(rssStart, rssEnd, smErr, smErr2)
+	res.Curve = curve(end.T0, end.Curve, rss)
 	return res, nil
 }
 

@@ -58,6 +58,7 @@ func WriteText(w io.Writer, r *Result) error {
 	}
 	fmt.Fprintf(w, "traced: %s live at the end (peak %s); grown in the window and alive at its end: %s over %d sites\n\n",
 		Bytes(r.TracedBytesEnd), Bytes(r.TracedPeakBytes), Bytes(r.GrowthTotalBytes), len(r.allGrowth))
+	writeCurve(w, r.Curve)
 	fmt.Fprintln(w, "growth (allocated in the window, still alive at its end):")
 	if len(r.Growth) == 0 {
 		fmt.Fprintln(w, "  none above the threshold")
@@ -96,4 +97,31 @@ func signed(n int64) string {
 		return "+" + Bytes(n)
 	}
 	return Bytes(n)
+}
+
+// writeCurve prints up to eight points of the traced-bytes curve, each with
+// the RSS read nearest in time.
+func writeCurve(w io.Writer, c []CurvePoint) {
+	var traced []CurvePoint
+	for _, p := range c {
+		if p.TracedBytes != nil {
+			traced = append(traced, p)
+		}
+	}
+	if len(traced) == 0 {
+		return
+	}
+	fmt.Fprint(w, "curve (s: traced / RSS):")
+	n := min(len(traced), 8)
+	for i := 0; i < n; i++ {
+		p := traced[i*(len(traced)-1)/max(n-1, 1)]
+		rss, best := "?", 0.0
+		for _, q := range c {
+			if d := q.TS - p.TS; q.RSSBytes != nil && (rss == "?" || d*d < best) {
+				rss, best = Bytes(int64(*q.RSSBytes)), d*d
+			}
+		}
+		fmt.Fprintf(w, "  %.1f: %s / %s", p.TS, Bytes(*p.TracedBytes), rss)
+	}
+	fmt.Fprint(w, "\n\n")
 }

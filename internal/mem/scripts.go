@@ -1,7 +1,7 @@
 package mem
 
 // startScript runs in the target (remoteexec globals: TOKEN, FIFO, FRAMES,
-// DEADLINE_S). It starts tracemalloc unless it is on, takes the first
+// DEADLINE_S, INTERVAL_S: the growth curve's period). It starts tracemalloc unless it is on, takes the first
 // snapshot, keeps both in a sys attribute named after the token, opens the
 // read end of pyobs's pipe and starts the watchdog; it prints one JSON line.
 const startScript = `
@@ -12,7 +12,7 @@ if getattr(sys, key, None) is not None:
 was = tracemalloc.is_tracing()
 if not was:
     tracemalloc.start(int(FRAMES))
-st = {"was": was, "done": False, "lock": _thread.allocate_lock()}
+st = {"was": was, "done": False, "lock": _thread.allocate_lock(), "curve": []}
 st["snap"] = tracemalloc.take_snapshot()
 st["t0"] = time.monotonic()
 setattr(sys, key, st)
@@ -24,7 +24,7 @@ def _pyobs_mem_watchdog(st=st, fd=fd, key=key, deadline=time.monotonic() + float
         p.register(fd, select.POLLIN | select.POLLHUP)
         while not st["done"] and time.monotonic() < deadline:
             hup = False
-            for _, ev in p.poll(200):
+            for _, ev in p.poll(int(float(INTERVAL_S) * 1000)):
                 if ev & select.POLLHUP:
                     hup = True
                 elif ev & select.POLLIN:
@@ -34,6 +34,9 @@ def _pyobs_mem_watchdog(st=st, fd=fd, key=key, deadline=time.monotonic() + float
                         pass
             if hup:
                 break
+            with st["lock"]:
+                if not st["done"] and len(st["curve"]) < 100000:
+                    st["curve"].append((time.monotonic(), tracemalloc.get_traced_memory()[0]))
     finally:
         os.close(fd)
         with st["lock"]:
@@ -134,6 +137,8 @@ stats = snap.statistics("traceback")
 top, cap = int(TOP), int(MAX_SITES)
 out = {
     "window_s": t1 - st["t0"],
+    "t0": st["t0"],
+    "curve": st["curve"] + [(t1, cur)],
     "was_tracing": st["was"],
     "frames": tracemalloc.get_traceback_limit() if st["was"] else None,
     "traced_bytes_end": cur, "traced_peak_bytes": peak,
