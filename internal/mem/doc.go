@@ -11,7 +11,9 @@
 // a pipe whose write end pyobs holds: when pyobs dies (SIGKILL included)
 // the pipe hangs up and the watchdog stops tracemalloc and drops the
 // snapshot; without that signal it does so anyway at the window's end plus
-// a grace. Nothing pyobs starts outlives it.
+// a grace. Nothing pyobs starts outlives it. The watchdog also samples
+// tracemalloc's traced total on the growth curve's period while pyobs reads
+// smaps_rollup on the same period; both carry CLOCK_MONOTONIC times.
 //
 // Price: cooperation plus tracing. Two safe-point script runs (each pauses
 // the target while it runs; the second one compares the snapshots: tens of
