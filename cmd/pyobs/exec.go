@@ -23,6 +23,7 @@ type execFlags struct {
 	timeout time.Duration
 	nudge   bool
 	nudgeSg string
+	any     bool
 }
 
 func newExec(g *globals) *cobra.Command {
@@ -47,20 +48,23 @@ Cannot: run before 3.14, in a target started with -X disable-remote-debug or
 PYTHON_DISABLE_REMOTE_DEBUG, or built --without-remote-debug (refused). A
 thread blocked in a syscall or in C code runs nothing until it returns to the
 eval loop: after --timeout the request is withdrawn with what the thread is
-blocked in. --nudge then sends it a signal the target catches (SIGWINCH,
+blocked in and which Python threads run (--tid). --any-thread moves the
+request by itself, after a moment, to a Python thread that is running. --nudge then sends it a signal the target catches (SIGWINCH,
 SIGURG, SIGCHLD or SIGCONT: conventionally harmless) to interrupt the syscall;
 CPython itself catches only SIGINT (KeyboardInterrupt), so a target without
 such a handler is refused unless --nudge-signal names one.`,
 		Example: `  pyobs exec -p 4242 report.py
   pyobs exec -p 4242 -c 'import threading; print(threading.enumerate())'
   pyobs exec -p 4242 --tid 4250 --timeout 2s report.py
-  pyobs exec -p 4242 --nudge report.py`,
+  pyobs exec -p 4242 --nudge report.py
+  pyobs exec -p 4242 --any-thread report.py`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error { return runExec(cmd, g, &f, args) },
 	}
 	fl := c.Flags()
 	fl.StringVarP(&f.code, "code", "c", "", "run this source instead of a script file")
 	fl.IntVar(&f.tid, "tid", 0, "the thread that runs the script (native thread id; default: the main thread)")
+	fl.BoolVar(&f.any, "any-thread", false, "when the main thread does not take the request at once, move it to a Python thread that is running")
 	fl.DurationVar(&f.timeout, "timeout", 10*time.Second, "how long the thread may take to reach a safe point")
 	fl.BoolVar(&f.nudge, "nudge", false, "when the thread has not started the script after a moment, send it a signal it catches to interrupt a blocking syscall")
 	fl.StringVar(&f.nudgeSg, "nudge-signal", "", "with --nudge: the signal to send (name or number) instead of one pyobs picks")
@@ -74,7 +78,10 @@ func runExec(cmd *cobra.Command, g *globals, f *execFlags, args []string) error 
 	if cmd.ArgsLenAtDash() >= 0 {
 		return usagef("exec: needs a running process (-p PID), not a command")
 	}
-	opt := remoteexec.Options{Tid: f.tid, Timeout: f.timeout, Nudge: f.nudge}
+	opt := remoteexec.Options{Tid: f.tid, Timeout: f.timeout, Nudge: f.nudge, AnyThread: f.any}
+	if f.any && f.tid != 0 {
+		return usagef("exec: give either --tid or --any-thread")
+	}
 	switch {
 	case f.code != "" && len(args) > 0:
 		return usagef("exec: give either SCRIPT.py or -c CODE, not both")

@@ -273,9 +273,9 @@ def spin():
     print("SPINNER", threading.get_native_id(), flush=True)
     while True:
         sum(range(1000))
-threading.Thread(target=spin, name="spinner", daemon=True).start()
 r, w = os.pipe()
 print("READY", flush=True)
+threading.Thread(target=spin, name="spinner", daemon=True).start()
 os.read(r, 1)
 `, nil)
 	tid := strings.TrimSpace(nextLine(t, tg, "SPINNER ", 10*time.Second))
@@ -287,5 +287,10 @@ os.read(r, 1)
 	r = testutil.Run(t, 30*time.Second, "exec", "-p", pid, "--tid", tid, "-c", "import threading; print(threading.current_thread().name)")
 	if r.Code != 0 || r.Stdout != "spinner\n" {
 		t.Fatalf("exec --tid %s: exit %d\nstdout: %s\nstderr: %s", tid, r.Code, r.Stdout, r.Stderr)
+	}
+	// --any-thread moves the request there by itself.
+	r = testutil.Run(t, 30*time.Second, "exec", "-p", pid, "--any-thread", "--timeout", "5s", "-c", "import threading; print(threading.current_thread().name)")
+	if r.Code != 0 || r.Stdout != "spinner\n" {
+		t.Fatalf("exec --any-thread: exit %d\nstdout: %s\nstderr: %s", r.Code, r.Stdout, r.Stderr)
 	}
 }

@@ -65,7 +65,7 @@ in bytes.`,
 	fl.IntVar(&f.top, "top", 20, "sites listed in growth, by size and by count")
 	fl.Float64Var(&f.minShare, "min-growth-share", 0.01, "a site enters the growth list when it grew at least this share of the total growth (the rest is summed)")
 	fl.DurationVar(&f.timeout, "timeout", 10*time.Second, "how long the target's thread may take to reach a safe point for each script")
-	fl.IntVar(&f.tid, "tid", 0, "the thread that runs pyobs's scripts (default: the main thread)")
+	fl.IntVar(&f.tid, "tid", 0, "the thread that runs pyobs's scripts (default: the main thread, or a running Python thread when the main one does not come)")
 	fl.BoolVar(&f.nudge, "nudge", false, "interrupt a blocking syscall with a signal the target catches (see pyobs exec --nudge)")
 	fl.BoolVar(&f.icicle, "icicle", false, "svg: roots at the top")
 	return c

@@ -213,7 +213,8 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*Result, error) 
 		return nil, err
 	}
 	res := &Result{Pid: s.Pid, Python: v.String(), Engine: EngineTracemalloc}
-	ropt := remoteexec.Options{Tid: opt.Tid, Timeout: opt.Timeout, Nudge: opt.Nudge}
+	// Any thread will do for tracemalloc: the main one, or one that runs.
+	ropt := remoteexec.Options{Tid: opt.Tid, Timeout: opt.Timeout, Nudge: opt.Nudge, AnyThread: opt.Tid == 0}
 	grace := opt.Duration + 2*opt.Timeout + 30*time.Second
 
 	rssStart, smErr := smaps(s)

@@ -14,11 +14,15 @@
 // runs the user's source in fresh globals, sends what the source prints from
 // its thread and any exception to files pyobs created in the target's /tmp
 // (owned by the target's user, mode 0600, in a 0700 directory), and catches
-// everything, so the target keeps going. Both files delete themselves when
-// the script starts, which is how pyobs knows the safe point was reached.
+// everything, so the target keeps going. The wrapper deletes its file when
+// it starts, which is how pyobs knows the safe point was reached (the
+// trampoline then finds no file: a request moved to another thread, or
+// taken twice, runs once).
 // pyobs holds a flock on the directory's lock file while it lives: a
 // request taken after pyobs died runs nothing and removes the directory.
-// On a timeout pyobs clears debugger_pending_call again (withdraws).
+// On a timeout pyobs clears debugger_pending_call again (withdraws); with
+// AnyThread, a request the main thread has not taken after a moment is
+// withdrawn and moved to a thread that is running.
 //
 // Price: cooperation. Nothing is stopped; the chosen thread runs the script
 // holding the GIL, so the target is paused (GIL builds) for as long as the

@@ -30,6 +30,9 @@ type Options struct {
 	Globals map[string]string
 	// Tid: the thread that runs it (0: the main thread).
 	Tid int
+	// AnyThread (with Tid 0): when the main thread has not taken the
+	// request after a moment, move it to a thread that runs now.
+	AnyThread bool
 	// Timeout: how long the thread may take to reach a safe point.
 	Timeout time.Duration
 	// Nudge: when the thread has not started the script after NudgeAfter,
@@ -42,7 +45,8 @@ type Options struct {
 
 // Result of a request that ran.
 type Result struct {
-	Tid       int
+	Tid       int           // the thread that ran it
+	moved     bool          // AnyThread moved the request once
 	Output    []byte        // what the source wrote to sys.stdout/sys.stderr
 	Exception string        // "" or the exception's type name
 	Traceback string        // the formatted traceback of Exception
@@ -237,7 +241,7 @@ func (c *Channel) Run(ctx context.Context, opt Options) (*Result, error) {
 	if name == "" {
 		name = "<pyobs exec>"
 	}
-	src := wrapperSource(c.TargetPath(run), c.TargetPath(body), c.TargetPath("lock"), c.TargetPath(out), c.TargetPath(done), name, opt.Source, opt.Globals)
+	src := wrapperSource(c.TargetPath(body), c.TargetPath("lock"), c.TargetPath(out), c.TargetPath(done), name, opt.Source, opt.Globals)
 	if err := c.create(body, []byte(src)); err != nil {
 		return nil, err
 	}
@@ -261,34 +265,50 @@ func (c *Channel) Run(ctx context.Context, opt Options) (*Result, error) {
 		return nil, s.Explain("write the remote-debugger request", err)
 	}
 	res := &Result{Tid: t.Tid}
-	hostRun := c.HostPath(run)
+	hostBody := c.HostPath(body)
+	gone := func() bool { _, err := os.Stat(hostBody); return errors.Is(err, os.ErrNotExist) }
 	nudgeAt := opt.NudgeAfter
 	if nudgeAt <= 0 {
 		nudgeAt = min(opt.Timeout/4, 500*time.Millisecond)
 	}
+	moveAt := min(opt.Timeout/4, 300*time.Millisecond)
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	var taken time.Time
-	// Phase 1: the safe point (the script file disappears).
-	for {
-		if _, err := os.Stat(hostRun); errors.Is(err, os.ErrNotExist) {
-			break
-		}
+	// Phase 1: the safe point (the wrapper removes its file when it starts).
+	for !gone() {
 		el := time.Since(start)
 		// The thread clears the flag, then runs the script, whose first
-		// act is to remove itself: a flag cleared long before that means
+		// act is to remove its file: a flag cleared long before that means
 		// the script never ran (an audit hook refused it, or it failed).
 		var pend [4]byte
 		if mem.Read(t.Pending, pend[:]) == nil && le32(pend[:]) == 0 {
 			if taken.IsZero() {
 				taken = time.Now()
-			} else if time.Since(taken) > 500*time.Millisecond {
-				if _, err := os.Stat(hostRun); err == nil {
-					_ = os.Remove(hostRun)
-					_ = os.Remove(c.HostPath(body))
-					return nil, fmt.Errorf("pid %d thread %d took the request but did not run the script (an audit hook refused it, or it failed to compile: the target's stderr says)", s.Pid, t.Tid)
+			} else if time.Since(taken) > 500*time.Millisecond && !gone() {
+				_ = os.Remove(hostBody)
+				return nil, fmt.Errorf("pid %d thread %d took the request but did not run the script (an audit hook refused it, or it failed to compile: the target's stderr says)", s.Pid, t.Tid)
+			}
+		} else {
+			taken = time.Time{}
+		}
+		// AnyThread: the chosen thread is not coming; one that runs Python
+		// now will. Withdraw, then ask that one (a late start of the
+		// first is seen by the withdrawal; a second run finds no file).
+		if opt.AnyThread && !res.moved && el >= moveAt && opt.Tid == 0 {
+			if cands := running(s.FS, s.Pid, t); len(cands) > 0 {
+				res.moved = true
+				if c.withdraw(mem, t, hostBody) {
+					break
 				}
-				continue
+				nt, err := Locate(mem, s.Pid, s.Py.Info.Runtime, cands[0])
+				if err == nil && mem.Read(nt.Pending, pend[:]) == nil && le32(pend[:]) == 0 {
+					t = nt
+				}
+				if err := request(s.Pid, mem, t, c.TargetPath(run)); err != nil {
+					return nil, s.Explain("write the remote-debugger request", err)
+				}
+				res.Tid, taken = t.Tid, time.Time{}
 			}
 		}
 		if opt.Nudge && res.Nudged == "" && el >= nudgeAt {
@@ -298,10 +318,10 @@ func (c *Channel) Run(ctx context.Context, opt Options) (*Result, error) {
 			res.Nudged = unix.SignalName(sig)
 		}
 		if el >= opt.Timeout || ctx.Err() != nil {
-			started := c.withdraw(mem, t, hostRun)
-			if started {
+			if c.withdraw(mem, t, hostBody) {
 				break
 			}
+			_ = os.Remove(hostBody)
 			if !s.Alive() {
 				return nil, fmt.Errorf("pid %d %w while waiting for its safe point", s.Pid, session.ErrExited)
 			}
@@ -379,18 +399,15 @@ func orBreaker(pid int, mem pyframes.Memory, t *Target) error {
 
 // withdraw clears a pending request that the thread has not taken. It
 // reports whether the script started after all (the race with the
-// thread's own clearing of the flag), and removes the script otherwise.
-func (c *Channel) withdraw(mem pyframes.Memory, t *Target, hostRun string) bool {
+// thread's own clearing of the flag).
+func (c *Channel) withdraw(mem pyframes.Memory, t *Target, hostBody string) bool {
 	var cur [4]byte
 	if mem.Read(t.Pending, cur[:]) == nil && le32(cur[:]) == 1 {
 		_ = write(c.s.Pid, t.Pending, []byte{0, 0, 0, 0})
 	}
 	time.Sleep(50 * time.Millisecond)
-	if _, err := os.Stat(hostRun); errors.Is(err, os.ErrNotExist) {
-		return true
-	}
-	_ = os.Remove(hostRun)
-	return false
+	_, err := os.Stat(hostBody)
+	return errors.Is(err, os.ErrNotExist)
 }
 
 func write(pid int, addr uint64, b []byte) error {

@@ -32,7 +32,8 @@ func pyBytes(b []byte) string {
 // what the wrapper allocates is told apart from the target's own (and
 // what the interpreter's compile of this line allocates is tiny).
 func trampolineSource(body string) string {
-	return `exec(compile(open(` + pyStr(body) + `, "rb").read(), "<pyobs exec>", "exec"), {"__name__": "__pyobs_exec__", "__builtins__": __import__("builtins")})` + "\n"
+	b := pyStr(body)
+	return `__import__("os").path.exists(` + b + `) and exec(compile(open(` + b + `, "rb").read(), "<pyobs exec>", "exec"), {"__name__": "__pyobs_exec__", "__builtins__": __import__("builtins")})` + "\n"
 }
 
 // pyStr renders s as a Python str expression.
@@ -45,7 +46,7 @@ func pyStr(s string) string { return pyBytes([]byte(s)) + `.decode("utf-8", "sur
 // done (through a rename, so pyobs never reads half of it). Everything it
 // defines lives in one function that is deleted afterwards: the target's
 // __main__ is left as found.
-func wrapperSource(run, body, lock, out, done, name string, src []byte, globals map[string]string) string {
+func wrapperSource(body, lock, out, done, name string, src []byte, globals map[string]string) string {
 	var g strings.Builder
 	keys := make([]string, 0, len(globals))
 	for k := range globals {
@@ -60,11 +61,12 @@ def _pyobs_exec():
     # Only modules that are complete from startup on: the target may be in
     # the middle of importing any other (threading, traceback, ...).
     import os, sys, _thread, builtins
-    for p in (` + pyStr(run) + `, ` + pyStr(body) + `):
-        try:
-            os.unlink(p)
-        except OSError:
-            pass
+    # The sign pyobs waits for; the trampoline stays (a second thread
+    # the request was moved to finds no body and runs nothing).
+    try:
+        os.unlink(` + pyStr(body) + `)
+    except OSError:
+        pass
     # pyobs holds this lock while it lives: free means it died before it
     # could withdraw the request; then run nothing and remove its files.
     try:

@@ -22,7 +22,7 @@ func TestPyBytes(t *testing.T) {
 // The wrapper carries the paths and source as escaped literals only: a
 // quote or newline in them cannot end the literal and inject code.
 func TestWrapperSourceLiterals(t *testing.T) {
-	src := wrapperSource("/tmp/d/run-1.py", "/tmp/d/body-1.py", "/tmp/d/lock", "/tmp/d/out-1", "/tmp/d/done-1", "evil\")\nimport os#", []byte("\"\"\"\n'''"), map[string]string{"k\"": "v\n"})
+	src := wrapperSource("/tmp/d/body-1.py", "/tmp/d/lock", "/tmp/d/out-1", "/tmp/d/done-1", "evil\")\nimport os#", []byte("\"\"\"\n'''"), map[string]string{"k\"": "v\n"})
 	for _, bad := range []string{"evil\")\nimport", "\"\"\"\n'''"} {
 		if strings.Contains(src, bad) {
 			t.Errorf("raw %q in the wrapper:\n%s", bad, src)
