@@ -245,7 +245,7 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*Result, error) 
 	// The write end, opened now that the watchdog holds the read end (a
 	// FIFO reader hangs up only on a writer it has seen come): pyobs's
 	// death closes it, the watchdog sees POLLHUP and ends the window.
-	alive, err := os.OpenFile(ch.HostPath("alive"), os.O_WRONLY|syscall.O_NONBLOCK, 0)
+	alive, err := os.OpenFile(ch.HostPath("alive"), os.O_WRONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return nil, fmt.Errorf("can't open the watchdog's pipe %s: %w", ch.HostPath("alive"), err)
 	}

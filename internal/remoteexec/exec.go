@@ -2,6 +2,7 @@ package remoteexec
 
 import (
 	"bytes"
+	"io"
 	"context"
 	"crypto/rand"
 	"debug/elf"
@@ -339,10 +340,10 @@ func (c *Channel) Run(ctx context.Context, opt Options) (*Result, error) {
 	// Phase 2: the script runs; its end is the done file.
 	hostDone := c.HostPath(done)
 	for {
-		b, err := os.ReadFile(hostDone)
+		b, err := readNoFollow(hostDone)
 		if err == nil {
 			res.Ran = time.Since(start) - res.Started
-			res.Output, _ = os.ReadFile(c.HostPath(out))
+			res.Output, _ = readNoFollow(c.HostPath(out))
 			st := string(b)
 			if rest, ok := strings.CutPrefix(st, "exception "); ok {
 				res.Exception, res.Traceback, _ = strings.Cut(rest, "\n")
@@ -408,6 +409,17 @@ func (c *Channel) withdraw(mem pyframes.Memory, t *Target, hostBody string) bool
 	time.Sleep(50 * time.Millisecond)
 	_, err := os.Stat(hostBody)
 	return errors.Is(err, os.ErrNotExist)
+}
+
+// readNoFollow reads a file of the channel, which the target's user owns:
+// never through a link it may have planted there.
+func readNoFollow(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
 }
 
 func write(pid int, addr uint64, b []byte) error {
