@@ -2,13 +2,13 @@ package remoteexec
 
 import (
 	"bytes"
-	"io"
 	"context"
 	"crypto/rand"
 	"debug/elf"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
