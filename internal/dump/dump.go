@@ -37,6 +37,7 @@ type ReadInfo struct {
 	DurationUS  float64 `json:"duration_us"`
 	StoppedUS   float64 `json:"target_stopped_us"`
 	TornRetries uint64  `json:"torn_retries"`
+	Restops     int     `json:"restops,omitempty"` // stopped again: a thread was mid-transition
 	Torn        int     `json:"threads_inconsistent"`
 }
 
@@ -89,6 +90,19 @@ func (o Options) Validate() error {
 	return nil
 }
 
+// maxStops bounds the stops of one dump with Lock or Native.
+const maxStops = 4
+
+// anyTorn: a thread's Python stack could not be read consistently.
+func anyTorn(threads []pyframes.Thread) bool {
+	for _, t := range threads {
+		if t.Err != nil && errors.Is(t.Err, pyframes.ErrTorn) {
+			return true
+		}
+	}
+	return false
+}
+
 // Run reads every thread's stack once. A dump takes milliseconds: it
 // finishes whatever ctx says (Ctrl-C during a dump still writes it).
 func Run(_ context.Context, s *session.Session, opt Options) (*Dump, error) {
@@ -107,16 +121,32 @@ func Run(_ context.Context, s *session.Session, opt Options) (*Dump, error) {
 		if opt.Native {
 			nat = prepareNative(s, opt.StackSize)
 		}
-		f, ferr := s.Freeze()
-		if ferr != nil {
-			return nil, ferr
+		// A thread stopped mid-transition (3.11 points tstate->cframe at a
+		// new eval loop's cframe a few instructions before filling it) has
+		// no readable Python stack at that instant, however long it stays
+		// stopped: let it run on and stop again, a few times at most.
+		for attempt := 0; ; attempt++ {
+			if nat != nil {
+				nat.reset()
+			}
+			f, ferr := s.Freeze()
+			if ferr != nil {
+				return nil, ferr
+			}
+			if nat != nil {
+				nat.capture(f)
+			}
+			threads, err = s.Py.Threads(pyframes.Options{Names: true, Locals: opt.Locals, Retries: 1, Links: opt.Native})
+			f.Thaw()
+			d.Read.StoppedUS += float64(f.Held.Nanoseconds()) / 1e3
+			if err != nil || !anyTorn(threads) || attempt == maxStops-1 {
+				break
+			}
+			d.Read.Restops++
+			// Thawed threads must run before the next stop, or it stops
+			// them at the same instruction.
+			time.Sleep(time.Duration(attempt+1) * time.Millisecond)
 		}
-		if nat != nil {
-			nat.capture(f)
-		}
-		threads, err = s.Py.Threads(pyframes.Options{Names: true, Locals: opt.Locals, Retries: 1, Links: opt.Native})
-		f.Thaw()
-		d.Read.StoppedUS = float64(f.Held.Nanoseconds()) / 1e3
 	} else {
 		threads, err = s.Py.Threads(pyframes.Options{Names: true, Locals: opt.Locals})
 	}

@@ -85,6 +85,12 @@ func prepareNative(s *session.Session, size int) *nativeDump {
 	return n
 }
 
+// reset forgets what an earlier stop captured.
+func (n *nativeDump) reset() {
+	clear(n.threads)
+	n.info = NativeInfo{StackSize: n.size}
+}
+
 // capture reads the registers and copies the stack of every stopped
 // thread: the part from its stack pointer up to size bytes or the end of
 // its stack mapping.

@@ -83,6 +83,7 @@ type Frame struct {
 // Sample is one event on one of the target's threads.
 type Sample struct {
 	Time    uint64 // CLOCK_MONOTONIC ns
+	ID      uint64 // the stack's identity (hash of frames, verdict, code generation); 0 unless walked
 	Tid     int
 	CPU     int
 	TState  uint64
@@ -264,6 +265,12 @@ func (w *Walker) attach() error {
 // entry left by a thread whose tid or stack was reused is counted
 // (CMapStale) and ignored.
 func (w *Walker) SetThreads(refs []pyframes.ThreadRef) error {
+	return FillThreads(w.objs.Tstates, w.Pid, refs)
+}
+
+// FillThreads makes m — the tstates map of a program that includes
+// pywalk.h — exactly refs, as SetThreads does for the walker's own.
+func FillThreads(m *ebpf.Map, pid int, refs []pyframes.ThreadRef) error {
 	want := map[uint64]uint64{}
 	for _, r := range refs {
 		if r.NativeID > 0 {
@@ -275,18 +282,18 @@ func (w *Walker) SetThreads(refs []pyframes.ThreadRef) error {
 	}
 	var k, v uint64
 	var stale []uint64
-	it := w.objs.Tstates.Iterate()
+	it := m.Iterate()
 	for it.Next(&k, &v) {
 		if nv, ok := want[k]; !ok || nv != v {
 			stale = append(stale, k)
 		}
 	}
 	for _, k := range stale {
-		_ = w.objs.Tstates.Delete(k)
+		_ = m.Delete(k)
 	}
 	for k, v := range want {
-		if err := w.objs.Tstates.Put(k, v); err != nil {
-			return fmt.Errorf("pid %d: can't put thread 0x%x -> tstate 0x%x: %w", w.Pid, k, v, err)
+		if err := m.Put(k, v); err != nil {
+			return fmt.Errorf("pid %d: can't put thread 0x%x -> tstate 0x%x: %w", pid, k, v, err)
 		}
 	}
 	return nil
@@ -315,7 +322,7 @@ func (w *Walker) Read() (Sample, error) {
 			return Sample{}, fmt.Errorf("pid %d: %w", w.Pid, err)
 		}
 		if ok {
-			return decode(b)
+			return Decode(b)
 		}
 		if !w.deadline.IsZero() && !time.Now().Before(w.deadline) {
 			return Sample{}, os.ErrDeadlineExceeded
@@ -329,12 +336,14 @@ func (w *Walker) Pending() int { return w.ring.Pending() }
 const hdrSize = int(unsafe.Sizeof(kwalkSampleHdr{}))
 const frameSize = int(unsafe.Sizeof(kwalkFrame{}))
 
-func decode(b []byte) (Sample, error) {
+// Decode reads one record of struct sample (pywalk.h) as a program that
+// includes the walker sends it.
+func Decode(b []byte) (Sample, error) {
 	h, err := bpfload.Decode[kwalkSampleHdr](b)
 	if err != nil {
 		return Sample{}, err
 	}
-	s := Sample{Time: h.Time, TState: h.Tstate, CodeGen: h.Codegen, Last: h.Last,
+	s := Sample{Time: h.Time, ID: h.Id, TState: h.Tstate, CodeGen: h.Codegen, Last: h.Last,
 		Tid: int(h.Tid), Flags: h.Flags, Hops: int(h.Hops), CPU: int(h.Cpu)}
 	depth := int(h.Depth)
 	if len(b) < hdrSize+depth*frameSize {

@@ -64,6 +64,7 @@ type kwalkSample struct {
 type kwalkSampleHdr struct {
 	_       structs.HostLayout
 	Time    uint64
+	Id      uint64
 	Tstate  uint64
 	Codegen uint64
 	Last    uint64

@@ -9,12 +9,18 @@
 // thread (its tid, comm, kernel stack), and the switch-in adds the wait to
 // a second aggregate keyed by the wait and its waker.
 //
+// With a walker configuration (cfg.minor != 0) the switch-out also walks
+// the thread's Python stack, right there (pywalk.h, the walk record's
+// kernel walker uses): each distinct stack is sent once to user space
+// through a ring buffer and the wait is keyed by its hash (pyk), so every
+// wait — however short — has the Python stack it blocked in.
+//
 // The kernel types, helpers and map macros come from pyobs.h
-// (internal/bpf/include), shared by the three programs.
+// (internal/bpf/include), shared by the programs; the walk from pywalk.h.
 //
 // Build: make generate (bpf2go + clang -target bpf); the object is committed.
 
-#include "pyobs.h"
+#include "pywalk.h"
 
 #define TASK_UNINTERRUPTIBLE 0x2
 #define TASK_DEAD 0x80
@@ -36,6 +42,7 @@ struct start {
 	s32 sysnr;
 	u32 flags;
 	u32 pad;
+	u64 pyk; // the Python stack walked at the switch-out (its hash), 0: none
 };
 
 struct wkey {
@@ -46,6 +53,7 @@ struct wkey {
 	u32 flags;
 	u32 pyid; // user space's Python stack id, 0: not read
 	u32 pad;
+	u64 pyk;  // the kernel's Python stack (hash), 0: not walked
 };
 
 struct wval {
@@ -92,6 +100,7 @@ struct okey {
 	u32 wtid;
 	s32 wkstack;
 	char comm[16];
+	u64 pyk;
 };
 
 struct pkey {
@@ -117,6 +126,14 @@ enum {
 	C_DROP_WAKES,    // wakes map full: the wait has no waker
 	C_DROP_OFFWAKE,  // offwake map full: the wait is in the waits map only
 	C_WAKE_JOINED,   // waits joined to their waker
+	C_PY_WALKED,     // switch-outs whose whole Python stack was walked
+	C_PY_TRUNC,      // walked, deeper than the walker goes (or callers missing)
+	C_PY_FAULT,      // a read of user memory failed (page not present)
+	C_PY_INVALID,    // a check failed (torn chain)
+	C_PY_NOPY,       // no thread state found for the thread
+	C_PY_EMPTY,      // a thread state without a frame
+	C_PY_NEW,        // distinct stacks sent to user space
+	C_PY_LOST,       // pystacks ring full: a stack not sent (its waits unnamed)
 	C_NCOUNTERS,
 };
 
@@ -173,6 +190,22 @@ struct {
 
 PERCPU_COUNTERS(counters, C_NCOUNTERS);
 
+// Stacks already sent to user space, by hash (least recently used ones
+// are forgotten and sent again: harmless).
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, u64);
+	__type(value, u8);
+} pyseen SEC(".maps");
+
+// New Python stacks (struct sample of pywalk.h), read by user space on its
+// ~1 ms look without wake-ups.
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 21);
+} pystacks SEC(".maps");
+
 // Set before load.
 const volatile u32 target_tgid = 0;
 const volatile u64 gil_lo = 0;
@@ -199,6 +232,62 @@ volatile u64 stop_ns = 0;
 static __always_inline void count(u32 slot, u64 n)
 {
 	counter_add(&counters, slot, n);
+}
+
+#define BPF_RB_NO_WAKEUP 1
+
+// py_stack walks the current thread's Python stack and returns its hash
+// (0: none walked), sending the stack to user space the first time.
+static __always_inline u64 py_stack(u32 tid, u64 now)
+{
+	u32 zero = 0;
+	struct sample *s = bpf_map_lookup_elem(&scratch, &zero);
+	if (!s)
+		return 0;
+	s->h.time = now;
+	s->h.id = 0;
+	s->h.tid = tid;
+	s->h.cpu = 0;
+	s->h.flags = 0;
+	s->h.depth = 0;
+	s->h.hops = 0;
+	s->h.tstate = 0;
+	s->h.codegen = 0;
+	s->h.last = 0;
+	struct pywalk_ev ev = {};
+	pywalk(s, tid, &ev);
+	u32 f = s->h.flags;
+	if (f & S_COMPLETE)
+		count(C_PY_WALKED, 1);
+	if (f & S_TRUNCATED)
+		count(C_PY_TRUNC, 1);
+	if (f & S_FAULT)
+		count(C_PY_FAULT, 1);
+	if (f & S_INVALID)
+		count(C_PY_INVALID, 1);
+	if (f & S_NOPY)
+		count(C_PY_NOPY, 1);
+	if (f & S_EMPTY)
+		count(C_PY_EMPTY, 1);
+	u64 id = s->h.id;
+	if (!id || s->h.depth == 0)
+		return 0;
+	if (bpf_map_lookup_elem(&pyseen, &id))
+		return id;
+	u32 d = s->h.depth;
+	if (d > MAX_FRAMES)
+		d = MAX_FRAMES;
+	u64 size = sizeof(struct sample_hdr) + (u64)d * sizeof(struct frame);
+	if (size > sizeof(struct sample))
+		size = sizeof(struct sample);
+	if (bpf_ringbuf_output(&pystacks, s, size, BPF_RB_NO_WAKEUP)) {
+		count(C_PY_LOST, 1);
+		return id; // keyed all the same: user space counts it unnamed
+	}
+	u8 one = 1;
+	bpf_map_update_elem(&pyseen, &id, &one, BPF_ANY);
+	count(C_PY_NEW, 1);
+	return id;
 }
 
 static __always_inline void switch_out(void *ctx, struct task_struct *prev, u32 tid, u32 prev_state, int preempt, u64 now)
@@ -274,6 +363,8 @@ static __always_inline void switch_out(void *ctx, struct task_struct *prev, u32 
 			t->walk_id = s.kstack;
 		}
 	}
+	if (cfg.minor)
+		s.pyk = py_stack(tid, now);
 	if (bpf_map_update_elem(&starts, &tid, &s, BPF_ANY))
 		count(C_DROP_START, 1);
 	__sync_fetch_and_add(&out_seq, 1);
@@ -292,6 +383,7 @@ static __always_inline void switch_in(struct task_struct *next, u32 tid, u64 now
 		k.uip = s->uip;
 		k.sysnr = s->sysnr;
 		k.flags = s->flags;
+		k.pyk = s->pyk;
 	} else if (t) {
 		// Its switch-out found the start map full.
 		count(C_UNPAIRED, 1);
@@ -356,7 +448,7 @@ static __always_inline void switch_in(struct task_struct *next, u32 tid, u64 now
 	// it ended no wait of ours.
 	if (s && !(k.flags & F_RUNQ) && wk->ts >= from) {
 		struct okey o = {.uip = k.uip, .tid = tid, .kstack = k.kstack, .sysnr = k.sysnr, .flags = k.flags,
-				 .pyid = k.pyid, .wtgid = wk->tgid, .wtid = wk->tid, .wkstack = wk->kstack};
+				 .pyid = k.pyid, .wtgid = wk->tgid, .wtid = wk->tid, .wkstack = wk->kstack, .pyk = k.pyk};
 		__builtin_memcpy(o.comm, wk->comm, sizeof(o.comm));
 		struct wval *ov = bpf_map_lookup_elem(&offwake, &o);
 		if (ov) {

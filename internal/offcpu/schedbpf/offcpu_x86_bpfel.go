@@ -13,6 +13,41 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type offcpuConfig struct {
+	_               structs.HostLayout
+	CodeType        uint64
+	FrameType       uint64
+	CodegenAddr     uint64
+	CodeAdaptive    uint64
+	TlsOff          [2]int64
+	TlsN            uint32
+	TstateThreadId  uint32
+	TstateNativeTid uint32
+	WakeBytes       uint32
+	Tgid            uint32
+	Minor           uint32
+	MaxFrames       uint32
+	EndRule         uint32
+	CframeCurrent   int32
+	TstateFrame     uint32
+	TstateBaseFrame uint32
+	ObType          uint32
+	FramePrevious   uint32
+	FrameCode       uint32
+	FrameInstr      uint32
+	FrameOwner      uint32
+	FrameIsEntry    int32
+	FrameRead       uint32
+	FrameObjects    uint32
+	CodeTagged      uint32
+	OwnerSkip       uint32
+	OwnerMax        uint32
+	GenStateRel     int32
+	GenExecuting    int32
+	FrameGen        uint32
+	CodeFlags       uint32
+}
+
 type offcpuOkey struct {
 	_       structs.HostLayout
 	Uip     uint64
@@ -25,6 +60,7 @@ type offcpuOkey struct {
 	Wtid    uint32
 	Wkstack int32
 	Comm    [16]int8
+	Pyk     uint64
 }
 
 type offcpuPkey struct {
@@ -32,6 +68,29 @@ type offcpuPkey struct {
 	Tid uint32
 	Pad uint32
 	Ts  uint64
+}
+
+type offcpuSample struct {
+	_ structs.HostLayout
+	H struct {
+		_       structs.HostLayout
+		Time    uint64
+		Id      uint64
+		Tstate  uint64
+		Codegen uint64
+		Last    uint64
+		Tid     uint32
+		Flags   uint32
+		Depth   uint16
+		Hops    uint16
+		Cpu     uint32
+	}
+	Frames [128]struct {
+		_     structs.HostLayout
+		Code  uint64
+		Lasti int32
+		Flags uint32
+	}
 }
 
 type offcpuStart struct {
@@ -42,6 +101,7 @@ type offcpuStart struct {
 	Sysnr  int32
 	Flags  uint32
 	Pad    uint32
+	Pyk    uint64
 }
 
 type offcpuThr struct {
@@ -69,6 +129,11 @@ type offcpuWake struct {
 	Comm   [16]int8
 }
 
+type offcpuWindow struct {
+	_ structs.HostLayout
+	D [4224]uint8
+}
+
 type offcpuWkey struct {
 	_      structs.HostLayout
 	Uip    uint64
@@ -78,6 +143,7 @@ type offcpuWkey struct {
 	Flags  uint32
 	Pyid   uint32
 	Pad    uint32
+	Pyk    uint64
 }
 
 type offcpuWval struct {
@@ -90,19 +156,26 @@ type offcpuWval struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	offcpuMapCodesOk    = "codes_ok"
 	offcpuMapCounters   = "counters"
 	offcpuMapKstacks    = "kstacks"
 	offcpuMapOffwake    = "offwake"
 	offcpuMapPyids      = "pyids"
+	offcpuMapPyseen     = "pyseen"
+	offcpuMapPystacks   = "pystacks"
+	offcpuMapScratch    = "scratch"
 	offcpuMapStarts     = "starts"
 	offcpuMapThreads    = "threads"
+	offcpuMapTstates    = "tstates"
 	offcpuMapWaits      = "waits"
 	offcpuMapWakes      = "wakes"
+	offcpuMapWin        = "win"
 	offcpuProgOffcpuBtf = "offcpu_btf"
 	offcpuProgOffcpuRaw = "offcpu_raw"
 	offcpuProgWakingBtf = "waking_btf"
 	offcpuProgWakingRaw = "waking_raw"
 	offcpuVarAttachNs   = "attach_ns"
+	offcpuVarCfg        = "cfg"
 	offcpuVarGilHi      = "gil_hi"
 	offcpuVarGilLo      = "gil_lo"
 	offcpuVarMinBlockNs = "min_block_ns"
@@ -166,14 +239,20 @@ type offcpuProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type offcpuMapSpecs struct {
+	CodesOk  *ebpf.MapSpec `ebpf:"codes_ok"`
 	Counters *ebpf.MapSpec `ebpf:"counters"`
 	Kstacks  *ebpf.MapSpec `ebpf:"kstacks"`
 	Offwake  *ebpf.MapSpec `ebpf:"offwake"`
 	Pyids    *ebpf.MapSpec `ebpf:"pyids"`
+	Pyseen   *ebpf.MapSpec `ebpf:"pyseen"`
+	Pystacks *ebpf.MapSpec `ebpf:"pystacks"`
+	Scratch  *ebpf.MapSpec `ebpf:"scratch"`
 	Starts   *ebpf.MapSpec `ebpf:"starts"`
 	Threads  *ebpf.MapSpec `ebpf:"threads"`
+	Tstates  *ebpf.MapSpec `ebpf:"tstates"`
 	Waits    *ebpf.MapSpec `ebpf:"waits"`
 	Wakes    *ebpf.MapSpec `ebpf:"wakes"`
+	Win      *ebpf.MapSpec `ebpf:"win"`
 }
 
 // offcpuVariableSpecs contains global variables before they are loaded into the kernel.
@@ -181,6 +260,7 @@ type offcpuMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type offcpuVariableSpecs struct {
 	AttachNs   *ebpf.VariableSpec `ebpf:"attach_ns"`
+	Cfg        *ebpf.VariableSpec `ebpf:"cfg"`
 	GilHi      *ebpf.VariableSpec `ebpf:"gil_hi"`
 	GilLo      *ebpf.VariableSpec `ebpf:"gil_lo"`
 	MinBlockNs *ebpf.VariableSpec `ebpf:"min_block_ns"`
@@ -212,26 +292,38 @@ func (o *offcpuObjects) Close() error {
 //
 // It can be passed to loadOffcpuObjects or ebpf.CollectionSpec.LoadAndAssign.
 type offcpuMaps struct {
+	CodesOk  *ebpf.Map `ebpf:"codes_ok"`
 	Counters *ebpf.Map `ebpf:"counters"`
 	Kstacks  *ebpf.Map `ebpf:"kstacks"`
 	Offwake  *ebpf.Map `ebpf:"offwake"`
 	Pyids    *ebpf.Map `ebpf:"pyids"`
+	Pyseen   *ebpf.Map `ebpf:"pyseen"`
+	Pystacks *ebpf.Map `ebpf:"pystacks"`
+	Scratch  *ebpf.Map `ebpf:"scratch"`
 	Starts   *ebpf.Map `ebpf:"starts"`
 	Threads  *ebpf.Map `ebpf:"threads"`
+	Tstates  *ebpf.Map `ebpf:"tstates"`
 	Waits    *ebpf.Map `ebpf:"waits"`
 	Wakes    *ebpf.Map `ebpf:"wakes"`
+	Win      *ebpf.Map `ebpf:"win"`
 }
 
 func (m *offcpuMaps) Close() error {
 	return _OffcpuClose(
+		m.CodesOk,
 		m.Counters,
 		m.Kstacks,
 		m.Offwake,
 		m.Pyids,
+		m.Pyseen,
+		m.Pystacks,
+		m.Scratch,
 		m.Starts,
 		m.Threads,
+		m.Tstates,
 		m.Waits,
 		m.Wakes,
+		m.Win,
 	)
 }
 
@@ -240,6 +332,7 @@ func (m *offcpuMaps) Close() error {
 // It can be passed to loadOffcpuObjects or ebpf.CollectionSpec.LoadAndAssign.
 type offcpuVariables struct {
 	AttachNs   *ebpf.Variable `ebpf:"attach_ns"`
+	Cfg        *ebpf.Variable `ebpf:"cfg"`
 	GilHi      *ebpf.Variable `ebpf:"gil_hi"`
 	GilLo      *ebpf.Variable `ebpf:"gil_lo"`
 	MinBlockNs *ebpf.Variable `ebpf:"min_block_ns"`

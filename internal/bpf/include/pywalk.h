@@ -1,0 +1,510 @@
+// pywalk.h: the CPython stack walk, in the kernel, of the current thread —
+// shared by the sampling walker (internal/kwalk) and offcpu's switch-out
+// (internal/offcpu/schedbpf): one walk, one set of layout facts.
+//
+// The including program declares nothing of it; it gets the read-only
+// `cfg` (struct config, fixed at load by user space from internal/pyframes'
+// kernel layout: the verifier sees the offsets as constants), the maps
+// tstates (tid or fsbase -> PyThreadState*, filled by user space), scratch,
+// codes_ok and win, and pywalk(). See internal/kwalk/doc.go for the walk.
+
+#ifndef PYOBS_PYWALK_H
+#define PYOBS_PYWALK_H
+
+#include "pyobs.h"
+
+typedef signed char s8;
+
+// The thread's fsbase (== pthread_self on x86_64 glibc/musl). A flavoured
+// name (the ___ suffix is ignored by CO-RE matching) so that pyobs.h's
+// task_struct stays the one the other programs see.
+struct thread_struct {
+	unsigned long fsbase;
+} __attribute__((preserve_access_index));
+
+struct task_struct___kwalk {
+	struct thread_struct thread;
+} __attribute__((preserve_access_index));
+
+static u32 (*bpf_get_smp_processor_id)(void) = (void *)8;
+static u64 (*bpf_get_current_task)(void) = (void *)35;
+static long (*bpf_ringbuf_output)(void *ringbuf, void *data, u64 size, u64 flags) = (void *)130;
+static u64 (*bpf_ringbuf_query)(void *ringbuf, u64 flags) = (void *)134;
+static long (*bpf_loop)(u32 nr_loops, void *callback_fn, void *callback_ctx, u64 flags) = (void *)181;
+
+// ---- Shared with Go (bpf2go -type) ----
+
+#define MAX_FRAMES 128 // frames recorded per sample; deeper stacks are truncated
+#define MAX_HOPS 512   // frames visited per sample, shims included
+
+// What the walker needs to know about one interpreter build.
+struct config {
+	u64 code_type;    // &PyCode_Type: every code object's ob_type
+	u64 frame_type;   // &PyFrame_Type (3.10: frames are objects)
+	u64 codegen_addr; // &interp->_code_object_generation (3.14+), 0: none
+	u64 code_adaptive; // offsetof(PyCodeObject, co_code_adaptive) (3.11+)
+	s64 tls_off[2];   // where the thread's own tstate pointer sits, from fsbase
+	u32 tls_n;        // how many of tls_off to try (0: user space's map only)
+	u32 tstate_thread_id; // offset of thread_id (pthread_t == fsbase)
+	u32 tstate_native_tid; // offset of native_thread_id (3.11+), 0: none
+	u32 wake_bytes;   // wake the reader only once this much is waiting (0: every sample)
+	u32 tgid;
+	u32 minor;        // 10..15
+	u32 max_frames;   // <= MAX_FRAMES
+	u32 end_rule;     // END_*: what a whole chain ends at
+	s32 cframe_current; // 3.11/3.12: tstate->cframe->current_frame; -1: tstate holds the frame
+	u32 tstate_frame; // offset of the frame (or cframe) pointer in the thread state
+	u32 tstate_base_frame; // 3.15: offset of base_frame in the thread state, 0: none
+	u32 ob_type;      // offsetof(PyObject, ob_type)
+	u32 frame_previous;
+	u32 frame_code;
+	u32 frame_instr;  // 3.11+: instruction pointer; 3.10: int f_lasti
+	u32 frame_owner;  // 3.11+
+	s32 frame_is_entry; // 3.11: bool is_entry; -1: none
+	u32 frame_read;   // bytes of a frame header to read (<= 128)
+	u32 frame_objects; // 3.10: PyFrameObject chain
+	u32 code_tagged;  // 3.14+: f_executable is a _PyStackRef (mask the low bits)
+	u32 owner_skip;   // owners >= this are shims (3.12+); 0: none
+	u32 owner_max;    // the highest owner value of this version
+	s32 gen_state_rel; // gi_frame_state relative to a generator's frame; 0: unchecked
+	s32 gen_executing; // FRAME_EXECUTING of this version
+	u32 frame_gen;    // 3.10: offset of PyFrameObject.f_gen, 0: none
+	u32 code_flags;   // 3.10: offset of PyCodeObject.co_flags, 0: none
+};
+
+// co_flags of code that runs in a generator's, coroutine's or async
+// generator's frame (CO_GENERATOR | CO_COROUTINE | CO_ITERABLE_COROUTINE |
+// CO_ASYNC_GENERATOR).
+#define GEN_CODE_FLAGS (0x20 | 0x80 | 0x100 | 0x200)
+
+// Sample flags.
+#define S_COMPLETE 0x1  // the chain ended at the version's outermost marker
+#define S_TRUNCATED 0x2 // deeper than max_frames / MAX_HOPS
+#define S_FAULT 0x4     // a read of user memory failed (page not present, unmapped)
+#define S_INVALID 0x8   // a check failed (owner, code type, loop, generator state)
+#define S_NOPY 0x10     // no thread state known for this thread
+#define S_EMPTY 0x20    // the thread state has no frame (not running Python)
+#define S_MAPKEY_FS 0x40 // the thread state was found by fsbase, not tid
+#define S_BYTLS 0x80    // the thread state was found through the thread's TLS/TSD
+
+// Frame flags.
+#define FR_ENTRY 0x1 // entered from C (3.11 is_entry; 3.12+ above a shim; 3.10 always)
+#define FR_GEN 0x2   // owned by a generator/coroutine
+
+#define END_NULL 0  // 3.10: previous == NULL is the end
+#define END_ENTRY 1 // 3.11: the outermost frame is an entry frame
+#define END_SHIM 2  // 3.12-3.14: the outermost frame is a shim
+#define END_BASE 3  // 3.15: the outermost frame is tstate->base_frame
+
+struct frame {
+	u64 code;  // PyCodeObject*
+	s32 lasti; // code units from co_code_adaptive (3.11+) / f_lasti (3.10)
+	u32 flags;
+};
+
+struct sample_hdr {
+	u64 time;    // CLOCK_MONOTONIC ns
+	u64 id;      // the stack's identity: a hash of its frames, flags and code generation
+	u64 tstate;  // PyThreadState*
+	u64 codegen; // the interpreter's code-object generation at the sample (3.14+)
+	u64 last;    // the outermost frame visited
+	u32 tid;
+	u32 flags;
+	u16 depth;   // frames recorded
+	u16 hops;    // frames visited (shims included)
+	u32 cpu;
+};
+
+struct sample {
+	struct sample_hdr h;
+	struct frame frames[MAX_FRAMES];
+};
+
+// ---- Maps and globals ----
+
+const volatile struct config cfg = {};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, u64);   // kernel tid, or fsbase (pthread_t)
+	__type(value, u64); // PyThreadState*
+} tstates SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct sample);
+} scratch SEC(".maps");
+
+// Code objects whose type was checked lately, per CPU, direct-mapped by
+// address: a frame whose code sits in its slot skips the type read.
+#define CODE_SLOTS 256
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, CODE_SLOTS);
+	__type(key, u32);
+	__type(value, u64);
+} codes_ok SEC(".maps");
+
+// 3.11+: frames live in contiguous data-stack chunks, callers below
+// callees: one read of the page that holds a frame serves the callers
+// in it too (a frame read alone costs about as much as the page).
+#define WIN 4096
+#define PAGE 4096
+struct window {
+	u8 d[WIN + 128];
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct window);
+} win SEC(".maps");
+
+static __always_inline int read_u64(u64 *dst, u64 addr)
+{
+	return bpf_probe_read_user(dst, sizeof(*dst), (const void *)addr);
+}
+
+// ---- The walk ----
+
+struct walk {
+	u64 addr;      // the next frame to visit
+	u64 last;      // the last frame visited
+	u64 code_ok;   // the last code object whose type was checked
+	u64 wbase;     // user address of win.d[0], 0: no window
+	u32 depth;
+	u32 hops;
+	u32 flags;
+	u8 last_shim;  // the last frame visited was a shim
+	u8 last_entry; // the last Python frame recorded was an entry frame
+	u8 last_gen;   // the last Python frame recorded belongs to a generator
+	u8 done;
+	u64 last_code; // the last Python frame's code object
+	u64 hash;      // of the frames recorded
+};
+
+// One step of the stack's identity hash (a multiply-xorshift).
+static __always_inline u64 mix(u64 h, u64 x)
+{
+	h = (h ^ x) * 0x9e3779b97f4a7c15ULL;
+	return h ^ (h >> 29);
+}
+
+#define FBUF_WORDS 16 // 128 bytes: every frame header we read
+
+static long step(u32 i, void *vctx)
+{
+	struct walk *w = vctx;
+	u32 zero = 0;
+	struct sample *s = bpf_map_lookup_elem(&scratch, &zero);
+	if (!s)
+		return 1;
+	u64 addr = w->addr;
+	if (addr == 0) {
+		w->done = 1;
+		return 1;
+	}
+	u64 buf[FBUF_WORDS + 1] = {};
+	struct window *wb = 0;
+	if (!cfg.frame_objects) {
+		wb = bpf_map_lookup_elem(&win, &zero);
+		if (wb && !(w->wbase && addr >= w->wbase && addr - w->wbase + FBUF_WORDS * 8 <= WIN)) {
+			// (Re)fill the window with the page that holds this frame
+			// header: its callers in the same chunk come with it.
+			u64 end = (addr + FBUF_WORDS * 8 + PAGE - 1) & ~(u64)(PAGE - 1);
+			w->wbase = 0;
+			if (end - WIN > addr) {
+				wb = 0; // the header straddles two pages: read it alone
+			} else if (!bpf_probe_read_user(wb->d, WIN, (const void *)(end - WIN))) {
+				w->wbase = end - WIN;
+			} else {
+				wb = 0;
+			}
+		}
+	}
+	if (wb) {
+		u32 off = (u32)(addr - w->wbase) & (WIN - 1);
+		u64 *src = (u64 *)&wb->d[off];
+#pragma unroll
+		for (int k = 0; k < FBUF_WORDS; k++)
+			buf[k] = src[k];
+	} else {
+		u32 n = cfg.frame_read;
+		if (n == 0 || n > FBUF_WORDS * 8)
+			n = FBUF_WORDS * 8;
+		if (bpf_probe_read_user(buf, n, (const void *)addr)) {
+			w->flags |= S_FAULT;
+			return 1;
+		}
+	}
+	w->hops++;
+	u64 prev = buf[(cfg.frame_previous >> 3) & (FBUF_WORDS - 1)];
+	u64 code = buf[(cfg.frame_code >> 3) & (FBUF_WORDS - 1)];
+	u8 *bytes = (u8 *)buf;
+	if (prev == addr) {
+		w->flags |= S_INVALID;
+		return 1;
+	}
+	w->last = addr;
+	u32 fflags = 0;
+	s32 lasti;
+	if (cfg.frame_objects) {
+		// 3.10: a PyFrameObject; every Python call has its own C evaluator.
+		if (cfg.frame_type && buf[(cfg.ob_type >> 3) & (FBUF_WORDS - 1)] != cfg.frame_type) {
+			w->flags |= S_INVALID;
+			return 1;
+		}
+		lasti = ((s32 *)buf)[(cfg.frame_instr >> 2) & (FBUF_WORDS * 2 - 1)];
+		fflags = FR_ENTRY;
+		if (cfg.frame_gen && buf[(cfg.frame_gen >> 3) & (FBUF_WORDS - 1)])
+			fflags |= FR_GEN; // f_gen: the frame of a running generator
+		w->last_shim = 0;
+	} else {
+		u8 owner = bytes[cfg.frame_owner & (FBUF_WORDS * 8 - 1)];
+		if (owner > cfg.owner_max || owner == 2) {
+			// 2 (FRAME_OBJECT) is a frame copied out after its exit: never on a live chain.
+			w->flags |= S_INVALID;
+			return 1;
+		}
+		if (cfg.owner_skip && owner >= cfg.owner_skip) {
+			// A shim (C-stack entry frame, interpreter or base frame): the
+			// Python frame recorded just before it was entered from C.
+			if (w->depth > 0)
+				s->frames[(w->depth - 1) & (MAX_FRAMES - 1)].flags |= FR_ENTRY;
+			w->last_shim = 1;
+			w->addr = prev;
+			return 0;
+		}
+		w->last_shim = 0;
+		if (cfg.code_tagged)
+			code &= ~3ULL;
+		if (code == 0 && w->depth == 0) {
+			// The newest frame is still being pushed (3.15 links it before
+			// setting f_executable): the thread is at its caller's call.
+			w->addr = prev;
+			return 0;
+		}
+		if (owner == 1) {
+			fflags |= FR_GEN;
+			if (cfg.gen_state_rel) {
+				s8 state = 0;
+				u64 sa = addr + (s64)cfg.gen_state_rel;
+				if (wb && sa >= w->wbase && sa - w->wbase < WIN) {
+					state = (s8)wb->d[(sa - w->wbase) & (WIN - 1)];
+				} else if (bpf_probe_read_user(&state, 1, (const void *)sa)) {
+					w->flags |= S_FAULT;
+					return 1;
+				}
+				if (state != cfg.gen_executing && w->hops > 1) {
+					// Reached through a callee's previous but not running:
+					// a torn link. (The thread's current frame itself may
+					// be a generator between its yield and the switch to
+					// its caller: still the stack at this instant.)
+					w->flags |= S_INVALID;
+					return 1;
+				}
+			}
+		}
+		if (cfg.frame_is_entry >= 0 && bytes[cfg.frame_is_entry & (FBUF_WORDS * 8 - 1)])
+			fflags |= FR_ENTRY;
+		u64 instr = buf[(cfg.frame_instr >> 3) & (FBUF_WORDS - 1)];
+		s64 off = (s64)(instr - code - cfg.code_adaptive) >> 1;
+		lasti = (off < -1 || off > 0x7fffffff) ? -1 : (s32)off;
+	}
+	if (code == 0) {
+		w->flags |= S_INVALID;
+		return 1;
+	}
+	if (code != w->code_ok) {
+		u32 slot = (u32)(code >> 4) & (CODE_SLOTS - 1);
+		u64 *seen = bpf_map_lookup_elem(&codes_ok, &slot);
+		if (!seen || *seen != code) {
+			u64 typ = 0;
+			if (read_u64(&typ, code + cfg.ob_type)) {
+				w->flags |= S_FAULT;
+				return 1;
+			}
+			if (typ != cfg.code_type) {
+				w->flags |= S_INVALID;
+				return 1;
+			}
+			if (seen)
+				*seen = code;
+		}
+		w->code_ok = code;
+	}
+	if (w->depth >= cfg.max_frames || w->depth >= MAX_FRAMES) {
+		w->flags |= S_TRUNCATED;
+		return 1;
+	}
+	struct frame *f = &s->frames[w->depth & (MAX_FRAMES - 1)];
+	f->code = code;
+	f->lasti = lasti;
+	f->flags = fflags;
+	w->hash = mix(mix(w->hash, code), (u64)(u32)lasti | (u64)fflags << 32);
+	w->last_entry = (fflags & FR_ENTRY) != 0;
+	w->last_gen = (fflags & FR_GEN) != 0;
+	w->last_code = code;
+	w->depth++;
+	w->addr = prev;
+	if (prev == 0)
+		w->done = 1;
+	return prev == 0;
+}
+
+// How the chain ended, once previous was NULL.
+static __always_inline int whole(struct walk *w, u64 tstate)
+{
+	switch (cfg.end_rule) {
+	case END_NULL: {
+		// 3.10: no marker. A chain ending at a generator's frame lost its
+		// callers (read between a yield and the clearing of f_back); so
+		// did one whose last code is a generator's (a finished generator's
+		// frame, kept by its code object, has f_gen NULL).
+		if (w->last_gen)
+			return 0;
+		if (!cfg.code_flags)
+			return 1;
+		u32 fl = 0;
+		if (bpf_probe_read_user(&fl, sizeof(fl), (const void *)(w->last_code + cfg.code_flags)))
+			return 0;
+		return !(fl & GEN_CODE_FLAGS);
+	}
+	case END_ENTRY:
+		// 3.11: entered from C, and not a generator's frame (a generator
+		// resumed from C has its caller linked while it runs).
+		return w->last_entry && !w->last_shim && !w->last_gen;
+	case END_SHIM:
+		return w->last_shim;
+	case END_BASE: {
+		if (!cfg.tstate_base_frame)
+			return 0;
+		u64 base = tstate + cfg.tstate_base_frame;
+		if (w->last == base)
+			return 1; // embedded in the thread state
+		u64 p = 0;
+		if (read_u64(&p, base))
+			return 0;
+		return p != 0 && w->last == p;
+	}
+	}
+	return 0;
+}
+
+// Events of a thread-state lookup that user space counts.
+struct pywalk_ev {
+	u32 mapstale; // a map entry whose thread state belongs to another thread
+	u32 tlsbad;   // a TLS/TSD candidate that failed its check
+};
+
+// pywalk fills s (its header zeroed but for time, tid and cpu) with the
+// current thread's Python stack: the thread state from the map (by tid,
+// checked) or through the thread's TLS/TSD, then the frame chain; the
+// verdict is in s->h.flags, the stack's identity in s->h.id.
+static __always_inline void pywalk(struct sample *s, u32 tid, struct pywalk_ev *ev)
+{
+	u64 key = tid;
+	u64 tstate = 0;
+	u64 *tsp = bpf_map_lookup_elem(&tstates, &key);
+	if (tsp)
+		tstate = *tsp;
+	if (tstate && cfg.tstate_native_tid) {
+		// The tid may have been reused since user space filled the map.
+		u64 nt = 0;
+		if (read_u64(&nt, tstate + cfg.tstate_native_tid) || nt != tid) {
+			ev->mapstale++;
+			tstate = 0;
+		}
+	}
+	u64 fs = 0;
+	if (!tstate) {
+		struct task_struct___kwalk *task = (struct task_struct___kwalk *)bpf_get_current_task();
+		bpf_probe_read_kernel(&fs, sizeof(fs), &task->thread.fsbase);
+	}
+	if (!tstate && fs && cfg.tls_n) {
+		// The runtime's own per-thread pointer: brand-new threads are
+		// walked from their first sample.
+		for (int i = 0; i < 2; i++) {
+			if (i >= cfg.tls_n)
+				break;
+			u64 cand = 0;
+			if (read_u64(&cand, fs + cfg.tls_off[i]) || !cand)
+				continue;
+			u64 id = 0;
+			if (read_u64(&id, cand + cfg.tstate_thread_id) || id != fs) {
+				ev->tlsbad++;
+				continue;
+			}
+			if (cfg.tstate_native_tid) {
+				u64 nt = 0;
+				if (read_u64(&nt, cand + cfg.tstate_native_tid) || nt != tid) {
+					ev->tlsbad++;
+					continue;
+				}
+			}
+			tstate = cand;
+			s->h.flags |= S_BYTLS;
+			break;
+		}
+	}
+	if (!tstate && fs) {
+		key = fs;
+		tsp = bpf_map_lookup_elem(&tstates, &key);
+		if (tsp && *tsp) {
+			u64 id = 0;
+			if (read_u64(&id, *tsp + cfg.tstate_thread_id) || id != fs) {
+				ev->mapstale++;
+			} else {
+				tstate = *tsp;
+				s->h.flags |= S_MAPKEY_FS;
+			}
+		}
+	}
+	if (!tstate) {
+		s->h.flags |= S_NOPY;
+		return;
+	}
+	s->h.tstate = tstate;
+	if (cfg.codegen_addr)
+		read_u64(&s->h.codegen, cfg.codegen_addr);
+
+	u64 top = 0;
+	if (read_u64(&top, tstate + cfg.tstate_frame)) {
+		s->h.flags |= S_FAULT;
+		return;
+	}
+	if (cfg.cframe_current >= 0 && top) {
+		u64 cf = top;
+		if (read_u64(&top, cf + (u64)cfg.cframe_current)) {
+			s->h.flags |= S_FAULT;
+			return;
+		}
+	}
+	if (!top) {
+		s->h.flags |= S_EMPTY;
+		return;
+	}
+
+	struct walk w = {.addr = top};
+	bpf_loop(MAX_HOPS, step, &w, 0);
+	s->h.depth = w.depth;
+	s->h.hops = w.hops;
+	s->h.last = w.last;
+	u32 flags = w.flags;
+	if (!flags && !w.done)
+		flags |= S_TRUNCATED; // MAX_HOPS visited and the chain goes on
+	if (!flags && w.done) {
+		if (whole(&w, tstate))
+			flags |= S_COMPLETE;
+		else
+			flags |= S_TRUNCATED; // ended somewhere else: callers missing
+	}
+	s->h.flags |= flags;
+	if (flags & (S_COMPLETE | S_TRUNCATED))
+		s->h.id = mix(mix(w.hash, s->h.codegen), (u64)(flags & (S_COMPLETE | S_TRUNCATED)) << 32 | w.depth);
+}
+
+#endif
