@@ -16,6 +16,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pyobs/pyobs/internal/fallback"
+	"github.com/pyobs/pyobs/internal/mem/probebpf"
 	"github.com/pyobs/pyobs/internal/procfs"
 	"github.com/pyobs/pyobs/internal/remoteexec"
 	"github.com/pyobs/pyobs/internal/session"
@@ -28,8 +30,6 @@ const (
 	EngineProbe       = "probe"
 )
 
-// ErrProbeNotBuilt: the uprobe engine is not in this build yet.
-var ErrProbeNotBuilt = errors.New("the probe engine (uprobes on the allocators) is not built yet: only --engine tracemalloc (CPython 3.14+)")
 
 // Options of one window.
 type Options struct {
@@ -45,6 +45,9 @@ type Options struct {
 	Timeout time.Duration
 	Tid     int // the thread that runs the scripts (0: main)
 	Nudge   bool
+	// SampleBytes (probe): keep an allocation of s bytes with probability
+	// s/SampleBytes (0: DefaultSampleBytes; 1: every one).
+	SampleBytes uint64
 }
 
 // Validate checks the options a user gives.
@@ -62,6 +65,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Top < 1 || o.Top > 10000 {
 		return fmt.Errorf("mem: --top must be 1..10000, got %d", o.Top)
+	}
+	if o.SampleBytes > maxSampleBytes {
+		return fmt.Errorf("mem: --sample-bytes must be at most %d (1 GiB), got %d", maxSampleBytes, o.SampleBytes)
 	}
 	if o.MinGrowthShare < 0 || o.MinGrowthShare >= 1 {
 		return fmt.Errorf("mem: the minimum growth share must be in [0, 1), got %v", o.MinGrowthShare)
@@ -119,6 +125,7 @@ type Result struct {
 	Pid              int     `json:"pid"`
 	Python           string  `json:"python"`
 	Engine           string  `json:"engine"`
+	EngineReason     string  `json:"engine_reason,omitempty"` // auto: why this engine
 	WindowS          float64 `json:"window_s"` // between the two snapshots, on the target's clock
 	Frames           int     `json:"frames"`
 	TracemallocWasOn bool    `json:"tracemalloc_was_on"`
@@ -137,6 +144,8 @@ type Result struct {
 	// Curve: traced bytes (tracemalloc, in the target) and RSS/PSS (procfs)
 	// over the window, on one time axis from the first snapshot.
 	Curve []CurvePoint `json:"curve"`
+	// Probe: the probe engine's account (engine probe only).
+	Probe *ProbeStats `json:"probe,omitempty"`
 
 	allGrowth []Site // every grown site (up to the script's cap), for the flame formats
 }
@@ -195,11 +204,34 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*Result, error) 
 	v := s.Py.Version()
 	switch opt.Engine {
 	case EngineProbe:
-		return nil, ErrProbeNotBuilt
+		return probeRun(ctx, s, opt)
 	case "", EngineAuto:
-		if v.Minor < 14 {
-			return nil, fmt.Errorf("pid %d runs Python %s: tracemalloc through PEP 768 needs 3.14+, and %w", s.Pid, v, ErrProbeNotBuilt)
+		res, err := probeRun(ctx, s, opt)
+		if err == nil {
+			res.EngineReason = "auto: the allocator uprobes attached"
+			return res, nil
 		}
+		if !errors.Is(err, probebpf.ErrUnavailable) {
+			return nil, err
+		}
+		if v.Minor < 14 {
+			return nil, fmt.Errorf("pid %d runs Python %s: %w; and tracemalloc through PEP 768 needs 3.14+", s.Pid, v, err)
+		}
+		res, terr := tracemallocRun(ctx, s, opt)
+		if terr != nil {
+			return nil, fmt.Errorf("%w (tried because the probes are unavailable: %s)", terr, fallback.Reason(err))
+		}
+		res.EngineReason = "auto: the allocator uprobes are unavailable (" + fallback.Reason(err) + "): tracemalloc through PEP 768"
+		return res, nil
+	}
+	return tracemallocRun(ctx, s, opt)
+}
+
+// tracemallocRun observes one window with tracemalloc in the target.
+func tracemallocRun(ctx context.Context, s *session.Session, opt Options) (*Result, error) {
+	v := s.Py.Version()
+	if v.Minor < 14 {
+		return nil, fmt.Errorf("pid %d runs Python %s: tracemalloc through PEP 768 needs 3.14+ (--engine probe works on every version)", s.Pid, v)
 	}
 	ch, err := remoteexec.Open(s)
 	if err != nil {

@@ -3,6 +3,7 @@ package mem
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/pyobs/pyobs/internal/flame"
 )
@@ -44,8 +45,19 @@ func Bytes(n int64) string {
 
 // WriteText is the report for people.
 func WriteText(w io.Writer, r *Result) error {
-	fmt.Fprintf(w, "pid %d, Python %s, engine %s: a window of %.2f s (tracemalloc, %d frames; it was %s before and is %s now)\n",
-		r.Pid, r.Python, r.Engine, r.WindowS, r.Frames, onOff(r.TracemallocWasOn), onOff(r.TracemallocOnNow))
+	if r.Probe != nil {
+		fmt.Fprintf(w, "pid %d, Python %s, engine %s: a window of %.2f s (uprobes on %s in %s; one allocation kept per %s on average)\n",
+			r.Pid, r.Python, r.Engine, r.WindowS, strings.Join(r.Probe.Probed, ", "), r.Probe.Binary, Bytes(int64(r.Probe.SampleBytes)))
+		if len(r.Probe.Missing) > 0 {
+			fmt.Fprintf(w, "not in the ELF, their calls unseen: %s\n", strings.Join(r.Probe.Missing, ", "))
+		}
+	} else {
+		fmt.Fprintf(w, "pid %d, Python %s, engine %s: a window of %.2f s (tracemalloc, %d frames; it was %s before and is %s now)\n",
+			r.Pid, r.Python, r.Engine, r.WindowS, r.Frames, onOff(r.TracemallocWasOn), onOff(r.TracemallocOnNow))
+	}
+	if r.EngineReason != "" {
+		fmt.Fprintln(w, r.EngineReason)
+	}
 	if r.Interrupted {
 		fmt.Fprintln(w, "interrupted: the window ended early")
 	}
@@ -56,8 +68,12 @@ func WriteText(w io.Writer, r *Result) error {
 			Bytes(int64(r.Memory.RSSStart)), Bytes(int64(r.Memory.RSSEnd)), signed(r.Memory.RSSDeltaS),
 			Bytes(int64(r.Memory.PSSStart)), Bytes(int64(r.Memory.PSSEnd)), signed(r.Memory.PSSDeltaS))
 	}
-	fmt.Fprintf(w, "traced: %s live at the end (peak %s); grown in the window and alive at its end: %s over %d sites\n\n",
-		Bytes(r.TracedBytesEnd), Bytes(r.TracedPeakBytes), Bytes(r.GrowthTotalBytes), len(r.allGrowth))
+	traced := "traced"
+	if r.Probe != nil {
+		traced = "tracked (estimated, allocated in the window)"
+	}
+	fmt.Fprintf(w, "%s: %s live at the end (peak %s); grown in the window and alive at its end: %s over %d sites\n\n",
+		traced, Bytes(r.TracedBytesEnd), Bytes(r.TracedPeakBytes), Bytes(r.GrowthTotalBytes), len(r.allGrowth))
 	writeCurve(w, r.Curve)
 	fmt.Fprintln(w, "growth (allocated in the window, still alive at its end):")
 	if len(r.Growth) == 0 {
@@ -79,6 +95,17 @@ func WriteText(w io.Writer, r *Result) error {
 	fmt.Fprintln(w, "\nmost blocks at the end (by count):")
 	for _, g := range r.ByCount[:min(len(r.ByCount), 10)] {
 		fmt.Fprintf(w, "  %12s %9d  %s (%s:%d)\n", Bytes(g.Bytes), g.Count, g.Function, g.File, g.Line)
+	}
+	if p := r.Probe; p != nil {
+		fmt.Fprintf(w, "\ncost: %d allocator calls (two traps each) and %d frees (one) in the window; %d kept (a stack walk each), %d of them freed, %d live at the end\n",
+			p.Calls, p.Frees, p.Tracked, p.Freed, p.LiveEnd)
+		if p.DroppedLive > 0 || p.Stacks.Lost > 0 || p.DroppedPend > 0 {
+			fmt.Fprintf(w, "not kept: %d allocations (%s) found the live map full, %d calls the pending map full; %d stacks lost in the ring\n",
+				p.DroppedLive, Bytes(int64(p.DroppedEst)), p.DroppedPend, p.Stacks.Lost)
+		}
+		_, err := fmt.Fprintf(w, "stacks: %d walked whole, %d truncated, %d faulted, %d torn, %d without a thread state, %d distinct\n",
+			p.Stacks.Walked, p.Stacks.Truncated, p.Stacks.Fault, p.Stacks.Invalid, p.Stacks.NoPython, p.Stacks.Distinct)
+		return err
 	}
 	_, err := fmt.Fprintf(w, "\ncost: the target ran pyobs's scripts for %.1f ms + %.1f ms (GIL held); tracemalloc traced every allocation for the window\n",
 		r.Cost.StartPauseS*1e3, r.Cost.EndPauseS*1e3)
