@@ -30,7 +30,6 @@ const (
 	EngineProbe       = "probe"
 )
 
-
 // Options of one window.
 type Options struct {
 	Duration time.Duration
@@ -126,7 +125,7 @@ type Result struct {
 	Python           string  `json:"python"`
 	Engine           string  `json:"engine"`
 	EngineReason     string  `json:"engine_reason,omitempty"` // auto: why this engine
-	WindowS          float64 `json:"window_s"` // between the two snapshots, on the target's clock
+	WindowS          float64 `json:"window_s"`                // between the two snapshots, on the target's clock
 	Frames           int     `json:"frames"`
 	TracemallocWasOn bool    `json:"tracemalloc_was_on"`
 	TracemallocOnNow bool    `json:"tracemalloc_on_after"`

@@ -254,4 +254,3 @@ wait:
 	res.Curve = curve(t0, traced, rss)
 	return res, nil
 }
-

@@ -67,7 +67,9 @@ func Load(cfg Config) (*Probes, error) {
 }
 
 func (p *Probes) SetThreads(pid int, refs []pyframes.ThreadRef) error { return ErrUnavailable }
-func (p *Probes) Stop(ns uint64) error                               { return ErrUnavailable }
-func (p *Probes) Detach()                                            {}
-func (p *Probes) Close()                                             {}
-func (p *Probes) ReadCounters() ([NCounters]uint64, error)           { return [NCounters]uint64{}, ErrUnavailable }
+func (p *Probes) Stop(ns uint64) error                                { return ErrUnavailable }
+func (p *Probes) Detach()                                             {}
+func (p *Probes) Close()                                              {}
+func (p *Probes) ReadCounters() ([NCounters]uint64, error) {
+	return [NCounters]uint64{}, ErrUnavailable
+}
