@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/pyobs/pyobs/internal/kwalk"
 	"github.com/pyobs/pyobs/internal/mem/probebpf"
+	"github.com/pyobs/pyobs/internal/pyframes"
 	"github.com/pyobs/pyobs/internal/session"
 )
 
@@ -29,20 +32,24 @@ const probeFrames = 64
 // ProbeStats is the probe engine's own account: what it probed, what its
 // sampling kept and what it could not keep.
 type ProbeStats struct {
-	Binary      string   `json:"binary"`
-	Probed      []string `json:"probed"`
-	Missing     []string `json:"missing,omitempty"` // entry points the ELF lacks: their calls are not seen
-	SampleBytes uint64   `json:"sample_bytes"`
-	Calls       uint64   `json:"calls"`   // allocator calls in the window (each paid two traps)
-	Frees       uint64   `json:"frees"`   // free calls with a pointer (one trap each)
-	Tracked     uint64   `json:"tracked"` // calls the sampling kept (a stack walk each)
-	Freed       uint64   `json:"freed"`   // kept allocations freed in the window
-	LiveEnd     uint64   `json:"live_end"`
-	NullReturns uint64   `json:"null_returns,omitempty"`
-	Replaced    uint64   `json:"replaced,omitempty"`      // a kept block's address handed out again (freed where no probe sees)
-	DroppedLive uint64   `json:"dropped_live,omitempty"`  // the live map was full
-	DroppedEst  uint64   `json:"dropped_bytes,omitempty"` // their estimated bytes
-	DroppedPend uint64   `json:"dropped_pending,omitempty"`
+	Binary  string   `json:"binary"`
+	Probed  []string `json:"probed"`
+	Missing []string `json:"missing,omitempty"` // entry points the ELF lacks: their calls are not seen
+	// Inlined: the build inlines its allocator into its callers (link-time
+	// optimised): calls and small blocks' frees made inside the binary
+	// reach no probe; large blocks' frees are seen at libc's free.
+	Inlined     bool   `json:"inlined_build,omitempty"`
+	SampleBytes uint64 `json:"sample_bytes"`
+	Calls       uint64 `json:"calls"`   // allocator calls in the window (each paid two traps)
+	Frees       uint64 `json:"frees"`   // free calls with a pointer (one trap each)
+	Tracked     uint64 `json:"tracked"` // calls the sampling kept (a stack walk each)
+	Freed       uint64 `json:"freed"`   // kept allocations freed in the window
+	LiveEnd     uint64 `json:"live_end"`
+	NullReturns uint64 `json:"null_returns,omitempty"`
+	Replaced    uint64 `json:"replaced,omitempty"`      // a kept block's address handed out again (freed where no probe sees)
+	DroppedLive uint64 `json:"dropped_live,omitempty"`  // the live map was full
+	DroppedEst  uint64 `json:"dropped_bytes,omitempty"` // their estimated bytes
+	DroppedPend uint64 `json:"dropped_pending,omitempty"`
 	Stacks      struct {
 		Walked    uint64 `json:"walked"`
 		Truncated uint64 `json:"truncated"`
@@ -75,7 +82,8 @@ func probeRun(ctx context.Context, s *session.Session, opt Options) (*Result, er
 		sb = DefaultSampleBytes
 	}
 	rssStart, smErr := smaps(s)
-	p, err := probebpf.Load(probebpf.Config{Pid: s.Pid, Binary: path, Layout: kl, TLS: tls, MaxFrames: probeFrames, SampleBytes: sb})
+	p, err := probebpf.Load(probebpf.Config{Pid: s.Pid, Binary: path, Layout: kl, TLS: tls, MaxFrames: probeFrames,
+		SampleBytes: sb, LibC: libc(s.Pid)})
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +93,7 @@ func probeRun(ctx context.Context, s *session.Session, opt Options) (*Result, er
 		_ = p.SetThreads(s.Pid, refs)
 	}
 	res := &Result{Pid: s.Pid, Python: s.Py.Version().String(), Engine: EngineProbe, Frames: probeFrames,
-		Probe: &ProbeStats{Binary: bin, Probed: p.Probed, Missing: p.Missing, SampleBytes: sb}}
+		Probe: &ProbeStats{Binary: bin, Probed: p.Probed, Missing: p.Missing, Inlined: p.Inlined, SampleBytes: sb}}
 
 	// The stacks: read as they come and symbolized at once (the code
 	// objects are alive then), with the thread map refreshed now and then;
@@ -253,4 +261,20 @@ wait:
 	res.Memory = memory(rssStart, rssEnd, smErr, smErr2)
 	res.Curve = curve(t0, traced, rss)
 	return res, nil
+}
+
+// libc is the C library pid maps (a path pyobs can open), "" when none is
+// found.
+func libc(pid int) string {
+	maps, err := pyframes.ReadMaps(pid)
+	if err != nil {
+		return ""
+	}
+	for _, m := range maps {
+		b := filepath.Base(m.Path)
+		if m.Exec() && (b == "libc.so.6" || strings.HasPrefix(b, "libc-")) {
+			return fmt.Sprintf("/proc/%d/root%s", pid, m.Path)
+		}
+	}
+	return ""
 }

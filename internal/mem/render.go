@@ -48,6 +48,9 @@ func WriteText(w io.Writer, r *Result) error {
 	if r.Probe != nil {
 		fmt.Fprintf(w, "pid %d, Python %s, engine %s: a window of %.2f s (uprobes on %s in %s; one allocation kept per %s on average)\n",
 			r.Pid, r.Python, r.Engine, r.WindowS, strings.Join(r.Probe.Probed, ", "), r.Probe.Binary, Bytes(int64(r.Probe.SampleBytes)))
+		if r.Probe.Inlined {
+			fmt.Fprintln(w, "this build inlines its allocator into its callers (link-time optimised): calls and small blocks' frees made inside it reach no probe (large blocks' frees are seen at libc's free); small sites' growth may include freed blocks")
+		}
 		if len(r.Probe.Missing) > 0 {
 			fmt.Fprintf(w, "not in the ELF, their calls unseen: %s\n", strings.Join(r.Probe.Missing, ", "))
 		}

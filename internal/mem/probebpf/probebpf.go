@@ -65,6 +65,10 @@ type Config struct {
 	TLS         []int64 // the thread-state TLS offsets (pyframes.TLSOffsets), nil: the map only
 	MaxFrames   int
 	SampleBytes uint64 // track a call of s bytes with probability s/SampleBytes (<= 1: every call)
+	// LibC: the C library the target maps (openable by pyobs), "": none.
+	// On a build that inlines its allocator (Probes.Inlined) its free is
+	// probed too: large blocks freed from inlined code end there.
+	LibC        string
 	LiveEntries uint32 // 0: the object's size
 }
 
@@ -76,8 +80,12 @@ type Probes struct {
 	Ring     *bpfload.Ring
 	Probed   []string // symbols probed
 	Missing  []string // symbols the ELF lacks (their calls are not seen)
-	objs     allocObjects
-	links    []link.Link
+	// Inlined: PyObject_Free holds the allocator's body (a link-time
+	// optimised build: the same body is inlined into callers, whose calls
+	// and frees no probe sees).
+	Inlined bool
+	objs    allocObjects
+	links   []link.Link
 }
 
 // Load loads the programs and attaches them to the allocators of
@@ -102,7 +110,7 @@ func Load(cfg Config) (*Probes, error) {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	for _, s := range []string{"PyObject_Malloc", "PyObject_Free"} {
-		if !have[s] {
+		if _, ok := have[s]; !ok {
 			return nil, fmt.Errorf("%w: pid %d: %s has no symbol %s (neither .symtab nor .dynsym)", ErrUnavailable, cfg.Pid, cfg.Binary, s)
 		}
 	}
@@ -161,7 +169,7 @@ func Load(cfg Config) (*Probes, error) {
 	}
 	for _, r := range []role{{freeSyms, o2.FreeEnter, false}, {allocSyms, o2.AllocEnter, true}, {callocSyms, o2.CallocEnter, true}, {reallocSyms, o2.ReallocEnter, true}} {
 		for _, s := range r.syms {
-			if !have[s] {
+			if _, ok := have[s]; !ok {
 				p.Missing = append(p.Missing, s)
 				continue
 			}
@@ -178,11 +186,34 @@ func Load(cfg Config) (*Probes, error) {
 			p.Probed = append(p.Probed, s)
 		}
 	}
+	// A thin PyObject_Free is a call through the allocator hook (tens of
+	// bytes); hundreds of bytes mean pymalloc's body was inlined into it.
+	if have["PyObject_Free"] > inlinedSize {
+		p.Inlined = true
+		if cfg.LibC != "" {
+			lc, err := link.OpenExecutable(cfg.LibC)
+			if err != nil {
+				p.Close()
+				return nil, fmt.Errorf("%w: pid %d: can't open %s: %w", ErrUnavailable, cfg.Pid, cfg.LibC, err)
+			}
+			l, err := lc.Uprobe("free", o2.FreeEnter, o)
+			if err != nil {
+				p.Close()
+				return nil, fmt.Errorf("%w: pid %d: can't attach a uprobe to free in %s: %w", ErrUnavailable, cfg.Pid, cfg.LibC, err)
+			}
+			p.links = append(p.links, l)
+			p.Probed = append(p.Probed, "free (libc)")
+		}
+	}
 	return p, nil
 }
 
-// symbols lists the defined function symbols of path among the probed ones.
-func symbols(path string) (map[string]bool, error) {
+// inlinedSize: a PyObject_Free bigger than this holds the allocator's body.
+const inlinedSize = 64
+
+// symbols lists the defined function symbols of path among the probed
+// ones, with their sizes.
+func symbols(path string) (map[string]uint64, error) {
 	f, err := elf.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("can't open ELF %s: %w", path, err)
@@ -194,7 +225,7 @@ func symbols(path string) (map[string]bool, error) {
 			want[s] = true
 		}
 	}
-	have := map[string]bool{}
+	have := map[string]uint64{}
 	for _, read := range []func() ([]elf.Symbol, error){f.Symbols, f.DynamicSymbols} {
 		syms, err := read()
 		if err != nil {
@@ -202,7 +233,7 @@ func symbols(path string) (map[string]bool, error) {
 		}
 		for _, s := range syms {
 			if want[s.Name] && s.Value != 0 && elf.ST_TYPE(s.Info) == elf.STT_FUNC {
-				have[s.Name] = true
+				have[s.Name] = max(have[s.Name], s.Size)
 			}
 		}
 	}

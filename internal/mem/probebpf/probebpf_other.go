@@ -51,6 +51,7 @@ type Config struct {
 	TLS         []int64
 	MaxFrames   int
 	SampleBytes uint64
+	LibC        string
 	LiveEntries uint32
 }
 
@@ -59,6 +60,7 @@ type Probes struct {
 	Lives           *ebpf.Map
 	Ring            *bpfload.Ring
 	Probed, Missing []string
+	Inlined         bool
 }
 
 // Load refuses: the programs read x86_64 registers.
