@@ -2,7 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"os/exec"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -75,7 +77,7 @@ func TestMemTracemallocLeak(t *testing.T) {
 			if got := tracingNow(t, tg); got != "False" {
 				t.Fatalf("tracemalloc on before pyobs: %s", got)
 			}
-			r := testutil.Run(t, 60*time.Second, "mem", "-p", strconv.Itoa(tg.Pid), "-d", "3s", "--format", "json")
+			r := testutil.Run(t, 60*time.Second, "mem", "-p", strconv.Itoa(tg.Pid), "-d", "3s", "--engine", "tracemalloc", "--format", "json")
 			if r.Code != 0 {
 				t.Fatalf("mem: exit %d\nstderr: %s", r.Code, r.Stderr)
 			}
@@ -135,7 +137,7 @@ func TestMemTracemallocLeak(t *testing.T) {
 				return
 			}
 			// Bytes as the flame formats' weights.
-			r = testutil.Run(t, 60*time.Second, "mem", "-p", strconv.Itoa(tg.Pid), "-d", "1s", "--format", "folded")
+			r = testutil.Run(t, 60*time.Second, "mem", "-p", strconv.Itoa(tg.Pid), "-d", "1s", "--engine", "tracemalloc", "--format", "folded")
 			if r.Code != 0 || !strings.Contains(r.Stdout, "leak (") {
 				t.Fatalf("mem --format folded: exit %d\nstdout: %s\nstderr: %s", r.Code, r.Stdout, r.Stderr)
 			}
@@ -157,7 +159,7 @@ func TestMemSIGKILL(t *testing.T) {
 	testutil.RequireRoot(t)
 	in := testutil.Find(t, "sid-3.14")
 	tg := startInline(t, in, leakTarget, nil)
-	cmd := exec.Command(testutil.Binary(t), "mem", "-p", strconv.Itoa(tg.Pid), "-d", "30s")
+	cmd := exec.Command(testutil.Binary(t), "mem", "-p", strconv.Itoa(tg.Pid), "-d", "30s", "--engine", "tracemalloc")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -185,16 +187,166 @@ func TestMemSIGKILL(t *testing.T) {
 func TestMemRefusals(t *testing.T) {
 	testutil.RequireRoot(t)
 	tg := startInline(t, testutil.Find(t, "pyenv-3.13"), leakTarget, nil)
-	r := testutil.Run(t, 30*time.Second, "mem", "-p", strconv.Itoa(tg.Pid), "-d", "1s")
+	r := testutil.Run(t, 30*time.Second, "mem", "-p", strconv.Itoa(tg.Pid), "-d", "1s", "--engine", "tracemalloc")
 	if r.Code == 0 || !strings.Contains(r.Stderr, "needs 3.14+") {
-		t.Fatalf("mem on 3.13: exit %d\nstderr: %s", r.Code, r.Stderr)
-	}
-	r = testutil.Run(t, 30*time.Second, "mem", "-p", strconv.Itoa(tg.Pid), "-d", "1s", "--engine", "probe")
-	if r.Code == 0 || !strings.Contains(r.Stderr, "not built yet") {
-		t.Fatalf("mem --engine probe: exit %d\nstderr: %s", r.Code, r.Stderr)
+		t.Fatalf("mem --engine tracemalloc on 3.13: exit %d\nstderr: %s", r.Code, r.Stderr)
 	}
 	r = testutil.Run(t, 30*time.Second, "mem", "-p", strconv.Itoa(tg.Pid), "--engine", "nope")
 	if r.Code != 2 {
 		t.Fatalf("mem --engine nope: exit %d\nstderr: %s", r.Code, r.Stderr)
+	}
+	for _, bad := range []string{"0", "2000000000", "-1"} {
+		r = testutil.Run(t, 30*time.Second, "mem", "-p", strconv.Itoa(tg.Pid), "--sample-bytes", bad)
+		if r.Code != 2 || strings.Contains(r.Stderr, "panic") {
+			t.Errorf("mem --sample-bytes %s: exit %d\nstderr: %s", bad, r.Code, r.Stderr)
+		}
+	}
+}
+
+// The probe engine on every interpreter it supports (auto picks it): the
+// leaking line first by growth at its rate, the churner absent.
+func TestMemProbeLeak(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, label := range []string{"pyenv-3.11", "pyenv-3.12", "pyenv-3.13", "debian-3.11", "sid-3.14"} {
+		t.Run(label, func(t *testing.T) {
+			tg := startInline(t, testutil.Find(t, label), leakTarget, nil)
+			nextLine(t, tg, "TRACING ", 5*time.Second)
+			r := testutil.Run(t, 60*time.Second, "mem", "-p", strconv.Itoa(tg.Pid), "-d", "2s", "--format", "json")
+			if r.Code != 0 {
+				t.Fatalf("mem: exit %d\nstderr: %s", r.Code, r.Stderr)
+			}
+			var res mem.Result
+			if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil {
+				t.Fatalf("mem JSON: %v\n%s", err, r.Stdout)
+			}
+			if res.Engine != mem.EngineProbe || res.Probe == nil || res.EngineReason == "" {
+				t.Fatalf("engine %q (%q), probe account %v", res.Engine, res.EngineReason, res.Probe)
+			}
+			if len(res.Growth) == 0 {
+				t.Fatalf("no growth:\n%s", r.Stdout)
+			}
+			g := res.Growth[0]
+			if g.Function != "leak" || g.Line != leakLine || !strings.HasSuffix(g.File, "target.py") {
+				t.Fatalf("first by growth: %s (%s:%d), want leak (target.py:%d)\n%s", g.Function, g.File, g.Line, leakLine, r.Stdout)
+			}
+			const truth = 4 * 1024 * 1024
+			if rate := g.BytesPerS; rate < 0.85*truth || rate > 1.15*truth {
+				t.Errorf("leak rate %.0f B/s, the target leaks %d B/s (±15%%)", rate, truth)
+			}
+			if len(g.Stack) < 2 || g.Stack[1].Function != "<module>" {
+				t.Errorf("leak's stack: %+v", g.Stack)
+			}
+			for _, s := range res.Growth {
+				for _, f := range s.Stack {
+					if f.Function == "churn" {
+						t.Errorf("the churner is in growth: %+v", s)
+					}
+				}
+			}
+			var curve int
+			for _, c := range res.Curve {
+				if c.TracedBytes != nil {
+					curve++
+				}
+			}
+			if curve < 3 || res.TracedPeakBytes < truth {
+				t.Errorf("growth curve: %d points, peak %d bytes", curve, res.TracedPeakBytes)
+			}
+			if p := res.Probe; p.Calls == 0 || p.Tracked == 0 || p.Stacks.Walked == 0 {
+				t.Errorf("probe account: %+v", p)
+			}
+			if label == "pyenv-3.12" {
+				// Sampled: blocks of 64 KiB kept with probability 1/4, scaled back.
+				r := testutil.Run(t, 60*time.Second, "mem", "-p", strconv.Itoa(tg.Pid), "-d", "2s", "--engine", "probe", "--sample-bytes", "262144", "--format", "folded")
+				if r.Code != 0 || !strings.Contains(r.Stdout, "leak (") {
+					t.Fatalf("mem --sample-bytes 262144 --format folded: exit %d\nstdout: %s\nstderr: %s", r.Code, r.Stdout, r.Stderr)
+				}
+				for _, l := range strings.Split(strings.TrimSpace(r.Stdout), "\n") {
+					if strings.Contains(l, "leak (") {
+						w, _ := strconv.Atoi(l[strings.LastIndexByte(l, ' ')+1:])
+						if w < truth || w > 3*truth {
+							t.Errorf("folded weight of the leak over 2 s, sampled: %d bytes", w)
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// allocTarget allocates and frees small blocks as fast as it can and
+// reports its loop count every 0.2 s.
+const allocTarget = `
+import time
+print("READY", flush=True)
+n = 0
+t = time.monotonic()
+while True:
+    for _ in range(2000):
+        b = bytearray(64)
+        del b
+    n += 2000
+    now = time.monotonic()
+    if now - t >= 0.2:
+        print("RATE", int(n / (now - t)), flush=True)
+        n, t = 0, now
+`
+
+// rateNow is the median of the target's next k rate reports.
+func rateNow(t *testing.T, tg *testutil.Target, k int) float64 {
+	t.Helper()
+	for len(tg.Lines) > 0 {
+		<-tg.Lines
+	}
+	nextLine(t, tg, "RATE ", 5*time.Second)
+	var rs []float64
+	for i := 0; i < k; i++ {
+		v, _ := strconv.ParseFloat(nextLine(t, tg, "RATE ", 5*time.Second), 64)
+		rs = append(rs, v)
+	}
+	sort.Float64s(rs)
+	return rs[len(rs)/2]
+}
+
+// SIGKILL of pyobs mid-window with the probes attached: the kernel removes
+// them with pyobs's perf events, and the target's allocation rate comes
+// back (the probes are traps on every call: it drops while they are on).
+func TestMemProbeSIGKILL(t *testing.T) {
+	testutil.RequireRoot(t)
+	tg := startInline(t, testutil.Find(t, "pyenv-3.12"), allocTarget, nil)
+	base := rateNow(t, tg, 5)
+	cmd := exec.Command(testutil.Binary(t), "mem", "-p", strconv.Itoa(tg.Pid), "-d", "30s", "--engine", "probe")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	deadline := time.Now().Add(15 * time.Second)
+	var on float64
+	for {
+		on = rateNow(t, tg, 1)
+		if on < 0.3*base {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the probes never slowed the target: %.0f/s, %.0f/s before", on, base)
+		}
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	_ = cmd.Wait()
+	// The best of the next 2 s (the machine may be loaded: a uprobe left
+	// would keep every report tens of times slower).
+	var after float64
+	for i := 0; i < 10; i++ {
+		after = max(after, rateNow(t, tg, 1))
+	}
+	t.Logf("allocation loop: %.0f/s before, %.0f/s with the probes, best %.0f/s after the SIGKILL", base, on, after)
+	if after < 0.5*base {
+		t.Errorf("the target is still slow after pyobs was killed: %.0f/s, %.0f/s before (a uprobe left?)", after, base)
+	}
+	if b, err := os.ReadFile("/sys/kernel/tracing/uprobe_events"); err == nil && strings.Contains(string(b), "python") {
+		t.Errorf("uprobe events left in tracefs:\n%s", b)
+	}
+	if !testutilAlive(tg.Pid) {
+		t.Fatal("the target died")
 	}
 }
