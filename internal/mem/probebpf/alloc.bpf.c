@@ -99,6 +99,21 @@ struct {
 const volatile u32 target_tgid = 0;
 // Track a call of size s with probability s/sample_bytes (1: every call).
 const volatile u64 sample_bytes = 1;
+// 1: the probed functions are pymalloc's hook targets, whose first
+// argument is the allocator's context (void *ctx, size_t size): every
+// argument is one register further.
+const volatile u8 hook_abi = 0;
+
+// arg is the call's i-th argument (0-based, after the context).
+static __always_inline u64 arg(struct uregs *ctx, int i)
+{
+	// Loaded at fixed offsets first: the verifier refuses a computed
+	// offset into the context.
+	u64 di = ctx->di, si = ctx->si, dx = ctx->dx;
+	if (hook_abi)
+		return i == 0 ? si : dx;
+	return i == 0 ? di : si;
+}
 
 // The end of the window (CLOCK_MONOTONIC), set by user space: calls after
 // it change nothing, so the maps hold the state at that instant.
@@ -216,7 +231,7 @@ int alloc_enter(struct uregs *ctx)
 	u32 tid;
 	u64 now;
 	if (ours(&tid, &now))
-		enter(tid, now, ctx->di);
+		enter(tid, now, arg(ctx, 0));
 	return 0;
 }
 
@@ -227,7 +242,7 @@ int calloc_enter(struct uregs *ctx)
 	u64 now;
 	if (!ours(&tid, &now))
 		return 0;
-	u64 a = ctx->di, b = ctx->si;
+	u64 a = arg(ctx, 0), b = arg(ctx, 1);
 	u64 size = 0;
 	if (!(a >> 32) && !(b >> 32))
 		size = a * b; // else beyond any real request: counted as 0 bytes
@@ -244,9 +259,10 @@ int realloc_enter(struct uregs *ctx)
 	u64 now;
 	if (!ours(&tid, &now))
 		return 0;
-	if (ctx->di)
-		forget(ctx->di);
-	enter(tid, now, ctx->si);
+	u64 old = arg(ctx, 0);
+	if (old)
+		forget(old);
+	enter(tid, now, arg(ctx, 1));
 	return 0;
 }
 
@@ -291,7 +307,7 @@ int free_enter(struct uregs *ctx)
 	u64 now;
 	if (!ours(&tid, &now))
 		return 0;
-	u64 ptr = ctx->di;
+	u64 ptr = arg(ctx, 0);
 	if (!ptr)
 		return 0;
 	count(C_FREES, 1);

@@ -111,6 +111,7 @@ const (
 	allocProgFreeEnter    = "free_enter"
 	allocProgReallocEnter = "realloc_enter"
 	allocVarCfg           = "cfg"
+	allocVarHookAbi       = "hook_abi"
 	allocVarSampleBytes   = "sample_bytes"
 	allocVarStopNs        = "stop_ns"
 	allocVarTargetTgid    = "target_tgid"
@@ -185,6 +186,7 @@ type allocMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type allocVariableSpecs struct {
 	Cfg         *ebpf.VariableSpec `ebpf:"cfg"`
+	HookAbi     *ebpf.VariableSpec `ebpf:"hook_abi"`
 	SampleBytes *ebpf.VariableSpec `ebpf:"sample_bytes"`
 	StopNs      *ebpf.VariableSpec `ebpf:"stop_ns"`
 	TargetTgid  *ebpf.VariableSpec `ebpf:"target_tgid"`
@@ -240,6 +242,7 @@ func (m *allocMaps) Close() error {
 // It can be passed to loadAllocObjects or ebpf.CollectionSpec.LoadAndAssign.
 type allocVariables struct {
 	Cfg         *ebpf.Variable `ebpf:"cfg"`
+	HookAbi     *ebpf.Variable `ebpf:"hook_abi"`
 	SampleBytes *ebpf.Variable `ebpf:"sample_bytes"`
 	StopNs      *ebpf.Variable `ebpf:"stop_ns"`
 	TargetTgid  *ebpf.Variable `ebpf:"target_tgid"`

@@ -44,15 +44,28 @@ const (
 // Live is one tracked allocation still alive (the lives map's value).
 type Live = allocLive
 
-// The allocator entry points probed, by role. The PyMem_Raw* family is
-// not: pymalloc hands its large blocks to it (they would be seen twice)
-// and what else uses it is the runtime's own bookkeeping.
+// The allocator functions probed, by role, in one of two layers — never
+// both, a call would be seen twice. Where the symbol table has them (not
+// stripped builds), pymalloc's own functions: PyObject_* and PyMem_* reach
+// them through the allocator hooks (_PyObject.malloc, _PyMem.malloc),
+// indirect calls that no build can inline. Otherwise the exported entry
+// points (.dynsym), which a build may inline into its callers. The
+// PyMem_Raw* family is not probed: pymalloc hands its large blocks to it
+// (they would be seen twice) and what else uses it is the runtime's own
+// bookkeeping.
+type layer struct {
+	alloc, calloc, realloc, free []string
+}
+
 var (
-	allocSyms   = []string{"PyObject_Malloc", "PyMem_Malloc"}
-	callocSyms  = []string{"PyObject_Calloc", "PyMem_Calloc"}
-	reallocSyms = []string{"PyObject_Realloc", "PyMem_Realloc"}
-	freeSyms    = []string{"PyObject_Free", "PyMem_Free"}
+	pymalloc = layer{[]string{"_PyObject_Malloc"}, []string{"_PyObject_Calloc"}, []string{"_PyObject_Realloc"}, []string{"_PyObject_Free"}}
+	exported = layer{[]string{"PyObject_Malloc", "PyMem_Malloc"}, []string{"PyObject_Calloc", "PyMem_Calloc"},
+		[]string{"PyObject_Realloc", "PyMem_Realloc"}, []string{"PyObject_Free", "PyMem_Free"}}
 )
+
+func (l layer) all() []string {
+	return append(append(append(append([]string{}, l.alloc...), l.calloc...), l.realloc...), l.free...)
+}
 
 // ErrUnavailable wraps every reason the probes could not be set.
 var ErrUnavailable = errors.New("allocator probes unavailable")
@@ -109,7 +122,11 @@ func Load(cfg Config) (*Probes, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	for _, s := range []string{"PyObject_Malloc", "PyObject_Free"} {
+	ly := exported
+	if hasAll(have, pymalloc.all()) {
+		ly = pymalloc
+	}
+	for _, s := range []string{ly.alloc[0], ly.free[0]} {
 		if _, ok := have[s]; !ok {
 			return nil, fmt.Errorf("%w: pid %d: %s has no symbol %s (neither .symtab nor .dynsym)", ErrUnavailable, cfg.Pid, cfg.Binary, s)
 		}
@@ -119,12 +136,16 @@ func Load(cfg Config) (*Probes, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
+	var hook uint8
+	if ly.alloc[0] == pymalloc.alloc[0] {
+		hook = 1 // (void *ctx, ...): pymalloc's hook targets
+	}
 	sb := cfg.SampleBytes
 	if sb < 1 {
 		sb = 1
 	}
 	if err := bpfload.SetVars(bpfload.Var{Spec: specs.Cfg, Value: wc}, bpfload.Var{Spec: specs.TargetTgid, Value: uint32(cfg.Pid)},
-		bpfload.Var{Spec: specs.SampleBytes, Value: sb}); err != nil {
+		bpfload.Var{Spec: specs.SampleBytes, Value: sb}, bpfload.Var{Spec: specs.HookAbi, Value: hook}); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	if cfg.LiveEntries > 0 {
@@ -167,7 +188,7 @@ func Load(cfg Config) (*Probes, error) {
 		enter *ebpf.Program
 		ret   bool
 	}
-	for _, r := range []role{{freeSyms, o2.FreeEnter, false}, {allocSyms, o2.AllocEnter, true}, {callocSyms, o2.CallocEnter, true}, {reallocSyms, o2.ReallocEnter, true}} {
+	for _, r := range []role{{ly.free, o2.FreeEnter, false}, {ly.alloc, o2.AllocEnter, true}, {ly.calloc, o2.CallocEnter, true}, {ly.realloc, o2.ReallocEnter, true}} {
 		for _, s := range r.syms {
 			if _, ok := have[s]; !ok {
 				p.Missing = append(p.Missing, s)
@@ -188,7 +209,7 @@ func Load(cfg Config) (*Probes, error) {
 	}
 	// A thin PyObject_Free is a call through the allocator hook (tens of
 	// bytes); hundreds of bytes mean pymalloc's body was inlined into it.
-	if have["PyObject_Free"] > inlinedSize {
+	if ly.free[0] == "PyObject_Free" && have["PyObject_Free"] > inlinedSize {
 		p.Inlined = true
 		if cfg.LibC != "" {
 			lc, err := link.OpenExecutable(cfg.LibC)
@@ -220,10 +241,8 @@ func symbols(path string) (map[string]uint64, error) {
 	}
 	defer f.Close()
 	want := map[string]bool{}
-	for _, l := range [][]string{allocSyms, callocSyms, reallocSyms, freeSyms} {
-		for _, s := range l {
-			want[s] = true
-		}
+	for _, s := range append(pymalloc.all(), exported.all()...) {
+		want[s] = true
 	}
 	have := map[string]uint64{}
 	for _, read := range []func() ([]elf.Symbol, error){f.Symbols, f.DynamicSymbols} {
@@ -281,4 +300,13 @@ func (p *Probes) ReadCounters() ([NCounters]uint64, error) {
 	}
 	copy(out[:], n)
 	return out, nil
+}
+
+func hasAll(have map[string]uint64, syms []string) bool {
+	for _, s := range syms {
+		if _, ok := have[s]; !ok {
+			return false
+		}
+	}
+	return true
 }
