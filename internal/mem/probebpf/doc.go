@@ -1,7 +1,11 @@
 // Package probebpf is the kernel half of pyobs mem's probe engine: uprobes
-// on the interpreter's allocator entry points (PyObject_Malloc, _Calloc,
-// _Realloc, _Free and the same of PyMem_), set for one process through
-// perf events (the uprobe PMU: no tracefs), and the maps they fill.
+// on the interpreter's allocator, set for one process through perf events
+// (the uprobe PMU: no tracefs), and the maps they fill. The layer probed is
+// pymalloc's own _PyObject_Malloc/_Calloc/_Realloc/_Free (the targets of
+// the allocator hooks every PyObject_* and PyMem_* call goes through; their
+// first argument is the hook's context) where the symbol table names them,
+// else the exported PyObject_* and PyMem_* entry points (.dynsym), plus
+// libc's free when the build inlined pymalloc into those (LTO).
 //
 // Truth it reads: each allocator call of the target — its size at the
 // entry, its pointer at the return (a uretprobe), the pointer a free
