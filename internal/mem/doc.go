@@ -19,8 +19,9 @@
 //
 // Price (probe): traps. Every allocator call pays an entry and a return
 // trap, every free one, sampled or not; a kept call adds a kernel stack
-// walk. An allocation-only loop ran 2.3–7x slower here (loaded 2-vCPU
-// Firecracker VM, 2026-12-01, BENCHMARKS.md); the sampling rate barely
+// walk. ~4 µs of the target's CPU per trap here (loaded 2-vCPU
+// Firecracker VM, 2026-12-01, BENCHMARKS.md): a loop that only allocates
+// (11 traps per iteration) ran 250–590x slower; the sampling rate barely
 // changes that — the traps dominate. Nothing runs in the target; the
 // kernel removes the probes when pyobs exits, SIGKILL included.
 //
