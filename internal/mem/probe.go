@@ -201,52 +201,17 @@ wait:
 	ps.Stacks.Distinct, ps.Stacks.Lost = c[probebpf.CPyNew], c[probebpf.CPyLost]
 
 	// What lives at the end, by stack.
-	type agg struct {
-		bytes float64
-		count float64
-	}
-	byStack := map[uint64]*agg{}
+	var live []probebpf.Live
 	var k uint64
 	var v probebpf.Live
 	it := p.Lives.Iterate()
 	for it.Next(&k, &v) {
-		a := byStack[v.Stack]
-		if a == nil {
-			a = &agg{}
-			byStack[v.Stack] = a
-		}
-		a.bytes += float64(v.Est)
-		if v.Size > 0 {
-			a.count += float64(v.Est) / float64(v.Size)
-		} else {
-			a.count++
-		}
+		live = append(live, v)
 	}
 	if err := it.Err(); err != nil {
 		return nil, fmt.Errorf("pid %d: can't read the live allocations: %w", s.Pid, err)
 	}
-	var all []Site
-	var total int64
-	for id, a := range byStack {
-		st := stacks[id]
-		if len(st) == 0 {
-			name := "[no Python stack]"
-			if id != 0 {
-				name = "[stack not received]"
-			}
-			st = []Frame{{Function: name}}
-		}
-		b := int64(math.Round(a.bytes))
-		total += b
-		all = append(all, Site{Function: st[0].Function, File: st[0].File, Line: st[0].Line, Bytes: b,
-			Count: int64(math.Round(a.count)), Stack: st})
-	}
-	sort.Slice(all, func(i, j int) bool {
-		if all[i].Bytes != all[j].Bytes {
-			return all[i].Bytes > all[j].Bytes
-		}
-		return all[i].Function < all[j].Function
-	})
+	all, total := liveSites(live, stacks)
 	res.GrowthTotalBytes, res.Sites = total, len(all)
 	res.TracedBytesEnd = total
 	for _, q := range traced {
@@ -277,4 +242,48 @@ func libc(pid int) string {
 		}
 	}
 	return ""
+}
+
+// liveSites groups the live kept allocations by Python stack, scaled back
+// from the sampling (bytes: the estimate each stands for; count: estimate /
+// size), most bytes first; stacks never received are named as such.
+func liveSites(live []probebpf.Live, stacks map[uint64][]Frame) ([]Site, int64) {
+	type agg struct{ bytes, count float64 }
+	byStack := map[uint64]*agg{}
+	for _, v := range live {
+		a := byStack[v.Stack]
+		if a == nil {
+			a = &agg{}
+			byStack[v.Stack] = a
+		}
+		a.bytes += float64(v.Est)
+		if v.Size > 0 {
+			a.count += float64(v.Est) / float64(v.Size)
+		} else {
+			a.count++
+		}
+	}
+	var all []Site
+	var total int64
+	for id, a := range byStack {
+		st := stacks[id]
+		if len(st) == 0 {
+			name := "[no Python stack]"
+			if id != 0 {
+				name = "[stack not received]"
+			}
+			st = []Frame{{Function: name}}
+		}
+		b := int64(math.Round(a.bytes))
+		total += b
+		all = append(all, Site{Function: st[0].Function, File: st[0].File, Line: st[0].Line, Bytes: b,
+			Count: int64(math.Round(a.count)), Stack: st})
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if all[i].Bytes != all[j].Bytes {
+			return all[i].Bytes > all[j].Bytes
+		}
+		return all[i].Function < all[j].Function
+	})
+	return all, total
 }
