@@ -102,6 +102,12 @@ func WriteText(w io.Writer, r *Result) error {
 	if p := r.Probe; p != nil {
 		fmt.Fprintf(w, "\ncost: %d allocator calls (two traps each) and %d frees (one) in the window; %d kept (a stack walk each), %d of them freed, %d live at the end\n",
 			p.Calls, p.Frees, p.Tracked, p.Freed, p.LiveEnd)
+		if p.Calls == 0 {
+			fmt.Fprintln(w, "no allocator call reached the probes in the window: the build inlined them, or the target routes its allocator elsewhere (PYTHONMALLOC)")
+		}
+		if p.Missed > 0 {
+			fmt.Fprintf(w, "missed: the kernel skipped the probes' programs %d times (another BPF program was running on that CPU): those calls are not seen\n", p.Missed)
+		}
 		if p.DroppedLive > 0 || p.Stacks.Lost > 0 || p.DroppedPend > 0 {
 			fmt.Fprintf(w, "not kept: %d allocations (%s) found the live map full, %d calls the pending map full; %d stacks lost in the ring\n",
 				p.DroppedLive, Bytes(int64(p.DroppedEst)), p.DroppedPend, p.Stacks.Lost)

@@ -310,3 +310,19 @@ func hasAll(have map[string]uint64, syms []string) bool {
 	}
 	return true
 }
+
+// Missed sums the programs' recursion misses: probe hits whose program the
+// kernel skipped because a BPF program was already running on that CPU
+// (their calls are not seen).
+func (p *Probes) Missed() uint64 {
+	var n uint64
+	for _, pr := range []*ebpf.Program{p.objs.AllocEnter, p.objs.CallocEnter, p.objs.ReallocEnter, p.objs.AllocExit, p.objs.FreeEnter} {
+		if pr == nil {
+			continue
+		}
+		if st, err := pr.Stats(); err == nil {
+			n += st.RecursionMisses
+		}
+	}
+	return n
+}
