@@ -196,4 +196,3 @@ func libc(pid int) string {
 	}
 	return ""
 }
-
