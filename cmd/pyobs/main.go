@@ -82,7 +82,7 @@ tracing (costly), or introspection (reading the interpreter's memory).`,
 	root.PersistentPostRun = func(*cobra.Command, []string) { pprof.StopCPUProfile() }
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{session.FlagError(err)} })
 	root.AddCommand(newDump(g), newRecord(g), newStat(g), newOffcpu(g), newTrace(g), newRed(g), newDiagnose(g))
-	root.AddCommand(newTop(g), newDiff(g), newAgent(g))
+	root.AddCommand(newTop(g), newDiff(g), newAgent(g), newExec(g), newMem(g))
 	return root
 }
 

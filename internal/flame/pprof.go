@@ -72,6 +72,9 @@ func toPprof(p *Profile) (*profile.Profile, error) {
 	case "microseconds":
 		pp.SampleType = []*profile.ValueType{{Type: "samples", Unit: "count"}, {Type: "offcpu", Unit: "microseconds"}}
 		pp.DefaultSampleType = "offcpu"
+	case "bytes": // mem: the growth of allocation sites
+		pp.SampleType = []*profile.ValueType{{Type: "sites", Unit: "count"}, {Type: "space", Unit: "bytes"}}
+		pp.DefaultSampleType = "space"
 	default:
 		return nil, fmt.Errorf("can't write pprof: unknown unit %q (want samples or microseconds)", m.Unit)
 	}
@@ -149,7 +152,7 @@ func toPprof(p *Profile) (*profile.Profile, error) {
 			}
 		}
 		switch {
-		case m.Unit == "microseconds":
+		case m.Unit == "microseconds" || m.Unit == "bytes":
 			sm.Value = []int64{s.Count, s.Weight}
 		case period > 0:
 			sm.Value = []int64{s.Weight, s.Weight * period}

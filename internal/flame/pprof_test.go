@@ -129,7 +129,7 @@ func TestPprofUnknownPeriod(t *testing.T) {
 	if len(pp.SampleType) != 1 || (pp.PeriodType != nil && pp.PeriodType.Type != "") || pp.Period != 0 || pp.Sample[0].Value[0] != 3 {
 		t.Errorf("without a period: types %v period %v values %v", pp.SampleType, pp.PeriodType, pp.Sample[0].Value)
 	}
-	if err := WritePprof(&bytes.Buffer{}, New(Meta{Unit: "bytes"})); err == nil {
+	if err := WritePprof(&bytes.Buffer{}, New(Meta{Unit: "parsecs"})); err == nil {
 		t.Error("unknown unit accepted")
 	}
 }
@@ -168,4 +168,14 @@ func TestPprofGoToolTop(t *testing.T) {
 		}
 	}
 	t.Fatalf("no table in go tool pprof -top output:\n%s", out)
+}
+
+// mem's growth profiles weigh stacks in bytes.
+func TestPprofBytes(t *testing.T) {
+	p := New(Meta{Command: "mem", Mode: "growth", Unit: "bytes"})
+	p.Add([]Frame{{Kind: Python, Function: "leak", File: "a.py", Line: 9}}, 4096)
+	pp, _ := writeParsePprof(t, p)
+	if pp.DefaultSampleType != "space" || len(pp.SampleType) != 2 || pp.SampleType[1].Unit != "bytes" || pp.Sample[0].Value[1] != 4096 {
+		t.Errorf("bytes: types %v default %q values %v", pp.SampleType, pp.DefaultSampleType, pp.Sample[0].Value)
+	}
 }

@@ -49,8 +49,8 @@ func WriteSpeedscope(w io.Writer, p *Profile) error {
 	unit := "none"
 	switch p.Meta.Unit {
 	case "samples", "":
-	case "microseconds":
-		unit = "microseconds"
+	case "microseconds", "bytes":
+		unit = p.Meta.Unit
 	default:
 		return fmt.Errorf("can't write speedscope: unknown unit %q (want samples or microseconds)", p.Meta.Unit)
 	}

@@ -1,0 +1,198 @@
+//go:build amd64
+
+package mem
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/pyobs/pyobs/internal/kwalk"
+	"github.com/pyobs/pyobs/internal/mem/probebpf"
+	"github.com/pyobs/pyobs/internal/pyframes"
+	"github.com/pyobs/pyobs/internal/session"
+)
+
+// probeRun observes one window with the allocator uprobes. A returned
+// error wrapping probebpf.ErrUnavailable means nothing was attached.
+func probeRun(ctx context.Context, s *session.Session, opt Options) (*Result, error) {
+	kl, err := s.Py.KernelLayout()
+	if err != nil {
+		return nil, fmt.Errorf("%w: pid %d: %w", probebpf.ErrUnavailable, s.Pid, err)
+	}
+	tls, err := s.Py.TLSOffsets()
+	if err != nil {
+		tls = nil // threads are then found through the map filled below
+	}
+	bin := s.Py.Info.Binary
+	path := fmt.Sprintf("/proc/%d/root%s", s.Pid, bin)
+	sb := opt.SampleBytes
+	if sb == 0 {
+		sb = DefaultSampleBytes
+	}
+	rssStart, smErr := smaps(s)
+	p, err := probebpf.Load(probebpf.Config{Pid: s.Pid, Binary: path, Layout: kl, TLS: tls, MaxFrames: probeFrames,
+		SampleBytes: sb, LibC: libc(s.Pid)})
+	if err != nil {
+		return nil, err
+	}
+	defer p.Close()
+	t0 := monotonic()
+	if refs, err := s.Py.ThreadRefs(); err == nil {
+		_ = p.SetThreads(s.Pid, refs)
+	}
+	res := &Result{Pid: s.Pid, Python: s.Py.Version().String(), Engine: EngineProbe, Frames: probeFrames,
+		Probe: &ProbeStats{Binary: bin, Probed: p.Probed, Missing: p.Missing, Inlined: p.Inlined, SampleBytes: sb}}
+
+	// The stacks: read as they come and symbolized at once (the code
+	// objects are alive then), with the thread map refreshed now and then;
+	// one goroutine owns s.Py for the window.
+	sym := kwalk.NewSymbolizer(s.Py, kl)
+	stacks := map[uint64][]Frame{}
+	done := make(chan struct{})
+	readerDone := make(chan struct{})
+	read := func(deadline time.Time) {
+		for {
+			b, ok, err := p.Ring.Next(deadline)
+			if err != nil || !ok {
+				return
+			}
+			smp, err := kwalk.Decode(b)
+			if err != nil {
+				res.Probe.Stacks.Unnamed++
+				continue
+			}
+			fr, err := sym.Frames(&smp)
+			if err != nil {
+				res.Probe.Stacks.SymErrors++
+				if len(fr) == 0 {
+					continue
+				}
+			}
+			st := make([]Frame, len(fr))
+			for i, f := range fr {
+				st[i] = Frame{Function: f.Function, File: f.File, Line: f.Line}
+			}
+			stacks[smp.ID] = st
+		}
+	}
+	go func() {
+		defer close(readerDone)
+		last := time.Now()
+		for {
+			select {
+			case <-done:
+				read(time.Now()) // what is there now
+				return
+			default:
+			}
+			read(time.Now().Add(100 * time.Millisecond))
+			if time.Since(last) > time.Second {
+				if refs, err := s.Py.ThreadRefs(); err == nil {
+					_ = p.SetThreads(s.Pid, refs)
+				}
+				last = time.Now()
+			}
+		}
+	}()
+
+	var rss []rssPoint
+	var traced [][2]float64
+	sample := func() {
+		now := monotonic()
+		if c, err := p.ReadCounters(); err == nil {
+			traced = append(traced, [2]float64{now, float64(int64(c[probebpf.CLiveEst]))})
+		}
+		if sm, err := smaps(s); err == nil {
+			rss = append(rss, rssPoint{mono: now, rss: sm.Rss, pss: sm.Pss})
+		}
+	}
+	sample()
+	t := time.NewTimer(opt.Duration)
+	tick := time.NewTicker(curvePeriod(opt.Duration))
+wait:
+	for {
+		select {
+		case <-tick.C:
+			sample()
+		case <-t.C:
+			break wait
+		case <-ctx.Done():
+			t.Stop()
+			res.Interrupted = true
+			break wait
+		}
+	}
+	tick.Stop()
+	end := monotonic()
+	if err := p.Stop(uint64(end * 1e9)); err != nil {
+		close(done)
+		<-readerDone
+		return nil, fmt.Errorf("pid %d: %w", s.Pid, err)
+	}
+	sample()
+	res.Probe.Missed = p.Missed()
+	p.Detach()
+	close(done)
+	<-readerDone
+	rssEnd, smErr2 := smaps(s)
+	res.WindowS = end - t0
+
+	c, err := p.ReadCounters()
+	if err != nil {
+		return nil, fmt.Errorf("pid %d: can't read the probes' counters: %w", s.Pid, err)
+	}
+	ps := res.Probe
+	ps.Calls, ps.Frees, ps.Tracked, ps.Freed = c[probebpf.CCalls], c[probebpf.CFrees], c[probebpf.CTracked], c[probebpf.CFreed]
+	ps.LiveEnd, ps.NullReturns, ps.Replaced = c[probebpf.CLiveN], c[probebpf.CNull], c[probebpf.CReplaced]
+	ps.DroppedLive, ps.DroppedEst, ps.DroppedPend = c[probebpf.CDropLive], c[probebpf.CDropLiveEst], c[probebpf.CDropPend]
+	ps.Stacks.Walked, ps.Stacks.Truncated, ps.Stacks.Fault = c[probebpf.CPyWalked], c[probebpf.CPyTrunc], c[probebpf.CPyFault]
+	ps.Stacks.Invalid, ps.Stacks.NoPython, ps.Stacks.Empty = c[probebpf.CPyInvalid], c[probebpf.CPyNoPy], c[probebpf.CPyEmpty]
+	ps.Stacks.Distinct, ps.Stacks.Lost = c[probebpf.CPyNew], c[probebpf.CPyLost]
+
+	// What lives at the end, by stack.
+	var live []probebpf.Live
+	var k uint64
+	var v probebpf.Live
+	it := p.Lives.Iterate()
+	for it.Next(&k, &v) {
+		live = append(live, v)
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("pid %d: can't read the live allocations: %w", s.Pid, err)
+	}
+	all, total := liveSites(live, stacks)
+	res.GrowthTotalBytes, res.Sites = total, len(all)
+	res.TracedBytesEnd = total
+	for _, q := range traced {
+		res.TracedPeakBytes = max(res.TracedPeakBytes, int64(q[1]))
+	}
+	res.allGrowth = all
+	res.Growth, res.GrowthOther = selectGrowth(all, total, opt.MinGrowthShare, opt.Top, res.WindowS)
+	res.BySize = append([]Site{}, all[:min(len(all), opt.Top)]...)
+	byCount := append([]Site{}, all...)
+	sort.SliceStable(byCount, func(i, j int) bool { return byCount[i].Count > byCount[j].Count })
+	res.ByCount = byCount[:min(len(byCount), opt.Top)]
+	res.Memory = memory(rssStart, rssEnd, smErr, smErr2)
+	res.Curve = curve(t0, traced, rss)
+	return res, nil
+}
+
+// libc is the C library pid maps (a path pyobs can open), "" when none is
+// found.
+func libc(pid int) string {
+	maps, err := pyframes.ReadMaps(pid)
+	if err != nil {
+		return ""
+	}
+	for _, m := range maps {
+		b := filepath.Base(m.Path)
+		if m.Exec() && (b == "libc.so.6" || strings.HasPrefix(b, "libc-")) {
+			return fmt.Sprintf("/proc/%d/root%s", pid, m.Path)
+		}
+	}
+	return ""
+}

@@ -1,0 +1,328 @@
+//go:build amd64
+
+package probebpf
+
+import (
+	"debug/elf"
+	"errors"
+	"fmt"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+
+	"github.com/pyobs/pyobs/internal/bpfload"
+	"github.com/pyobs/pyobs/internal/kwalk"
+	"github.com/pyobs/pyobs/internal/pyframes"
+)
+
+// Counter slots (C_ in alloc.bpf.c).
+const (
+	CCalls = iota
+	CTracked
+	CLiveAdded
+	CFrees
+	CFreed
+	CNull
+	CDropPend
+	CDropLive
+	CDropLiveEst
+	CReplaced
+	CUnpaired
+	CLiveEst
+	CLiveN
+	CPyWalked
+	CPyTrunc
+	CPyFault
+	CPyInvalid
+	CPyNoPy
+	CPyEmpty
+	CPyNew
+	CPyLost
+	NCounters
+)
+
+// Live is one tracked allocation still alive (the lives map's value).
+type Live = allocLive
+
+// The allocator functions probed, by role, in one of two layers — never
+// both, a call would be seen twice. Where the symbol table has them (not
+// stripped builds), pymalloc's own functions: PyObject_* and PyMem_* reach
+// them through the allocator hooks (_PyObject.malloc, _PyMem.malloc),
+// indirect calls that no build can inline. Otherwise the exported entry
+// points (.dynsym), which a build may inline into its callers. The
+// PyMem_Raw* family is not probed: pymalloc hands its large blocks to it
+// (they would be seen twice) and what else uses it is the runtime's own
+// bookkeeping.
+type layer struct {
+	alloc, calloc, realloc, free []string
+}
+
+var (
+	pymalloc = layer{[]string{"_PyObject_Malloc"}, []string{"_PyObject_Calloc"}, []string{"_PyObject_Realloc"}, []string{"_PyObject_Free"}}
+	exported = layer{[]string{"PyObject_Malloc", "PyMem_Malloc"}, []string{"PyObject_Calloc", "PyMem_Calloc"},
+		[]string{"PyObject_Realloc", "PyMem_Realloc"}, []string{"PyObject_Free", "PyMem_Free"}}
+)
+
+func (l layer) all() []string {
+	return append(append(append(append([]string{}, l.alloc...), l.calloc...), l.realloc...), l.free...)
+}
+
+// ErrUnavailable wraps every reason the probes could not be set.
+var ErrUnavailable = errors.New("allocator probes unavailable")
+
+// Config of one load.
+type Config struct {
+	Pid         int
+	Binary      string // the ELF that holds the allocators, openable by pyobs (e.g. under /proc/PID/root)
+	Layout      *pyframes.KernelLayout
+	TLS         []int64 // the thread-state TLS offsets (pyframes.TLSOffsets), nil: the map only
+	MaxFrames   int
+	SampleBytes uint64 // track a call of s bytes with probability s/SampleBytes (<= 1: every call)
+	// LibC: the C library the target maps (openable by pyobs), "": none.
+	// On a build that inlines its allocator (Probes.Inlined) its free is
+	// probed too: large blocks freed from inlined code end there.
+	LibC        string
+	LiveEntries uint32 // 0: the object's size
+}
+
+// Probes are the loaded programs, their maps and the attached uprobes.
+type Probes struct {
+	Lives    *ebpf.Map
+	Tstates  *ebpf.Map
+	Counters *ebpf.Map
+	Ring     *bpfload.Ring
+	Probed   []string // symbols probed
+	Missing  []string // symbols the ELF lacks (their calls are not seen)
+	// Inlined: PyObject_Free holds the allocator's body (a link-time
+	// optimised build: the same body is inlined into callers, whose calls
+	// and frees no probe sees).
+	Inlined bool
+	objs    allocObjects
+	links   []link.Link
+}
+
+// Load loads the programs and attaches them to the allocators of
+// cfg.Binary for cfg.Pid only: frees first, then each allocator's return
+// and last its entry, so no call is half-seen. Any error: nothing stays
+// attached.
+func Load(cfg Config) (*Probes, error) {
+	if err := bpfload.CheckPidNS(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	wc, err := kwalk.Config(cfg.Pid, cfg.Layout, cfg.MaxFrames)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	if cfg.Layout.TstateThreadID == 0 {
+		return nil, fmt.Errorf("%w: pid %d: no thread_id offset: can't check thread states", ErrUnavailable, cfg.Pid)
+	}
+	n := copy(wc.TlsOff[:], cfg.TLS)
+	wc.TlsN = uint32(n)
+	have, err := symbols(cfg.Binary)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	ly := exported
+	if hasAll(have, pymalloc.all()) {
+		ly = pymalloc
+	}
+	for _, s := range []string{ly.alloc[0], ly.free[0]} {
+		if _, ok := have[s]; !ok {
+			return nil, fmt.Errorf("%w: pid %d: %s has no symbol %s (neither .symtab nor .dynsym)", ErrUnavailable, cfg.Pid, cfg.Binary, s)
+		}
+	}
+	var specs allocSpecs
+	spec, err := bpfload.Spec(loadAlloc, &specs)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	var hook uint8
+	if ly.alloc[0] == pymalloc.alloc[0] {
+		hook = 1 // (void *ctx, ...): pymalloc's hook targets
+	}
+	sb := cfg.SampleBytes
+	if sb < 1 {
+		sb = 1
+	}
+	if err := bpfload.SetVars(bpfload.Var{Spec: specs.Cfg, Value: wc}, bpfload.Var{Spec: specs.TargetTgid, Value: uint32(cfg.Pid)},
+		bpfload.Var{Spec: specs.SampleBytes, Value: sb}, bpfload.Var{Spec: specs.HookAbi, Value: hook}); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	if cfg.LiveEntries > 0 {
+		specs.Lives.MaxEntries = cfg.LiveEntries
+	}
+	p := &Probes{}
+	if err := bpfload.Load("mem's allocator uprobes", spec, &p.objs); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	p.Lives, p.Tstates, p.Counters = p.objs.Lives, p.objs.Tstates, p.objs.Counters
+	if p.Ring, err = bpfload.NewRing("pystacks", p.objs.Pystacks); err != nil {
+		p.Close()
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	ex, err := link.OpenExecutable(cfg.Binary)
+	if err != nil {
+		p.Close()
+		return nil, fmt.Errorf("%w: pid %d: can't open %s: %w", ErrUnavailable, cfg.Pid, cfg.Binary, err)
+	}
+	o := &link.UprobeOptions{PID: cfg.Pid}
+	o2 := p.objs
+	attach := func(sym string, prog *ebpf.Program, ret bool) error {
+		var l link.Link
+		var err error
+		what := "uprobe"
+		if ret {
+			what = "uretprobe"
+			l, err = ex.Uretprobe(sym, prog, o)
+		} else {
+			l, err = ex.Uprobe(sym, prog, o)
+		}
+		if err != nil {
+			return fmt.Errorf("%w: pid %d: can't attach a %s to %s in %s: %w", ErrUnavailable, cfg.Pid, what, sym, cfg.Binary, err)
+		}
+		p.links = append(p.links, l)
+		return nil
+	}
+	type role struct {
+		syms  []string
+		enter *ebpf.Program
+		ret   bool
+	}
+	for _, r := range []role{{ly.free, o2.FreeEnter, false}, {ly.alloc, o2.AllocEnter, true}, {ly.calloc, o2.CallocEnter, true}, {ly.realloc, o2.ReallocEnter, true}} {
+		for _, s := range r.syms {
+			if _, ok := have[s]; !ok {
+				p.Missing = append(p.Missing, s)
+				continue
+			}
+			if r.ret {
+				if err := attach(s, o2.AllocExit, true); err != nil {
+					p.Close()
+					return nil, err
+				}
+			}
+			if err := attach(s, r.enter, false); err != nil {
+				p.Close()
+				return nil, err
+			}
+			p.Probed = append(p.Probed, s)
+		}
+	}
+	// A thin PyObject_Free is a call through the allocator hook (tens of
+	// bytes); hundreds of bytes mean pymalloc's body was inlined into it.
+	if ly.free[0] == "PyObject_Free" && have["PyObject_Free"] > inlinedSize {
+		p.Inlined = true
+		if cfg.LibC != "" {
+			lc, err := link.OpenExecutable(cfg.LibC)
+			if err != nil {
+				p.Close()
+				return nil, fmt.Errorf("%w: pid %d: can't open %s: %w", ErrUnavailable, cfg.Pid, cfg.LibC, err)
+			}
+			l, err := lc.Uprobe("free", o2.FreeEnter, o)
+			if err != nil {
+				p.Close()
+				return nil, fmt.Errorf("%w: pid %d: can't attach a uprobe to free in %s: %w", ErrUnavailable, cfg.Pid, cfg.LibC, err)
+			}
+			p.links = append(p.links, l)
+			p.Probed = append(p.Probed, "free (libc)")
+		}
+	}
+	return p, nil
+}
+
+// inlinedSize: a PyObject_Free bigger than this holds the allocator's body.
+const inlinedSize = 64
+
+// symbols lists the defined function symbols of path among the probed
+// ones, with their sizes.
+func symbols(path string) (map[string]uint64, error) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("can't open ELF %s: %w", path, err)
+	}
+	defer f.Close()
+	want := map[string]bool{}
+	for _, s := range append(pymalloc.all(), exported.all()...) {
+		want[s] = true
+	}
+	have := map[string]uint64{}
+	for _, read := range []func() ([]elf.Symbol, error){f.Symbols, f.DynamicSymbols} {
+		syms, err := read()
+		if err != nil {
+			continue // a stripped file has no .symtab
+		}
+		for _, s := range syms {
+			if want[s.Name] && s.Value != 0 && elf.ST_TYPE(s.Info) == elf.STT_FUNC {
+				have[s.Name] = max(have[s.Name], s.Size)
+			}
+		}
+	}
+	return have, nil
+}
+
+// SetThreads makes the thread-state map exactly refs (kwalk.FillThreads).
+func (p *Probes) SetThreads(pid int, refs []pyframes.ThreadRef) error {
+	return kwalk.FillThreads(p.Tstates, pid, refs)
+}
+
+// Stop ends the window at ns (CLOCK_MONOTONIC): later calls change
+// nothing, so the maps hold the state at ns.
+func (p *Probes) Stop(ns uint64) error {
+	if err := p.objs.StopNs.Set(ns); err != nil {
+		return fmt.Errorf("can't set stop_ns: %w", err)
+	}
+	return nil
+}
+
+// Detach removes every uprobe; the maps stay readable.
+func (p *Probes) Detach() {
+	for _, l := range p.links {
+		l.Close()
+	}
+	p.links = nil
+}
+
+// Close detaches and frees everything.
+func (p *Probes) Close() {
+	p.Detach()
+	if p.Ring != nil {
+		p.Ring.Close()
+		p.Ring = nil
+	}
+	p.objs.Close()
+}
+
+// ReadCounters sums the per-CPU counters.
+func (p *Probes) ReadCounters() ([NCounters]uint64, error) {
+	var out [NCounters]uint64
+	n, err := bpfload.Counters(p.Counters, NCounters)
+	if err != nil {
+		return out, err
+	}
+	copy(out[:], n)
+	return out, nil
+}
+
+func hasAll(have map[string]uint64, syms []string) bool {
+	for _, s := range syms {
+		if _, ok := have[s]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// Missed sums the programs' recursion misses: probe hits whose program the
+// kernel skipped because a BPF program was already running on that CPU
+// (their calls are not seen).
+func (p *Probes) Missed() uint64 {
+	var n uint64
+	for _, pr := range []*ebpf.Program{p.objs.AllocEnter, p.objs.CallocEnter, p.objs.ReallocEnter, p.objs.AllocExit, p.objs.FreeEnter} {
+		if pr == nil {
+			continue
+		}
+		if st, err := pr.Stats(); err == nil {
+			n += st.RecursionMisses
+		}
+	}
+	return n
+}
