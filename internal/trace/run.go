@@ -15,7 +15,6 @@ import (
 	"github.com/pyobs/pyobs/internal/trace/tracepoint"
 )
 
-
 // Options say what to trace and how.
 type Options struct {
 	Engine   string        // auto, tracepoint (eBPF, attach only) or ptrace
@@ -27,7 +26,7 @@ type Options struct {
 	// NoKernelWalk: read only the innermost frame of each slow or failing
 	// call in the kernel (the fallback), not the whole stack.
 	NoKernelWalk bool
-	Log      io.Writer     // one line per matching call; nil for none
+	Log          io.Writer // one line per matching call; nil for none
 	// Argv: spawn this command under the ptrace engine, from its first
 	// instruction (it must be the tracer's own child), instead of tracing s.
 	Argv []string
