@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pyobs/pyobs/internal/bpfload"
 	"github.com/pyobs/pyobs/internal/clock"
 	"github.com/pyobs/pyobs/internal/procfs"
 	tptrace "github.com/pyobs/pyobs/internal/trace/ptrace"
@@ -149,7 +150,10 @@ func (b *bpfRun) onEvent(e tracepoint.Event) {
 		r.siteFail++
 	}
 	if path != nil {
-		r.agg.AddPath(name, path.frames, path.truncated)
+		if path.key == "" {
+			path.key = pathKey(path.frames, path.truncated)
+		}
+		r.agg.addPath(name, path.key, path.frames, path.truncated)
 	} else {
 		r.agg.AddSite(name, site, lateSite != nil)
 	}
@@ -219,6 +223,13 @@ func runTracepoint(ctx context.Context, run *sites, tp *tracepoint.Tracer, opt O
 		}
 		b.res = res
 	}
+	bpfRun := &BPFRun{}
+	if c, note := bpfload.EnableRunStats(); c != nil {
+		defer c.Close()
+		bpfRun.Stats = note
+	} else {
+		bpfRun.Stats = note
+	}
 	cpu0 := clock.ObserverCPU()
 	start := time.Now()
 	b.refresh = time.Now()
@@ -243,6 +254,12 @@ func runTracepoint(ctx context.Context, run *sites, tp *tracepoint.Tracer, opt O
 	if !gone {
 		blocked, a.InProgress = b.inProgress(opt.Slow)
 	}
+	if en, ex, enr, exr, err := tp.RunStats(); err == nil {
+		bpfRun.EnterS, bpfRun.ExitS, bpfRun.EnterRuns, bpfRun.ExitRuns = en.Seconds(), ex.Seconds(), enr, exr
+	} else {
+		bpfRun.Stats += "; " + err.Error()
+	}
+	a.BPF = bpfRun
 	tp.Detach()
 	a.Wall = time.Since(start)
 	if err := tp.ReadEvents(time.Time{}, b.onEvent); err != nil {

@@ -60,6 +60,7 @@ type summary struct {
 	Restarted       uint64        `json:"restarted_calls"`
 	ExitCode        *int          `json:"exit_code,omitempty"`
 	PythonWalk      *StackWalk    `json:"python_walk,omitempty"`
+	BPF             *BPFRun       `json:"bpf,omitempty"`
 	Syscalls        []SyscallJSON `json:"syscalls"`
 }
 
@@ -72,7 +73,7 @@ func (r *Result) summary() *summary {
 		SiteReads: a.SiteReads, SiteReadsFailed: a.SiteReadsFailed, SiteReadError: a.SiteReadError,
 		SiteReadsKernel: a.SiteReadsKernel, SiteReadsLate: a.SiteReadsLate, KernelDrops: a.Drops,
 		InProgress: a.InProgress, Blocked: r.Blocked, TargetExited: a.TargetExited, Restarted: a.Restarted,
-		PythonWalk: a.Walk, Syscalls: r.Syscalls,
+		PythonWalk: a.Walk, BPF: a.BPF, Syscalls: r.Syscalls,
 	}
 	if a.Spawned && a.TargetExited {
 		code := a.ExitCode
@@ -232,6 +233,10 @@ func (r *Result) Footer(where string) string {
 				w.Walked, w.Truncated, w.Faulted, w.Invalid, w.NoThread, w.NoFrame, w.Distinct, w.RingLost, w.Unnamed, w.SymErrors)
 		} else if w != nil {
 			py = fmt.Sprintf("; innermost Python frame only (no stack walk: %s)", w.Why)
+		}
+		if b := a.BPF; b != nil {
+			py += fmt.Sprintf("; BPF run time: sys_enter %.3fs over %d runs, sys_exit %.3fs over %d runs (every syscall of the machine; stats %s)",
+				b.EnterS, b.EnterRuns, b.ExitS, b.ExitRuns, b.Stats)
 		}
 		return fmt.Sprintf("pyobs trace: engine tracepoint%s; %d calls counted in the kernel; %d events of slow or failing calls read (lost %d: ring buffer full); kernel map drops: histogram %d, errno %d, enters %d; %d threads; %d interrupted calls restarted by the kernel (not counted); %d calls in progress at the end (not counted); sites for %d calls: %d read in the kernel at the call (%d of new threads %s), %d late reads (after the call returned: not attributed), %d found none (slow ≥ %s or failing)%s; observer CPU %.2fs%s; target stopped 0s — %s (ptrace: 2 stops per call); %s; wrote %s",
 			note, a.Calls, a.Events, d.Events, d.Hist, d.Errnos, d.Enters, a.Threads, a.Restarted, a.InProgress,

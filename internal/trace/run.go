@@ -89,6 +89,19 @@ type Account struct {
 	// Walk: tracepoint engine: the whole Python stacks walked in the
 	// kernel at the calls, or why only the innermost frame was read.
 	Walk *StackWalk
+	// BPF: tracepoint engine: the programs' own run time.
+	BPF *BPFRun
+}
+
+// BPFRun is the kernel's account of the tracepoint programs' runs (they
+// run on every syscall of the machine and return at once for other
+// processes).
+type BPFRun struct {
+	Stats     string  `json:"bpf_stats"` // how the kernel's run-time stats were on, or why not
+	EnterS    float64 `json:"sys_enter_s"`
+	EnterRuns uint64  `json:"sys_enter_runs"`
+	ExitS     float64 `json:"sys_exit_s"`
+	ExitRuns  uint64  `json:"sys_exit_runs"`
 }
 
 // StackWalk is the account of the Python stacks the tracepoint engine

@@ -143,6 +143,7 @@ type kpath struct {
 	frames    []Site // innermost first
 	truncated bool   // callers missing
 	err       bool   // a code object could not be read: no frames
+	key       string // pathKey, once
 }
 
 // PathCount is one whole call path and its calls.
@@ -290,10 +291,14 @@ func (a *Agg) AddSite(name string, site *Site, late bool) {
 // was walked (frames innermost first, at least one): its leaf is the
 // call's site, the stack its path.
 func (a *Agg) AddPath(name string, frames []Site, truncated bool) {
+	a.addPath(name, pathKey(frames, truncated), frames, truncated)
+}
+
+// addPath is AddPath with the path's key already made (k: a kpath's).
+func (a *Agg) addPath(name, k string, frames []Site, truncated bool) {
 	s := a.stat(name)
 	s.SiteTried++
 	s.Sites[frames[0]]++
-	k := pathKey(frames, truncated)
 	p := s.Paths[k]
 	if p == nil {
 		p = &PathCount{Truncated: truncated, Frames: frames}

@@ -5,11 +5,13 @@ Usage: python trace_paths.py [--a N] [--b M] [--out FILE] [--wait-usr1]
 Prints READY; with --wait-usr1 waits for SIGUSR1 (sent once the tracer is
 attached). Then N calls a() -> io() and M calls b() -> mid() -> io(), each
 io() one os.stat of a missing file (ENOENT), interleaved. Writes its own
-counts ("a=N b=M") to FILE and prints "DONE a=N b=M".
+counts ("a=N b=M") to FILE and prints "DONE a=N b=M elapsed=SECONDS"
+(the calls' loop).
 """
 import os
 import signal
 import sys
+import time
 
 args = sys.argv[1:]
 wait_usr1 = "--wait-usr1" in args
@@ -57,8 +59,10 @@ if wait_usr1:
 print("READY", flush=True)
 if wait_usr1:
     signal.sigwait({signal.SIGUSR1})
+t0 = time.perf_counter()
 ca, cb = run(NA, NB)  # PATHS_MAIN_LINE
+elapsed = time.perf_counter() - t0
 if OUT:
     with open(OUT, "w") as f:
         f.write("a=%d b=%d\n" % (ca, cb))
-print("DONE a=%d b=%d" % (ca, cb), flush=True)
+print("DONE a=%d b=%d elapsed=%.6f" % (ca, cb, elapsed), flush=True)

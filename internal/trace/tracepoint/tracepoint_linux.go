@@ -193,6 +193,21 @@ func (t *Tracer) Close() {
 	t.objs.Close()
 }
 
+// RunStats is the kernel's account of the two programs' runs (every
+// syscall on the machine runs them; zero unless BPF run-time stats are on:
+// bpfload.EnableRunStats).
+func (t *Tracer) RunStats() (enter, exit time.Duration, enterRuns, exitRuns uint64, err error) {
+	se, err := t.objs.SysEnter.Stats()
+	if err != nil {
+		return 0, 0, 0, 0, fmt.Errorf("can't read sys_enter's program stats: %w", err)
+	}
+	sx, err := t.objs.SysExit.Stats()
+	if err != nil {
+		return 0, 0, 0, 0, fmt.Errorf("can't read sys_exit's program stats: %w", err)
+	}
+	return se.Runtime, sx.Runtime, se.RunCount, sx.RunCount, nil
+}
+
 // Detach stops counting (the maps stay readable).
 func (t *Tracer) Detach() { t.links.Close() }
 
