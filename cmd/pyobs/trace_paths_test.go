@@ -24,6 +24,11 @@ type pathsOut struct {
 		RingLost  uint64 `json:"ring_lost"`
 		Unnamed   uint64 `json:"calls_unnamed"`
 	} `json:"python_walk"`
+	BPF *struct {
+		Stats    string  `json:"bpf_stats"`
+		ExitS    float64 `json:"sys_exit_s"`
+		ExitRuns uint64  `json:"sys_exit_runs"`
+	} `json:"bpf"`
 	SiteError string `json:"site_read_error"`
 	Syscalls  []struct {
 		Name     string `json:"name"`
@@ -115,6 +120,9 @@ func TestTraceBPFWholePaths(t *testing.T) {
 			}
 			if w := out.PythonWalk; w == nil || !w.On || w.Walked < 5000 || w.Distinct < 2 || w.RingLost != 0 || w.Unnamed != 0 {
 				t.Errorf("python_walk %+v; want on, ≥ 5000 walked, ≥ 2 distinct, nothing lost", w)
+			}
+			if b := out.BPF; b == nil || b.ExitRuns < 5000 || b.ExitS <= 0 {
+				t.Errorf("bpf %+v; want sys_exit's runs (≥ the target's 5000 calls) and run time", b)
 			}
 			if !strings.Contains(footer, "Python stacks walked whole in the kernel at the call") {
 				t.Errorf("footer without the walk's account: %s", footer)
