@@ -109,7 +109,7 @@ func (b *bpfRun) onEvent(e tracepoint.Event) {
 		case p.err || len(p.frames) == 0:
 			r.siteErr("%s", b.ks.firstErr)
 		default:
-			if e.StackFlags&walkByTLS != 0 {
+			if e.Walked || e.StackFlags&walkByTLS != 0 {
 				b.walked++
 			}
 			path, site = p, &p.frames[0]

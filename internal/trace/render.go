@@ -228,7 +228,7 @@ func (r *Result) Footer(where string) string {
 		d := a.Drops
 		found, py := "found by walking the interpreter's thread list", ""
 		if w := a.Walk; w != nil && w.On {
-			found = "found through their TLS"
+			found = "found by the kernel in the interpreter's thread list or their TLS"
 			py = fmt.Sprintf("; Python stacks walked whole in the kernel at the call: %d whole, %d truncated, %d faulted, %d invalid, %d without a thread state, %d without a frame; %d distinct stacks, %d lost (ring full), %d calls unnamed, %d with unreadable code",
 				w.Walked, w.Truncated, w.Faulted, w.Invalid, w.NoThread, w.NoFrame, w.Distinct, w.RingLost, w.Unnamed, w.SymErrors)
 		} else if w != nil {

@@ -427,8 +427,20 @@ int sys_exit(u64 *ctx)
 	// budget on no account of a record held open.
 	u64 pyk = 0;
 	u32 pyflags = 0;
-	if (cfg.minor)
+	u32 listed = 0;
+	if (cfg.minor) {
+		// A thread user space has not mapped yet: its TLS pointer to its
+		// thread state is cleared while it has released the GIL (3.12+),
+		// which is how most slow calls are made; the interpreter's thread
+		// list still has it (3.11+).
+		u64 key = tid;
+		if (!bpf_map_lookup_elem(&tstates, &key)) {
+			u64 ts = find_tstate(tid);
+			if (ts && !bpf_map_update_elem(&tstates, &key, &ts, BPF_ANY))
+				listed = 1;
+		}
 		pyk = py_stack(tid, now, &pyflags);
+	}
 	struct event *ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
 	if (!ev) {
 		count(DROP_EVENTS);
@@ -442,7 +454,7 @@ int sys_exit(u64 *ctx)
 	ev->frame = 0;
 	ev->code = 0;
 	ev->instr = 0;
-	ev->walked = 0;
+	ev->walked = listed;
 	ev->tstate = 0;
 	ev->pyk = pyk;
 	ev->pyflags = pyflags;

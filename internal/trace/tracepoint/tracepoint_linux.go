@@ -260,7 +260,7 @@ type Event struct {
 	Code    uint64 // its f_code/f_executable as stored (tag bits included)
 	Instr   uint64 // its prev_instr/instr_ptr
 	Py      Py
-	Walked  bool   // the kernel found the thread state by walking the thread list
+	Walked  bool   // the kernel found the thread state by walking the thread list (with the walk too)
 	Tstate  uint64 // the thread's PyThreadState*, when Py == PyCaptured
 	// Stack: with Py == PyWalked, the hash of the whole Python stack (its
 	// frames come once through Tracer.Stacks), 0 when the walk got none;
