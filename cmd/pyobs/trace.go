@@ -24,6 +24,7 @@ type traceFlags struct {
 	slow     time.Duration
 	log      bool
 	sites    int
+	kwalk    bool
 }
 
 func newTrace(g *globals) *cobra.Command {
@@ -41,8 +42,11 @@ Engines:
               log-linear latency histograms); only summaries and one event
               per slow or failing call reach pyobs. Nothing is stopped: the
               price is a fraction of a microsecond of kernel time per call.
-              The Python site is read by the BPF program while the thread is
-              still in the kernel (exact); for a thread it does not know yet
+              The whole Python stack is walked by the BPF program while
+              the thread is still in the kernel (exact; --sites ranks the
+              whole call paths, root → call); where the kernel refuses the
+              walk (or --kernel-walk=false) the innermost frame alone is
+              read, and the footer says which; for a thread it does not know yet
               pyobs reads the stack after the call returned and counts it as
               a late read, never as a site. -e filters in the kernel. No
               arguments in --log. Calls still blocked at the end are
@@ -79,7 +83,8 @@ if pyobs is killed, CMD's listed calls fail with ENOSYS.`,
 	fl.StringVarP(&f.events, "expr", "e", "", "only these syscalls, comma-separated (e.g. openat,newfstatat)")
 	fl.DurationVar(&f.slow, "slow", time.Millisecond, "read the Python site of calls at least this slow (and of failing calls); with --log, log only these")
 	fl.BoolVar(&f.log, "log", false, "print one line per matching call: tid, duration, syscall(args) = result, Python site")
-	fl.IntVar(&f.sites, "sites", 3, "top Python sites per syscall")
+	fl.IntVar(&f.sites, "sites", 3, "top Python call paths (tracepoint engine: whole stacks walked in the kernel) or sites per syscall")
+	fl.BoolVar(&f.kwalk, "kernel-walk", true, "tracepoint: walk the whole Python stack of slow or failing calls in the kernel (false: the innermost frame only)")
 	return c
 }
 
@@ -89,7 +94,7 @@ func runTrace(cmd *cobra.Command, g *globals, f *traceFlags, args []string) erro
 		return err
 	}
 	opt := trace.Options{Engine: f.engine, Duration: f.duration, Syscalls: f.events, Slow: f.slow,
-		SlowSet: cmd.Flags().Changed("slow"), Sites: f.sites, OnEngine: func(a trace.Account) {
+		SlowSet: cmd.Flags().Changed("slow"), Sites: f.sites, NoKernelWalk: !f.kwalk, OnEngine: func(a trace.Account) {
 			if a.Fallback != "" {
 				fmt.Fprintf(os.Stderr, "pyobs trace: eBPF engine not available (%s): using ptrace, which stops every thread twice per syscall\n", a.Fallback)
 			}

@@ -229,15 +229,16 @@ func TestTraceBPFStatSleep(t *testing.T) {
 	}
 }
 
-// TestTraceBPFLateReadsLabelled: on 3.10 the kernel cannot read the frame
-// (frame objects): sites are read after the call returned and must be
-// counted as late reads, never attributed.
+// TestTraceBPFLateReadsLabelled: on 3.10 the one-frame capture (the
+// fallback without the stack walk, --kernel-walk=false) cannot read the
+// frame (frame objects): sites are read after the call returned and must
+// be counted as late reads, never attributed.
 func TestTraceBPFLateReadsLabelled(t *testing.T) {
 	testutil.RequireRoot(t)
 	py := testutil.Find(t, "pyenv-3.10")
 	tg := testutil.Start(t, py, "trace_mix.py", "--stats", "300", "--sleeps", "3", "--wait-usr1") // alive a while after the stats
 	o := filepath.Join(t.TempDir(), "t.json")
-	r := traceGated(t, tg, "tracepoint", false, testutil.Binary(t), "trace", "--engine", "tracepoint", "-p", strconv.Itoa(tg.Pid), "-d", "30s", "--format", "json", "-o", o)
+	r := traceGated(t, tg, "tracepoint", false, testutil.Binary(t), "trace", "--engine", "tracepoint", "--kernel-walk=false", "-p", strconv.Itoa(tg.Pid), "-d", "30s", "--format", "json", "-o", o)
 	if r.Code != 0 {
 		t.Fatalf("exit %d: %s", r.Code, r.Stderr)
 	}

@@ -13,8 +13,11 @@
 // Price, per engine:
 //   - tracepoint: no stops; about half a microsecond of kernel time per
 //     syscall of the target, and one ring-buffer event per slow or failing
-//     call; user space resolves those events' frames and refreshes the
-//     kernel's map of thread states (every 250 ms, sooner after a new thread).
+//     call, with the whole Python stack walked in the kernel (a few µs per
+//     such call, measured in tracepoint/doc.go; the walk's account and the
+//     programs' BPF run time are in the footer and JSON); user space names
+//     each distinct stack once and refreshes the kernel's map of thread
+//     states (every 250 ms, sooner after a new thread).
 //   - ptrace: two stops (four context switches) per syscall of every thread,
 //     10–70× slower for a syscall-heavy program; with seccomp, two stops per
 //     listed call and none for the rest. The stopped time is measured.
@@ -23,9 +26,10 @@
 //
 // What truth it reads: the kernel's syscall entries and exits (in-kernel
 // counts and histograms, or one exit stop per call with its arguments and
-// result), and for slow or failing calls the innermost Python frame — read
-// by the BPF program while the thread is still in the kernel, or from the
-// stopped thread at its exit stop. A site read after the call had returned
+// result), and for slow or failing calls the Python stack — walked whole
+// by the BPF program while the thread is still in the kernel (or, as the
+// fallback where the kernel refuses the walk, its innermost frame alone),
+// or the innermost frame from the stopped thread at its exit stop. A site read after the call had returned
 // (the tracepoint engine's fallback for threads the kernel could not read)
 // is counted as late and never attributed, as record counts its late reads.
 // Calls still blocked when a tracepoint trace ends are listed with the site
@@ -33,10 +37,13 @@
 //
 // Aggregation: per syscall counts, errors by errno name, a log-linear
 // latency histogram (p50, p99, max; the buckets of internal/trace/bucket),
-// share of wall time, and the Python call sites of the calls whose site was
-// read. Two ways in: Add takes one finished call at a time (ptrace);
-// AddKernel takes a syscall's account already aggregated in the kernel and
-// AddSite the outcome of each site read (tracepoint).
+// share of wall time, the Python call sites of the calls whose site was
+// read and, for stacks walked in the kernel, the whole call paths (each
+// path's leaf is its call's site: the two views count the same calls).
+// Two ways in: Add takes one finished call at a time (ptrace); AddKernel
+// takes a syscall's account already aggregated in the kernel and AddPath
+// (a walked stack) or AddSite (a frame, or none) each slow or failing call
+// (tracepoint).
 //
 // Cannot see: forked children; calls in progress when it attached (not
 // counted); the site of calls that were neither slow nor failing (reading a
@@ -44,4 +51,10 @@
 // unattributed, never guessed); arguments under the tracepoint engine
 // (--log prints "…"); anything the bounded kernel maps dropped (counted in
 // the Account's Drops and Lost). x86_64 only (syscall numbers and names).
+// A walked stack is named once, when its hash first arrives: the hash is
+// of code-object addresses (and, 3.14+, the interpreter's code-object
+// generation), so before 3.14 a stack whose code was freed and whose
+// addresses were reused by other code with the same offsets keeps its
+// first name (dynamically compiled code only; code objects of functions
+// defined in modules live as long as their module).
 package trace

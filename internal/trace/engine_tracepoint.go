@@ -8,19 +8,32 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pyobs/pyobs/internal/bpfload"
 	"github.com/pyobs/pyobs/internal/clock"
 	"github.com/pyobs/pyobs/internal/procfs"
 	tptrace "github.com/pyobs/pyobs/internal/trace/ptrace"
 	"github.com/pyobs/pyobs/internal/trace/tracepoint"
 )
 
+// The verdict of the kernel's walk (pywalk.h S_*; kwalk.Flag*).
+const (
+	walkFault   = 0x4
+	walkInvalid = 0x8
+	walkNoPy    = 0x10
+	walkEmpty   = 0x20
+	walkByTLS   = 0x80
+)
+
 // bpfRun is the tracepoint engine's user-space side: it drains the ring
-// buffer of slow or failing calls, resolves the Python frame the kernel
-// captured, and keeps the kernel's map of thread states current.
+// buffer of slow or failing calls, names the Python stack the kernel
+// walked (or resolves the one frame it captured, without the walk), and
+// keeps the kernel's map of thread states current.
 type bpfRun struct {
 	run      *sites
 	tp       *tracepoint.Tracer
 	res      *tracepoint.Resolver
+	ks       *kstacks // with the walk
+	unnamed  uint64   // walked calls whose stack never reached user space
 	refresh  time.Time
 	stale    bool // a thread the kernel did not know made a call
 	threads  map[int]bool
@@ -43,7 +56,13 @@ func (b *bpfRun) refreshThreads() {
 		b.threads[r.NativeID] = true
 	}
 	b.run.tids, b.run.tidsAt = m, time.Now()
-	if err := b.tp.SetThreads(ts); err != nil && b.firstErr == "" {
+	var err error
+	if b.tp.Walking {
+		err = fillThreads(b.tp.Tstates, b.run.pid, m.All())
+	} else {
+		err = b.tp.SetThreads(ts)
+	}
+	if err != nil && b.firstErr == "" {
 		b.firstErr = err.Error()
 	}
 }
@@ -58,7 +77,44 @@ func (b *bpfRun) onEvent(e tracepoint.Event) {
 		errno = tptrace.ErrnoName(unix.Errno(-e.Ret))
 	}
 	var site, lateSite *Site
+	var path *kpath
 	switch e.Py {
+	case tracepoint.PyWalked:
+		if e.Stack == 0 {
+			switch f := e.StackFlags; {
+			case f&walkNoPy != 0:
+				// No thread state in the map nor the thread's TLS: read
+				// the live stack now, labelled late (as without the walk).
+				b.stale = true
+				if lateSite = r.site(e.Tid); lateSite != nil {
+					b.late++
+				}
+			case f&walkEmpty != 0:
+				b.noFrame++
+				r.siteErr("tid %d ran no Python frame at the call", e.Tid)
+			case f&walkFault != 0:
+				r.siteErr("tid %d: a page of the Python stack was not present at the call (walk faulted)", e.Tid)
+			case f&walkInvalid != 0:
+				r.siteErr("tid %d: the Python frame chain failed a check at the call (torn)", e.Tid)
+			default:
+				r.siteErr("tid %d: no Python stack walked (flags %#x)", e.Tid, f)
+			}
+			break
+		}
+		p, ok := b.ks.lookup(e.Stack)
+		switch {
+		case !ok:
+			b.unnamed++
+			r.siteErr("tid %d: the stack walked at the call never reached pyobs (stack ring full)", e.Tid)
+		case p.err || len(p.frames) == 0:
+			r.siteErr("%s", b.ks.firstErr)
+		default:
+			if e.Walked || e.StackFlags&walkByTLS != 0 {
+				b.walked++
+			}
+			path, site = p, &p.frames[0]
+			b.exact++
+		}
 	case tracepoint.PyCaptured:
 		if b.res == nil {
 			r.siteErr("tid %d: frame captured but no resolver", e.Tid)
@@ -93,7 +149,14 @@ func (b *bpfRun) onEvent(e tracepoint.Event) {
 	if site == nil && lateSite == nil {
 		r.siteFail++
 	}
-	r.agg.AddSite(name, site, lateSite != nil)
+	if path != nil {
+		if path.key == "" {
+			path.key = pathKey(path.frames, path.truncated)
+		}
+		r.agg.addPath(name, path.key, path.frames, path.truncated)
+	} else {
+		r.agg.AddSite(name, site, lateSite != nil)
+	}
 	if r.logw != nil && (!r.slowSet || e.Dur >= r.slow) {
 		ret := fmt.Sprint(e.Ret)
 		if errno != "" {
@@ -150,12 +213,22 @@ func runTracepoint(ctx context.Context, run *sites, tp *tracepoint.Tracer, opt O
 	defer tp.Close()
 	s := run.sess
 	b := &bpfRun{run: run, tp: tp, threads: map[int]bool{}}
-	if tracepoint.OffsetsFor(s.Py.Layout) != nil {
+	if tp.Walking {
+		b.ks = newKstacks(s, run.walkLayout, tp.Stacks)
+		b.refreshThreads() // with the fsbase keys the walker also takes
+	} else if tracepoint.OffsetsFor(s.Py.Layout) != nil {
 		res, err := tracepoint.NewResolver(s.Pid, run.mem, s.Py.Info)
 		if err != nil {
 			return nil, err
 		}
 		b.res = res
+	}
+	bpfRun := &BPFRun{}
+	if c, note := bpfload.EnableRunStats(); c != nil {
+		defer c.Close()
+		bpfRun.Stats = note
+	} else {
+		bpfRun.Stats = note
 	}
 	cpu0 := clock.ObserverCPU()
 	start := time.Now()
@@ -164,6 +237,9 @@ func runTracepoint(ctx context.Context, run *sites, tp *tracepoint.Tracer, opt O
 	for ctx.Err() == nil {
 		if err := tp.ReadEvents(time.Now().Add(20*time.Millisecond), b.onEvent); err != nil {
 			return nil, fmt.Errorf("trace pid %d: %w", s.Pid, err)
+		}
+		if b.ks != nil {
+			b.ks.drain() // named while their code objects are alive
 		}
 		if !s.Alive() {
 			gone = true
@@ -178,6 +254,12 @@ func runTracepoint(ctx context.Context, run *sites, tp *tracepoint.Tracer, opt O
 	if !gone {
 		blocked, a.InProgress = b.inProgress(opt.Slow)
 	}
+	if en, ex, enr, exr, err := tp.RunStats(); err == nil {
+		bpfRun.EnterS, bpfRun.ExitS, bpfRun.EnterRuns, bpfRun.ExitRuns = en.Seconds(), ex.Seconds(), enr, exr
+	} else {
+		bpfRun.Stats += "; " + err.Error()
+	}
+	a.BPF = bpfRun
 	tp.Detach()
 	a.Wall = time.Since(start)
 	if err := tp.ReadEvents(time.Time{}, b.onEvent); err != nil {
@@ -205,5 +287,10 @@ func runTracepoint(ctx context.Context, run *sites, tp *tracepoint.Tracer, opt O
 	a.Threads, a.Restarted, a.TargetExited = len(b.threads), c.Restarted, gone
 	a.SiteReads, a.SiteReadsFailed, a.SiteReadError = run.siteTried, run.siteFail, run.firstSiteErr
 	a.SiteReadsKernel, a.SiteReadsWalked, a.SiteReadsLate = b.exact, b.walked, b.late
+	if w := a.Walk; w != nil && w.On {
+		w.Walked, w.Truncated, w.Faulted, w.Invalid = c.Walked, c.Truncated, c.Faulted, c.Invalid
+		w.NoThread, w.NoFrame, w.Distinct, w.RingLost = c.NoThread, c.NoFrame, c.Distinct, c.RingLost
+		w.Unnamed, w.SymErrors = b.unnamed, b.ks.symErrs
+	}
 	return &Result{Account: a, Syscalls: run.agg.Rows(a.Wall, opt.Sites), Blocked: blocked}, nil
 }

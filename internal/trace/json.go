@@ -4,18 +4,21 @@ import "time"
 
 // SyscallJSON is one row of `pyobs trace --format json` (DESIGN.md).
 type SyscallJSON struct {
-	Name         string            `json:"name"`
-	Calls        uint64            `json:"calls"`
-	Errors       uint64            `json:"errors"`
-	TotalS       float64           `json:"total_s"`
-	P50US        float64           `json:"p50_us"`
-	P99US        float64           `json:"p99_us"`
-	MaxUS        float64           `json:"max_us"`
-	PctWall      float64           `json:"pct_wall"`
-	Errnos       map[string]uint64 `json:"errnos"`
-	TopSites     []SiteCount       `json:"top_sites"`
-	Unattributed uint64            `json:"unattributed"`
-	LateReads    uint64            `json:"late_reads,omitempty"`
+	Name     string            `json:"name"`
+	Calls    uint64            `json:"calls"`
+	Errors   uint64            `json:"errors"`
+	TotalS   float64           `json:"total_s"`
+	P50US    float64           `json:"p50_us"`
+	P99US    float64           `json:"p99_us"`
+	MaxUS    float64           `json:"max_us"`
+	PctWall  float64           `json:"pct_wall"`
+	Errnos   map[string]uint64 `json:"errnos"`
+	TopSites []SiteCount       `json:"top_sites"`
+	// TopPaths: the whole Python call paths of the calls whose stack the
+	// kernel walked (tracepoint engine), most calls first.
+	TopPaths     []PathCount `json:"top_paths,omitempty"`
+	Unattributed uint64      `json:"unattributed"`
+	LateReads    uint64      `json:"late_reads,omitempty"`
 }
 
 // Rows renders every syscall's account; wall is the observed window
@@ -27,6 +30,7 @@ func (a *Agg) Rows(wall time.Duration, topSites int) []SyscallJSON {
 			Name: s.Name, Calls: s.Calls, Errors: s.Errors, TotalS: s.Total.Seconds(),
 			P50US: float64(s.Hist.Quantile(0.5)) / 1e3, P99US: float64(s.Hist.Quantile(0.99)) / 1e3,
 			MaxUS: float64(s.Hist.Max) / 1e3, Errnos: s.Errnos, TopSites: s.TopSites(topSites),
+			TopPaths:     s.TopPaths(topSites),
 			Unattributed: s.Unattributed(), LateReads: s.Late,
 		}
 		if wall > 0 {

@@ -59,6 +59,8 @@ type summary struct {
 	TargetExited    bool          `json:"target_exited"`
 	Restarted       uint64        `json:"restarted_calls"`
 	ExitCode        *int          `json:"exit_code,omitempty"`
+	PythonWalk      *StackWalk    `json:"python_walk,omitempty"`
+	BPF             *BPFRun       `json:"bpf,omitempty"`
 	Syscalls        []SyscallJSON `json:"syscalls"`
 }
 
@@ -71,7 +73,7 @@ func (r *Result) summary() *summary {
 		SiteReads: a.SiteReads, SiteReadsFailed: a.SiteReadsFailed, SiteReadError: a.SiteReadError,
 		SiteReadsKernel: a.SiteReadsKernel, SiteReadsLate: a.SiteReadsLate, KernelDrops: a.Drops,
 		InProgress: a.InProgress, Blocked: r.Blocked, TargetExited: a.TargetExited, Restarted: a.Restarted,
-		Syscalls: r.Syscalls,
+		PythonWalk: a.Walk, BPF: a.BPF, Syscalls: r.Syscalls,
 	}
 	if a.Spawned && a.TargetExited {
 		code := a.ExitCode
@@ -115,8 +117,16 @@ func WriteText(w io.Writer, r *Result, afterLog bool) error {
 		sort.Strings(errs)
 		fmt.Fprintf(bw, "%6.1f %9d %8d %10s %9s %9s %9s  %-18s %s\n", r.PctWall, r.Calls, r.Errors, fmtUS(r.TotalS*1e6),
 			fmtUS(r.P50US), fmtUS(r.P99US), fmtUS(r.MaxUS), r.Name, strings.Join(errs, ", "))
-		for _, site := range r.TopSites {
-			fmt.Fprintf(bw, "%73s %d× %s (%s:%d)\n", "", site.Calls, site.Function, site.File, site.Line)
+		if len(r.TopPaths) > 0 {
+			// Whole paths (their leaves are the sites): the paths' calls
+			// and the sites' are the same calls.
+			for _, p := range r.TopPaths {
+				fmt.Fprintf(bw, "%73s %d× %s\n", "", p.Calls, pathText(p))
+			}
+		} else {
+			for _, site := range r.TopSites {
+				fmt.Fprintf(bw, "%73s %d× %s (%s:%d)\n", "", site.Calls, site.Function, site.File, site.Line)
+			}
 		}
 		if r.LateReads > 0 {
 			fmt.Fprintf(bw, "%73s %d× [late read] (stack read after the call returned: not attributed)\n", "", r.LateReads)
@@ -132,6 +142,48 @@ func WriteText(w io.Writer, r *Result, afterLog bool) error {
 		fmt.Fprintf(bw, "in progress at the end: tid %d in %s for %s at %s (%s:%d)\n", b.Tid, b.Name, fmtUS(b.ForUS), b.Function, b.File, b.Line)
 	}
 	return bw.Flush()
+}
+
+// pathShown: a path of more frames shows its root, the count of frames
+// left out, and its innermost pathTail frames.
+const (
+	pathShown = 6
+	pathTail  = 4
+)
+
+// pathText is a call path root → leaf on one line; a deep one loses its
+// middle (its root and the frames nearest the call stay), a truncated one
+// starts with [truncated].
+func pathText(p PathCount) string {
+	label := func(f Site) string { return fmt.Sprintf("%s (%s:%d)", f.Function, shortFile(f.File), f.Line) }
+	n := len(p.Frames)
+	var parts []string
+	if p.Truncated {
+		parts = append(parts, "[truncated]")
+	}
+	for i := n - 1; i >= 0; i-- {
+		if n > pathShown && i < n-1 && i >= pathTail {
+			if i == n-2 {
+				parts = append(parts, fmt.Sprintf("… %d frames …", n-1-pathTail))
+			}
+			continue
+		}
+		parts = append(parts, label(p.Frames[i]))
+	}
+	return strings.Join(parts, " → ")
+}
+
+// shortFile is a path's last two elements (a site's file as the table
+// shows it; the JSON keeps the whole path).
+func shortFile(f string) string {
+	i := strings.LastIndexByte(f, '/')
+	if i <= 0 {
+		return f
+	}
+	if j := strings.LastIndexByte(f[:i], '/'); j >= 0 {
+		return f[j+1:]
+	}
+	return f
 }
 
 // callsWords is the header's count of calls: the table's total, and when
@@ -174,9 +226,21 @@ func (r *Result) Footer(where string) string {
 			end = "target exited"
 		}
 		d := a.Drops
-		return fmt.Sprintf("pyobs trace: engine tracepoint%s; %d calls counted in the kernel; %d events of slow or failing calls read (lost %d: ring buffer full); kernel map drops: histogram %d, errno %d, enters %d; %d threads; %d interrupted calls restarted by the kernel (not counted); %d calls in progress at the end (not counted); sites for %d calls: %d read in the kernel at the call (%d of new threads found by walking the interpreter's thread list), %d late reads (after the call returned: not attributed), %d found none (slow ≥ %s or failing); observer CPU %.2fs%s; target stopped 0s — %s (ptrace: 2 stops per call); %s; wrote %s",
+		found, py := "found by walking the interpreter's thread list", ""
+		if w := a.Walk; w != nil && w.On {
+			found = "found by the kernel in the interpreter's thread list or their TLS"
+			py = fmt.Sprintf("; Python stacks walked whole in the kernel at the call: %d whole, %d truncated, %d faulted, %d invalid, %d without a thread state, %d without a frame; %d distinct stacks, %d lost (ring full), %d calls unnamed, %d with unreadable code",
+				w.Walked, w.Truncated, w.Faulted, w.Invalid, w.NoThread, w.NoFrame, w.Distinct, w.RingLost, w.Unnamed, w.SymErrors)
+		} else if w != nil {
+			py = fmt.Sprintf("; innermost Python frame only (no stack walk: %s)", w.Why)
+		}
+		if b := a.BPF; b != nil {
+			py += fmt.Sprintf("; BPF run time: sys_enter %.3fs over %d runs, sys_exit %.3fs over %d runs (every syscall of the machine; stats %s)",
+				b.EnterS, b.EnterRuns, b.ExitS, b.ExitRuns, b.Stats)
+		}
+		return fmt.Sprintf("pyobs trace: engine tracepoint%s; %d calls counted in the kernel; %d events of slow or failing calls read (lost %d: ring buffer full); kernel map drops: histogram %d, errno %d, enters %d; %d threads; %d interrupted calls restarted by the kernel (not counted); %d calls in progress at the end (not counted); sites for %d calls: %d read in the kernel at the call (%d of new threads %s), %d late reads (after the call returned: not attributed), %d found none (slow ≥ %s or failing)%s; observer CPU %.2fs%s; target stopped 0s — %s (ptrace: 2 stops per call); %s; wrote %s",
 			note, a.Calls, a.Events, d.Events, d.Hist, d.Errnos, d.Enters, a.Threads, a.Restarted, a.InProgress,
-			a.SiteReads, a.SiteReadsKernel, a.SiteReadsWalked, a.SiteReadsLate, a.SiteReadsFailed, slow, a.ObserverCPU.Seconds(), obs, TracepointSlowdown, end, where)
+			a.SiteReads, a.SiteReadsKernel, a.SiteReadsWalked, found, a.SiteReadsLate, a.SiteReadsFailed, slow, py, a.ObserverCPU.Seconds(), obs, TracepointSlowdown, end, where)
 	}
 	end := "detached from every thread"
 	if a.TargetExited {

@@ -3,6 +3,7 @@ package trace
 import (
 	"bytes"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,8 +34,10 @@ func golden(t *testing.T, name string, got []byte) {
 	}
 }
 
-// results builds one result per engine from the same calls.
-func results() (tp, pt *Result) {
+// results builds one result per engine from the same calls: the
+// tracepoint engine's with whole paths walked in the kernel (tp) and with
+// the innermost frame alone (tp1, the fallback).
+func results() (tp, tp1, pt *Result) {
 	a := New()
 	site := &Site{Function: "do_stats", File: "/app/t.py", Line: 3}
 	for i := 0; i < 40; i++ {
@@ -49,21 +52,47 @@ func results() (tp, pt *Result) {
 	tpa.Engine, tpa.Note, tpa.Slowdown, tpa.Events = "tracepoint", "(auto: BPF programs loaded)", TracepointSlowdown, 41
 	tpa.Drops = &KernelDrops{Hist: 2}
 	tpa.SiteReadsKernel, tpa.SiteReadsWalked, tpa.InProgress = 40, 3, 1
-	tp = &Result{Account: tpa, Syscalls: rows,
-		Blocked: []BlockedCall{{Tid: 4242, Name: "clock_nanosleep", ForUS: 12345.6, Site: &Site{Function: "nap", File: "/app/t.py", Line: 6}}}}
+	blocked := []BlockedCall{{Tid: 4242, Name: "clock_nanosleep", ForUS: 12345.6, Site: &Site{Function: "nap", File: "/app/t.py", Line: 6}}}
+	tpa1 := tpa
+	tpa1.Walk = &StackWalk{Why: "the kernel refused the programs with the stack walk (bpf_loop: invalid argument)"}
+	tp1 = &Result{Account: tpa1, Syscalls: rows, Blocked: blocked}
+	// The same calls, their stacks walked: 25 from a shallow path, 14 from
+	// a deep one (its middle elided in the text), 1 truncated.
+	deep := []Site{*site}
+	for i := 1; i < 9; i++ {
+		deep = append(deep, Site{Function: fmt.Sprintf("layer%d", i), File: "/usr/lib/python3.12/site-packages/app/layers.py", Line: 10 * i})
+	}
+	deep = append(deep, Site{Function: "<module>", File: "/app/main.py", Line: 40})
+	ka := New()
+	for i := 0; i < 40; i++ {
+		ka.Add(Call{Name: "newfstatat", Dur: time.Duration(4000+i) * time.Nanosecond, Errno: "ENOENT"})
+	}
+	ka.Add(Call{Name: "clock_nanosleep", Dur: 50 * time.Millisecond, SiteTried: true})
+	for i := 0; i < 40; i++ {
+		switch {
+		case i < 25:
+			ka.AddPath("newfstatat", []Site{*site, {Function: "main", File: "/app/t.py", Line: 9}, {Function: "<module>", File: "/app/t.py", Line: 12}}, false)
+		case i < 39:
+			ka.AddPath("newfstatat", deep, false)
+		default:
+			ka.AddPath("newfstatat", deep[:3], true)
+		}
+	}
+	tpa.Walk = &StackWalk{On: true, Walked: 39, Truncated: 1, NoFrame: 1, Distinct: 3}
+	tp = &Result{Account: tpa, Syscalls: ka.Rows(wall, 3), Blocked: blocked}
 	pta := acct
 	pta.Engine, pta.Note, pta.Slowdown = "ptrace", "(auto: a spawned command runs under ptrace from its first instruction) (seccomp filter: untraced calls never stop)", SeccompSlowdown
 	pta.Stopped, pta.Signals, pta.Spawned, pta.TargetExited, pta.ExitCode = 4*time.Millisecond, 2, true, true, 3
 	pt = &Result{Account: pta, Syscalls: rows}
-	return tp, pt
+	return tp, tp1, pt
 }
 
 func TestRenderGolden(t *testing.T) {
-	tp, pt := results()
+	tp, tp1, pt := results()
 	for _, c := range []struct {
 		name string
 		r    *Result
-	}{{"tracepoint", tp}, {"ptrace", pt}} {
+	}{{"tracepoint", tp}, {"tracepoint_oneframe", tp1}, {"ptrace", pt}} {
 		var text, js, logged bytes.Buffer
 		if err := Write(&text, "text", c.r, nil); err != nil {
 			t.Fatal(err)

@@ -22,8 +22,11 @@ type Options struct {
 	Syscalls string        // -e: comma-separated names; "" for every call
 	Slow     time.Duration // read the site of calls at least this slow (and of failing ones)
 	SlowSet  bool          // --slow was given: Log gets only calls at least Slow
-	Sites    int           // top Python sites per syscall
-	Log      io.Writer     // one line per matching call; nil for none
+	Sites    int           // top Python sites (and whole call paths) per syscall
+	// NoKernelWalk: read only the innermost frame of each slow or failing
+	// call in the kernel (the fallback), not the whole stack.
+	NoKernelWalk bool
+	Log          io.Writer // one line per matching call; nil for none
 	// Argv: spawn this command under the ptrace engine, from its first
 	// instruction (it must be the tracer's own child), instead of tracing s.
 	Argv []string
@@ -83,6 +86,40 @@ type Account struct {
 	Spawned             bool
 	ExitCode            int   // the spawned target's status when it exited while traced
 	DetachError         error // first error while letting the target go
+	// Walk: tracepoint engine: the whole Python stacks walked in the
+	// kernel at the calls, or why only the innermost frame was read.
+	Walk *StackWalk
+	// BPF: tracepoint engine: the programs' own run time.
+	BPF *BPFRun
+}
+
+// BPFRun is the kernel's account of the tracepoint programs' runs (they
+// run on every syscall of the machine and return at once for other
+// processes).
+type BPFRun struct {
+	Stats     string  `json:"bpf_stats"` // how the kernel's run-time stats were on, or why not
+	EnterS    float64 `json:"sys_enter_s"`
+	EnterRuns uint64  `json:"sys_enter_runs"`
+	ExitS     float64 `json:"sys_exit_s"`
+	ExitRuns  uint64  `json:"sys_exit_runs"`
+}
+
+// StackWalk is the account of the Python stacks the tracepoint engine
+// walked in the kernel at slow or failing calls.
+type StackWalk struct {
+	On bool `json:"on"`
+	// Why: when off, why the kernel read only each call's innermost frame.
+	Why       string `json:"why,omitempty"`
+	Walked    uint64 `json:"walked"`           // calls whose whole stack was walked
+	Truncated uint64 `json:"truncated"`        // deeper than the walker goes, or callers missing
+	Faulted   uint64 `json:"faulted"`          // a page of the stack not present: no stack, counted
+	Invalid   uint64 `json:"invalid"`          // a check failed (torn chain)
+	NoThread  uint64 `json:"no_thread_state"`  // calls of threads without a Python thread state found
+	NoFrame   uint64 `json:"no_python_frame"`  // a thread state without a frame
+	Distinct  uint64 `json:"distinct_stacks"`  // stacks sent to user space
+	RingLost  uint64 `json:"ring_lost"`        // stacks the ring had no room for
+	Unnamed   uint64 `json:"calls_unnamed"`    // calls whose stack never reached user space
+	SymErrors uint64 `json:"symbolize_errors"` // stacks whose code objects could not be read
 }
 
 // Result is one trace: the account, the rows and the calls still blocked.
@@ -151,6 +188,10 @@ func choose(r *sites, opt Options, acct *Account) (*tracepoint.Tracer, error) {
 	}
 	cfg := tracepoint.Config{Pid: r.pid, Slow: opt.Slow, Threads: map[int]uint64{},
 		Py: tracepoint.OffsetsFor(r.sess.Py.Layout).WithRuntime(r.sess.Py.Info.Runtime)}
+	walkWhy := "--kernel-walk=false"
+	if !opt.NoKernelWalk {
+		cfg.Walk, r.walkLayout, walkWhy = walkConfig(r.sess)
+	}
 	// The threads known now go into the kernel's map before it attaches.
 	r.tids.Refresh()
 	for _, t := range r.tids.All() {
@@ -168,11 +209,25 @@ func choose(r *sites, opt Options, acct *Account) (*tracepoint.Tracer, error) {
 		want = fallback.BPFOnly
 	}
 	var tp *tracepoint.Tracer
-	useBPF, err := fallback.Choose(want, func() (err error) { tp, err = tracepoint.Open(cfg); return err })
+	useBPF, err := fallback.Choose(want, func() (err error) {
+		tp, err = tracepoint.Open(cfg)
+		if err != nil && cfg.Walk != nil && !fallback.Denied(err) {
+			// The walk is what a kernel may refuse (bpf_loop: 5.17+):
+			// the programs without it still read each call's innermost frame.
+			walkWhy = fmt.Sprintf("the kernel refused the programs with the stack walk (%v)", err)
+			cfg.Walk = nil
+			tp, err = tracepoint.Open(cfg)
+		}
+		return err
+	})
 	denied := fallback.Denied(err)
 	switch {
 	case useBPF:
 		acct.Engine = "tracepoint"
+		acct.Walk = &StackWalk{On: tp.Walking}
+		if !tp.Walking {
+			acct.Walk.Why = walkWhy
+		}
 		if opt.Engine == "auto" {
 			acct.Note = "(auto: BPF programs loaded)"
 		}

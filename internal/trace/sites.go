@@ -29,6 +29,8 @@ type sites struct {
 	restarts  uint64
 	// firstSiteErr: why the first failed site read failed.
 	firstSiteErr string
+	// walkLayout: the kernel walker's layout (tracepoint engine with the walk).
+	walkLayout *pyframes.KernelLayout
 }
 
 // siteErr keeps the first reason a site read failed, for the JSON.

@@ -1,7 +1,9 @@
 package trace
 
 import (
+	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/pyobs/pyobs/internal/trace/bucket"
@@ -88,6 +90,9 @@ type Stat struct {
 	Hist   Hist
 	Errnos map[string]uint64
 	Sites  map[Site]uint64
+	// Paths: the whole call paths of the calls whose stack the kernel
+	// walked (their leaf frames are counted in Sites too), by pathKey.
+	Paths map[string]*PathCount
 	// SiteTried counts calls whose site was read; SiteFailed those where the
 	// read found no Python frame (native thread, exiting thread, torn read).
 	SiteTried, SiteFailed uint64
@@ -133,6 +138,65 @@ func (s *Stat) TopSites(n int) []SiteCount {
 	return out
 }
 
+// kpath is a Python stack the kernel walked, symbolized.
+type kpath struct {
+	frames    []Site // innermost first
+	truncated bool   // callers missing
+	err       bool   // a code object could not be read: no frames
+	key       string // pathKey, once
+}
+
+// PathCount is one whole call path and its calls.
+type PathCount struct {
+	Calls uint64 `json:"calls"`
+	// Truncated: the outer frames are missing (deeper than the walker
+	// goes, or the chain ended short of the thread's outermost frame).
+	Truncated bool   `json:"truncated,omitempty"`
+	Frames    []Site `json:"frames"` // innermost first: Frames[0] is the call's site
+}
+
+func pathKey(frames []Site, truncated bool) string {
+	var b strings.Builder
+	if truncated {
+		b.WriteString("[truncated]")
+	}
+	for _, f := range frames {
+		fmt.Fprintf(&b, "\x00%s\x00%s\x00%d", f.Function, f.File, f.Line)
+	}
+	return b.String()
+}
+
+// TopPaths returns up to n call paths, most calls first (ties: fewer
+// frames, then the leaf's file and line, then the key).
+func (s *Stat) TopPaths(n int) []PathCount {
+	type kp struct {
+		k string
+		p *PathCount
+	}
+	all := make([]kp, 0, len(s.Paths))
+	for k, p := range s.Paths {
+		all = append(all, kp{k, p})
+	}
+	sort.Slice(all, func(i, j int) bool {
+		a, b := all[i].p, all[j].p
+		if a.Calls != b.Calls {
+			return a.Calls > b.Calls
+		}
+		if len(a.Frames) != len(b.Frames) {
+			return len(a.Frames) < len(b.Frames)
+		}
+		return all[i].k < all[j].k
+	})
+	if n >= 0 && len(all) > n {
+		all = all[:n]
+	}
+	out := make([]PathCount, len(all))
+	for i, x := range all {
+		out[i] = *x.p
+	}
+	return out
+}
+
 // Agg aggregates calls by syscall name.
 type Agg struct {
 	by map[string]*Stat
@@ -144,7 +208,7 @@ func New() *Agg { return &Agg{by: map[string]*Stat{}} }
 func (a *Agg) stat(name string) *Stat {
 	s := a.by[name]
 	if s == nil {
-		s = &Stat{Name: name, Errnos: map[string]uint64{}, Sites: map[Site]uint64{}}
+		s = &Stat{Name: name, Errnos: map[string]uint64{}, Sites: map[Site]uint64{}, Paths: map[string]*PathCount{}}
 		a.by[name] = s
 	}
 	return s
@@ -221,6 +285,26 @@ func (a *Agg) AddSite(name string, site *Site, late bool) {
 	default:
 		s.Sites[*site]++
 	}
+}
+
+// AddPath records a call counted with AddKernel whose whole Python stack
+// was walked (frames innermost first, at least one): its leaf is the
+// call's site, the stack its path.
+func (a *Agg) AddPath(name string, frames []Site, truncated bool) {
+	a.addPath(name, pathKey(frames, truncated), frames, truncated)
+}
+
+// addPath is AddPath with the path's key already made (k: a kpath's).
+func (a *Agg) addPath(name, k string, frames []Site, truncated bool) {
+	s := a.stat(name)
+	s.SiteTried++
+	s.Sites[frames[0]]++
+	p := s.Paths[k]
+	if p == nil {
+		p = &PathCount{Truncated: truncated, Frames: frames}
+		s.Paths[k] = p
+	}
+	p.Calls++
 }
 
 // Stats returns every syscall's account, most total time first (then calls, name).

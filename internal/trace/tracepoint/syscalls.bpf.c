@@ -7,11 +7,20 @@
 // raw_tp/sys_enter keeps (tid -> nr, enter time); raw_tp/sys_exit adds the
 // call to per-syscall counters (per CPU), a log-linear latency histogram and
 // an errno table, and pushes one event to a ring buffer for each call that
-// was slow or failed, with the thread's innermost Python frame read while
-// the thread is still in the kernel (it cannot have run Python since the
-// call). Everything is bounded; what does not fit is counted in `drops`.
+// was slow or failed, with the thread's Python stack read while the thread
+// is still in the kernel (it cannot have run Python since the call).
+// Everything is bounded; what does not fit is counted in `drops`.
+//
+// The stack: with the walker's layout set (cfg.minor != 0) the whole
+// Python stack is walked by pywalk.h at sys_exit and the event carries its
+// hash; each distinct stack goes to user space once, through `pystacks`
+// (as offcpu does). sys_exit, not sys_enter: only at the exit is it known
+// whether the call was slow or failed, and between the two the thread ran
+// no user code, so its Python stack is the one it made the call from.
+// Without the walker (a kernel that refuses bpf_loop, or no layout), the
+// innermost frame alone is read (capture below) and resolved in user space.
 
-#include "pyobs.h"
+#include "pywalk.h"
 
 #define MAX_NR 512
 
@@ -52,8 +61,10 @@ struct stat {
 };
 
 // py: 0 no thread state known for tid, 1 frame captured, 2 a read faulted,
-// 3 no Python frame, 4 capture off. walked: the tstate was found by walking
-// the interpreter's thread list (not from user space's map).
+// 3 no Python frame, 4 capture off, 5 the whole stack walked (pyk: its
+// hash, 0 when the walk got no stack; pyflags: the walk's S_* verdict).
+// walked: the tstate was found by walking the interpreter's thread list
+// (not from user space's map).
 struct event {
 	u64 enter_ns;
 	u64 dur_ns;
@@ -66,6 +77,9 @@ struct event {
 	u32 py;
 	u32 walked;
 	u64 tstate;
+	u64 pyk;
+	u32 pyflags;
+	u32 pad;
 };
 
 BTF_KEEP(struct event, event_type);
@@ -77,7 +91,15 @@ enum {
 	DROP_STARTS = 3,   // enter map update failed
 	RESTARTED = 4,     // ERESTART*: restarted by the kernel, not counted
 	NO_ENTER = 5,      // exits whose enter was not seen (in progress at attach)
-	NCOUNTERS = 8,
+	PY_WALKED = 8,     // events whose whole Python stack was walked
+	PY_TRUNC = 9,      // walked, deeper than the walker goes (or callers missing)
+	PY_FAULT = 10,     // a read of user memory failed (page not present)
+	PY_INVALID = 11,   // a check failed (torn chain)
+	PY_NOPY = 12,      // no thread state found for the thread
+	PY_EMPTY = 13,     // a thread state without a frame
+	PY_NEW = 14,       // distinct stacks sent to user space
+	PY_LOST = 15,      // pystacks ring full: a stack not sent (its calls unnamed)
+	NCOUNTERS = 16,
 };
 
 struct {
@@ -117,15 +139,25 @@ struct {
 	__type(value, u32);
 } filter SEC(".maps");
 
-// tid -> PyThreadState*, filled by user space.
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 8192);
-	__type(key, u32);
-	__type(value, u64);
-} tstates SEC(".maps");
+// tid -> PyThreadState*: pywalk.h's tstates map (u64 keys), filled by
+// user space; the one-frame capture reads it by tid too.
 
 PERCPU_COUNTERS(counters, NCOUNTERS);
+
+// Stacks already sent to user space, by hash (least recently used ones
+// are forgotten and sent again: harmless).
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, u64);
+	__type(value, u8);
+} pyseen SEC(".maps");
+
+// New Python stacks (struct sample of pywalk.h), read before the events.
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 21);
+} pystacks SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -228,13 +260,13 @@ static __always_inline void capture(struct event *ev)
 		ev->py = 4;
 		return;
 	}
-	u32 tid = ev->tid;
+	u64 tid = ev->tid;
 	u64 tstate = 0;
 	u64 *ts = bpf_map_lookup_elem(&tstates, &tid);
 	if (ts) {
 		tstate = *ts;
 	} else {
-		tstate = find_tstate(tid);
+		tstate = find_tstate((u32)tid);
 		if (!tstate) {
 			ev->py = 0;
 			return;
@@ -290,6 +322,64 @@ static __always_inline void capture(struct event *ev)
 	}
 }
 
+#define BPF_RB_NO_WAKEUP 1
+
+// py_stack walks the current thread's Python stack and returns its hash
+// (0: none walked), sending the stack to user space the first time; the
+// walk's verdict goes to *flags.
+static __always_inline u64 py_stack(u32 tid, u64 now, u32 *flags)
+{
+	u32 zero = 0;
+	struct sample *s = bpf_map_lookup_elem(&scratch, &zero);
+	if (!s)
+		return 0;
+	s->h.time = now;
+	s->h.id = 0;
+	s->h.tid = tid;
+	s->h.cpu = 0;
+	s->h.flags = 0;
+	s->h.depth = 0;
+	s->h.hops = 0;
+	s->h.tstate = 0;
+	s->h.codegen = 0;
+	s->h.last = 0;
+	struct pywalk_ev ev = {};
+	pywalk(s, tid, &ev);
+	u32 f = s->h.flags;
+	*flags = f;
+	if (f & S_COMPLETE)
+		count(PY_WALKED);
+	if (f & S_TRUNCATED)
+		count(PY_TRUNC);
+	if (f & S_FAULT)
+		count(PY_FAULT);
+	if (f & S_INVALID)
+		count(PY_INVALID);
+	if (f & S_NOPY)
+		count(PY_NOPY);
+	if (f & S_EMPTY)
+		count(PY_EMPTY);
+	u64 id = s->h.id;
+	if (!id || s->h.depth == 0)
+		return 0;
+	if (bpf_map_lookup_elem(&pyseen, &id))
+		return id;
+	u32 d = s->h.depth;
+	if (d > MAX_FRAMES)
+		d = MAX_FRAMES;
+	u64 size = sizeof(struct sample_hdr) + (u64)d * sizeof(struct frame);
+	if (size > sizeof(struct sample))
+		size = sizeof(struct sample);
+	if (bpf_ringbuf_output(&pystacks, s, size, BPF_RB_NO_WAKEUP)) {
+		count(PY_LOST);
+		return id; // keyed all the same: user space counts it unnamed
+	}
+	u8 one = 1;
+	bpf_map_update_elem(&pyseen, &id, &one, BPF_ANY);
+	count(PY_NEW);
+	return id;
+}
+
 SEC("raw_tp/sys_exit")
 int sys_exit(u64 *ctx)
 {
@@ -333,6 +423,24 @@ int sys_exit(u64 *ctx)
 	bump(&hist, nr << 12 | bucket_of(dur), DROP_HIST);
 	if (dur < slow_ns && !failed)
 		return 0;
+	// Walked before the event is reserved: the walk may fail the program's
+	// budget on no account of a record held open.
+	u64 pyk = 0;
+	u32 pyflags = 0;
+	u32 listed = 0;
+	if (cfg.minor) {
+		// A thread user space has not mapped yet: its TLS pointer to its
+		// thread state is cleared while it has released the GIL (3.12+),
+		// which is how most slow calls are made; the interpreter's thread
+		// list still has it (3.11+).
+		u64 key = tid;
+		if (!bpf_map_lookup_elem(&tstates, &key)) {
+			u64 ts = find_tstate(tid);
+			if (ts && !bpf_map_update_elem(&tstates, &key, &ts, BPF_ANY))
+				listed = 1;
+		}
+		pyk = py_stack(tid, now, &pyflags);
+	}
 	struct event *ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
 	if (!ev) {
 		count(DROP_EVENTS);
@@ -346,9 +454,15 @@ int sys_exit(u64 *ctx)
 	ev->frame = 0;
 	ev->code = 0;
 	ev->instr = 0;
-	ev->walked = 0;
+	ev->walked = listed;
 	ev->tstate = 0;
-	capture(ev);
+	ev->pyk = pyk;
+	ev->pyflags = pyflags;
+	ev->pad = 0;
+	if (cfg.minor)
+		ev->py = 5;
+	else
+		capture(ev);
 	bpf_ringbuf_submit(ev, 0);
 	return 0;
 }

@@ -13,6 +13,41 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type syscallsConfig struct {
+	_               structs.HostLayout
+	CodeType        uint64
+	FrameType       uint64
+	CodegenAddr     uint64
+	CodeAdaptive    uint64
+	TlsOff          [2]int64
+	TlsN            uint32
+	TstateThreadId  uint32
+	TstateNativeTid uint32
+	WakeBytes       uint32
+	Tgid            uint32
+	Minor           uint32
+	MaxFrames       uint32
+	EndRule         uint32
+	CframeCurrent   int32
+	TstateFrame     uint32
+	TstateBaseFrame uint32
+	ObType          uint32
+	FramePrevious   uint32
+	FrameCode       uint32
+	FrameInstr      uint32
+	FrameOwner      uint32
+	FrameIsEntry    int32
+	FrameRead       uint32
+	FrameObjects    uint32
+	CodeTagged      uint32
+	OwnerSkip       uint32
+	OwnerMax        uint32
+	GenStateRel     int32
+	GenExecuting    int32
+	FrameGen        uint32
+	CodeFlags       uint32
+}
+
 type syscallsEvent struct {
 	_       structs.HostLayout
 	EnterNs uint64
@@ -26,6 +61,32 @@ type syscallsEvent struct {
 	Py      uint32
 	Walked  uint32
 	Tstate  uint64
+	Pyk     uint64
+	Pyflags uint32
+	Pad     uint32
+}
+
+type syscallsSample struct {
+	_ structs.HostLayout
+	H struct {
+		_       structs.HostLayout
+		Time    uint64
+		Id      uint64
+		Tstate  uint64
+		Codegen uint64
+		Last    uint64
+		Tid     uint32
+		Flags   uint32
+		Depth   uint16
+		Hops    uint16
+		Cpu     uint32
+	}
+	Frames [128]struct {
+		_     structs.HostLayout
+		Code  uint64
+		Lasti int32
+		Flags uint32
+	}
 }
 
 type syscallsStart struct {
@@ -44,20 +105,31 @@ type syscallsStat struct {
 	MinNs   uint64
 }
 
+type syscallsWindow struct {
+	_ structs.HostLayout
+	D [4224]uint8
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	syscallsMapCodesOk              = "codes_ok"
 	syscallsMapCounters             = "counters"
 	syscallsMapErrnos               = "errnos"
 	syscallsMapEvents               = "events"
 	syscallsMapFilter               = "filter"
 	syscallsMapHist                 = "hist"
+	syscallsMapPyseen               = "pyseen"
+	syscallsMapPystacks             = "pystacks"
+	syscallsMapScratch              = "scratch"
 	syscallsMapStarts               = "starts"
 	syscallsMapStats                = "stats"
 	syscallsMapTstates              = "tstates"
+	syscallsMapWin                  = "win"
 	syscallsProgSysEnter            = "sys_enter"
 	syscallsProgSysExit             = "sys_exit"
+	syscallsVarCfg                  = "cfg"
 	syscallsVarEventType            = "event_type"
 	syscallsVarOffCframeCurrent     = "off_cframe_current"
 	syscallsVarOffFrameCode         = "off_frame_code"
@@ -127,20 +199,26 @@ type syscallsProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type syscallsMapSpecs struct {
+	CodesOk  *ebpf.MapSpec `ebpf:"codes_ok"`
 	Counters *ebpf.MapSpec `ebpf:"counters"`
 	Errnos   *ebpf.MapSpec `ebpf:"errnos"`
 	Events   *ebpf.MapSpec `ebpf:"events"`
 	Filter   *ebpf.MapSpec `ebpf:"filter"`
 	Hist     *ebpf.MapSpec `ebpf:"hist"`
+	Pyseen   *ebpf.MapSpec `ebpf:"pyseen"`
+	Pystacks *ebpf.MapSpec `ebpf:"pystacks"`
+	Scratch  *ebpf.MapSpec `ebpf:"scratch"`
 	Starts   *ebpf.MapSpec `ebpf:"starts"`
 	Stats    *ebpf.MapSpec `ebpf:"stats"`
 	Tstates  *ebpf.MapSpec `ebpf:"tstates"`
+	Win      *ebpf.MapSpec `ebpf:"win"`
 }
 
 // syscallsVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type syscallsVariableSpecs struct {
+	Cfg                  *ebpf.VariableSpec `ebpf:"cfg"`
 	EventType            *ebpf.VariableSpec `ebpf:"event_type"`
 	OffCframeCurrent     *ebpf.VariableSpec `ebpf:"off_cframe_current"`
 	OffFrameCode         *ebpf.VariableSpec `ebpf:"off_frame_code"`
@@ -180,26 +258,36 @@ func (o *syscallsObjects) Close() error {
 //
 // It can be passed to loadSyscallsObjects or ebpf.CollectionSpec.LoadAndAssign.
 type syscallsMaps struct {
+	CodesOk  *ebpf.Map `ebpf:"codes_ok"`
 	Counters *ebpf.Map `ebpf:"counters"`
 	Errnos   *ebpf.Map `ebpf:"errnos"`
 	Events   *ebpf.Map `ebpf:"events"`
 	Filter   *ebpf.Map `ebpf:"filter"`
 	Hist     *ebpf.Map `ebpf:"hist"`
+	Pyseen   *ebpf.Map `ebpf:"pyseen"`
+	Pystacks *ebpf.Map `ebpf:"pystacks"`
+	Scratch  *ebpf.Map `ebpf:"scratch"`
 	Starts   *ebpf.Map `ebpf:"starts"`
 	Stats    *ebpf.Map `ebpf:"stats"`
 	Tstates  *ebpf.Map `ebpf:"tstates"`
+	Win      *ebpf.Map `ebpf:"win"`
 }
 
 func (m *syscallsMaps) Close() error {
 	return _SyscallsClose(
+		m.CodesOk,
 		m.Counters,
 		m.Errnos,
 		m.Events,
 		m.Filter,
 		m.Hist,
+		m.Pyseen,
+		m.Pystacks,
+		m.Scratch,
 		m.Starts,
 		m.Stats,
 		m.Tstates,
+		m.Win,
 	)
 }
 
@@ -207,6 +295,7 @@ func (m *syscallsMaps) Close() error {
 //
 // It can be passed to loadSyscallsObjects or ebpf.CollectionSpec.LoadAndAssign.
 type syscallsVariables struct {
+	Cfg                  *ebpf.Variable `ebpf:"cfg"`
 	EventType            *ebpf.Variable `ebpf:"event_type"`
 	OffCframeCurrent     *ebpf.Variable `ebpf:"off_cframe_current"`
 	OffFrameCode         *ebpf.Variable `ebpf:"off_frame_code"`

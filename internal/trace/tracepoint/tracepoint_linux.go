@@ -2,6 +2,7 @@ package tracepoint
 
 import (
 	"fmt"
+	"os"
 	"time"
 	"unsafe"
 
@@ -25,7 +26,15 @@ const (
 	dropErrno  = 2
 	dropStarts = 3
 	restarted  = 4
-	nCounters  = 8
+	pyWalked   = 8
+	pyTrunc    = 9
+	pyFault    = 10
+	pyInvalid  = 11
+	pyNoPy     = 12
+	pyEmpty    = 13
+	pyNew      = 14
+	pyLost     = 15
+	nCounters  = 16
 )
 
 // PyOffsets tell the kernel program how to find a thread's innermost Python
@@ -50,6 +59,10 @@ type Config struct {
 	Slow   time.Duration // events for calls at least this slow (failing calls always)
 	Filter map[int]bool  // nil: every syscall
 	Py     *PyOffsets    // nil: no frame capture
+	// Walk, when not nil, is the whole-stack walker's configuration
+	// (pywalk.h's struct config, from kwalk.ProgramConfig): the programs
+	// walk the Python stack of each slow or failing call and Py is unused.
+	Walk any
 	// Threads: tid → PyThreadState* known before the programs attach.
 	Threads map[int]uint64
 	// Limits override the maps' sizes (0: the object file's): tests use
@@ -74,6 +87,12 @@ type Tracer struct {
 	objs  objects
 	links bpfload.Links
 	ring  *bpfload.Ring
+	// Walking: the programs walk whole Python stacks (Config.Walk);
+	// Stacks is then the ring of new stacks (kwalk.Decode) and Tstates
+	// the walker's thread map (kwalk.FillThreads).
+	Walking bool
+	Stacks  *bpfload.Ring
+	Tstates *ebpf.Map
 }
 
 // Open loads the programs for cfg and attaches them. The error says which
@@ -104,8 +123,15 @@ func Open(cfg Config) (*Tracer, error) {
 			bpfload.Var{Spec: s.OffInterpThreadsHead, Value: p.InterpThreadsHead}, bpfload.Var{Spec: s.OffTstateNext, Value: p.TstateNext},
 			bpfload.Var{Spec: s.OffTstateNativeTid, Value: p.TstateNativeTid})
 	}
+	if cfg.Walk != nil {
+		vars = append(vars, bpfload.Var{Spec: s.Cfg, Value: cfg.Walk})
+	}
 	if err := bpfload.SetVars(vars...); err != nil {
 		return nil, err
+	}
+	if cfg.Walk == nil {
+		// Unused: the smallest the kernel takes.
+		s.Pyseen.MaxEntries, s.Pystacks.MaxEntries = 1, uint32(os.Getpagesize())
 	}
 	for _, m := range []struct {
 		m *ebpf.MapSpec
@@ -115,10 +141,15 @@ func Open(cfg Config) (*Tracer, error) {
 			m.m.MaxEntries = m.n
 		}
 	}
-	t := &Tracer{}
-	if err := bpfload.Load("trace's BPF programs sys_enter/sys_exit", spec, &t.objs); err != nil {
+	t := &Tracer{Walking: cfg.Walk != nil}
+	what := "trace's BPF programs sys_enter/sys_exit"
+	if t.Walking {
+		what += " (with the Python stack walk)"
+	}
+	if err := bpfload.Load(what, spec, &t.objs); err != nil {
 		return nil, err
 	}
+	t.Tstates = t.objs.Tstates
 	if err := t.SetThreads(cfg.Threads); err != nil {
 		t.Close()
 		return nil, err
@@ -137,6 +168,12 @@ func Open(cfg Config) (*Tracer, error) {
 		t.Close()
 		return nil, err
 	}
+	if t.Walking {
+		if t.Stacks, err = bpfload.NewRing("pystacks", t.objs.Pystacks); err != nil {
+			t.Close()
+			return nil, err
+		}
+	}
 	if t.links, err = bpfload.AttachSyscalls(t.objs.SysEnter, t.objs.SysExit); err != nil {
 		t.Close()
 		return nil, err
@@ -150,7 +187,25 @@ func (t *Tracer) Close() {
 	if t.ring != nil {
 		_ = t.ring.Close()
 	}
+	if t.Stacks != nil {
+		_ = t.Stacks.Close()
+	}
 	t.objs.Close()
+}
+
+// RunStats is the kernel's account of the two programs' runs (every
+// syscall on the machine runs them; zero unless BPF run-time stats are on:
+// bpfload.EnableRunStats).
+func (t *Tracer) RunStats() (enter, exit time.Duration, enterRuns, exitRuns uint64, err error) {
+	se, err := t.objs.SysEnter.Stats()
+	if err != nil {
+		return 0, 0, 0, 0, fmt.Errorf("can't read sys_enter's program stats: %w", err)
+	}
+	sx, err := t.objs.SysExit.Stats()
+	if err != nil {
+		return 0, 0, 0, 0, fmt.Errorf("can't read sys_exit's program stats: %w", err)
+	}
+	return se.Runtime, sx.Runtime, se.RunCount, sx.RunCount, nil
 }
 
 // Detach stops counting (the maps stay readable).
@@ -159,11 +214,12 @@ func (t *Tracer) Detach() { t.links.Close() }
 // SetThreads tells the program which thread state each tid has; every
 // other entry (a thread that ended, or one the program found itself) is
 // removed, so a reused tid never keeps a stale thread state for long.
+// (With the walk, fill Tstates with kwalk.FillThreads instead.)
 func (t *Tracer) SetThreads(m map[int]uint64) error {
 	mp := t.objs.Tstates
-	var k uint32
+	var k uint64
 	var v uint64
-	var gone []uint32
+	var gone []uint64
 	it := mp.Iterate()
 	for it.Next(&k, &v) {
 		if ts, ok := m[int(k)]; !ok || ts != v {
@@ -174,7 +230,7 @@ func (t *Tracer) SetThreads(m map[int]uint64) error {
 		_ = mp.Delete(k)
 	}
 	for tid, ts := range m {
-		if err := mp.Put(uint32(tid), ts); err != nil {
+		if err := mp.Put(uint64(tid), ts); err != nil {
 			return fmt.Errorf("BPF map tstates[%d]: %w", tid, err)
 		}
 	}
@@ -190,6 +246,7 @@ const (
 	PyFault         Py = 2 // a user-memory read faulted (page not present)
 	PyNoFrame       Py = 3 // the thread runs no Python code
 	PyOff           Py = 4 // capture not configured
+	PyWalked        Py = 5 // the whole stack was walked: Event.Stack, Event.StackFlags
 )
 
 // Event is one slow or failing call.
@@ -203,8 +260,13 @@ type Event struct {
 	Code    uint64 // its f_code/f_executable as stored (tag bits included)
 	Instr   uint64 // its prev_instr/instr_ptr
 	Py      Py
-	Walked  bool   // the kernel found the thread state by walking the thread list
+	Walked  bool   // the kernel found the thread state by walking the thread list (with the walk too)
 	Tstate  uint64 // the thread's PyThreadState*, when Py == PyCaptured
+	// Stack: with Py == PyWalked, the hash of the whole Python stack (its
+	// frames come once through Tracer.Stacks), 0 when the walk got none;
+	// StackFlags: the walk's verdict (kwalk.Flag*).
+	Stack      uint64
+	StackFlags uint32
 }
 
 // EventSize is the size of struct event in syscalls.bpf.c.
@@ -217,8 +279,9 @@ func DecodeEvent(b []byte) (Event, error) {
 		return Event{}, err
 	}
 	e := Event{EnterNs: r.EnterNs, Dur: time.Duration(r.DurNs), Ret: r.Ret, Tid: int(r.Tid), Nr: int(r.Nr),
-		Frame: r.Frame, Code: r.Code, Instr: r.Instr, Py: Py(r.Py), Walked: r.Walked != 0, Tstate: r.Tstate}
-	if e.Nr >= MaxNr || e.Py > PyOff || e.Dur < 0 {
+		Frame: r.Frame, Code: r.Code, Instr: r.Instr, Py: Py(r.Py), Walked: r.Walked != 0, Tstate: r.Tstate,
+		Stack: r.Pyk, StackFlags: r.Pyflags}
+	if e.Nr >= MaxNr || e.Py > PyWalked || e.Dur < 0 {
 		return Event{}, fmt.Errorf("BPF event out of range: nr %d py %d dur %d", e.Nr, e.Py, e.Dur)
 	}
 	return e, nil
@@ -265,6 +328,12 @@ type Counters struct {
 	ErrnoDropped  uint64 // errors missing from their errno count (map full)
 	StartsDropped uint64 // enters not recorded (their call is not counted)
 	Restarted     uint64 // interrupted calls the kernel restarts (not counted)
+	// The stack walk's account (Tracer.Walking): events whose whole stack
+	// was walked, truncated (deeper than the walker goes, or callers
+	// missing), faulted (a page not present), invalid (a torn chain),
+	// without a thread state, without a frame; distinct stacks sent, and
+	// stacks the ring had no room for.
+	Walked, Truncated, Faulted, Invalid, NoThread, NoFrame, Distinct, RingLost uint64
 }
 
 // Read returns every syscall number with calls and the counters.
@@ -327,7 +396,9 @@ func (t *Tracer) Read() ([]NrStat, Counters, error) {
 		return nil, Counters{}, err
 	}
 	c := Counters{EventsDropped: n[dropEvents], HistDropped: n[dropHist], ErrnoDropped: n[dropErrno],
-		StartsDropped: n[dropStarts], Restarted: n[restarted]}
+		StartsDropped: n[dropStarts], Restarted: n[restarted],
+		Walked: n[pyWalked], Truncated: n[pyTrunc], Faulted: n[pyFault], Invalid: n[pyInvalid],
+		NoThread: n[pyNoPy], NoFrame: n[pyEmpty], Distinct: n[pyNew], RingLost: n[pyLost]}
 	return out, c, nil
 }
 

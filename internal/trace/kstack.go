@@ -1,0 +1,100 @@
+//go:build amd64
+
+package trace
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/pyobs/pyobs/internal/bpfload"
+	"github.com/pyobs/pyobs/internal/kwalk"
+	"github.com/pyobs/pyobs/internal/pyframes"
+	"github.com/pyobs/pyobs/internal/session"
+)
+
+// walkConfig is the kernel walker's configuration for the session's
+// target (pywalk.h's cfg), or why there is none.
+func walkConfig(s *session.Session) (any, *pyframes.KernelLayout, string) {
+	if s == nil || s.Py == nil {
+		return nil, nil, "no Python interpreter open"
+	}
+	kl, err := s.Py.KernelLayout()
+	if err != nil {
+		return nil, nil, err.Error()
+	}
+	tls, err := s.Py.TLSOffsets()
+	if err != nil {
+		tls = nil // threads are then found through the map user space fills
+	}
+	c, err := kwalk.ProgramConfig(s.Pid, kl, kwalk.MaxFrames, tls)
+	if err != nil {
+		return nil, nil, err.Error()
+	}
+	return c, kl, ""
+}
+
+// kstacks names the stacks the kernel walked: each distinct stack comes
+// once through the ring, keyed by its hash, and is symbolized at once
+// (while its code objects are alive).
+type kstacks struct {
+	pid   int
+	ring  *bpfload.Ring
+	sym   *kwalk.Symbolizer
+	paths map[uint64]*kpath
+	// symErrs: stacks whose code objects could not be read; firstErr: why.
+	symErrs  uint64
+	firstErr string
+}
+
+func newKstacks(s *session.Session, kl *pyframes.KernelLayout, ring *bpfload.Ring) *kstacks {
+	return &kstacks{pid: s.Pid, ring: ring, sym: kwalk.NewSymbolizer(s.Py, kl), paths: map[uint64]*kpath{}}
+}
+
+// drain symbolizes every stack waiting in the ring.
+func (k *kstacks) drain() {
+	for {
+		b, ok, err := k.ring.Next(time.Now())
+		if err != nil || !ok {
+			return
+		}
+		smp, err := kwalk.Decode(b)
+		if err != nil || smp.ID == 0 {
+			continue
+		}
+		if _, ok := k.paths[smp.ID]; ok {
+			continue // sent again after the kernel's LRU forgot it
+		}
+		p := &kpath{truncated: !smp.Complete()}
+		frames, err := k.sym.Frames(&smp)
+		if err != nil {
+			k.symErrs++
+			if k.firstErr == "" {
+				k.firstErr = fmt.Sprintf("pid %d: %v", k.pid, err)
+			}
+			p.err = true
+		} else {
+			p.frames = make([]Site, len(frames))
+			for i, f := range frames {
+				p.frames[i] = Site{Function: f.Function, File: f.File, Line: f.Line}
+			}
+		}
+		k.paths[smp.ID] = p
+	}
+}
+
+// lookup is the stack of hash id, drained from the ring first if new.
+func (k *kstacks) lookup(id uint64) (*kpath, bool) {
+	if p, ok := k.paths[id]; ok {
+		return p, true
+	}
+	k.drain()
+	p, ok := k.paths[id]
+	return p, ok
+}
+
+// fillThreads makes the walker's thread map exactly refs.
+func fillThreads(m *ebpf.Map, pid int, refs []pyframes.ThreadRef) error {
+	return kwalk.FillThreads(m, pid, refs)
+}
