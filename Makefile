@@ -14,6 +14,7 @@ build:
 
 pythons:
 	scripts/pythons.sh >/dev/null
+	scripts/pypkgs.sh >/dev/null
 
 # Everything real: spawns CPython targets on every interpreter in the manifest.
 # scripts/testprogress runs go test -json: a line per top-level test as it
