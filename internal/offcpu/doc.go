@@ -11,15 +11,24 @@
 // sched_switch stamps each switch-out of a target thread (prev is current
 // there) with CLOCK_MONOTONIC, its kernel stack id, prev_state, the
 // syscall number, its first argument's GIL bit and the user instruction
-// pointer, and at the switch-in adds the interval to an in-kernel
-// aggregate; only sums reach user space. User space looks every ~1 ms at
-// the threads that are off CPU, reads the Python stack of each new wait
-// and hands the kernel an id for it, keyed by (tid, switch-out time); the
-// kernel keys the wait under that id at the switch-in — only if the thread
-// was still off CPU once the id was in place, so the read was consistent.
-// A wait that ended before it was looked at still has its exact time,
-// kernel stack and class, folded under [short waits: not read] instead of
-// a Python stack. Kernel frames are named from /proc/kallsyms; of the user
+// pointer, and walks the thread's Python stack right there (pywalk.h, the
+// walk record's kernel walker uses: internal/kwalk); at the switch-in it
+// adds the interval to an in-kernel aggregate keyed by the stacks' ids;
+// only sums reach user space, and each distinct Python stack once, through
+// a ring, named at once (kpy.go). So every wait, however short, has the
+// Python stack it blocked in. A second program on sched_waking notes when
+// a target thread is woken: the switch-in splits a blocked wait there —
+// blocked until the waking (the wait's class), then runnable, waiting for a
+// CPU (run-queue): on a busy machine that delay can be most of the
+// interval, and it is the scheduler's, not the lock's. Where the kernel
+// refuses the walk (bpf_loop: 5.17+), or the build has no kernel layout
+// (free-threaded 3.14t+), user space looks every ~1 ms at the threads that
+// are off CPU, reads the Python stack of each new wait and hands the
+// kernel an id for it, keyed by (tid, switch-out time); the kernel keys the
+// wait under that id at the switch-in — only if the thread was still off
+// CPU once the id was in place, so the read was consistent; a wait that
+// ended before it was looked at still has its exact time, kernel stack and
+// class, folded under [short waits: not read] instead of a Python stack. Kernel frames are named from /proc/kallsyms; of the user
 // stack only the syscall's return address (libc) is kept: CPython here has
 // no frame pointers, so the kernel's user stack walk is garbage beyond it.
 // --waker adds a program on sched_waking (it runs in the waker's context;
@@ -44,18 +53,22 @@
 // interpreter's GIL state → GIL, else lock) and, for a read, what the fd
 // is (/proc/PID/fd/N → pipe).
 //
-// Price: eBPF — per target switch a few hash-map updates and, unless the
-// thread blocks again in the same call within 10 ms (the id is reused,
-// counted), a kernel stack walk; a compare on every other switch of the
-// machine; one-off ~0.1 s of CPU to read /proc/kallsyms. perf — one ring
+// Price: eBPF — per target switch a few hash-map updates, the Python stack
+// walk (~1.5 µs on a 10-deep stack, measured from the kernel's BPF run-time
+// stats, which the footer reports) and, unless the thread blocks again in
+// the same call within 10 ms (the id is reused, counted), a kernel stack
+// walk; a compare on every other switch and waking of the machine; one-off
+// ~0.1 s of CPU to read /proc/kallsyms; user space looks every 20 ms. perf — one ring
 // write per switch. Both: per wait longer than ~1 ms one Python stack read.
 // Footers report switch rates, drops/lost records and pyobs's CPU. Once a
 // second, while the target lives, the names of threads not named yet (and,
 // eBPF, the target's mappings) are read (alive.go), so a spawned program
 // that ended before the report keeps its thread names and native symbols.
 //
-// Cannot see: the Python stack of waits shorter than a look (their time,
-// class and — eBPF — kernel stack are kept); native frames beyond the
+// Cannot see: (eBPF without the kernel walk, and perf) the Python stack of
+// waits shorter than a look (their time, class and — eBPF — kernel stack
+// are kept); (eBPF) a Python stack whose page was not in memory at the
+// switch-out (counted as faulted); native frames beyond the
 // syscall site; the waker's own Python or user stack (--waker gives its
 // thread and kernel stack only); the
 // on-CPU stacks (--wall folds on-CPU time under [on-CPU] only: use `pyobs
