@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/pyobs/pyobs/internal/output"
 	"github.com/pyobs/pyobs/internal/session"
 )
 
@@ -159,7 +160,11 @@ func targetSpec(cmd *cobra.Command, g *globals, args []string) (session.Spec, er
 	case g.pid == 0 && len(argv) == 0:
 		return session.Spec{}, usagef("no target: give -p PID or -- CMD ARGS")
 	}
-	return session.Spec{Pid: g.pid, Argv: argv}, nil
+	spec := session.Spec{Pid: g.pid, Argv: argv}
+	if len(argv) > 0 {
+		spec.Stdout = programStdout(g)
+	}
+	return spec, nil
 }
 
 // openTarget opens the command line's target: what the command needs of
@@ -172,6 +177,18 @@ func openTarget(cmd *cobra.Command, g *globals, args []string, need session.Need
 	}
 	spec.Python = need
 	return session.Open(cmd.Context(), spec)
+}
+
+// programStdout is where a spawned program's stdout goes: when pyobs's
+// own output is on stdout, to stderr — never into the report or profile.
+func programStdout(g *globals) *os.File {
+	if g.output != "" && g.output != "-" {
+		return nil // the caller's stdout
+	}
+	if !output.IsTerminal(os.Stdout) {
+		fmt.Fprintln(os.Stderr, "pyobs: the program's standard output goes to stderr (pyobs writes to stdout; -o FILE leaves it on stdout)")
+	}
+	return os.Stderr
 }
 
 // finish lets a spawned program run to its end and passes its status on.

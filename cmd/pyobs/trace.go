@@ -117,7 +117,7 @@ func runTrace(cmd *cobra.Command, g *globals, f *traceFlags, args []string) erro
 		if f.engine == "tracepoint" {
 			return usageError{trace.ErrSpawnTracepoint}
 		}
-		opt.Argv = spec.Argv
+		opt.Argv, opt.ProgramStdout = spec.Argv, spec.Stdout
 	} else if s, err = session.Open(cmd.Context(), spec); err != nil {
 		return err
 	}

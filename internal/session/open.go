@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 )
 
@@ -27,6 +28,9 @@ type Spec struct {
 	// After: with Argv and PythonRequired, how long the program may run
 	// after its first Python frame before Open returns (dump --after).
 	After time.Duration
+	// Stdout: where a spawned program's standard output goes (nil: the
+	// caller's stdout). Its stdin and stderr are the caller's.
+	Stdout *os.File
 }
 
 // Grace is how long a spawned program is given to end by itself when the
@@ -58,7 +62,7 @@ func Open(ctx context.Context, spec Spec) (*Session, error) {
 	case len(spec.Argv) == 0:
 		return nil, errors.New("no target: give a pid or a command")
 	}
-	s, err := Spawn(spec.Argv)
+	s, err := spawn(spec.Argv, spec.Stdout)
 	if err != nil {
 		return nil, err
 	}

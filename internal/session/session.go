@@ -146,12 +146,18 @@ func (s *Session) Alive() bool {
 
 // Spawn starts argv with the caller's stdio and returns once it runs; call
 // WaitPython before reading it.
-func Spawn(argv []string) (*Session, error) {
+func Spawn(argv []string) (*Session, error) { return spawn(argv, nil) }
+
+// spawn is Spawn with the program's stdout sent to stdout (nil: ours).
+func spawn(argv []string, stdout *os.File) (*Session, error) {
 	if len(argv) == 0 {
 		return nil, errors.New("no command after --")
 	}
+	if stdout == nil {
+		stdout = os.Stdout
+	}
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, os.Stderr
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("can't start %s: %w", argv[0], err)
 	}

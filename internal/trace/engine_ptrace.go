@@ -47,7 +47,7 @@ func (r *sites) onExit(c *tptrace.Syscall) {
 
 // runPtrace runs the ptrace engine until ctx ends or the target exits.
 func runPtrace(ctx context.Context, r *sites, opt Options, a Account) (*Result, error) {
-	cfg := tptrace.TraceConfig{Pid: r.pid, Argv: opt.Argv, OnExit: r.onExit}
+	cfg := tptrace.TraceConfig{Pid: r.pid, Argv: opt.Argv, Stdout: opt.ProgramStdout, OnExit: r.onExit}
 	if len(opt.Argv) > 0 {
 		cfg.Seccomp = seccompList(r.filter)
 		cfg.OnSpawn = func(pid int) { r.pid = pid; r.mem = pyframes.NewProcessMemory(pid) }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/pyobs/pyobs/internal/capability"
@@ -30,6 +31,8 @@ type Options struct {
 	// Argv: spawn this command under the ptrace engine, from its first
 	// instruction (it must be the tracer's own child), instead of tracing s.
 	Argv []string
+	// ProgramStdout: where the spawned command's stdout goes (nil: ours).
+	ProgramStdout *os.File
 	// OnEngine is called once the engine is chosen, before tracing starts
 	// (a fallback's reason is worth saying before a long trace).
 	OnEngine func(Account)

@@ -72,6 +72,8 @@ func ErrnoName(e unix.Errno) string {
 type TraceConfig struct {
 	Pid  int      // attach to this process's threads …
 	Argv []string // … or spawn this command (from the tracer's thread) and trace it
+	// Stdout: the spawned command's stdout (nil: the tracer's).
+	Stdout *os.File
 	// OnSpawn is called with the new pid right after a spawn.
 	OnSpawn func(pid int)
 	// OnExit is called at each syscall-exit stop, the thread still stopped
@@ -309,7 +311,11 @@ func (t *tracer) start() error {
 		// PTRACE_TRACEME and stops at its exec; we let go of it into a
 		// SIGSTOP group stop, seize it there (options included) and SIGCONT
 		// it. The target sees one SIGCONT (default action: none).
-		attr := &syscall.ProcAttr{Env: env, Files: []uintptr{0, 1, 2}, Sys: &syscall.SysProcAttr{Ptrace: true}}
+		out := uintptr(1)
+		if t.cfg.Stdout != nil {
+			out = t.cfg.Stdout.Fd()
+		}
+		attr := &syscall.ProcAttr{Env: env, Files: []uintptr{0, out, 2}, Sys: &syscall.SysProcAttr{Ptrace: true}}
 		pid, err := syscall.ForkExec(path, t.cfg.Argv, attr)
 		if err != nil {
 			return fmt.Errorf("can't start %s: %w", t.cfg.Argv[0], err)
