@@ -15,7 +15,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/pyobs/pyobs/internal/output"
 	"github.com/pyobs/pyobs/internal/session"
 )
 
@@ -59,7 +58,11 @@ func newRoot(g *globals) *cobra.Command {
 		Short: "Observe a running Python process from the outside",
 		Long: `pyobs observes a running CPython process (3.10–3.15) without its cooperation.
 Every command says which price it pays: counting (free), sampling (~1%),
-tracing (costly), or introspection (reading the interpreter's memory).`,
+tracing (costly), or introspection (reading the interpreter's memory).
+
+-- CMD ARGS spawns CMD with pyobs's stdin and stderr; its stdout is pyobs's
+too unless pyobs writes its own output there (no -o FILE): then the program's
+stdout goes to stderr, never into the report or profile.`,
 		Version:       version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -180,13 +183,11 @@ func openTarget(cmd *cobra.Command, g *globals, args []string, need session.Need
 }
 
 // programStdout is where a spawned program's stdout goes: when pyobs's
-// own output is on stdout, to stderr — never into the report or profile.
+// own output is on stdout, to stderr — never into the report or profile
+// (README, --help; no line says it: an error stays one line).
 func programStdout(g *globals) *os.File {
 	if g.output != "" && g.output != "-" {
 		return nil // the caller's stdout
-	}
-	if !output.IsTerminal(os.Stdout) {
-		fmt.Fprintln(os.Stderr, "pyobs: the program's standard output goes to stderr (pyobs writes to stdout; -o FILE leaves it on stdout)")
 	}
 	return os.Stderr
 }

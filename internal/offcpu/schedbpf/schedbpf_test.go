@@ -69,10 +69,11 @@ func TestSelfSleeps(t *testing.T) {
 			}
 			t.Logf("%s: slept %.1f ms, kernel: off %.1f ms (waits %.1f ms), on %.1f ms, outs %d", tr.Attach,
 				float64(slept)/1e6, float64(th.OffNs)/1e6, float64(sum)/1e6, float64(th.OnNs)/1e6, th.Outs)
-			// Blocked: the sleeps asked for (each ends at its waking); the
-			// rest of what the thread timed is the wait for a CPU after
-			// each waking, counted as run-queue.
-			if asked := int64(20 * 5 * time.Millisecond); int64(th.OffNs) < asked || int64(th.OffNs) > slept {
+			// Blocked: about the sleeps asked for (each ends at its waking;
+			// a signal from Go's runtime may cut one short); the rest of
+			// what the thread timed is the wait for a CPU after each
+			// waking, counted as run-queue.
+			if asked := int64(20 * 5 * time.Millisecond); float64(th.OffNs) < 0.9*float64(asked) || int64(th.OffNs) > slept {
 				t.Errorf("blocked %d ns, the thread asked for %d ns of sleep and timed %d ns", th.OffNs, asked, slept)
 			}
 			if all := int64(th.OffNs + th.RqNs); float64(all) < 0.9*float64(slept) || float64(all) > float64(slept)+20e6 {
