@@ -1,11 +1,8 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -286,26 +283,7 @@ var p = document.createElement('pre'); p.id = 'probe'; p.textContent = encodeURI
 	if err := os.WriteFile(probed, []byte(doc), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	profileDir, err := os.MkdirTemp("", "pyobs-chromium-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(profileDir)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-		"--disable-background-networking", "--disable-component-update", "--disable-sync",
-		"--user-data-dir="+profileDir, "--dump-dom", (&url.URL{Scheme: "file", Path: probed}).String())
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("%s: %v\n%s", bin, err, stderr.String())
-	}
-	m := regexp.MustCompile(`id="probe">([^<]*)<`).FindSubmatch(stdout.Bytes())
-	if m == nil {
-		t.Fatalf("no probe result in the DOM:\n%.3000s", stdout.String())
-	}
-	js, _ := url.QueryUnescape(string(m[1]))
+	js := testutil.ChromiumResult(t, bin, probed, "probe")
 	var res struct {
 		Errors, Sections []string
 		Verdict          string

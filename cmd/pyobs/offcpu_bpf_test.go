@@ -393,8 +393,12 @@ func TestOffcpuBPFShortLockWaits(t *testing.T) {
 			}
 			t.Logf("%s: target off CPU in acquire %.3fs (wall %.3fs, %d blocked waits); pyobs at the line %.3fs, [lock] %.3fs",
 				label, truth.OffS, truth.WallS, truth.Waits, at, lock)
-			if ratio := at / truth.OffS; ratio < 0.9 || ratio > 1.1 {
-				t.Errorf("pyobs found %.3fs at waiter_fn's acquire, the target measured %.3fs off CPU there (ratio %.2f, want 0.9–1.1)\n%s", at, truth.OffS, ratio, r.Stderr)
+			// ≥ 90 %: every wait's time under the waiting line. Above:
+			// the target's own measure (wall − thread CPU time around the
+			// call, two clock reads each) has run 10 % under pyobs's
+			// switch-out→switch-in intervals on a quiet machine.
+			if ratio := at / truth.OffS; ratio < 0.9 || ratio > 1.2 {
+				t.Errorf("pyobs found %.3fs at waiter_fn's acquire, the target measured %.3fs off CPU there (ratio %.2f, want 0.9–1.2)\n%s", at, truth.OffS, ratio, r.Stderr)
 			}
 			// The rest: after each waking, the wait for a CPU (the hog
 			// holds both), run-queue; and the GIL.

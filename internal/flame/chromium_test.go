@@ -2,17 +2,14 @@ package flame
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/pyobs/pyobs/internal/testutil"
 )
@@ -122,31 +119,7 @@ func runChromium(t *testing.T, bin string, svg []byte, cfg chromiumConfig, html 
 	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// Chromium may still be writing its profile as it exits: not TempDir.
-	profileDir, err := os.MkdirTemp("", "pyobs-chromium-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(profileDir)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-		"--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
-		"--user-data-dir="+profileDir, "--run-all-compositor-stages-before-draw", "--dump-dom",
-		(&url.URL{Scheme: "file", Path: path}).String())
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("%s: %v\nstderr:\n%s", bin, err, stderr.String())
-	}
-	m := regexp.MustCompile(`id="pyobs-test-result"[^>]*>([^<]*)<`).FindSubmatch(stdout.Bytes())
-	if m == nil {
-		t.Fatalf("no test result in the DOM (did the page load?)\nDOM (head):\n%.3000s\nstderr:\n%s", stdout.String(), stderr.String())
-	}
-	js, err := url.QueryUnescape(string(m[1]))
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := testutil.ChromiumResult(t, bin, path, "pyobs-test-result")
 	var r chromiumResult
 	if err := json.Unmarshal([]byte(js), &r); err != nil {
 		t.Fatalf("%v: %s", err, js)

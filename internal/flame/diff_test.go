@@ -2,9 +2,7 @@ package flame
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/pprof/profile"
 
@@ -131,24 +128,7 @@ t.setAttribute('id', 'pyobs-test-result'); t.textContent = encodeURIComponent(JS
 	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	profileDir, err := os.MkdirTemp("", "pyobs-chromium-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(profileDir)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, bin, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--user-data-dir="+profileDir,
-		"--dump-dom", (&url.URL{Scheme: "file", Path: path}).String()).Output()
-	if err != nil {
-		t.Fatalf("%s: %v", bin, err)
-	}
-	m := regexp.MustCompile(`id="pyobs-test-result"[^>]*>([^<]*)<`).FindSubmatch(out)
-	if m == nil {
-		t.Fatalf("no result in the DOM:\n%.2000s", out)
-	}
-	js, _ := url.QueryUnescape(string(m[1]))
+	js := testutil.ChromiumResult(t, bin, path, "pyobs-test-result")
 	var res []string
 	if err := jsonUnmarshal([]byte(js), &res); err != nil || len(res) != 3 {
 		t.Fatalf("result %q: %v", js, err)

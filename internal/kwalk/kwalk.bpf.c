@@ -54,10 +54,6 @@ static __always_inline void count(u32 slot)
 	counter_add(&counters, slot, 1);
 }
 
-#define BPF_RB_NO_WAKEUP 1
-#define BPF_RB_FORCE_WAKEUP 2
-#define BPF_RB_AVAIL_DATA 0
-
 static __always_inline void emit(struct sample *s)
 {
 	u32 d = s->h.depth;
@@ -87,16 +83,7 @@ int kwalk_sample(void *ctx)
 	struct sample *s = bpf_map_lookup_elem(&scratch, &zero);
 	if (!s)
 		return 0;
-	s->h.time = bpf_ktime_get_ns();
-	s->h.id = 0;
-	s->h.tid = tid;
-	s->h.cpu = bpf_get_smp_processor_id();
-	s->h.flags = 0;
-	s->h.depth = 0;
-	s->h.hops = 0;
-	s->h.tstate = 0;
-	s->h.codegen = 0;
-	s->h.last = 0;
+	pywalk_reset(s, tid, bpf_ktime_get_ns());
 	struct pywalk_ev ev = {};
 	pywalk(s, tid, &ev);
 	u32 flags = s->h.flags;

@@ -6,11 +6,14 @@ package testutil
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync"
@@ -346,4 +349,37 @@ func WaitBPFLink(t testing.TB, pid int, timeout time.Duration) {
 		}
 	}
 	t.Fatalf("pid %d attached no BPF link within %v", pid, timeout)
+}
+
+// ChromiumResult opens the page at path in headless Chromium (bin) and
+// returns the URL-unescaped text of the element with id elementID, which
+// the page's own script fills (--dump-dom prints the DOM once it ran).
+func ChromiumResult(t testing.TB, bin, path, elementID string) string {
+	t.Helper()
+	// Chromium may still be writing its profile as it exits: not TempDir.
+	profileDir, err := os.MkdirTemp("", "pyobs-chromium-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(profileDir)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+		"--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
+		"--user-data-dir="+profileDir, "--run-all-compositor-stages-before-draw", "--dump-dom",
+		(&url.URL{Scheme: "file", Path: path}).String())
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%s: %v\nstderr:\n%s", bin, err, stderr.String())
+	}
+	m := regexp.MustCompile(`id="` + regexp.QuoteMeta(elementID) + `"[^>]*>([^<]*)<`).FindSubmatch(stdout.Bytes())
+	if m == nil {
+		t.Fatalf("no %s in the DOM (did the page load?)\nDOM (head):\n%.3000s\nstderr:\n%s", elementID, stdout.String(), stderr.String())
+	}
+	s, err := url.QueryUnescape(string(m[1]))
+	if err != nil {
+		t.Fatalf("%s: %v", elementID, err)
+	}
+	return s
 }

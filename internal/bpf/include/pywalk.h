@@ -6,7 +6,8 @@
 // `cfg` (struct config, fixed at load by user space from internal/pyframes'
 // kernel layout: the verifier sees the offsets as constants), the maps
 // tstates (tid or fsbase -> PyThreadState*, filled by user space), scratch,
-// codes_ok and win, and pywalk(). See internal/kwalk/doc.go for the walk.
+// codes_ok and win, pywalk(), and pywalk_send() to send each distinct
+// stack once. See internal/kwalk/doc.go for the walk.
 
 #ifndef PYOBS_PYWALK_H
 #define PYOBS_PYWALK_H
@@ -505,6 +506,108 @@ static __always_inline void pywalk(struct sample *s, u32 tid, struct pywalk_ev *
 	s->h.flags |= flags;
 	if (flags & (S_COMPLETE | S_TRUNCATED))
 		s->h.id = mix(mix(w.hash, s->h.codegen), (u64)(flags & (S_COMPLETE | S_TRUNCATED)) << 32 | w.depth);
+}
+
+// ---- Sending stacks once ----
+
+#define BPF_RB_NO_WAKEUP 1
+#define BPF_RB_FORCE_WAKEUP 2
+#define BPF_RB_AVAIL_DATA 0
+
+// pywalk_reset readies s for a walk of thread tid at now.
+static __always_inline void pywalk_reset(struct sample *s, u32 tid, u64 now)
+{
+	s->h.time = now;
+	s->h.id = 0;
+	s->h.tid = tid;
+	s->h.cpu = bpf_get_smp_processor_id();
+	s->h.flags = 0;
+	s->h.depth = 0;
+	s->h.hops = 0;
+	s->h.tstate = 0;
+	s->h.codegen = 0;
+	s->h.last = 0;
+}
+
+// The counter slots pywalk_send adds to, in this order from a program's
+// base slot (its per-CPU counters map holds PYC_N slots from there).
+enum {
+	PYC_WALKED = 0, // switch-outs/events whose whole stack was walked
+	PYC_TRUNC,      // walked, deeper than the walker goes (or callers missing)
+	PYC_FAULT,      // a read of user memory failed (page not present)
+	PYC_INVALID,    // a check failed (torn chain)
+	PYC_NOPY,       // no thread state found for the thread
+	PYC_EMPTY,      // a thread state without a frame
+	PYC_NEW,        // distinct stacks sent to user space
+	PYC_LOST,       // the ring was full: a stack not sent (its events unnamed)
+	PYC_N,
+};
+
+// The maps pywalk_send needs, for a program to declare: the hashes of the
+// stacks sent already (least recently used ones are forgotten and sent
+// again: harmless) and the ring they go through.
+#define PYWALK_SEND_MAPS(seen, ring, ring_bytes)           \
+	struct {                                           \
+		__uint(type, BPF_MAP_TYPE_LRU_HASH);       \
+		__uint(max_entries, 16384);                \
+		__type(key, u64);                          \
+		__type(value, u8);                         \
+	} seen SEC(".maps");                               \
+	struct {                                           \
+		__uint(type, BPF_MAP_TYPE_RINGBUF);        \
+		__uint(max_entries, ring_bytes);           \
+	} ring SEC(".maps")
+
+// pywalk_send walks the current thread's Python stack and returns its hash
+// (0: no stack walked), sending the stack (struct sample, kwalk.Decode)
+// through ring the first time seen does not know it — keyed all the same
+// when the ring is full (user space counts those events unnamed). The
+// walk's verdict goes to *flags when flags is not NULL; counters[base +
+// PYC_*] count what happened.
+static __always_inline u64 pywalk_send(u32 tid, u64 now, u32 *flags, void *seen, void *ring, u64 ring_flags,
+				       void *counters, u32 base)
+{
+	u32 zero = 0;
+	struct sample *s = bpf_map_lookup_elem(&scratch, &zero);
+	if (!s)
+		return 0;
+	pywalk_reset(s, tid, now);
+	struct pywalk_ev ev = {};
+	pywalk(s, tid, &ev);
+	u32 f = s->h.flags;
+	if (flags)
+		*flags = f;
+	if (f & S_COMPLETE)
+		counter_add(counters, base + PYC_WALKED, 1);
+	if (f & S_TRUNCATED)
+		counter_add(counters, base + PYC_TRUNC, 1);
+	if (f & S_FAULT)
+		counter_add(counters, base + PYC_FAULT, 1);
+	if (f & S_INVALID)
+		counter_add(counters, base + PYC_INVALID, 1);
+	if (f & S_NOPY)
+		counter_add(counters, base + PYC_NOPY, 1);
+	if (f & S_EMPTY)
+		counter_add(counters, base + PYC_EMPTY, 1);
+	u64 id = s->h.id;
+	if (!id || s->h.depth == 0)
+		return 0;
+	if (bpf_map_lookup_elem(seen, &id))
+		return id;
+	u32 d = s->h.depth;
+	if (d > MAX_FRAMES)
+		d = MAX_FRAMES;
+	u64 size = sizeof(struct sample_hdr) + (u64)d * sizeof(struct frame);
+	if (size > sizeof(struct sample))
+		size = sizeof(struct sample);
+	if (bpf_ringbuf_output(ring, s, size, ring_flags)) {
+		counter_add(counters, base + PYC_LOST, 1);
+		return id;
+	}
+	u8 one = 1;
+	bpf_map_update_elem(seen, &id, &one, BPF_ANY);
+	counter_add(counters, base + PYC_NEW, 1);
+	return id;
 }
 
 #endif

@@ -82,18 +82,8 @@ struct {
 	__type(value, struct live);
 } lives SEC(".maps");
 
-// Stacks already sent, by hash (forgotten ones are sent again: harmless).
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 16384);
-	__type(key, u64);
-	__type(value, u8);
-} pyseen SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 1 << 21);
-} pystacks SEC(".maps");
+// Stacks already sent, by hash, and the ring of new ones (pywalk.h).
+PYWALK_SEND_MAPS(pyseen, pystacks, 1 << 21);
 
 
 const volatile u32 target_tgid = 0;
@@ -122,60 +112,6 @@ volatile u64 stop_ns = 0;
 static __always_inline void count(u32 slot, u64 n)
 {
 	counter_add(&counters, slot, n);
-}
-
-// stack walks the current thread's Python stack and returns its hash (0:
-// none), sending it to user space the first time.
-static __always_inline u64 stack(u32 tid, u64 now)
-{
-	u32 zero = 0;
-	struct sample *s = bpf_map_lookup_elem(&scratch, &zero);
-	if (!s)
-		return 0;
-	s->h.time = now;
-	s->h.id = 0;
-	s->h.tid = tid;
-	s->h.cpu = 0;
-	s->h.flags = 0;
-	s->h.depth = 0;
-	s->h.hops = 0;
-	s->h.tstate = 0;
-	s->h.codegen = 0;
-	s->h.last = 0;
-	struct pywalk_ev ev = {};
-	pywalk(s, tid, &ev);
-	u32 f = s->h.flags;
-	if (f & S_COMPLETE)
-		count(C_PY_WALKED, 1);
-	if (f & S_TRUNCATED)
-		count(C_PY_TRUNC, 1);
-	if (f & S_FAULT)
-		count(C_PY_FAULT, 1);
-	if (f & S_INVALID)
-		count(C_PY_INVALID, 1);
-	if (f & S_NOPY)
-		count(C_PY_NOPY, 1);
-	if (f & S_EMPTY)
-		count(C_PY_EMPTY, 1);
-	u64 id = s->h.id;
-	if (!id || s->h.depth == 0)
-		return 0;
-	if (bpf_map_lookup_elem(&pyseen, &id))
-		return id;
-	u32 d = s->h.depth;
-	if (d > MAX_FRAMES)
-		d = MAX_FRAMES;
-	u64 size = sizeof(struct sample_hdr) + (u64)d * sizeof(struct frame);
-	if (size > sizeof(struct sample))
-		size = sizeof(struct sample);
-	if (bpf_ringbuf_output(&pystacks, s, size, 0)) {
-		count(C_PY_LOST, 1);
-		return id;
-	}
-	u8 one = 1;
-	bpf_map_update_elem(&pyseen, &id, &one, BPF_ANY);
-	count(C_PY_NEW, 1);
-	return id;
 }
 
 // ours: the target's thread, inside the window. tid is set.
@@ -220,7 +156,7 @@ static __always_inline void enter(u32 tid, u64 now, u64 size)
 		return;
 	}
 	count(C_TRACKED, 1);
-	p.stack = stack(tid, now);
+	p.stack = pywalk_send(tid, now, 0, &pyseen, &pystacks, 0, &counters, C_PY_WALKED);
 	if (bpf_map_update_elem(&pending, &tid, &p, BPF_ANY))
 		count(C_DROP_PEND, 1);
 }

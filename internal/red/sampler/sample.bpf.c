@@ -67,83 +67,17 @@ BTF_KEEP(struct hit, hit_type);
 
 PERCPU_COUNTERS(kcounters, K_MAX);
 
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 16384);
-	__type(key, u64);
-	__type(value, u8);
-} pyseen SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 1 << 21);
-} pystacks SEC(".maps");
+PYWALK_SEND_MAPS(pyseen, pystacks, 1 << 21);
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 1 << 20);
 } hits SEC(".maps");
 
-#define BPF_RB_NO_WAKEUP 1
 
 static __always_inline void kcount(u32 slot)
 {
 	counter_add(&kcounters, slot, 1);
-}
-
-// walk_current walks the current thread's Python stack, sends the stack
-// the first time its hash is seen, and returns the hash (0: none).
-static __always_inline u64 walk_current(u32 tid, u64 now, u32 *flags)
-{
-	u32 zero = 0;
-	struct sample *s = bpf_map_lookup_elem(&scratch, &zero);
-	if (!s)
-		return 0;
-	s->h.time = now;
-	s->h.id = 0;
-	s->h.tid = tid;
-	s->h.cpu = bpf_get_smp_processor_id();
-	s->h.flags = 0;
-	s->h.depth = 0;
-	s->h.hops = 0;
-	s->h.tstate = 0;
-	s->h.codegen = 0;
-	s->h.last = 0;
-	struct pywalk_ev ev = {};
-	pywalk(s, tid, &ev);
-	u32 f = s->h.flags;
-	*flags = f;
-	if (f & S_COMPLETE)
-		kcount(K_WALKED);
-	if (f & S_TRUNCATED)
-		kcount(K_TRUNCATED);
-	if (f & S_FAULT)
-		kcount(K_FAULTED);
-	if (f & S_INVALID)
-		kcount(K_INVALID);
-	if (f & S_NOPY)
-		kcount(K_NOPY);
-	if (f & S_EMPTY)
-		kcount(K_EMPTY);
-	u64 id = s->h.id;
-	if (s->h.depth == 0)
-		return 0;
-	if (id && !bpf_map_lookup_elem(&pyseen, &id)) {
-		u32 d = s->h.depth;
-		if (d > MAX_FRAMES)
-			d = MAX_FRAMES;
-		u64 size = sizeof(struct sample_hdr) + (u64)d * sizeof(struct frame);
-		if (size > sizeof(struct sample))
-			size = sizeof(struct sample);
-		if (bpf_ringbuf_output(&pystacks, s, size, BPF_RB_NO_WAKEUP)) {
-			kcount(K_STACK_LOST);
-		} else {
-			u8 one = 1;
-			bpf_map_update_elem(&pyseen, &id, &one, BPF_ANY);
-			kcount(K_NEW);
-		}
-	}
-	return id;
 }
 
 static __always_inline void send(u64 time, u64 dur, u64 id, u32 tid, u32 flags)
@@ -163,7 +97,7 @@ int red_sample(void *ctx)
 	kcount(K_SAMPLES);
 	u64 now = bpf_ktime_get_ns();
 	u32 flags = 0;
-	u64 id = walk_current(tid, now, &flags);
+	u64 id = pywalk_send(tid, now, &flags, &pyseen, &pystacks, BPF_RB_NO_WAKEUP, &kcounters, K_WALKED);
 	send(now, 0, id, tid, flags);
 	return 0;
 }
@@ -179,7 +113,7 @@ int red_switch(u64 *ctx)
 		u32 tid = (u32)pt;
 		struct out o = {.time = now};
 		kcount(K_SWITCH_OUT);
-		o.id = walk_current(tid, now, &o.flags);
+		o.id = pywalk_send(tid, now, &o.flags, &pyseen, &pystacks, BPF_RB_NO_WAKEUP, &kcounters, K_WALKED);
 		if (bpf_map_update_elem(&outs, &tid, &o, BPF_ANY))
 			kcount(K_OUT_FULL);
 	}

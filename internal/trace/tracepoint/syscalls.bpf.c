@@ -144,20 +144,9 @@ struct {
 
 PERCPU_COUNTERS(counters, NCOUNTERS);
 
-// Stacks already sent to user space, by hash (least recently used ones
-// are forgotten and sent again: harmless).
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 16384);
-	__type(key, u64);
-	__type(value, u8);
-} pyseen SEC(".maps");
-
-// New Python stacks (struct sample of pywalk.h), read before the events.
-struct {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 1 << 21);
-} pystacks SEC(".maps");
+// Stacks already sent to user space, by hash, and the ring of new Python
+// stacks (struct sample of pywalk.h), read before the events.
+PYWALK_SEND_MAPS(pyseen, pystacks, 1 << 21);
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -322,64 +311,6 @@ static __always_inline void capture(struct event *ev)
 	}
 }
 
-#define BPF_RB_NO_WAKEUP 1
-
-// py_stack walks the current thread's Python stack and returns its hash
-// (0: none walked), sending the stack to user space the first time; the
-// walk's verdict goes to *flags.
-static __always_inline u64 py_stack(u32 tid, u64 now, u32 *flags)
-{
-	u32 zero = 0;
-	struct sample *s = bpf_map_lookup_elem(&scratch, &zero);
-	if (!s)
-		return 0;
-	s->h.time = now;
-	s->h.id = 0;
-	s->h.tid = tid;
-	s->h.cpu = 0;
-	s->h.flags = 0;
-	s->h.depth = 0;
-	s->h.hops = 0;
-	s->h.tstate = 0;
-	s->h.codegen = 0;
-	s->h.last = 0;
-	struct pywalk_ev ev = {};
-	pywalk(s, tid, &ev);
-	u32 f = s->h.flags;
-	*flags = f;
-	if (f & S_COMPLETE)
-		count(PY_WALKED);
-	if (f & S_TRUNCATED)
-		count(PY_TRUNC);
-	if (f & S_FAULT)
-		count(PY_FAULT);
-	if (f & S_INVALID)
-		count(PY_INVALID);
-	if (f & S_NOPY)
-		count(PY_NOPY);
-	if (f & S_EMPTY)
-		count(PY_EMPTY);
-	u64 id = s->h.id;
-	if (!id || s->h.depth == 0)
-		return 0;
-	if (bpf_map_lookup_elem(&pyseen, &id))
-		return id;
-	u32 d = s->h.depth;
-	if (d > MAX_FRAMES)
-		d = MAX_FRAMES;
-	u64 size = sizeof(struct sample_hdr) + (u64)d * sizeof(struct frame);
-	if (size > sizeof(struct sample))
-		size = sizeof(struct sample);
-	if (bpf_ringbuf_output(&pystacks, s, size, BPF_RB_NO_WAKEUP)) {
-		count(PY_LOST);
-		return id; // keyed all the same: user space counts it unnamed
-	}
-	u8 one = 1;
-	bpf_map_update_elem(&pyseen, &id, &one, BPF_ANY);
-	count(PY_NEW);
-	return id;
-}
-
 SEC("raw_tp/sys_exit")
 int sys_exit(u64 *ctx)
 {
@@ -439,7 +370,7 @@ int sys_exit(u64 *ctx)
 			if (ts && !bpf_map_update_elem(&tstates, &key, &ts, BPF_ANY))
 				listed = 1;
 		}
-		pyk = py_stack(tid, now, &pyflags);
+		pyk = pywalk_send(tid, now, &pyflags, &pyseen, &pystacks, BPF_RB_NO_WAKEUP, &counters, PY_WALKED);
 	}
 	struct event *ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
 	if (!ev) {
