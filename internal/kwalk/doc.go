@@ -46,7 +46,8 @@
 // program cannot sleep to bring them in); a thread whose thread state is
 // neither in the map nor at the TLS offsets (dlopen'ed libpython, other
 // interpreters than the main one: counted as not-Python); free-threaded
-// builds (pyframes refuses them). 3.11/3.12 samples taken while the
+// builds with thread-local bytecode (3.14t+: pyframes refuses them; 3.13t
+// is walked, its own object header from the layout). 3.11/3.12 samples taken while the
 // evaluator sets up its cframe read a stale frame and come out truncated.
 // Code-object names are read after the fact: on ≤3.13 (no code-object
 // generation) a code object freed and its address reused within
