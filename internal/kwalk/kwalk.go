@@ -246,41 +246,14 @@ func Open(pid int, l *pyframes.KernelLayout, opt Options) (*Walker, error) {
 // attach opens one sampling event per CPU (any task: the program filters
 // by tgid, so threads born later are sampled too) and hands it the program.
 func (w *Walker) attach() error {
-	n, err := ebpf.PossibleCPU()
-	if err != nil {
-		return fmt.Errorf("can't count CPUs: %w", err)
-	}
 	config := uint64(unix.PERF_COUNT_SW_TASK_CLOCK)
 	if w.Opts.Clock == CPUClock {
 		config = unix.PERF_COUNT_SW_CPU_CLOCK
 	}
-	attr := unix.PerfEventAttr{
-		Type:   unix.PERF_TYPE_SOFTWARE,
-		Config: config,
-		Size:   uint32(unsafe.Sizeof(unix.PerfEventAttr{})),
-		Sample: uint64(w.Opts.Freq),
-		Bits:   unix.PerfBitFreq | unix.PerfBitDisabled,
-	}
-	for cpu := 0; cpu < n; cpu++ {
-		fd, err := unix.PerfEventOpen(&attr, -1, cpu, -1, unix.PERF_FLAG_FD_CLOEXEC)
-		if errors.Is(err, unix.ENODEV) {
-			continue // offline CPU
-		}
-		if err != nil {
-			return fmt.Errorf("can't open %s event on cpu %d: %w", w.Opts.Clock, cpu, err)
-		}
-		w.fds = append(w.fds, fd)
-		if err := unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_SET_BPF, w.objs.Prog.FD()); err != nil {
-			return fmt.Errorf("can't attach program to the %s event on cpu %d: %w", w.Opts.Clock, cpu, err)
-		}
-	}
-	for i, fd := range w.fds {
-		if err := unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_ENABLE, 0); err != nil {
-			return fmt.Errorf("can't enable the %s event %d: %w", w.Opts.Clock, i, err)
-		}
-	}
-	w.CPUs = len(w.fds)
-	return nil
+	fds, err := bpfload.AttachPerCPU(w.objs.Prog, config, w.Opts.Freq, w.Opts.Clock.String())
+	w.fds = fds
+	w.CPUs = len(fds)
+	return err
 }
 
 // SetThreads makes the thread-state map exactly refs: each thread state

@@ -92,16 +92,7 @@ func (e *bpfEngine) drainPy() {
 			e.kp.acct.SymErrors++
 			ids = append(ids, e.prof.Intern(flame.Frame{Kind: flame.State, Function: "[code object unreadable]"}))
 		} else {
-			for i := len(frames) - 1; i >= 0; i-- {
-				f := frames[i]
-				k := [2]uint64{f.CodeID, uint64(f.Line)}
-				id, ok := e.frameIDs[k]
-				if !ok {
-					id = e.prof.Intern(flame.Frame{Kind: flame.Python, Function: f.Function, File: f.File, Line: f.Line})
-					e.frameIDs[k] = id
-				}
-				ids = append(ids, id)
-			}
+			ids = e.pythonIDs(ids, frames)
 		}
 		e.kp.stack[smp.ID] = ids
 	}

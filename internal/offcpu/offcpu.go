@@ -371,6 +371,12 @@ func (e *engine) stack(tid int, ids []int) []int {
 	if len(frames) == 0 {
 		return append(ids, e.prof.Intern(flame.Frame{Kind: flame.State, Function: "[no Python frames]"}))
 	}
+	return e.pythonIDs(ids, frames)
+}
+
+// pythonIDs appends frames (innermost first) to ids root first, each an
+// interned profile frame, cached by code object and line.
+func (e *engine) pythonIDs(ids []int, frames []pyframes.Frame) []int {
 	for i := len(frames) - 1; i >= 0; i-- {
 		f := frames[i]
 		k := [2]uint64{f.CodeID, uint64(f.Line)}

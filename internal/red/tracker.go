@@ -466,6 +466,21 @@ func (t *Tracker) finish(c *conn, now uint64) {
 	t.keepSlow(c, r, dur)
 }
 
+// preferStack: a stack the kernel saw at its instant (k samples of n
+// sightings) over one only read later from user space (kernel samples of
+// one request spread over many stacks, one per line: a read may repeat
+// one of them more often); then the most kernel samples; then the most
+// sightings.
+func preferStack(k, n, bestK, bestN int) bool {
+	if (k > 0) != (bestK > 0) {
+		return k > 0
+	}
+	if k != bestK {
+		return k > bestK
+	}
+	return n > bestN
+}
+
 func (t *Tracker) keepSlow(c *conn, r *request, dur uint64) {
 	if t.slowN <= 0 || r.lastWrite == 0 {
 		return
@@ -477,7 +492,7 @@ func (t *Tracker) keepSlow(c *conn, r *request, dur uint64) {
 	f := &Finished{Port: c.port, Head: r.head, Named: r.named, Status: r.status, Start: r.start,
 		Dur: dur, Aborted: r.aborted, Tid: r.tid, Reads: r.reads, Samples: r.samples, sequence: t.seq}
 	for _, s := range r.stacks {
-		if s.n > f.StackN || (s.n == f.StackN && s.kernel > f.StackK) {
+		if f.Stack == nil || preferStack(s.kernel, s.n, f.StackK, f.StackN) {
 			f.Stack, f.StackN, f.StackK = s.frames, s.n, s.kernel
 		}
 	}

@@ -3,12 +3,9 @@
 package sampler
 
 import (
-	"errors"
 	"fmt"
 	"time"
-	"unsafe"
 
-	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
@@ -72,40 +69,12 @@ func Open(pid int, walkCfg any, hz int) (*Sampler, error) {
 }
 
 // attach opens one task-clock event per CPU (every task: the program keeps
-// the target's, so threads born later are sampled from their first tick)
-// and hands each the program.
+// the target's) and hands each the program.
 func (p *Sampler) attach() error {
-	n, err := ebpf.PossibleCPU()
-	if err != nil {
-		return fmt.Errorf("can't count CPUs: %w", err)
-	}
-	attr := unix.PerfEventAttr{
-		Type:   unix.PERF_TYPE_SOFTWARE,
-		Config: unix.PERF_COUNT_SW_TASK_CLOCK,
-		Size:   uint32(unsafe.Sizeof(unix.PerfEventAttr{})),
-		Sample: uint64(p.Hz),
-		Bits:   unix.PerfBitFreq | unix.PerfBitDisabled,
-	}
-	for cpu := 0; cpu < n; cpu++ {
-		fd, err := unix.PerfEventOpen(&attr, -1, cpu, -1, unix.PERF_FLAG_FD_CLOEXEC)
-		if errors.Is(err, unix.ENODEV) {
-			continue // offline CPU
-		}
-		if err != nil {
-			return fmt.Errorf("can't open a task-clock event on cpu %d: %w", cpu, err)
-		}
-		p.fds = append(p.fds, fd)
-		if err := unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_SET_BPF, p.objs.RedSample.FD()); err != nil {
-			return fmt.Errorf("can't attach red_sample to the task-clock event on cpu %d: %w", cpu, err)
-		}
-	}
-	for _, fd := range p.fds {
-		if err := unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_ENABLE, 0); err != nil {
-			return fmt.Errorf("can't enable a task-clock event (fd %d): %w", fd, err)
-		}
-	}
-	p.CPUs = len(p.fds)
-	return nil
+	fds, err := bpfload.AttachPerCPU(p.objs.RedSample, unix.PERF_COUNT_SW_TASK_CLOCK, p.Hz, "task-clock")
+	p.fds = fds
+	p.CPUs = len(fds)
+	return err
 }
 
 // SetThreads hands the kernel the thread states it can't find through a
