@@ -216,9 +216,19 @@ func EnableRunStats() (io.Closer, string) {
 	if v, err := procfs.Default().Sysctl("kernel/bpf_stats_enabled"); err == nil && v == "1" {
 		return nil, "on (kernel.bpf_stats_enabled=1)"
 	}
-	c, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+	c, err := EnableStats()
 	if err != nil {
-		return nil, "n/a (kernel.bpf_stats_enabled=0 and can't enable bpf stats: " + err.Error() + ")"
+		return nil, "n/a (kernel.bpf_stats_enabled=0 and " + err.Error() + ")"
 	}
 	return c, "enabled for this run only (BPF_ENABLE_STATS)"
+}
+
+// EnableStats turns on the kernel's BPF run-time accounting until the
+// closer is closed.
+func EnableStats() (io.Closer, error) {
+	c, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+	if err != nil {
+		return nil, fmt.Errorf("can't enable bpf stats: %w", err)
+	}
+	return c, nil
 }

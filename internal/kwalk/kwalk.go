@@ -370,23 +370,13 @@ func (w *Walker) Counters() (Counters, error) {
 }
 
 // RunStats is the kernel's account of the program's runs (zero unless
-// bpf stats are enabled: EnableStats or sysctl kernel.bpf_stats_enabled).
+// bpf stats are enabled: bpfload.EnableStats or sysctl kernel.bpf_stats_enabled).
 func (w *Walker) RunStats() (runtime time.Duration, runs uint64, err error) {
 	st, err := w.objs.Prog.Stats()
 	if err != nil {
 		return 0, 0, fmt.Errorf("pid %d: can't read program stats: %w", w.Pid, err)
 	}
 	return st.Runtime, st.RunCount, nil
-}
-
-// EnableStats turns on the kernel's bpf run-time accounting until the
-// closer is closed.
-func EnableStats() (io.Closer, error) {
-	c, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
-	if err != nil {
-		return nil, fmt.Errorf("can't enable bpf stats: %w", err)
-	}
-	return c, nil
 }
 
 // Stop disables the events: no new samples; what is in the ring stays readable.

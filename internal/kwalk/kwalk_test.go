@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pyobs/pyobs/internal/bpfload"
 	"github.com/pyobs/pyobs/internal/kwalk"
 	"github.com/pyobs/pyobs/internal/pyframes"
 	"github.com/pyobs/pyobs/internal/testutil"
@@ -154,7 +155,7 @@ func sample(t *testing.T, in testutil.Interp, freq int, clock kwalk.Clock, d tim
 		t.Fatalf("KernelLayout: %v", err)
 	}
 	if stats {
-		c, err := kwalk.EnableStats()
+		c, err := bpfload.EnableStats()
 		if err != nil {
 			testutil.Skip(t, fmt.Sprintf("bpf run-time stats (BPF_ENABLE_STATS): %v", err))
 		}
@@ -434,7 +435,7 @@ func TestKernelWalkCostByDepth(t *testing.T) {
 		for _, depth := range []string{"10", "120"} {
 			t.Run(in.Label+"/"+depth, func(t *testing.T) {
 				wk := startWalking(t, in, 20000, func() {
-					st, err := kwalk.EnableStats()
+					st, err := bpfload.EnableStats()
 					if err != nil {
 						testutil.Skip(t, fmt.Sprintf("bpf run-time stats (BPF_ENABLE_STATS): %v", err))
 					}

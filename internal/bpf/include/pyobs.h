@@ -5,9 +5,9 @@
 // the few kernel structs the programs read, each with only the fields used
 // (CO-RE relocates them by name against the running kernel's BTF).
 //
-// Included by internal/offcpu/schedbpf/offcpu.bpf.c,
-// internal/trace/tracepoint/syscalls.bpf.c and internal/red/red.bpf.c;
-// `make generate` rebuilds all three (bpf2go -cflags -I this directory).
+// Included by every pyobs eBPF program (the BPF_PKGS of the Makefile; with
+// pywalk.h, the CPython stack walk, by the ones that walk); `make generate`
+// rebuilds them all (bpf2go -cflags -I this directory).
 
 #ifndef PYOBS_BPF_H
 #define PYOBS_BPF_H

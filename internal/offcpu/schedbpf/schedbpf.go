@@ -78,8 +78,8 @@ type Config struct {
 	// instead of walking the stack (0: always walk).
 	ReuseNS    uint64
 	MapEntries uint32 // 0: the object's sizes; else every hash map's size (tests)
-	// Waker: also attach to sched_waking and join each wait to its waker
-	// (maps Wakes and Offwake).
+	// Waker: join each wait to its waker (map Offwake; the program on
+	// sched_waking, always attached, then also notes who woke the thread).
 	Waker bool
 	// Walk, when not nil, is the walker configuration (pywalk.h's struct
 	// config, from kwalk.Config): each switch-out then walks the thread's
@@ -127,10 +127,6 @@ type loaded struct {
 	offcpuMaps
 	offcpuVariables
 	Switch *ebpf.Program `ebpf:"switch"`
-}
-
-type loadedWaker struct {
-	loaded
 	Waking *ebpf.Program `ebpf:"waking"`
 }
 
@@ -207,7 +203,7 @@ func load(cfg Config, progName string, regs bool, attachNS func() int64) (*Trace
 	}
 	// Only this variant's programs are loaded.
 	spec.Programs = map[string]*ebpf.ProgramSpec{"switch": sw, "waking": wake}
-	var o loadedWaker
+	var o loaded
 	if err := bpfload.Load(fmt.Sprintf("offcpu's %s/sched_switch program (syscall hints %v)", attach, regs), spec, &o); err != nil {
 		return nil, err
 	}
