@@ -72,7 +72,7 @@ demo: build
 # Go bindings, all from bpf2go (needs clang and llvm-strip; the C sources share
 # internal/bpf/include/pyobs.h). The outputs are committed so that build
 # needs no clang; TestObjectsUpToDate (internal/bpfload) checks they match.
-BPF_PKGS := ./internal/offcpu/schedbpf ./internal/trace/tracepoint ./internal/red ./internal/red/sampler ./internal/kwalk ./internal/mem/probebpf
+BPF_PKGS := ./internal/offcpu/schedbpf ./internal/trace/tracepoint ./internal/red ./internal/red/sampler ./internal/kwalk ./internal/mem/probebpf ./internal/procset/countbpf
 
 generate:
 	$(GO) generate $(BPF_PKGS)

@@ -106,6 +106,9 @@ func parseLabels(in []string) ([]export.Label, error) {
 }
 
 func runAgent(cmd *cobra.Command, g *globals, f *agentFlags) error {
+	if err := oneProcess(cmd, g); err != nil {
+		return err
+	}
 	switch {
 	case g.pid == 0:
 		return usagef("agent: no target: give -p PID")

@@ -50,8 +50,8 @@ func runDiff(g *globals, basePath, newPath string, icicle bool) error {
 	if format == "pprof" && !output.ToFile(g.output) {
 		return usagef("diff: pprof output is binary: give -o FILE")
 	}
-	if g.pid != 0 {
-		return usagef("diff: reads two recordings, not a process: drop -p")
+	if g.pid != 0 || g.cgroup != "" || g.all || g.children {
+		return usagef("diff: reads two recordings, not a process: drop -p, --cgroup, --all, --children")
 	}
 	base, err := readRecording(basePath)
 	if err != nil {

@@ -72,6 +72,9 @@ such a handler is refused unless --nudge-signal names one.`,
 }
 
 func runExec(cmd *cobra.Command, g *globals, f *execFlags, args []string) error {
+	if err := oneProcess(cmd, g); err != nil {
+		return err
+	}
 	if g.format != "" && g.format != "text" {
 		return usagef("exec: unknown --format %q (text)", g.format)
 	}

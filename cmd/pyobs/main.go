@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"sort"
 	"strings"
 	"syscall"
 
@@ -34,6 +35,10 @@ const (
 // global flags shared by every command (DESIGN.md CLI contract).
 type globals struct {
 	pid        int
+	pids       []int // -p given more than once (or as a list): the others
+	children   bool
+	cgroup     string
+	all        bool
 	format     string
 	output     string
 	cpuProfile string // hidden: profile pyobs itself
@@ -68,7 +73,10 @@ stdout goes to stderr, never into the report or profile.`,
 		SilenceErrors: true,
 	}
 	pf := root.PersistentFlags()
-	pf.VarP(session.PidFlag(&g.pid), "pid", "p", "target process id (or give `-- CMD ARGS` to spawn one)")
+	pf.VarP(session.PidFlag(&g.pid, &g.pids), "pid", "p", "target process `PID`; repeat or list (-p 1,2) to observe several (or give -- CMD ARGS to spawn one)")
+	pf.BoolVar(&g.children, "children", false, "also observe every process the targets fork or spawn, from its first instruction (default for -- CMD where the command observes sets)")
+	pf.StringVar(&g.cgroup, "cgroup", "", "observe every process of this cgroup v2 `DIR` (a container, a systemd unit), those entering it later too")
+	pf.BoolVar(&g.all, "all", false, "observe every CPython process this user may read")
 	pf.StringVar(&g.format, "format", "", "output format (per command; see its help)")
 	pf.StringVarP(&g.output, "output", "o", "", "write the output to this file (atomically) instead of stdout")
 	pf.StringVar(&g.cpuProfile, "cpuprofile", "", "write pyobs's own CPU profile here (for pyobs developers)")
@@ -155,19 +163,56 @@ func targetSpec(cmd *cobra.Command, g *globals, args []string) (session.Spec, er
 	} else if len(args) > 0 {
 		return session.Spec{}, usagef("unexpected arguments %q (to spawn a command, put it after --)", args)
 	}
+	set := session.SetSpec{Pids: g.pids, Children: g.children, Cgroup: g.cgroup, All: g.all}
 	switch {
 	case g.pid != 0 && len(argv) > 0:
 		return session.Spec{}, usagef("give either -p PID or -- CMD ARGS, not both")
 	case g.pid < 0:
 		return session.Spec{}, usagef("invalid pid %d", g.pid)
-	case g.pid == 0 && len(argv) == 0:
+	case g.all && (g.pid != 0 || len(argv) > 0 || g.cgroup != ""):
+		return session.Spec{}, usagef("--all takes every Python process: give no -p, --cgroup or -- CMD with it")
+	case g.cgroup != "" && len(argv) > 0:
+		return session.Spec{}, usagef("give either --cgroup or -- CMD ARGS, not both")
+	case g.pid == 0 && len(argv) == 0 && g.cgroup == "" && !g.all:
 		return session.Spec{}, usagef("no target: give -p PID or -- CMD ARGS")
 	}
-	spec := session.Spec{Pid: g.pid, Argv: argv}
+	if len(argv) > 0 && setCommands[cmd.Name()] && !cmd.Flags().Changed("children") {
+		set.Children = true // -- CMD: its children are part of what it does
+	}
+	if set.Many() && !setCommands[cmd.Name()] {
+		return session.Spec{}, usagef("%s observes one process for now: several -p, --children, --cgroup and --all are for %s", cmd.Name(), setCommandList())
+	}
+	spec := session.Spec{Pid: g.pid, Argv: argv, Set: set}
 	if len(argv) > 0 {
 		spec.Stdout = programStdout(g)
 	}
 	return spec, nil
+}
+
+// oneProcess refuses a set for the commands that do not parse a target
+// with targetSpec.
+func oneProcess(cmd *cobra.Command, g *globals) error {
+	if len(g.pids) > 0 || g.children || g.cgroup != "" || g.all {
+		return usagef("%s observes one process: several -p, --children, --cgroup and --all are for %s", cmd.Name(), setCommandList())
+	}
+	return nil
+}
+
+// setCommands are the commands whose engines observe a set of processes
+// (session.SetSpec); the others refuse several -p, --children, --cgroup
+// and --all in one line.
+var setCommands = map[string]bool{}
+
+func setCommandList() string {
+	var names []string
+	for n := range setCommands {
+		names = append(names, n)
+	}
+	if len(names) == 0 {
+		return "no command yet"
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
 }
 
 // openTarget opens the command line's target: what the command needs of

@@ -14,7 +14,7 @@ import (
 
 // bpfPackages are the packages whose eBPF objects bpf2go generates (the
 // Makefile's BPF_PKGS).
-var bpfPackages = []string{"../offcpu/schedbpf", "../trace/tracepoint", "../red", "../red/sampler", "../kwalk", "../mem/probebpf"}
+var bpfPackages = []string{"../offcpu/schedbpf", "../trace/tracepoint", "../red", "../red/sampler", "../kwalk", "../mem/probebpf", "../procset/countbpf"}
 
 // TestObjectsUpToDate: the committed objects and Go bindings are the ones
 // the C sources (and pyobs.h) build to. Each package's own go:generate line

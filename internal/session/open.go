@@ -31,6 +31,9 @@ type Spec struct {
 	// Stdout: where a spawned program's standard output goes (nil: the
 	// caller's stdout). Its stdin and stderr are the caller's.
 	Stdout *os.File
+	// Set: more processes than the one (engines that observe sets read
+	// it from Session.Set; Open resolves --cgroup and --all into pids).
+	Set SetSpec
 }
 
 // Grace is how long a spawned program is given to end by itself when the
@@ -45,6 +48,20 @@ const (
 // become observable is ended before the error is returned: Open leaves no
 // child behind.
 func Open(ctx context.Context, spec Spec) (*Session, error) {
+	if spec.Set.Many() {
+		if err := resolveSet(&spec); err != nil {
+			return nil, err
+		}
+	}
+	s, err := open(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	s.Set = spec.Set
+	return s, nil
+}
+
+func open(ctx context.Context, spec Spec) (*Session, error) {
 	switch {
 	case spec.Pid != 0 && len(spec.Argv) > 0:
 		return nil, errors.New("give either a pid or a command, not both")

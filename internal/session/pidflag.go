@@ -3,7 +3,9 @@ package session
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 )
 
 // PidError is a -p value that is not a process id.
@@ -16,24 +18,44 @@ func (e *PidError) Error() string {
 	return fmt.Sprintf("invalid pid %s: -p takes a process id (a number, 1 or more)", strconv.Quote(e.Value))
 }
 
-// pidValue is -p's flag value (a pflag.Value): a positive process id, or
-// one line saying why not (not Go's strconv text).
-type pidValue struct{ p *int }
+// pidValue is -p's flag value (a pflag.Value): positive process ids, the
+// flag repeated or a comma-separated list, or one line saying why not (not
+// Go's strconv text). The first pid is the target; the others go to more.
+type pidValue struct {
+	p    *int
+	more *[]int
+}
 
-// PidFlag is the flag value that stores -p in *p.
-func PidFlag(p *int) pidValue { return pidValue{p} }
+// PidFlag is the flag value that stores the first -p pid in *p and any
+// further ones in *more (nil: one pid only).
+func PidFlag(p *int, more *[]int) pidValue { return pidValue{p, more} }
 
 func (v pidValue) Set(s string) error {
-	n, err := strconv.Atoi(s)
-	if err != nil || n <= 0 {
-		return &PidError{s}
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			return &PidError{f}
+		}
+		switch {
+		case *v.p == 0 || v.more == nil:
+			*v.p = n
+		case n != *v.p && !slices.Contains(*v.more, n):
+			*v.more = append(*v.more, n)
+		}
 	}
-	*v.p = n
 	return nil
 }
 
-func (v pidValue) String() string { return strconv.Itoa(*v.p) }
-func (v pidValue) Type() string   { return "int" }
+func (v pidValue) String() string {
+	s := strconv.Itoa(*v.p)
+	if v.more != nil {
+		for _, n := range *v.more {
+			s += "," + strconv.Itoa(n)
+		}
+	}
+	return s
+}
+func (v pidValue) Type() string { return "pid" }
 
 // FlagError is err, or the *PidError inside it when a -p value was refused
 // (without the flag parser's "invalid argument ... for flag" wrapping).

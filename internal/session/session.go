@@ -40,6 +40,9 @@ type Session struct {
 	Py  *pyframes.Process
 	// PyErr: with PythonOptional, why Py is nil (nil when it is open).
 	PyErr error
+	// Set: the processes observed besides Pid (zero: Pid alone). Engines
+	// that observe sets seed internal/procset with Options().
+	Set SetSpec
 
 	cmd     *exec.Cmd
 	waited  chan struct{}

@@ -1,0 +1,140 @@
+//go:build amd64
+
+package procset_test
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pyobs/pyobs/internal/bpfload"
+	"github.com/pyobs/pyobs/internal/procset"
+	"github.com/pyobs/pyobs/internal/procset/countbpf"
+	"github.com/pyobs/pyobs/internal/testutil"
+)
+
+// forker: waits for "go" on stdin, then forks 3 children that each make
+// 2,000 getppid calls and exit (a grandchild under the first), and prints
+// the children's pids (its own truth) before it exits.
+const forker = `
+import os, sys
+print("READY", flush=True)
+sys.stdin.readline()
+kids = []
+for i in range(3):
+    pid = os.fork()
+    if pid == 0:
+        if i == 0:
+            g = os.fork()
+            if g == 0:
+                for _ in range(2000): os.getppid()
+                os._exit(0)
+            os.waitpid(g, 0)
+            print("GRANDCHILD", g, flush=True)
+        for _ in range(2000): os.getppid()
+        os._exit(0)
+    kids.append(pid)
+for k in kids: os.waitpid(k, 0)
+print("KIDS", " ".join(map(str, kids)), flush=True)
+sys.stdin.readline()
+`
+
+func load(t *testing.T, o procset.Options) (*countbpf.CountObjects, *procset.Set) {
+	t.Helper()
+	testutil.RequireRoot(t)
+	spec, err := countbpf.LoadCount()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := procset.Configure(spec, o); err != nil {
+		t.Fatal(err)
+	}
+	var objs countbpf.CountObjects
+	if err := bpfload.Load("procset test", spec, &objs); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { objs.Close() })
+	l, _, err := bpfload.Attach(objs.CountEnter, "sys_enter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	set, err := procset.Start(procset.Handles{Procs: objs.Procs, Events: objs.ProcsetEvents, Counters: objs.ProcsetCounters,
+		Fork: objs.ProcsetFork, Exec: objs.ProcsetExec, Exit: objs.ProcsetExit}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(set.Close)
+	return &objs, set
+}
+
+func TestChildrenJoinAtFork(t *testing.T) {
+	interp := testutil.Interpreters(t)[0]
+	script := filepath.Join(t.TempDir(), "forker.py")
+	if err := os.WriteFile(script, []byte(forker), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tg := startWithStdin(t, append(append([]string{}, interp.Argv...), script))
+	objs, set := load(t, procset.Options{Seeds: []int{tg.pid}, Children: true})
+	tg.send("go")
+	grand := tg.expect(t, "GRANDCHILD") // printed by the first child before the parent's KIDS
+	kids := tg.expect(t, "KIDS")
+	truth := append(fields(t, kids), fields(t, grand)...)
+	time.Sleep(100 * time.Millisecond) // the exit events reach the reader
+	set.Close()
+	for _, pid := range truth {
+		m, ok := set.Member(pid)
+		if !ok {
+			t.Fatalf("child %d never joined; members %+v", pid, set.Members())
+		}
+		if m.How != procset.Fork || !m.Exited {
+			t.Errorf("child %d: %+v, want joined by fork and exited", pid, m)
+		}
+		var n uint64
+		if err := objs.Calls.Lookup(uint32(pid), &n); err != nil || n < 2000 {
+			t.Errorf("child %d: %d syscalls counted (%v), want >= 2000 getppid", pid, n, err)
+		}
+	}
+	if st := set.Stats(); st.Late != 4 || st.Exited != 4 || st.Lost != 0 {
+		t.Errorf("stats %+v, want 4 joined late and exited, none lost", st)
+	}
+	if m, _ := set.Member(truth[3]); m.Parent != truth[0] {
+		t.Errorf("grandchild's parent %d, want %d", m.Parent, truth[0])
+	}
+}
+
+func TestNoChildrenWithoutFollow(t *testing.T) {
+	interp := testutil.Interpreters(t)[0]
+	script := filepath.Join(t.TempDir(), "forker.py")
+	if err := os.WriteFile(script, []byte(forker), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tg := startWithStdin(t, append(append([]string{}, interp.Argv...), script))
+	objs, set := load(t, procset.Options{Seeds: []int{tg.pid}})
+	tg.send("go")
+	for _, pid := range fields(t, tg.expect(t, "KIDS")) {
+		var n uint64
+		if objs.Calls.Lookup(uint32(pid), &n) == nil || set.Has(pid) {
+			t.Errorf("child %d counted (%d) or a member without --children", pid, n)
+		}
+	}
+	var n uint64
+	if err := objs.Calls.Lookup(uint32(tg.pid), &n); err != nil || n == 0 {
+		t.Errorf("the seed's syscalls were not counted (%d, %v)", n, err)
+	}
+}
+
+func fields(t *testing.T, line string) []int {
+	var out []int
+	for _, f := range strings.Fields(line)[1:] {
+		n, err := strconv.Atoi(f)
+		if err != nil {
+			t.Fatalf("bad line %q", line)
+		}
+		out = append(out, n)
+	}
+	return out
+}
