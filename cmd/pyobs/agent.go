@@ -41,10 +41,11 @@ window is exported, then dropped: memory stays bounded however long it runs.
 Ctrl-C or SIGTERM cuts the window in the making and exports it.
 
 Exporters (each may repeat):
-  --otlp URL       OTLP profiles to an OpenTelemetry Collector's OTLP/HTTP
-                   receiver (http://HOST:4318; the path defaults to
-                   ` + export.OTLPProfilesPath + `; the collector needs
-                   --feature-gates=service.profilesSupport)
+  --otlp URL       OTLP profiles to an OpenTelemetry Collector: OTLP/HTTP
+                   (http://HOST:4318; the path defaults to
+                   ` + export.OTLPProfilesPath + `) or OTLP/gRPC
+                   (grpc://HOST:4317, grpcs:// for TLS); the collector
+                   needs --feature-gates=service.profilesSupport
   --pyroscope URL  pprof to Pyroscope's /ingest (name{labels}, from, until)
   --metrics ADDR   serve Prometheus /metrics on ADDR (e.g. 127.0.0.1:9464):
                    stat's counters, verdicts as gauges, pyobs's own cost
@@ -74,7 +75,7 @@ record, stat and offcpu cannot.`,
 	fl.StringVar(&f.engine, "engine", "auto", "record's cpu-mode engine: auto (bpf, else perf), bpf or perf")
 	fl.BoolVar(&f.offcpu, "offcpu", false, "also export an off-CPU profile per window")
 	fl.BoolVar(&f.noStat, "no-stat", false, "leave stat's counters out")
-	fl.StringArrayVar(&f.otlp, "otlp", nil, "export OTLP profiles to this OTLP/HTTP endpoint (repeatable)")
+	fl.StringArrayVar(&f.otlp, "otlp", nil, "export OTLP profiles to this endpoint: http://HOST:4318 or grpc://HOST:4317 (repeatable)")
 	fl.StringArrayVar(&f.pyroscope, "pyroscope", nil, "export pprof to this Pyroscope server (repeatable)")
 	fl.StringVar(&f.metrics, "metrics", "", "serve Prometheus /metrics on this address (host:port)")
 	fl.StringArrayVar(&f.labels, "label", nil, "k=v added to every export (repeatable)")

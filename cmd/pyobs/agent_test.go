@@ -159,9 +159,9 @@ func TestAgentCollectorBuild(t *testing.T) {
 	t.Logf("collector %s ready in %.1fs", p, time.Since(t0).Seconds())
 }
 
-// startCollector runs the collector with the OTLP/HTTP receiver on a free
-// port and the file exporter writing JSON lines to out.
-func startCollector(t *testing.T) (endpoint, out string) {
+// startCollector runs the collector with the OTLP receiver (proto: http
+// or grpc) on a free port and the file exporter writing JSON lines to out.
+func startCollector(t *testing.T, proto string) (endpoint, out string) {
 	t.Helper()
 	bin := otelcolBinary(t)
 	dir := t.TempDir()
@@ -170,7 +170,7 @@ func startCollector(t *testing.T) (endpoint, out string) {
 	cfg := fmt.Sprintf(`receivers:
   otlp:
     protocols:
-      http:
+      %s:
         endpoint: 127.0.0.1:%d
 exporters:
   file:
@@ -184,7 +184,7 @@ service:
     profiles:
       receivers: [otlp]
       exporters: [file]
-`, port, out)
+`, proto, port, out)
 	conf := filepath.Join(dir, "otelcol.yaml")
 	if err := os.WriteFile(conf, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
@@ -192,7 +192,7 @@ service:
 	startCmd(t, filepath.Join(dir, "otelcol.log"), bin, "--config", conf, "--feature-gates=service.profilesSupport")
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	waitPort(t, addr, 20*time.Second)
-	return "http://" + addr, out
+	return proto + "://" + addr, out
 }
 
 // readCollected decodes the file exporter's JSON lines.
@@ -263,15 +263,22 @@ func otlpFunctionShares(pds []pprofile.Profiles) (incl map[string]int64, total i
 	return incl, total
 }
 
-// TestAgentOTLPCollector: a real collector receives the agent's windows;
-// what it wrote decodes as OTLP profiles where heavy() — 2 of every 3
-// units of the target's CPU — has 2/3 of the samples (±5 points), under
-// the resource attributes of the process and the --label.
+// TestAgentOTLPCollector: a real collector receives the agent's windows,
+// over OTLP/HTTP and over OTLP/gRPC; what it wrote decodes as OTLP
+// profiles where heavy() — 2 of every 3 units of the target's CPU — has
+// 2/3 of the samples (±5 points), under the resource attributes of the
+// process and the --label.
 func TestAgentOTLPCollector(t *testing.T) {
 	testutil.RequireRoot(t)
+	for _, proto := range []string{"http", "grpc"} {
+		t.Run(proto, func(t *testing.T) { testAgentOTLP(t, proto) })
+	}
+}
+
+func testAgentOTLP(t *testing.T, proto string) {
 	in := testutil.Find(t, "pyenv-3.12")
 	testutil.Binary(t)
-	endpoint, out := startCollector(t)
+	endpoint, out := startCollector(t, proto)
 	tg := testutil.Start(t, in, "cpu_split.py", "10", "1000000")
 	r := testutil.Run(t, 60*time.Second, "agent", "-p", strconv.Itoa(tg.Pid), "--window", "2s", "-d", "9s", "-F", "199",
 		"--otlp", endpoint, "--label", "env=test")

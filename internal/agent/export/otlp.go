@@ -29,19 +29,20 @@ type OTLP struct {
 	client *http.Client
 }
 
-// NewOTLP checks raw (http[s]://host:port[/path]; an empty path means
-// OTLPProfilesPath) and returns the sink.
-func NewOTLP(raw string) (*OTLP, error) {
+// NewOTLP checks raw and returns the sink: http[s]://host:port[/path]
+// for OTLP/HTTP (an empty path means OTLPProfilesPath), grpc[s]://host:port
+// for OTLP/gRPC.
+func NewOTLP(raw string) (Sink, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return nil, fmt.Errorf("--otlp %q: %w", raw, err)
 	}
 	switch u.Scheme {
 	case "http", "https":
-	case "grpc":
-		return nil, fmt.Errorf("--otlp %q: OTLP over gRPC is not built in yet: use the collector's OTLP/HTTP port (http://HOST:4318)", raw)
+	case "grpc", "grpcs":
+		return newOTLPGRPC(u, raw)
 	default:
-		return nil, fmt.Errorf("--otlp %q: want http://HOST:PORT[/path] (the collector's OTLP/HTTP receiver)", raw)
+		return nil, fmt.Errorf("--otlp %q: want http://HOST:4318[/path] (OTLP/HTTP) or grpc://HOST:4317 (OTLP/gRPC)", raw)
 	}
 	if u.Host == "" {
 		return nil, fmt.Errorf("--otlp %q: no host", raw)

@@ -3,6 +3,7 @@ package export
 import (
 	"context"
 	"errors"
+	"io"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -111,6 +112,9 @@ func (q *Queue) Close(ctx context.Context) QueueStats {
 	case <-ctx.Done():
 		q.stop()
 		<-q.done
+	}
+	if c, ok := q.sink.(io.Closer); ok {
+		_ = c.Close() // a connection (gRPC) the sink holds
 	}
 	return q.Stats()
 }
