@@ -20,6 +20,7 @@ type agentFlags struct {
 	duration  time.Duration
 	engine    string
 	offcpu    bool
+	red       bool
 	noStat    bool
 	otlp      []string
 	pyroscope []string
@@ -49,7 +50,10 @@ Exporters (each may repeat):
   --pyroscope URL  pprof to Pyroscope's /ingest (name{labels}, from, until)
   --metrics ADDR   serve Prometheus /metrics on ADDR (e.g. 127.0.0.1:9464):
                    stat's counters, verdicts as gauges, pyobs's own cost
-                   (observer CPU, samples, lost, export drops)
+                   (observer CPU, samples, lost, export drops); with --red
+                   also red's pyobs_red_requests_total, _errors_total,
+                   _client_errors_total and the duration histogram
+                   pyobs_red_request_duration_seconds per port and route
 A sink that is down or slow is retried with backoff behind a small queue;
 windows it can't take are dropped and counted
 (pyobs_export_dropped_windows_total), and sampling never waits for it.
@@ -74,6 +78,7 @@ record, stat and offcpu cannot.`,
 	fl.DurationVarP(&f.duration, "duration", "d", 0, "stop after this long (0, the default: until Ctrl-C, SIGTERM or the target exits)")
 	fl.StringVar(&f.engine, "engine", "auto", "record's cpu-mode engine: auto (bpf, else perf), bpf or perf")
 	fl.BoolVar(&f.offcpu, "offcpu", false, "also export an off-CPU profile per window")
+	fl.BoolVar(&f.red, "red", false, "also run red (tracing the socket syscalls: costs per request) and serve its request, error and duration metrics on --metrics")
 	fl.BoolVar(&f.noStat, "no-stat", false, "leave stat's counters out")
 	fl.StringArrayVar(&f.otlp, "otlp", nil, "export OTLP profiles to this endpoint: http://HOST:4318 or grpc://HOST:4317 (repeatable)")
 	fl.StringArrayVar(&f.pyroscope, "pyroscope", nil, "export pprof to this Pyroscope server (repeatable)")
@@ -127,6 +132,8 @@ func runAgent(cmd *cobra.Command, g *globals, f *agentFlags) error {
 		return usagef("agent: --queue %d is outside 1..1000", f.queue)
 	case len(f.otlp) == 0 && len(f.pyroscope) == 0 && f.metrics == "":
 		return usagef("agent: nowhere to export: give --otlp URL, --pyroscope URL or --metrics ADDR")
+	case f.red && f.metrics == "":
+		return usagef("agent: --red's request, error and duration metrics are served on /metrics: give --metrics ADDR")
 	}
 	if strings.ContainsAny(f.service, ",{}\"\n") {
 		return usagef("agent: --service %q can't hold , { } \" or a newline", f.service)
@@ -156,7 +163,7 @@ func runAgent(cmd *cobra.Command, g *globals, f *agentFlags) error {
 		return err
 	}
 	logf := func(l string) { fmt.Fprintln(os.Stderr, "pyobs agent:", l) }
-	a, err := agent.Start(s, agent.Options{Window: f.window, Freq: f.freq, Engine: f.engine, OffCPU: f.offcpu, NoStat: f.noStat,
+	a, err := agent.Start(s, agent.Options{Window: f.window, Freq: f.freq, Engine: f.engine, OffCPU: f.offcpu, RED: f.red, NoStat: f.noStat,
 		Duration: f.duration, ServiceName: f.service, Labels: labels, Sinks: sinks, Queue: export.QueueOptions{Len: f.queue},
 		Metrics: f.metrics, Log: logf})
 	if err != nil {

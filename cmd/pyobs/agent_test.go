@@ -363,22 +363,10 @@ func promQuery(t *testing.T, base, q string) []float64 {
 // verdict and the agent's own cost.
 func TestAgentPrometheus(t *testing.T) {
 	testutil.RequireRoot(t)
-	prom, err := exec.LookPath("prometheus")
-	if err != nil {
-		testutil.Skip(t, "Debian's prometheus is not installed (apt-get install prometheus)")
-	}
 	in := testutil.Find(t, "pyenv-3.12")
 	testutil.Binary(t)
-	dir := t.TempDir()
-	mport, pport := freePort(t), freePort(t)
-	cfg := fmt.Sprintf("global:\n  scrape_interval: 500ms\n  scrape_timeout: 400ms\nscrape_configs:\n  - job_name: pyobs\n    static_configs:\n      - targets: ['127.0.0.1:%d']\n", mport)
-	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	startCmd(t, filepath.Join(dir, "prometheus.log"), prom, "--config.file="+filepath.Join(dir, "prometheus.yml"),
-		"--storage.tsdb.path="+filepath.Join(dir, "data"), fmt.Sprintf("--web.listen-address=127.0.0.1:%d", pport))
-	base := fmt.Sprintf("http://127.0.0.1:%d", pport)
-	waitPort(t, fmt.Sprintf("127.0.0.1:%d", pport), 20*time.Second)
+	mport := freePort(t)
+	base := startPrometheus(t, mport)
 
 	tg := testutil.Start(t, in, "cpu_burn.py")
 	time.Sleep(100 * time.Millisecond)

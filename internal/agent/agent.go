@@ -16,6 +16,7 @@ import (
 	"github.com/pyobs/pyobs/internal/flame"
 	"github.com/pyobs/pyobs/internal/offcpu"
 	"github.com/pyobs/pyobs/internal/record"
+	"github.com/pyobs/pyobs/internal/red"
 	"github.com/pyobs/pyobs/internal/report"
 	"github.com/pyobs/pyobs/internal/session"
 	"github.com/pyobs/pyobs/internal/stat"
@@ -33,6 +34,10 @@ type Options struct {
 	Freq   int           // CPU samples per second (DefaultFreq when 0)
 	Engine string        // record's cpu-mode engine: auto, bpf, perf
 	OffCPU bool          // also an off-CPU profile per window
+	// RED also runs red (tracing the target's socket syscalls) for the
+	// whole run: its per-window counts and duration histograms go to
+	// /metrics (Metrics must be set).
+	RED bool
 	NoStat bool          // leave stat's counters out
 	// Duration ends the run after this long (0: until ctx ends or the
 	// target exits).
@@ -74,6 +79,7 @@ type Agent struct {
 	start time.Time
 
 	windows, samples, lost, torn atomic.Uint64
+	redReports                   atomic.Uint64
 	logMu                        sync.Mutex
 	lastLog                      map[string]time.Time
 }
@@ -103,6 +109,9 @@ func Start(s *session.Session, opt Options) (*Agent, error) {
 	}
 	if opt.Freq < 0 {
 		return nil, fmt.Errorf("the sampling rate must be positive, not %d", opt.Freq)
+	}
+	if opt.RED && opt.Metrics == "" {
+		return nil, fmt.Errorf("red's metrics go to /metrics: give --metrics ADDR with --red")
 	}
 	if opt.Flush <= 0 {
 		opt.Flush = 5 * time.Second
@@ -197,6 +206,18 @@ func (a *Agent) Wait(ctx context.Context) (*Stats, error) {
 		runCtx, cancel = context.WithTimeout(ctx, a.opt.Duration)
 		defer cancel()
 	}
+	// red runs until the windows end (not only until runCtx does: the
+	// target may exit first).
+	redCtx, stopRED := context.WithCancel(runCtx)
+	defer stopRED()
+	var redDone chan struct{}
+	if a.opt.RED {
+		redDone = make(chan struct{})
+		go func() {
+			defer close(redDone)
+			a.runRED(redCtx)
+		}()
+	}
 	var err error
 	for seq := uint64(1); ; seq++ {
 		var w *export.Window
@@ -207,6 +228,10 @@ func (a *Agent) Wait(ctx context.Context) (*Stats, error) {
 		if err != nil || runCtx.Err() != nil || !a.s.Alive() {
 			break
 		}
+	}
+	if redDone != nil {
+		stopRED()
+		<-redDone
 	}
 	fctx, cancel := context.WithTimeout(context.Background(), a.opt.Flush)
 	defer cancel()
@@ -219,6 +244,21 @@ func (a *Agent) Wait(ctx context.Context) (*Stats, error) {
 		err = nil // the target ended: the windows so far were delivered
 	}
 	return st, err
+}
+
+// runRED streams red's reports, one per window, into /metrics until ctx
+// ends; red that can't run is said once and the agent goes on without it.
+func (a *Agent) runRED(ctx context.Context) {
+	err := red.Stream(ctx, a.s, red.Options{Interval: a.opt.Window, Poll: time.Second}, func(r *red.Result) error {
+		if a.prom != nil {
+			a.prom.ObserveRED(r)
+		}
+		a.redReports.Add(1)
+		return nil
+	})
+	if err != nil && ctx.Err() == nil {
+		a.logf("red: %v (no red metrics from here on)", err)
+	}
 }
 
 func (a *Agent) deliver(w *export.Window) {

@@ -7,7 +7,8 @@
 // Truth it reads: what the engines it runs read (internal/record: the
 // kernel's CPU samples with the Python stack walked at the sample;
 // internal/stat: procfs, cgroup cpu.stat, perf counters; internal/offcpu:
-// sched_switch), window after window; /proc/PID/cmdline and the host name
+// sched_switch; with RED internal/red's socket-syscall tracepoints, one
+// engine for the whole run), window after window; /proc/PID/cmdline and the host name
 // for the resource attributes.
 //
 // Price: record's at the agent's rate (19 Hz: a few µs of the target's
@@ -16,7 +17,8 @@
 // engine's verifier load: ~0.15 s of CPU, ~1 % of one core at 15 s
 // windows; the perf engine starts in ~10 ms but polls its rings every
 // 10 ms, ~1.7 %), stat's counting (~0.3 %), and with OffCPU offcpu's
-// (which grows with the target's switch rate). Measured in BENCHMARKS.md.
+// (which grows with the target's switch rate), and with RED red's tracing
+// (which grows with the request rate). Measured in BENCHMARKS.md.
 // Memory is bounded: one window in the making, at most Queue.Len+1 per
 // push sink waiting (older ones are dropped and counted), whatever the
 // run time.

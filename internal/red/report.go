@@ -96,6 +96,9 @@ type Durations struct {
 	P90Ms  float64 `json:"p90_ms"`
 	P99Ms  float64 `json:"p99_ms"`
 	MaxMs  float64 `json:"max_ms"`
+	// Hist is the histogram behind the numbers (the agent's Prometheus
+	// buckets); it belongs to the report.
+	Hist *Hist `json:"-"`
 }
 
 func summarise(h *Hist) *Durations {
@@ -103,8 +106,9 @@ func summarise(h *Hist) *Durations {
 		return nil
 	}
 	ms := func(v uint64) float64 { return float64(v) / 1e6 }
+	hc := *h
 	return &Durations{Count: h.N, MeanMs: float64(h.Sum) / float64(h.N) / 1e6,
-		P50Ms: ms(h.Quantile(0.50)), P90Ms: ms(h.Quantile(0.90)), P99Ms: ms(h.Quantile(0.99)), MaxMs: ms(h.Max)}
+		P50Ms: ms(h.Quantile(0.50)), P90Ms: ms(h.Quantile(0.90)), P99Ms: ms(h.Quantile(0.99)), MaxMs: ms(h.Max), Hist: &hc}
 }
 
 // PortReport is one listening port.

@@ -13,6 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/pyobs/pyobs/internal/red"
 )
 
 // Own is the agent's account of itself, read at every scrape.
@@ -39,6 +41,7 @@ type Prom struct {
 	cpuSec, ctxsw, faults   *prometheus.CounterVec
 	rqWait, throttled, wall prometheus.Counter
 	perf                    *prometheus.CounterVec
+	red                     *redCollector
 }
 
 // Ready-made const labels: Prometheus label names allow [a-zA-Z0-9_]
@@ -95,6 +98,8 @@ func NewProm(addr string, r *Resource, own func() Own) (*Prom, error) {
 	p.perf = cv("pyobs_target_perf_events_total", "stat: perf counters over the agent's windows (supported events only; scaled when multiplexed)", "event")
 	p.verdict = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pyobs_verdict", Help: "stat's verdicts on the last window: 1 when given, 0 when given before but not now", ConstLabels: cl}, []string{"verdict"})
 	p.reg.MustRegister(p.verdict)
+	p.red = newRedCollector(cl)
+	p.reg.MustRegister(p.red)
 	p.reg.MustRegister(&ownCollector{own: own, cl: cl})
 	p.reg.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	p.reg.MustRegister(collectors.NewGoCollector())
@@ -124,6 +129,9 @@ func (p *Prom) Close(ctx context.Context) error {
 	}
 	return err
 }
+
+// ObserveRED folds one of red's interval reports into the metrics.
+func (p *Prom) ObserveRED(r *red.Result) { p.red.observe(r) }
 
 // Observe folds one window's stat into the metrics.
 func (p *Prom) Observe(w *Window) {
