@@ -37,8 +37,8 @@ type Options struct {
 	// RED also runs red (tracing the target's socket syscalls) for the
 	// whole run: its per-window counts and duration histograms go to
 	// /metrics (Metrics must be set).
-	RED bool
-	NoStat bool          // leave stat's counters out
+	RED    bool
+	NoStat bool // leave stat's counters out
 	// Duration ends the run after this long (0: until ctx ends or the
 	// target exits).
 	Duration time.Duration
