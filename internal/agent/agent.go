@@ -78,6 +78,7 @@ type Agent struct {
 	cpu0  time.Duration
 	start time.Time
 
+	cpu                          *cpuRec
 	windows, samples, lost, torn atomic.Uint64
 	redReports                   atomic.Uint64
 	logMu                        sync.Mutex
@@ -218,6 +219,8 @@ func (a *Agent) Wait(ctx context.Context) (*Stats, error) {
 			a.runRED(redCtx)
 		}()
 	}
+	a.cpu = startCPU(runCtx, a.s, record.Options{Mode: "cpu", Freq: a.opt.Freq, Engine: a.opt.Engine,
+		OnFallback: func(l string) { a.logf("record: %s", l) }}, a.opt.Window)
 	var err error
 	for seq := uint64(1); ; seq++ {
 		var w *export.Window
@@ -229,8 +232,8 @@ func (a *Agent) Wait(ctx context.Context) (*Stats, error) {
 			break
 		}
 	}
+	stopRED()
 	if redDone != nil {
-		stopRED()
 		<-redDone
 	}
 	fctx, cancel := context.WithTimeout(context.Background(), a.opt.Flush)
@@ -299,11 +302,15 @@ func (a *Agent) window(ctx context.Context, seq uint64) (*export.Window, error) 
 	var cpu *flame.Profile
 	var st *report.Stat
 	var off *flame.Profile
+	// The window's span: stat and offcpu run for it; without them, a wait.
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		cpu, recErr = record.Run(ctx, a.s, record.Options{Mode: "cpu", Freq: a.opt.Freq, Duration: dur, Engine: a.opt.Engine,
-			OnFallback: func(l string) { a.logf("record: %s", l) }})
+		select {
+		case <-time.After(dur):
+		case <-ctx.Done():
+		case <-a.cpu.done:
+		}
 	}()
 	if !a.opt.NoStat {
 		wg.Add(1)
@@ -328,6 +335,15 @@ func (a *Agent) window(ctx context.Context, seq uint64) (*export.Window, error) 
 		}()
 	}
 	wg.Wait()
+	if ctx.Err() != nil || !a.s.Alive() {
+		// The last window: the recording's end folds what its ring
+		// still held; take that too.
+		select {
+		case <-a.cpu.done:
+		case <-time.After(2 * time.Second):
+		}
+	}
+	cpu, recErr = a.cpu.cut()
 	w.End = time.Now()
 	w.CPU, w.Stat, w.OffCPU = cpu, st, off
 	if statErr != nil {

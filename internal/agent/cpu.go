@@ -1,0 +1,120 @@
+package agent
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/pyobs/pyobs/internal/flame"
+	"github.com/pyobs/pyobs/internal/record"
+	"github.com/pyobs/pyobs/internal/session"
+)
+
+// segmentWindows is how many windows one recording spans: the engine's
+// start (the bpf engine's verifier load, ~0.1 s of CPU) is paid once per
+// segment, not per window, and the segment's profile — every distinct
+// stack of the segment — is dropped at its end, which bounds memory.
+const segmentWindows = 20
+
+// cpuRec is the agent's CPU profile: one recording per segment, cut into
+// windows. The recording's Stream callback (every ~200 ms, on the
+// recording's goroutine) folds what grew since its last call into pending;
+// cut hands pending over. A window therefore holds the samples folded up
+// to its cut: a sample still in the kernel's ring at the cut (≤ ~200 ms)
+// belongs to the next window.
+type cpuRec struct {
+	s   *session.Session
+	opt record.Options
+
+	mu      sync.Mutex
+	pending *flame.Profile
+	since   time.Time // the pending profile's start
+	err     error     // the recording ended with this
+	ended   bool      // no more segments (the target exited, or ctx ended)
+
+	// Read and written on the recording's goroutine only.
+	last     map[*flame.Stack]int64
+	lastProg record.Progress
+	done     chan struct{}
+}
+
+func startCPU(ctx context.Context, s *session.Session, opt record.Options, window time.Duration) *cpuRec {
+	c := &cpuRec{s: s, opt: opt, since: time.Now(), done: make(chan struct{})}
+	c.opt.Duration = segmentWindows * window
+	c.opt.Stream = c.fold
+	go c.loop(ctx)
+	return c
+}
+
+func (c *cpuRec) loop(ctx context.Context) {
+	defer close(c.done)
+	for {
+		c.last, c.lastProg = map[*flame.Stack]int64{}, record.Progress{}
+		prof, err := record.Run(ctx, c.s, c.opt)
+		if prof != nil {
+			m := prof.Meta
+			c.fold(prof, record.Progress{Samples: m.Samples, Lost: m.Lost, Torn: m.Torn, Late: m.Late, AchievedHz: m.AchievedHz})
+		}
+		if err != nil || ctx.Err() != nil || !c.s.Alive() {
+			c.mu.Lock()
+			c.err, c.ended = err, true
+			c.mu.Unlock()
+			return
+		}
+	}
+}
+
+// fold adds to pending what p grew since the last fold.
+func (c *cpuRec) fold(p *flame.Profile, pr record.Progress) {
+	dSamples := pr.Samples - min(c.lastProg.Samples, pr.Samples)
+	dLost, dTorn, dLate := pr.Lost-min(c.lastProg.Lost, pr.Lost), pr.Torn-min(c.lastProg.Torn, pr.Torn), pr.Late-min(c.lastProg.Late, pr.Late)
+	c.lastProg = pr
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pending == nil {
+		m := p.Meta
+		m.Samples, m.Lost, m.Torn, m.Late, m.Failed = 0, 0, 0, 0, 0
+		m.Mixed = nil
+		c.pending = flame.New(m)
+	}
+	q := c.pending
+	q.Meta.Engine, q.Meta.Fallback, q.Meta.AchievedHz = p.Meta.Engine, p.Meta.Fallback, pr.AchievedHz
+	q.Meta.Samples += dSamples
+	q.Meta.Lost += dLost
+	q.Meta.Torn += dTorn
+	q.Meta.Late += dLate
+	var frames []flame.Frame
+	p.EachStack(func(s *flame.Stack) {
+		d := s.Weight - c.last[s]
+		if d <= 0 {
+			return
+		}
+		c.last[s] = s.Weight
+		frames = frames[:0]
+		for _, id := range s.Frames {
+			frames = append(frames, p.Frame(id))
+		}
+		q.Add(frames, d)
+	})
+}
+
+// cut returns the CPU profile since the last cut (nil when nothing was
+// recorded) and the recording's error once it has ended for good.
+func (c *cpuRec) cut() (*flame.Profile, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.pending
+	c.pending = nil
+	now := time.Now()
+	if p != nil {
+		p.Meta.DurationS = now.Sub(c.since).Seconds()
+	}
+	c.since = now
+	if c.ended {
+		return p, c.err
+	}
+	return p, nil
+}
+
+// wait blocks until the recording has ended (ctx ended or the target exited).
+func (c *cpuRec) wait() { <-c.done }
