@@ -44,25 +44,31 @@ func NewTracker(s *session.Session) (*Tracker, error) {
 }
 
 // scan reads every greenlet and maps each thread's ThreadState.
-func (t *Tracker) scan() {
+func (t *Tracker) scan() { t.Rescan() }
+
+// Rescan reads every greenlet now (a GC walk: Read) and maps each thread's
+// ThreadState again; it returns what it read, or nil when the read failed
+// (Err says why). offcpu --greenlets calls it periodically: which
+// greenlets are parked, and where.
+func (t *Tracker) Rescan() *Snapshot {
 	t.Scans++
 	t.next = time.Now().Add(t.backoff)
 	t.backoff = min(2*t.backoff, 30*time.Second)
 	maps, err := t.s.FS.Maps(t.s.Pid)
 	if err != nil {
 		t.Err = err
-		return
+		return nil
 	}
 	snap, err := Read(t.s.Py, maps)
 	if err != nil {
 		t.Err = err
-		return
+		return nil
 	}
 	t.Err, t.lay, t.Version = nil, snap.Layout, snap.Version
 	refs, err := t.s.Py.ThreadRefs()
 	if err != nil {
 		t.Err = err
-		return
+		return nil
 	}
 	tids, _ := t.s.FS.Tasks(t.s.Pid)
 	ns := t.s.HostTids()
@@ -80,6 +86,7 @@ func (t *Tracker) scan() {
 			t.byTS[refs[i].Addr] = tsInfo{gts: ts, main: main}
 		}
 	}
+	return snap
 }
 
 // Running is the greenlet (its id) thread state ts runs now; 0: not known.
