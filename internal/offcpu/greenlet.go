@@ -425,14 +425,10 @@ func sortedParked(m map[uint64]gparked, hub uint64) []gparked {
 // writeGreenletText is the text report's greenlet section.
 func writeGreenletText(w io.Writer, r *Result) {
 	s := r.Greenlets
-	if s == nil {
-		return
+	if s == nil || !s.Supported {
+		return // the footer says why: the report stays the plain one
 	}
 	fmt.Fprintf(w, "\nGreenlets:\n")
-	if !s.Supported {
-		fmt.Fprintf(w, "  %s\n", s.Note)
-		return
-	}
 	fmt.Fprintf(w, "  greenlet %s; waits rooted at the greenlet running at the switch-out: %d, greenlet unknown %d, switched during the read %d, unreadable %d\n",
 		s.Version, s.Rooted, s.Unknown, s.Changed, s.Unreadable)
 	fmt.Fprintf(w, "  hub waits in the event loop: %d, %.3fs; given to the greenlets parked in them: %d, %.3fs (%d with a scan inside the wait) = %.3fs of greenlet wait\n",
