@@ -24,6 +24,7 @@ type Tracker struct {
 	Err     error // the last scan's failure (not imported, unknown layout, …)
 	Scans   int
 
+	last    *Snapshot
 	next    time.Time
 	backoff time.Duration
 	buf     []byte
@@ -59,6 +60,7 @@ func (t *Tracker) Rescan() *Snapshot {
 		t.Err = err
 		return nil
 	}
+	t.last = nil
 	snap, err := Read(t.s.Py, maps)
 	if err != nil {
 		t.Err = err
@@ -86,8 +88,12 @@ func (t *Tracker) Rescan() *Snapshot {
 			t.byTS[refs[i].Addr] = tsInfo{gts: ts, main: main}
 		}
 	}
+	t.last = snap
 	return snap
 }
+
+// Last is what the last scan read (nil: it failed).
+func (t *Tracker) Last() *Snapshot { return t.last }
 
 // Running is the greenlet (its id) thread state ts runs now; 0: not known.
 func (t *Tracker) Running(ts uint64) uint64 {

@@ -130,14 +130,16 @@ type greenOff struct {
 // greenStart sets up --greenlets; an unknown layout leaves plain offcpu
 // output with Result.Greenlets saying so.
 func (e *engine) greenStart() {
-	tr, err := greenlet.NewTracker(e.s)
+	t0 := clock.MonoNow()
+	tr, err := greenlet.NewTracker(e.s) // scans once
+	t1 := clock.MonoNow()
 	if err != nil {
 		e.res.Greenlets = &GreenletStats{Note: err.Error() + ": waits not rooted at greenlets"}
 		return
 	}
 	e.green = &greenOff{tr: tr, cur: map[int]gcur{}, labels: map[string]int{}, period: greenScanMin,
 		st: GreenletStats{Supported: true, Reasons: map[string]uint64{}}}
-	e.green.scan(e)
+	e.green.keep(e, t0, t1, tr.Last())
 }
 
 // greenTick scans when the period is up and settles the hub waits it can.
@@ -206,7 +208,10 @@ func (g *greenOff) stack(e *engine, tid int, ids []int) []int {
 			switch {
 			case chain[i].Main:
 				name = "main"
-			case i == 0 && len(frames) > 0:
+			case i == 0 && len(frames) > 0 && !greenlet.IsHub(chain[i].Type):
+				// The running greenlet by its outermost function, as record
+				// names it; a hub by its type, the node its parked greenlets
+				// hang from too.
 				name = frames[len(frames)-1].Function
 			}
 			ids = append(ids, g.label(e, "[greenlet] "+name))
@@ -249,6 +254,11 @@ func (g *greenOff) scan(e *engine) {
 	t0 := clock.MonoNow()
 	snap := g.tr.Rescan()
 	t1 := clock.MonoNow()
+	g.keep(e, t0, t1, snap)
+}
+
+// keep adds a scan (snap nil: it failed), read from t0 to t1.
+func (g *greenOff) keep(e *engine, t0, t1 int64, snap *greenlet.Snapshot) {
 	g.scanNS += t1 - t0
 	g.period = min(max(greenScanMin, greenScanMul*time.Duration(t1-t0)), greenScanMax)
 	g.next = time.Now().Add(g.period)

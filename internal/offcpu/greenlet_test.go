@@ -106,7 +106,7 @@ func TestGreenletSettle(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			e, g := greenFixture()
 			g.scans = c.scans(e, g)
-			hubIDs := []int{g.label(e, "[greenlet] main"), g.label(e, "[greenlet] Hub.run"), e.prof.Intern(flame.Frame{Kind: flame.Python, Function: "Hub.run", File: "hub.py", Line: 3})}
+			hubIDs := []int{g.label(e, "[greenlet] main"), g.label(e, "[greenlet] Hub"), e.prof.Intern(flame.Frame{Kind: flame.Python, Function: "Hub.run", File: "hub.py", Line: 3})}
 			// µs weights: the wait is (b-a) ns, folded as (b-a)/1000 µs.
 			w := hubWait{tid: 1, main: main, hub: hub, a: c.a * 1000, b: c.b * 1000, ids: hubIDs, class: ClassNet}
 			for i := range g.scans {
@@ -120,7 +120,7 @@ func TestGreenletSettle(t *testing.T) {
 			got := folded(e.prof)
 			want := c.folded
 			if c.reason != "" {
-				want = "[greenlet] main;[greenlet] Hub.run;Hub.run (hub.py:3);[hub wait: greenlets not told: " + c.reason + "];[network/poll] 400\n"
+				want = "[greenlet] main;[greenlet] Hub;Hub.run (hub.py:3);[hub wait: greenlets not told: " + c.reason + "];[network/poll] 400\n"
 				if g.st.Reasons[c.reason] != 1 || g.st.Unattributed != 1 {
 					t.Errorf("reasons %v, unattributed %d", g.st.Reasons, g.st.Unattributed)
 				}
