@@ -278,13 +278,20 @@ func (g *greenOff) keep(e *engine, t0, t1 int64, snap *greenlet.Snapshot) {
 		}
 	}
 	g.scans = append(g.scans, sc)
-	// Drop old scans no pending wait needs (keep the last one).
+	g.prune(t1)
+}
+
+// prune drops the scans older than greenKeep (keeping the last one), but
+// not the one before a pending wait began: its scan before. A wait still
+// open is longer than greenKeep if it began before them: it has a kept
+// scan inside.
+func (g *greenOff) prune(now int64) {
 	cut := 0
-	for cut < len(g.scans)-1 && g.scans[cut].t1 < t1-greenKeep {
+	for cut < len(g.scans)-1 && g.scans[cut].t1 < now-greenKeep {
 		cut++
 	}
 	for _, w := range g.pending {
-		for cut > 0 && g.scans[cut-1].t0 >= w.a-greenKeep {
+		for cut > 0 && g.scans[cut].t0 > w.a {
 			cut--
 		}
 	}

@@ -132,6 +132,29 @@ func TestGreenletSettle(t *testing.T) {
 	}
 }
 
+// TestGreenletPrune: old scans go, but not the one before a pending wait.
+func TestGreenletPrune(t *testing.T) {
+	_, g := greenFixture()
+	sec := int64(1e9)
+	for i := int64(0); i < 100; i++ {
+		g.scans = append(g.scans, gscan{t0: i * sec, t1: i*sec + sec/100})
+	}
+	g.pending = []hubWait{{a: 20*sec + sec/2, b: 99 * sec}}
+	g.prune(100 * sec)
+	if g.scans[0].t0 != 20*sec {
+		t.Fatalf("kept scans from %d s, want 20 s (the scan before the pending wait)", g.scans[0].t0/sec)
+	}
+	g.pending = nil
+	g.prune(100 * sec)
+	if len(g.scans) != 60 || g.scans[0].t0 != 40*sec {
+		t.Fatalf("kept %d scans from %d s, want 60 from 40 s", len(g.scans), g.scans[0].t0/sec)
+	}
+	g.prune(1000 * sec)
+	if len(g.scans) != 1 || g.scans[0].t0 != 99*sec {
+		t.Fatalf("kept %d scans, want the last one", len(g.scans))
+	}
+}
+
 // TestGreenletReportGolden: the text section and the footer line of
 // --greenlets (and of an unknown layout).
 func TestGreenletReportGolden(t *testing.T) {
