@@ -446,8 +446,8 @@ func writeGreenletText(w io.Writer, r *Result) {
 		return // the footer says why: the report stays the plain one
 	}
 	fmt.Fprintf(w, "\nGreenlets:\n")
-	fmt.Fprintf(w, "  greenlet %s; waits rooted at the greenlet running at the switch-out: %d, greenlet unknown %d, switched during the read %d, unreadable %d\n",
-		s.Version, s.Rooted, s.Unknown, s.Changed, s.Unreadable)
+	fmt.Fprintf(w, "  %s; waits rooted at the greenlet running at the switch-out: %d, greenlet unknown %d, switched during the read %d, unreadable %d\n",
+		versionWords(s), s.Rooted, s.Unknown, s.Changed, s.Unreadable)
 	fmt.Fprintf(w, "  hub waits in the event loop: %d, %.3fs; given to the greenlets parked in them: %d, %.3fs (%d with a scan inside the wait) = %.3fs of greenlet wait\n",
 		s.HubWaits, s.HubWaitS, s.Attributed, s.AttributedS, s.Exact, s.GreenletWaitS)
 	fmt.Fprintf(w, "    (greenlet wait is summed over the parked greenlets: each waited the whole of the hub's wait, so it may exceed wall time)\n")
@@ -456,6 +456,18 @@ func writeGreenletText(w io.Writer, r *Result) {
 	}
 	fmt.Fprintf(w, "  scans: %d (%d failed), %.1f ms each, every %.0f ms; %d greenlet-wait pairs left out (parked in only one of the scans around the wait)\n",
 		s.Scans, s.ScansFailed, s.ScanMS, s.ScanPeriodMS, s.Uncertain)
+	if s.Note != "" {
+		fmt.Fprintf(w, "  last scan: %s\n", s.Note)
+	}
+}
+
+// versionWords: "greenlet VERSION", or that none was read (greenlet not
+// imported during the run).
+func versionWords(s *GreenletStats) string {
+	if s.Version == "" {
+		return "no greenlet read"
+	}
+	return "greenlet " + s.Version
 }
 
 func reasonList(m map[string]uint64) string {
@@ -481,15 +493,15 @@ func GreenletFooter(r *Result) string {
 	case !s.Supported:
 		return "pyobs offcpu --greenlets: " + s.Note
 	}
-	line := fmt.Sprintf("pyobs offcpu --greenlets: greenlet %s; %d waits rooted at their greenlet, %d greenlet unknown, %d switched during the read, %d unreadable; "+
+	line := fmt.Sprintf("pyobs offcpu --greenlets: %s; %d waits rooted at their greenlet, %d greenlet unknown, %d switched during the read, %d unreadable; "+
 		"hub waits %d (%.3fs): %d attributed (%.3fs, %d exact) = %.3fs greenlet wait (summed over parked greenlets: may exceed wall time), %d unattributed (%.3fs",
-		s.Version, s.Rooted, s.Unknown, s.Changed, s.Unreadable, s.HubWaits, s.HubWaitS, s.Attributed, s.AttributedS, s.Exact, s.GreenletWaitS, s.Unattributed, s.UnattributedS)
+		versionWords(s), s.Rooted, s.Unknown, s.Changed, s.Unreadable, s.HubWaits, s.HubWaitS, s.Attributed, s.AttributedS, s.Exact, s.GreenletWaitS, s.Unattributed, s.UnattributedS)
 	if len(s.Reasons) > 0 {
 		line += "; " + reasonList(s.Reasons)
 	}
 	line += fmt.Sprintf("), %d uncertain pairs; %d scans (%d failed, %.1f ms each, every %.0f ms)", s.Uncertain, s.Scans, s.ScansFailed, s.ScanMS, s.ScanPeriodMS)
 	if s.Note != "" {
-		line += "; " + s.Note
+		line += "; last scan: " + s.Note
 	}
 	return line
 }

@@ -204,7 +204,7 @@ func runPerf(ctx context.Context, s *session.Session, opt Options) (*Result, err
 			}
 		}
 	}
-	if e.green != nil {
+	if e.green != nil && s.Alive() {
 		e.green.scan(e) // the waits still open have it inside
 	}
 	if derr := e.drain(); err == nil {
