@@ -83,6 +83,7 @@ type GreenletStats struct {
 	UnattributedS  float64           `json:"unattributed_s"`
 	Reasons        map[string]uint64 `json:"reasons,omitempty"` // unattributed hub waits per reason
 	Uncertain      uint64            `json:"uncertain"`         // (greenlet, hub wait) pairs left out: parked in only one of the scans around it
+	UncertainS     float64           `json:"uncertain_s"`       // their greenlet wait, left out
 	Scans          int               `json:"scans"`
 	ScansFailed    int               `json:"scans_failed"`
 	ScanPeriodMS   float64           `json:"scan_period_ms"` // at the end
@@ -142,12 +143,32 @@ func (e *engine) greenStart() {
 	e.green.keep(e, t0, t1, tr.Last())
 }
 
-// greenTick scans when the period is up and settles the hub waits it can.
+// greenTick scans when the period is up — at a moment a hub is blocked in
+// its loop if one comes within another period, so that the scan lies
+// inside that wait (exact) if the wait outlasts it — and settles the hub
+// waits it can.
 func (e *engine) greenTick() {
-	if g := e.green; g != nil && time.Now().After(g.next) {
-		g.scan(e)
-		g.settleAll(e, false)
+	g := e.green
+	if g == nil {
+		return
 	}
+	now := time.Now()
+	if now.Before(g.next) || (now.Before(g.next.Add(g.period)) && !e.hubBlocked()) {
+		return
+	}
+	g.scan(e)
+	g.settleAll(e, false)
+}
+
+// hubBlocked: a thread's hub is blocked in its loop now (read at the last
+// look, and it has not run since).
+func (e *engine) hubBlocked() bool {
+	for tid, c := range e.green.cur {
+		if th := e.threads[tid]; th != nil && c.hub && !th.on && th.seen && th.class == ClassNet {
+			return true
+		}
+	}
+	return false
 }
 
 // greenEnd settles every hub wait left (after the last scan and finish).
@@ -380,6 +401,7 @@ func (g *greenOff) settle(e *engine, w hubWait, final bool) bool {
 			}
 		}
 		g.st.Uncertain += unsure
+		g.st.UncertainS += float64(unsure) * float64(w.b-w.a) / 1e9
 		both := map[uint64]gparked{}
 		for addr, p := range before {
 			if q, ok := after[addr]; ok && q.key == p.key {
@@ -454,8 +476,11 @@ func writeGreenletText(w io.Writer, r *Result) {
 	if s.Unattributed > 0 {
 		fmt.Fprintf(w, "  left under the hub: %d, %.3fs (%s)\n", s.Unattributed, s.UnattributedS, reasonList(s.Reasons))
 	}
-	fmt.Fprintf(w, "  scans: %d (%d failed), %.1f ms each, every %.0f ms; %d greenlet-wait pairs left out (parked in only one of the scans around the wait)\n",
-		s.Scans, s.ScansFailed, s.ScanMS, s.ScanPeriodMS, s.Uncertain)
+	if s.Uncertain > 0 {
+		fmt.Fprintf(w, "  left out: %.3fs of greenlet wait in %d (greenlet, hub wait) pairs: greenlets parked in only one of the scans around the wait (they changed between scans)\n",
+			s.UncertainS, s.Uncertain)
+	}
+	fmt.Fprintf(w, "  scans: %d (%d failed), %.1f ms each, every %.0f ms\n", s.Scans, s.ScansFailed, s.ScanMS, s.ScanPeriodMS)
 	if s.Note != "" {
 		fmt.Fprintf(w, "  last scan: %s\n", s.Note)
 	}
@@ -499,7 +524,8 @@ func GreenletFooter(r *Result) string {
 	if len(s.Reasons) > 0 {
 		line += "; " + reasonList(s.Reasons)
 	}
-	line += fmt.Sprintf("), %d uncertain pairs; %d scans (%d failed, %.1f ms each, every %.0f ms)", s.Uncertain, s.Scans, s.ScansFailed, s.ScanMS, s.ScanPeriodMS)
+	line += fmt.Sprintf("), %d uncertain pairs (%.3fs of greenlet wait left out: changed between scans); %d scans (%d failed, %.1f ms each, every %.0f ms)",
+		s.Uncertain, s.UncertainS, s.Scans, s.ScansFailed, s.ScanMS, s.ScanPeriodMS)
 	if s.Note != "" {
 		line += "; last scan: " + s.Note
 	}

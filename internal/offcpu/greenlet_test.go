@@ -165,7 +165,7 @@ func TestGreenletReportGolden(t *testing.T) {
 		{"greenlets.golden", &GreenletStats{Supported: true, Version: "3.5.6", Rooted: 41, Unknown: 1, Changed: 2, Unreadable: 3,
 			HubWaits: 21, HubWaitS: 2.017, Attributed: 19, AttributedS: 1.9, Exact: 5, GreenletWaitS: 59.1,
 			Unattributed: 2, UnattributedS: 0.117, Reasons: map[string]uint64{ReasonChanged: 1, ReasonNoScanBefore: 1},
-			Uncertain: 9, Scans: 13, ScansFailed: 1, ScanPeriodMS: 315, ScanMS: 12.8, SumExceedsWall: true}},
+			Uncertain: 9, UncertainS: 0.45, Scans: 13, ScansFailed: 1, ScanPeriodMS: 315, ScanMS: 12.8, SumExceedsWall: true}},
 		{"greenlets-unknown-layout.golden", &GreenletStats{Note: "greenlet 0.0.0-fake on CPython 3.12: layout unknown (known: 3.5.6): waits not rooted at greenlets"}},
 	} {
 		var b bytes.Buffer
