@@ -69,9 +69,13 @@
 // the JSON). Who was parked comes from full greenlet scans (a GC walk,
 // ~10-20 ms on a small program) every 200 ms, or 20 times a scan's
 // duration if longer (≤ 5 % of a CPU; a scan also delays the next look by
-// its duration): a scan that lies inside the hub's wait is exact (nothing
-// of that thread runs then); else a greenlet counts when the scans just
-// before and just after the wait both show it parked at the same stack.
+// its duration); a due scan waits up to one more period for a hub blocked
+// in its loop, to start inside that wait. A scan that lies inside the
+// hub's wait is exact (nothing of that thread runs then); else a greenlet
+// counts when the scans just before and just after the wait both show it
+// parked at the same stack, and one only one of them shows is left out
+// (its greenlet wait counted as uncertain: many, in a program whose
+// greenlets live shorter than the scan period).
 // A hub wait neither rule settles (no scan before or after it, a failed
 // scan, greenlets changed between scans, none parked) stays under the hub
 // with a "[hub wait: greenlets not told: REASON]" frame, counted. A
