@@ -20,7 +20,11 @@
 //
 // Tracker serves record --greenlets: after one full read it tells a
 // thread's running greenlet with one 8-byte read (ThreadState's
-// current_greenlet), and Chain names it and its parents.
+// current_greenlet), and Chain names it and its parents. offcpu
+// --greenlets also calls Rescan periodically and asks Snapshot.Parked which
+// greenlets are parked in a gevent wait (parked.go: the rule, from gevent's
+// facts: every gevent block is a switch to the hub, and the loop only
+// blocks with nothing runnable).
 //
 // Price: introspection, no stop (--lock stops the threads during the read).
 // The GC lists are read page by page (each object's GC header and the head
@@ -39,5 +43,6 @@
 // greenlet releases or CPython versions without a layout (said in one
 // line); native (C, Cython) frames of a greenlet, so a gevent greenlet
 // parked in Cython code (Event.wait) shows its last Python frame; which
-// greenlet a gevent hub wait serves.
+// watcher or event a parked greenlet waits for (offcpu gives a hub wait to
+// every greenlet parked during it, not to the one whose event ended it).
 package greenlet

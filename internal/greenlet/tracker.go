@@ -24,6 +24,7 @@ type Tracker struct {
 	Err     error // the last scan's failure (not imported, unknown layout, …)
 	Scans   int
 
+	last    *Snapshot
 	next    time.Time
 	backoff time.Duration
 	buf     []byte
@@ -44,25 +45,32 @@ func NewTracker(s *session.Session) (*Tracker, error) {
 }
 
 // scan reads every greenlet and maps each thread's ThreadState.
-func (t *Tracker) scan() {
+func (t *Tracker) scan() { t.Rescan() }
+
+// Rescan reads every greenlet now (a GC walk: Read) and maps each thread's
+// ThreadState again; it returns what it read, or nil when the read failed
+// (Err says why). offcpu --greenlets calls it periodically: which
+// greenlets are parked, and where.
+func (t *Tracker) Rescan() *Snapshot {
 	t.Scans++
 	t.next = time.Now().Add(t.backoff)
 	t.backoff = min(2*t.backoff, 30*time.Second)
 	maps, err := t.s.FS.Maps(t.s.Pid)
 	if err != nil {
 		t.Err = err
-		return
+		return nil
 	}
+	t.last = nil
 	snap, err := Read(t.s.Py, maps)
 	if err != nil {
 		t.Err = err
-		return
+		return nil
 	}
 	t.Err, t.lay, t.Version = nil, snap.Layout, snap.Version
 	refs, err := t.s.Py.ThreadRefs()
 	if err != nil {
 		t.Err = err
-		return
+		return nil
 	}
 	tids, _ := t.s.FS.Tasks(t.s.Pid)
 	ns := t.s.HostTids()
@@ -80,7 +88,12 @@ func (t *Tracker) scan() {
 			t.byTS[refs[i].Addr] = tsInfo{gts: ts, main: main}
 		}
 	}
+	t.last = snap
+	return snap
 }
+
+// Last is what the last scan read (nil: it failed).
+func (t *Tracker) Last() *Snapshot { return t.last }
 
 // Running is the greenlet (its id) thread state ts runs now; 0: not known.
 func (t *Tracker) Running(ts uint64) uint64 {

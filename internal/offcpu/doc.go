@@ -53,6 +53,38 @@
 // interpreter's GIL state → GIL, else lock) and, for a read, what the fd
 // is (/proc/PID/fd/N → pipe).
 //
+// --greenlets (greenlet.go; the perf engine, always: it needs each wait
+// as an interval in user space, where the eBPF engine only hands sums
+// over): each wait read is rooted at "[greenlet] NAME" frames of the
+// greenlet its thread was running and of that greenlet's parents, read
+// (greenlet.Tracker: one 8-byte read of greenlet's per-thread state) just
+// before and after the stack, at the look — the closest user space gets to
+// the switch-out, and exact: a thread off CPU cannot switch greenlets. A
+// gevent hub's wait in its event loop (the running greenlet a hub, class
+// network/poll) is not the hub's: it is given, whole, to each greenlet
+// parked in a gevent wait during it (greenlet.Snapshot.Parked: suspended
+// with saved frames, parent a hub, or the thread's main greenlet), under
+// that greenlet's own stack and the class "greenlet wait" — so the sum
+// over greenlets may exceed wall time (said in the report, the footer and
+// the JSON). Who was parked comes from full greenlet scans (a GC walk,
+// ~10-20 ms on a small program) every 200 ms, or 20 times a scan's
+// duration if longer (≤ 5 % of a CPU; a scan also delays the next look by
+// its duration); a due scan waits up to one more period for a hub blocked
+// in its loop, to start inside that wait. A scan that lies inside the
+// hub's wait is exact (nothing of that thread runs then); else a greenlet
+// counts when the scans just before and just after the wait both show it
+// parked at the same stack, and one only one of them shows is left out
+// (its greenlet wait counted as uncertain: many, in a program whose
+// greenlets live shorter than the scan period).
+// A hub wait neither rule settles (no scan before or after it, a failed
+// scan, greenlets changed between scans, none parked) stays under the hub
+// with a "[hub wait: greenlets not told: REASON]" frame, counted. A
+// greenlet that blocks its thread for real (unpatched time.sleep, a lock)
+// keeps that wait under its own root. An unknown greenlet layout: one
+// line, and the plain report. Cannot see: the greenlet of a wait shorter
+// than a look (under [short waits: not read]); a hub blocked in its loop
+// while a callback, not the loop, blocks (same class: attributed too).
+//
 // Price: eBPF — per target switch a few hash-map updates, the Python stack
 // walk (~1.5 µs on a 10-deep stack, measured from the kernel's BPF run-time
 // stats, which the footer reports) and, unless the thread blocks again in

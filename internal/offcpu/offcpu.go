@@ -44,6 +44,10 @@ type Options struct {
 	// Exclude leaves out of the profile every stack with a frame whose
 	// label matches one of these (Result.Excluded says how much).
 	Exclude []*regexp.Regexp
+	// Greenlets (perf engine only): root each wait at the greenlet that
+	// ran and its parents, and give a gevent hub's waits in its event loop
+	// to the greenlets parked during them (greenlet.go).
+	Greenlets bool
 	// OnFallback, when set, is told the fallback line (Result.Fallback)
 	// at the moment auto gives up on eBPF, before the perf engine runs.
 	OnFallback func(line string)
@@ -94,6 +98,7 @@ type Result struct {
 	Engine       string             `json:"engine"`        // bpf or perf
 	BPF          *BPFStats          `json:"bpf,omitempty"` // the eBPF engine's own account
 	Excluded     *Excluded          `json:"excluded,omitempty"`
+	Greenlets    *GreenletStats     `json:"greenlets,omitempty"` // --greenlets
 	// Fallback is why auto runs the perf engine: "eBPF engine unavailable
 	// (REASON; GATE): using the perf engine"; "" when it was not tried or
 	// loaded.
@@ -145,7 +150,8 @@ type engine struct {
 	minNS    int64
 	drainNS  int64
 	scratch  []int
-	learned  learned // names read while the target lived (alive.go)
+	learned  learned   // names read while the target lived (alive.go)
+	green    *greenOff // --greenlets
 }
 
 // runPerf is the perf engine: it watches the target's context switches
@@ -162,6 +168,9 @@ func runPerf(ctx context.Context, s *session.Session, opt Options) (*Result, err
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	cpu0 := clock.ObserverCPU()
+	if opt.Greenlets {
+		e.greenStart()
+	}
 	start := clock.MonoNow()
 	if err := e.addThreads(); err != nil {
 		return nil, err
@@ -180,6 +189,7 @@ func runPerf(ctx context.Context, s *session.Session, opt Options) (*Result, err
 			break
 		}
 		e.look()
+		e.greenTick()
 		e.learn(e.order)
 		if time.Since(lastScan) > 50*time.Millisecond {
 			lastScan = time.Now()
@@ -194,11 +204,15 @@ func runPerf(ctx context.Context, s *session.Session, opt Options) (*Result, err
 			}
 		}
 	}
+	if e.green != nil && s.Alive() {
+		e.green.scan(e) // the waits still open have it inside
+	}
 	if derr := e.drain(); err == nil {
 		err = derr
 	}
 	end := clock.MonoNow()
 	e.finish(end)
+	e.greenEnd()
 	e.res.WindowS = float64(end-start) / 1e9
 	e.res.ObserverCPUS = (clock.ObserverCPU() - cpu0).Seconds()
 	m := &e.prof.Meta
@@ -305,6 +319,9 @@ func (e *engine) foldOff(th *thr, d int64) {
 		e.res.FilteredS += float64(d) / 1e9
 		return
 	}
+	if e.green != nil && e.green.hubWait(th, d) {
+		return
+	}
 	ids := append(e.scratch[:0], th.ids...)
 	ids = append(ids, e.prof.Intern(flame.Frame{Kind: flame.State, Function: "[" + th.class + "]"}))
 	e.prof.AddIDs(ids, d/1000)
@@ -356,6 +373,9 @@ func (e *engine) look() {
 func (e *engine) stack(tid int, ids []int) []int {
 	if e.opt.Threads {
 		ids = append(ids, e.threadFrame(tid))
+	}
+	if e.green != nil {
+		return e.green.stack(e, tid, ids)
 	}
 	ref, ok := e.tids.Lookup(tid)
 	if !ok {

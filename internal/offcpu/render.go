@@ -128,6 +128,7 @@ func WriteText(w io.Writer, r *Result) error {
 			fmt.Fprintf(w, "  %-13s %9.3fs  (%d waits shorter than a drain, class unknown unless preempted)\n", "not read", r.ShortS, r.ShortN)
 		}
 	}
+	writeGreenletText(w, r)
 	return nil
 }
 

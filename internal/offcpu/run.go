@@ -21,7 +21,7 @@ import (
 func Run(ctx context.Context, s *session.Session, opt Options) (*Result, error) {
 	want := fallback.Auto
 	switch {
-	case opt.Engine == EnginePerf:
+	case opt.Engine == EnginePerf || opt.Greenlets: // --greenlets: per-wait intervals in user space
 		want = fallback.NoBPF
 	case opt.Engine == EngineBPF || opt.Waker: // no waker without eBPF: no fallback
 		want = fallback.BPFOnly
@@ -112,6 +112,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("offcpu: unknown --engine %q (auto, bpf, perf)", o.Engine)
 	case o.Waker && o.Engine == EnginePerf:
 		return errors.New("offcpu: --waker needs the bpf engine (sched_waking): not with --engine perf")
+	case o.Greenlets && (o.Engine == EngineBPF || o.Waker):
+		return errors.New("offcpu: --greenlets runs the perf engine (it needs each wait as an interval): not with --engine bpf or --waker")
 	}
 	return nil
 }
