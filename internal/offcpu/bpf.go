@@ -122,8 +122,6 @@ func RunBPF(ctx context.Context, s *session.Session, opt Options) (*Result, erro
 		e.bres.WakeAttach = tr.WakeAt
 	}
 
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 	cpu0 := clock.ObserverCPU()
 	e.readBefore()
 	var deadline <-chan time.Time
@@ -141,8 +139,22 @@ func RunBPF(ctx context.Context, s *session.Session, opt Options) (*Result, erro
 		// far longer than this).
 		drain = kernelWalkLook
 	}
+	if drain < 5*time.Millisecond {
+		// Millisecond looks: a plain nanosleep on a thread of our own
+		// (nap), no Go timer, no hand-off.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+	}
 	for !ended(ctx, deadline, s) {
-		nap(drain)
+		if drain >= 5*time.Millisecond {
+			// A Go sleep parks the thread and gives the P back: a
+			// nanosleep syscall this long would be handed off by the
+			// runtime's monitor, which then polls at 20 µs for as long as
+			// the loop runs (a third of the engine's CPU, measured).
+			time.Sleep(drain)
+		} else {
+			nap(drain)
+		}
 		if err = e.poll(); err != nil {
 			break
 		}
@@ -157,7 +169,7 @@ func RunBPF(ctx context.Context, s *session.Session, opt Options) (*Result, erro
 			e.learnBPF()
 			e.refreshWalkThreads(false)
 		}
-		if time.Since(lastSweep) > 100*time.Millisecond {
+		if time.Since(lastSweep) > sweepEvery {
 			lastSweep = time.Now()
 			if err = e.sweep(false, 0); err != nil {
 				break
@@ -201,6 +213,13 @@ func RunBPF(ctx context.Context, s *session.Session, opt Options) (*Result, erro
 	e.res.Profile = e.prof
 	return &e.res, err
 }
+
+// sweepEvery is how often the maps are read for exited threads' entries:
+// each sweep reads every entry of the waits map (thousands of distinct
+// stacks on a busy target), so its price grows with the map; a thread
+// that exited waits at most this long to be folded and freed. The maps
+// hold 16k+ entries: a second of churn fits.
+const sweepEvery = time.Second
 
 func (e *bpfEngine) thread(tid int) *bthr {
 	th := e.ths[tid]
