@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pyobs/pyobs/internal/bpfload"
+	"github.com/pyobs/pyobs/internal/procset"
 	"github.com/pyobs/pyobs/internal/pyframes"
 )
 
@@ -53,6 +54,12 @@ type Options struct {
 	// the tid is not in the map; up to 2. Each candidate is checked
 	// (thread_id == fsbase, native_thread_id == tid).
 	TLS []int64
+	// Set: sample every member of this process set (procset.h: seeds,
+	// their children as they fork, a cgroup's processes) instead of pid
+	// alone; Walker.Set keeps its account. The layout is pid's: a member
+	// whose interpreter has other addresses is walked to no stack (its
+	// code objects fail the type check).
+	Set *procset.Options
 }
 
 // Sample flags (S_ in kwalk.bpf.c).
@@ -85,6 +92,7 @@ type Sample struct {
 	Time    uint64 // CLOCK_MONOTONIC ns
 	ID      uint64 // the stack's identity (hash of frames, verdict, code generation); 0 unless walked
 	Tid     int
+	Tgid    int // the thread's process
 	CPU     int
 	TState  uint64
 	CodeGen uint64 // the code-object generation at the sample (3.14+)
@@ -126,6 +134,8 @@ type Walker struct {
 	ring   *bpfload.Ring
 	fds    []int
 	CPUs   int // per-CPU events opened
+	// Set: the observed processes with Options.Set (nil otherwise).
+	Set *procset.Set
 
 	deadline time.Time
 }
@@ -227,7 +237,10 @@ func Open(pid int, l *pyframes.KernelLayout, opt Options) (*Walker, error) {
 	if opt.Latency > 0 {
 		cfg.WakeBytes = uint32(opt.RingBytes / 16)
 	}
-	o, err := load(cfg, uint32(opt.RingBytes))
+	if opt.Set != nil {
+		cfg.Tgid = 0 // the program filters by the set's members
+	}
+	o, err := load(cfg, uint32(opt.RingBytes), opt.Set)
 	if err != nil {
 		return nil, fmt.Errorf("pid %d: %w", pid, err)
 	}
@@ -235,6 +248,16 @@ func Open(pid int, l *pyframes.KernelLayout, opt Options) (*Walker, error) {
 	if w.ring, err = bpfload.NewRing("samples", o.Samples); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("pid %d: %w", pid, err)
+	}
+	if opt.Set != nil {
+		// Seeded and following forks before the first sample: a member
+		// is sampled from its first event on.
+		w.Set, err = procset.Start(procset.Handles{Procs: o.Procs, Events: o.ProcsetEvents, Counters: o.ProcsetCounters,
+			Fork: o.ProcsetFork, Exec: o.ProcsetExec, Exit: o.ProcsetExit}, *opt.Set)
+		if err != nil {
+			w.Close()
+			return nil, fmt.Errorf("pid %d: %w", pid, err)
+		}
 	}
 	if err := w.attach(); err != nil {
 		w.Close()
@@ -342,7 +365,7 @@ func Decode(b []byte) (Sample, error) {
 		return Sample{}, err
 	}
 	s := Sample{Time: h.Time, ID: h.Id, TState: h.Tstate, CodeGen: h.Codegen, Last: h.Last,
-		Tid: int(h.Tid), Flags: h.Flags, Hops: int(h.Hops), CPU: int(h.Cpu)}
+		Tid: int(h.Tid), Tgid: int(h.Tgid), Flags: h.Flags, Hops: int(h.Hops), CPU: int(h.Cpu)}
 	depth := int(h.Depth)
 	if len(b) < hdrSize+depth*frameSize {
 		return s, fmt.Errorf("sample of tid %d: %d bytes for %d frames", s.Tid, len(b), depth)
@@ -386,8 +409,11 @@ func (w *Walker) Stop() {
 	}
 }
 
-// Close detaches and frees everything.
+// Close detaches and frees everything (the set's account stays readable).
 func (w *Walker) Close() error {
+	if w.Set != nil {
+		w.Set.Close()
+	}
 	for _, fd := range w.fds {
 		unix.Close(fd)
 	}

@@ -114,6 +114,8 @@ struct sample_hdr {
 	u16 depth;   // frames recorded
 	u16 hops;    // frames visited (shims included)
 	u32 cpu;
+	u32 tgid;    // the sampled thread's process (a program may observe several)
+	u32 pad;
 };
 
 struct sample {
@@ -520,6 +522,8 @@ static __always_inline void pywalk_reset(struct sample *s, u32 tid, u64 now)
 	s->h.time = now;
 	s->h.id = 0;
 	s->h.tid = tid;
+	s->h.tgid = (u32)(bpf_get_current_pid_tgid() >> 32);
+	s->h.pad = 0;
 	s->h.cpu = bpf_get_smp_processor_id();
 	s->h.flags = 0;
 	s->h.depth = 0;

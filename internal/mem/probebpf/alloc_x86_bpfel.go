@@ -78,6 +78,8 @@ type allocSample struct {
 		Depth   uint16
 		Hops    uint16
 		Cpu     uint32
+		Tgid    uint32
+		Pad     uint32
 	}
 	Frames [128]struct {
 		_     structs.HostLayout
