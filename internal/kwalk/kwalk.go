@@ -196,6 +196,43 @@ func walkConfig(pid int, l *pyframes.KernelLayout, maxFrames int, tls []int64) (
 	return cfg, nil
 }
 
+// SameBuild compares a member process's interpreter with the target's as
+// the walk sees them: layout, the same offsets and rules (the walk fits);
+// addrs, also the same addresses (PyCode_Type, PyFrame_Type, the
+// code-object generation), as a forked child has. A process of the same
+// build at other addresses (an exec: ASLR) is walked after SetAddrs.
+func SameBuild(target, member *pyframes.KernelLayout) (layout, addrs bool) {
+	a, errA := Config(0, target, MaxFrames)
+	b, errB := Config(0, member, MaxFrames)
+	if errA != nil || errB != nil {
+		return false, false
+	}
+	if a == b {
+		return true, true
+	}
+	a.CodeType, a.FrameType, a.CodegenAddr = 0, 0, 0
+	b.CodeType, b.FrameType, b.CodegenAddr = 0, 0, 0
+	return a == b, false
+}
+
+// procAddrs mirrors pywalk.h's struct proc_addrs.
+type procAddrs struct {
+	CodeType, FrameType, CodegenAddr uint64
+}
+
+// SetAddrs makes the kernel walk pid with l's addresses instead of the
+// target's (the rest of the layout must be the target's: SameBuild).
+func (w *Walker) SetAddrs(pid int, l *pyframes.KernelLayout) error {
+	v := procAddrs{CodeType: l.CodeType, FrameType: l.FrameType, CodegenAddr: l.CodeGenerationAddr}
+	if err := w.objs.PyAddrs.Put(uint32(pid), v); err != nil {
+		return fmt.Errorf("pid %d: can't put its interpreter's addresses in the walker's map: %w", pid, err)
+	}
+	return nil
+}
+
+// ClearAddrs drops pid's own addresses (it exited, or exec'd).
+func (w *Walker) ClearAddrs(pid int) { _ = w.objs.PyAddrs.Delete(uint32(pid)) }
+
 // ProgramConfig is the value of `cfg` for another program that includes
 // pywalk.h (set it with bpfload.SetVars): the walker's layout for pid,
 // frames up to maxFrames (≤ MaxFrames), threads found through tls too.

@@ -55,6 +55,13 @@ type kwalkFrame struct {
 	Flags uint32
 }
 
+type kwalkProcAddrs struct {
+	_           structs.HostLayout
+	CodeType    uint64
+	FrameType   uint64
+	CodegenAddr uint64
+}
+
 type kwalkProcsetMember struct {
 	_      structs.HostLayout
 	Joined uint64
@@ -100,6 +107,7 @@ const (
 	kwalkMapProcs           = "procs"
 	kwalkMapProcsetCounters = "procset_counters"
 	kwalkMapProcsetEvents   = "procset_events"
+	kwalkMapPyaddrs         = "pyaddrs"
 	kwalkMapSamples         = "samples"
 	kwalkMapScratch         = "scratch"
 	kwalkMapTstates         = "tstates"
@@ -170,6 +178,7 @@ type kwalkMapSpecs struct {
 	Procs           *ebpf.MapSpec `ebpf:"procs"`
 	ProcsetCounters *ebpf.MapSpec `ebpf:"procset_counters"`
 	ProcsetEvents   *ebpf.MapSpec `ebpf:"procset_events"`
+	Pyaddrs         *ebpf.MapSpec `ebpf:"pyaddrs"`
 	Samples         *ebpf.MapSpec `ebpf:"samples"`
 	Scratch         *ebpf.MapSpec `ebpf:"scratch"`
 	Tstates         *ebpf.MapSpec `ebpf:"tstates"`
@@ -210,6 +219,7 @@ type kwalkMaps struct {
 	Procs           *ebpf.Map `ebpf:"procs"`
 	ProcsetCounters *ebpf.Map `ebpf:"procset_counters"`
 	ProcsetEvents   *ebpf.Map `ebpf:"procset_events"`
+	Pyaddrs         *ebpf.Map `ebpf:"pyaddrs"`
 	Samples         *ebpf.Map `ebpf:"samples"`
 	Scratch         *ebpf.Map `ebpf:"scratch"`
 	Tstates         *ebpf.Map `ebpf:"tstates"`
@@ -223,6 +233,7 @@ func (m *kwalkMaps) Close() error {
 		m.Procs,
 		m.ProcsetCounters,
 		m.ProcsetEvents,
+		m.Pyaddrs,
 		m.Samples,
 		m.Scratch,
 		m.Tstates,

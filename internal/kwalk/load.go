@@ -27,6 +27,7 @@ type objects struct {
 	Scratch  *ebpf.Map     `ebpf:"scratch"`
 	CodesOK  *ebpf.Map     `ebpf:"codes_ok"`
 	Win      *ebpf.Map     `ebpf:"win"`
+	PyAddrs  *ebpf.Map     `ebpf:"pyaddrs"`
 
 	// procset.h's, used with Options.Set.
 	Procs           *ebpf.Map     `ebpf:"procs"`
@@ -38,7 +39,7 @@ type objects struct {
 }
 
 func (o *objects) Close() {
-	for _, c := range []interface{ Close() error }{o.Prog, o.Tstates, o.Counters, o.Samples, o.Scratch, o.CodesOK, o.Win,
+	for _, c := range []interface{ Close() error }{o.Prog, o.Tstates, o.Counters, o.Samples, o.Scratch, o.CodesOK, o.Win, o.PyAddrs,
 		o.Procs, o.ProcsetEvents, o.ProcsetCounters, o.ProcsetFork, o.ProcsetExec, o.ProcsetExit} {
 		if c != nil {
 			c.Close()

@@ -24,6 +24,7 @@ type procRec struct {
 	ids     map[[2]uint64]int // (code object as read, lasti) -> interned frame
 	root    int               // its "[pid N] argv" frame, -1 until interned
 	refused string            // why its stacks are not walked ("" : walked)
+	addrs   bool              // walked with its own addresses (pyaddrs)
 	python  string
 	samples uint64
 	execs   int       // the member's execs when it was opened
@@ -40,15 +41,15 @@ const maxOpenProcs = 64
 // setRec is the bpf engine's state for a set.
 type setRec struct {
 	set    *procset.Set
-	cfg    any // the target's walker config: a member whose own differs is refused
+	w      *kwalk.Walker
+	layout *pyframes.KernelLayout // the target's: a member of another layout is refused
 	procs  map[int]*procRec
 	open   int
 	unread uint64 // samples of members that exited before their code objects were read
 }
 
 func newSetRec(k *kernelRec, r *Recorder, kl *pyframes.KernelLayout) *setRec {
-	cfg, _ := kwalk.Config(r.s.Pid, kl, kwalk.MaxFrames)
-	sr := &setRec{set: k.w.Set, cfg: cfg, procs: map[int]*procRec{}}
+	sr := &setRec{set: k.w.Set, w: k.w, layout: kl, procs: map[int]*procRec{}}
 	// The target is read through the session's own reader.
 	sr.procs[r.s.Pid] = &procRec{pid: r.s.Pid, opened: true, py: r.s.Py, sym: k.sym, ids: k.ids, root: -1,
 		python: r.s.Py.Version().String(), cpu0: targetCPU(r.s.Pid)}
@@ -91,6 +92,10 @@ func (sr *setRec) close(p *procRec) {
 	if p.py != nil {
 		sr.open--
 	}
+	if p.addrs {
+		sr.w.ClearAddrs(p.pid)
+		p.addrs = false
+	}
 	p.py, p.sym = nil, nil
 }
 
@@ -123,16 +128,19 @@ func (sr *setRec) openProc(r *Recorder, p *procRec) {
 		p.refused = fmt.Sprintf("can't read its layout: %v", err)
 		return
 	}
-	cfg, err := kwalk.Config(r.s.Pid, kl, kwalk.MaxFrames)
-	if err != nil {
-		p.refused = err.Error()
+	layout, addrs := kwalk.SameBuild(sr.layout, kl)
+	switch {
+	case !layout:
+		p.refused = fmt.Sprintf("CPython %s build differs from the target's (another layout)", p.python)
 		return
-	}
-	if cfg != sr.cfg {
-		// A process that exec'd the same build: its library sits at other
-		// addresses (ASLR); the kernel's checks would fail every walk.
-		p.refused = fmt.Sprintf("CPython %s at other addresses than the target's (a new exec): not walked", p.python)
-		return
+	case !addrs:
+		// The same build mapped elsewhere (a new exec: ASLR): the kernel
+		// walks it with its own addresses.
+		if err := sr.w.SetAddrs(p.pid, kl); err != nil {
+			p.refused = err.Error()
+			return
+		}
+		p.addrs = true
 	}
 	p.py, p.sym, p.ids = py, kwalk.NewSymbolizer(py, kl), map[[2]uint64]int{}
 	sr.open++
@@ -198,6 +206,10 @@ func (sr *setRec) cpuSum() float64 {
 		if c := targetCPU(m.Pid); c > p.cpu {
 			p.cpu = c
 			p.readCPU = true
+		}
+		if m.Exited && p.addrs {
+			sr.w.ClearAddrs(m.Pid) // its number may come back as another process
+			p.addrs = false
 		}
 	}
 	sum := 0.0

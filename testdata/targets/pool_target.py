@@ -4,7 +4,7 @@ tests of record on a set of processes.
 argv: OUT [START_METHOD (fork)] [SECONDS (1.0)] [WAIT (stdin | none)]
 
 Prints READY, starts Pool(3) with START_METHOD, prints "POOL PARENT W1 W2
-W3" once its three workers run, waits for a line on stdin when WAIT is
+W3" once its three workers run (each prints "HELLO FROM WORKER pid"), waits for a line on stdin when WAIT is
 stdin (the observer attached), then runs three tasks at once, one per
 worker (a barrier holds each task until the three have started): each
 spends SECONDS of its worker's CPU time in burn(). Its own truth goes to
@@ -36,6 +36,7 @@ def burn(seconds):
 
 
 def hello(_):
+    print("HELLO FROM WORKER", os.getpid(), flush=True)
     time.sleep(0.05)
     return os.getpid()
 
