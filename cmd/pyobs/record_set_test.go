@@ -400,3 +400,18 @@ func TestRecordSetProgramStdout(t *testing.T) {
 		}
 	}
 }
+
+// TestRecordSetNeedsBPF: the engines that read one process from user
+// space refuse an explicit set in one line.
+func TestRecordSetNeedsBPF(t *testing.T) {
+	testutil.RequireRoot(t)
+	py := testutil.Find(t, "pyenv-3.12")
+	tg := testutil.StartArgv(t, append(append([]string{}, py.Argv...), "-c", "import time\nprint('READY', flush=True)\ntime.sleep(60)\n"), 30*time.Second)
+	for _, args := range [][]string{{"--mode", "wall"}, {"--engine", "perf"}, {"--native"}} {
+		r := testutil.Run(t, 30*time.Second, append(append([]string{"record", "-p", strconv.Itoa(tg.Pid), "--children", "-d", "1s"}, args...), "--format", "folded")...)
+		msg := strings.TrimSpace(r.Stderr)
+		if r.Code == 0 || strings.Count(msg, "\n") != 0 || !strings.Contains(msg, "bpf engine") {
+			t.Errorf("%v: exit %d, stderr %q: want one line refusing the set", args, r.Code, msg)
+		}
+	}
+}
