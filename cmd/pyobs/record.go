@@ -30,7 +30,7 @@ type recordFlags struct {
 func newRecord(g *globals) *cobra.Command {
 	var f recordFlags
 	c := &cobra.Command{
-		Use:   "record (-p PID | -- CMD ARGS)",
+		Use:   "record (-p PID[,PID…] [--children] | --cgroup DIR | --all | -- CMD ARGS)",
 		Short: "Sampling profiler: CPU samples from the kernel, each with its Python stack walked at the sample (sampling: ~1 %)",
 		Long:  record.Help,
 		Example: `  pyobs record -p 4242 -d 30s -o profile.svg
@@ -38,6 +38,8 @@ func newRecord(g *globals) *cobra.Command {
   pyobs record --mode wall -p 4242 --format speedscope -o p.json
   pyobs record --threads -p 4242 --format folded
   pyobs record -o out.svg -- python3 app.py
+  pyobs record -p 4242 --children -o pool.svg
+  pyobs record --cgroup /sys/fs/cgroup/system.slice/app.service -d 10s -o app.svg
   pyobs record --native --kernel -p 4242 -o mixed.svg
   pyobs record --async -p 4242 -o tasks.svg`,
 		Args: cobra.ArbitraryArgs,
@@ -107,6 +109,11 @@ func runRecord(cmd *cobra.Command, g *globals, f *recordFlags, args []string) er
 		async = &record.AsyncStats{}
 		opt.Async, opt.AsyncStats = true, async
 	}
+	// A set asked for (not just -- CMD's children, followed by default):
+	// refused by the engines that read one process from user space.
+	var set record.SetAccount
+	opt.SetRequired = len(g.pids) > 0 || g.cgroup != "" || g.all || (g.children && cmd.Flags().Changed("children"))
+	opt.SetAccount = &set
 	var green *record.GreenletStats
 	if f.green {
 		green = &record.GreenletStats{}
@@ -143,11 +150,20 @@ func runRecord(cmd *cobra.Command, g *globals, f *recordFlags, args []string) er
 			Greenlets *record.GreenletStats `json:"greenlets,omitempty"`
 		}{flame.Account(prof), green}
 	}
+	if set.Processes != nil {
+		wo.JSON = struct {
+			flame.AccountJSON
+			record.SetAccount
+		}{flame.Account(prof), set}
+	}
 	if err := writeFlame(g.output, format, prof, wo); err != nil {
 		abort(s)
 		return err
 	}
 	fmt.Fprintln(os.Stderr, record.Footer(prof, g.output))
+	if set.Processes != nil {
+		fmt.Fprintln(os.Stderr, record.SetFooter(&set))
+	}
 	if async != nil {
 		fmt.Fprintln(os.Stderr, record.AsyncFooter(prof, async))
 	}

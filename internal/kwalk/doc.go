@@ -53,6 +53,18 @@
 // generation) a code object freed and its address reused within
 // Symbolizer.Revalidate is misnamed.
 //
+// Sets (Options.Set): the program filters by procset.h's members instead
+// of one tgid (a hash look-up per event of any task), each sample carries
+// its tgid, and Walker.Set keeps the account. The layout is the target's;
+// a member of the same build mapped at other addresses (an exec'd
+// interpreter: ASLR) is walked with its own PyCode_Type, PyFrame_Type and
+// code-generation addresses once user space put them in pyaddrs
+// (SetAddrs, after SameBuild); until then its walks fail the code type
+// check and are counted invalid. A member of another layout cannot be
+// walked: user space refuses it. The per-CPU code-object type cache is
+// keyed by address alone: across processes it can pass a frame whose code
+// object user space then fails to read (counted unreadable, not named).
+//
 // Built by bpf2go (`make generate`; shared kernel types and helpers from
 // internal/bpf/include/pyobs.h, the walker's own in kwalk.bpf.c), loaded
 // and read through internal/bpfload (memlock, gate and verifier errors,

@@ -2,7 +2,8 @@
 
 // pyobs kwalk: walk the current thread's CPython stack in the kernel, at
 // the instant of a sampling event (perf_event program on task-clock or
-// cpu-clock, one event per CPU, filtered here by tgid).
+// cpu-clock, one event per CPU, filtered here by tgid, or by the members
+// of a process set: procset.h).
 //
 // Per sample: find the thread state (a map filled by user space, keyed by
 // the kernel tid, else by the thread's fsbase == pthread_self), take its
@@ -22,6 +23,7 @@
 // internal/bpf/include/pywalk.h, shared with offcpu's switch-out.
 
 #include "pywalk.h"
+#include "procset.h"
 
 // Counter slots (per CPU; user space sums them).
 enum {
@@ -75,7 +77,10 @@ SEC("perf_event")
 int kwalk_sample(void *ctx)
 {
 	u64 pt = bpf_get_current_pid_tgid();
-	if ((u32)(pt >> 32) != cfg.tgid)
+	u32 tgid = (u32)(pt >> 32);
+	// One process (cfg.tgid), or a set of them (cfg.tgid 0: procset.h's
+	// members, grown in the kernel as they fork or enter the cgroup).
+	if (cfg.tgid ? tgid != cfg.tgid : !procset_current(tgid))
 		return 0;
 	u32 tid = (u32)pt;
 	count(C_SAMPLES);

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pyobs/pyobs/internal/bpfload"
+	"github.com/pyobs/pyobs/internal/procset"
 	"github.com/pyobs/pyobs/internal/pyframes"
 )
 
@@ -53,6 +54,12 @@ type Options struct {
 	// the tid is not in the map; up to 2. Each candidate is checked
 	// (thread_id == fsbase, native_thread_id == tid).
 	TLS []int64
+	// Set: sample every member of this process set (procset.h: seeds,
+	// their children as they fork, a cgroup's processes) instead of pid
+	// alone; Walker.Set keeps its account. The layout is pid's: a member
+	// whose interpreter has other addresses is walked to no stack (its
+	// code objects fail the type check).
+	Set *procset.Options
 }
 
 // Sample flags (S_ in kwalk.bpf.c).
@@ -85,6 +92,7 @@ type Sample struct {
 	Time    uint64 // CLOCK_MONOTONIC ns
 	ID      uint64 // the stack's identity (hash of frames, verdict, code generation); 0 unless walked
 	Tid     int
+	Tgid    int // the thread's process
 	CPU     int
 	TState  uint64
 	CodeGen uint64 // the code-object generation at the sample (3.14+)
@@ -126,6 +134,8 @@ type Walker struct {
 	ring   *bpfload.Ring
 	fds    []int
 	CPUs   int // per-CPU events opened
+	// Set: the observed processes with Options.Set (nil otherwise).
+	Set *procset.Set
 
 	deadline time.Time
 }
@@ -186,6 +196,43 @@ func walkConfig(pid int, l *pyframes.KernelLayout, maxFrames int, tls []int64) (
 	return cfg, nil
 }
 
+// SameBuild compares a member process's interpreter with the target's as
+// the walk sees them: layout, the same offsets and rules (the walk fits);
+// addrs, also the same addresses (PyCode_Type, PyFrame_Type, the
+// code-object generation), as a forked child has. A process of the same
+// build at other addresses (an exec: ASLR) is walked after SetAddrs.
+func SameBuild(target, member *pyframes.KernelLayout) (layout, addrs bool) {
+	a, errA := Config(0, target, MaxFrames)
+	b, errB := Config(0, member, MaxFrames)
+	if errA != nil || errB != nil {
+		return false, false
+	}
+	if a == b {
+		return true, true
+	}
+	a.CodeType, a.FrameType, a.CodegenAddr = 0, 0, 0
+	b.CodeType, b.FrameType, b.CodegenAddr = 0, 0, 0
+	return a == b, false
+}
+
+// procAddrs mirrors pywalk.h's struct proc_addrs.
+type procAddrs struct {
+	CodeType, FrameType, CodegenAddr uint64
+}
+
+// SetAddrs makes the kernel walk pid with l's addresses instead of the
+// target's (the rest of the layout must be the target's: SameBuild).
+func (w *Walker) SetAddrs(pid int, l *pyframes.KernelLayout) error {
+	v := procAddrs{CodeType: l.CodeType, FrameType: l.FrameType, CodegenAddr: l.CodeGenerationAddr}
+	if err := w.objs.PyAddrs.Put(uint32(pid), v); err != nil {
+		return fmt.Errorf("pid %d: can't put its interpreter's addresses in the walker's map: %w", pid, err)
+	}
+	return nil
+}
+
+// ClearAddrs drops pid's own addresses (it exited, or exec'd).
+func (w *Walker) ClearAddrs(pid int) { _ = w.objs.PyAddrs.Delete(uint32(pid)) }
+
 // ProgramConfig is the value of `cfg` for another program that includes
 // pywalk.h (set it with bpfload.SetVars): the walker's layout for pid,
 // frames up to maxFrames (≤ MaxFrames), threads found through tls too.
@@ -227,7 +274,10 @@ func Open(pid int, l *pyframes.KernelLayout, opt Options) (*Walker, error) {
 	if opt.Latency > 0 {
 		cfg.WakeBytes = uint32(opt.RingBytes / 16)
 	}
-	o, err := load(cfg, uint32(opt.RingBytes))
+	if opt.Set != nil {
+		cfg.Tgid = 0 // the program filters by the set's members
+	}
+	o, err := load(cfg, uint32(opt.RingBytes), opt.Set)
 	if err != nil {
 		return nil, fmt.Errorf("pid %d: %w", pid, err)
 	}
@@ -235,6 +285,16 @@ func Open(pid int, l *pyframes.KernelLayout, opt Options) (*Walker, error) {
 	if w.ring, err = bpfload.NewRing("samples", o.Samples); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("pid %d: %w", pid, err)
+	}
+	if opt.Set != nil {
+		// Seeded and following forks before the first sample: a member
+		// is sampled from its first event on.
+		w.Set, err = procset.Start(procset.Handles{Procs: o.Procs, Events: o.ProcsetEvents, Counters: o.ProcsetCounters,
+			Fork: o.ProcsetFork, Exec: o.ProcsetExec, Exit: o.ProcsetExit}, *opt.Set)
+		if err != nil {
+			w.Close()
+			return nil, fmt.Errorf("pid %d: %w", pid, err)
+		}
 	}
 	if err := w.attach(); err != nil {
 		w.Close()
@@ -342,7 +402,7 @@ func Decode(b []byte) (Sample, error) {
 		return Sample{}, err
 	}
 	s := Sample{Time: h.Time, ID: h.Id, TState: h.Tstate, CodeGen: h.Codegen, Last: h.Last,
-		Tid: int(h.Tid), Flags: h.Flags, Hops: int(h.Hops), CPU: int(h.Cpu)}
+		Tid: int(h.Tid), Tgid: int(h.Tgid), Flags: h.Flags, Hops: int(h.Hops), CPU: int(h.Cpu)}
 	depth := int(h.Depth)
 	if len(b) < hdrSize+depth*frameSize {
 		return s, fmt.Errorf("sample of tid %d: %d bytes for %d frames", s.Tid, len(b), depth)
@@ -386,8 +446,11 @@ func (w *Walker) Stop() {
 	}
 }
 
-// Close detaches and frees everything.
+// Close detaches and frees everything (the set's account stays readable).
 func (w *Walker) Close() error {
+	if w.Set != nil {
+		w.Set.Close()
+	}
 	for _, fd := range w.fds {
 		unix.Close(fd)
 	}

@@ -55,6 +55,22 @@ type kwalkFrame struct {
 	Flags uint32
 }
 
+type kwalkProcAddrs struct {
+	_           structs.HostLayout
+	CodeType    uint64
+	FrameType   uint64
+	CodegenAddr uint64
+}
+
+type kwalkProcsetMember struct {
+	_      structs.HostLayout
+	Joined uint64
+	Parent uint32
+	How    uint32
+	Execs  uint32
+	Pad    uint32
+}
+
 type kwalkSample struct {
 	_      structs.HostLayout
 	H      kwalkSampleHdr
@@ -73,6 +89,8 @@ type kwalkSampleHdr struct {
 	Depth   uint16
 	Hops    uint16
 	Cpu     uint32
+	Tgid    uint32
+	Pad     uint32
 }
 
 type kwalkWindow struct {
@@ -84,14 +102,23 @@ type kwalkWindow struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	kwalkMapCodesOk      = "codes_ok"
-	kwalkMapCounters     = "counters"
-	kwalkMapSamples      = "samples"
-	kwalkMapScratch      = "scratch"
-	kwalkMapTstates      = "tstates"
-	kwalkMapWin          = "win"
-	kwalkProgKwalkSample = "kwalk_sample"
-	kwalkVarCfg          = "cfg"
+	kwalkMapCodesOk         = "codes_ok"
+	kwalkMapCounters        = "counters"
+	kwalkMapProcs           = "procs"
+	kwalkMapProcsetCounters = "procset_counters"
+	kwalkMapProcsetEvents   = "procset_events"
+	kwalkMapPyaddrs         = "pyaddrs"
+	kwalkMapSamples         = "samples"
+	kwalkMapScratch         = "scratch"
+	kwalkMapTstates         = "tstates"
+	kwalkMapWin             = "win"
+	kwalkProgKwalkSample    = "kwalk_sample"
+	kwalkProgProcsetExec    = "procset_exec"
+	kwalkProgProcsetExit    = "procset_exit"
+	kwalkProgProcsetFork    = "procset_fork"
+	kwalkVarCfg             = "cfg"
+	kwalkVarProcsetCgroup   = "procset_cgroup"
+	kwalkVarProcsetFollow   = "procset_follow"
 )
 
 // loadKwalk returns the embedded CollectionSpec for kwalk.
@@ -137,25 +164,34 @@ type kwalkSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type kwalkProgramSpecs struct {
 	KwalkSample *ebpf.ProgramSpec `ebpf:"kwalk_sample"`
+	ProcsetExec *ebpf.ProgramSpec `ebpf:"procset_exec"`
+	ProcsetExit *ebpf.ProgramSpec `ebpf:"procset_exit"`
+	ProcsetFork *ebpf.ProgramSpec `ebpf:"procset_fork"`
 }
 
 // kwalkMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type kwalkMapSpecs struct {
-	CodesOk  *ebpf.MapSpec `ebpf:"codes_ok"`
-	Counters *ebpf.MapSpec `ebpf:"counters"`
-	Samples  *ebpf.MapSpec `ebpf:"samples"`
-	Scratch  *ebpf.MapSpec `ebpf:"scratch"`
-	Tstates  *ebpf.MapSpec `ebpf:"tstates"`
-	Win      *ebpf.MapSpec `ebpf:"win"`
+	CodesOk         *ebpf.MapSpec `ebpf:"codes_ok"`
+	Counters        *ebpf.MapSpec `ebpf:"counters"`
+	Procs           *ebpf.MapSpec `ebpf:"procs"`
+	ProcsetCounters *ebpf.MapSpec `ebpf:"procset_counters"`
+	ProcsetEvents   *ebpf.MapSpec `ebpf:"procset_events"`
+	Pyaddrs         *ebpf.MapSpec `ebpf:"pyaddrs"`
+	Samples         *ebpf.MapSpec `ebpf:"samples"`
+	Scratch         *ebpf.MapSpec `ebpf:"scratch"`
+	Tstates         *ebpf.MapSpec `ebpf:"tstates"`
+	Win             *ebpf.MapSpec `ebpf:"win"`
 }
 
 // kwalkVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type kwalkVariableSpecs struct {
-	Cfg *ebpf.VariableSpec `ebpf:"cfg"`
+	Cfg           *ebpf.VariableSpec `ebpf:"cfg"`
+	ProcsetCgroup *ebpf.VariableSpec `ebpf:"procset_cgroup"`
+	ProcsetFollow *ebpf.VariableSpec `ebpf:"procset_follow"`
 }
 
 // kwalkObjects contains all objects after they have been loaded into the kernel.
@@ -178,18 +214,26 @@ func (o *kwalkObjects) Close() error {
 //
 // It can be passed to loadKwalkObjects or ebpf.CollectionSpec.LoadAndAssign.
 type kwalkMaps struct {
-	CodesOk  *ebpf.Map `ebpf:"codes_ok"`
-	Counters *ebpf.Map `ebpf:"counters"`
-	Samples  *ebpf.Map `ebpf:"samples"`
-	Scratch  *ebpf.Map `ebpf:"scratch"`
-	Tstates  *ebpf.Map `ebpf:"tstates"`
-	Win      *ebpf.Map `ebpf:"win"`
+	CodesOk         *ebpf.Map `ebpf:"codes_ok"`
+	Counters        *ebpf.Map `ebpf:"counters"`
+	Procs           *ebpf.Map `ebpf:"procs"`
+	ProcsetCounters *ebpf.Map `ebpf:"procset_counters"`
+	ProcsetEvents   *ebpf.Map `ebpf:"procset_events"`
+	Pyaddrs         *ebpf.Map `ebpf:"pyaddrs"`
+	Samples         *ebpf.Map `ebpf:"samples"`
+	Scratch         *ebpf.Map `ebpf:"scratch"`
+	Tstates         *ebpf.Map `ebpf:"tstates"`
+	Win             *ebpf.Map `ebpf:"win"`
 }
 
 func (m *kwalkMaps) Close() error {
 	return _KwalkClose(
 		m.CodesOk,
 		m.Counters,
+		m.Procs,
+		m.ProcsetCounters,
+		m.ProcsetEvents,
+		m.Pyaddrs,
 		m.Samples,
 		m.Scratch,
 		m.Tstates,
@@ -201,7 +245,9 @@ func (m *kwalkMaps) Close() error {
 //
 // It can be passed to loadKwalkObjects or ebpf.CollectionSpec.LoadAndAssign.
 type kwalkVariables struct {
-	Cfg *ebpf.Variable `ebpf:"cfg"`
+	Cfg           *ebpf.Variable `ebpf:"cfg"`
+	ProcsetCgroup *ebpf.Variable `ebpf:"procset_cgroup"`
+	ProcsetFollow *ebpf.Variable `ebpf:"procset_follow"`
 }
 
 // kwalkPrograms contains all programs after they have been loaded into the kernel.
@@ -209,11 +255,17 @@ type kwalkVariables struct {
 // It can be passed to loadKwalkObjects or ebpf.CollectionSpec.LoadAndAssign.
 type kwalkPrograms struct {
 	KwalkSample *ebpf.Program `ebpf:"kwalk_sample"`
+	ProcsetExec *ebpf.Program `ebpf:"procset_exec"`
+	ProcsetExit *ebpf.Program `ebpf:"procset_exit"`
+	ProcsetFork *ebpf.Program `ebpf:"procset_fork"`
 }
 
 func (p *kwalkPrograms) Close() error {
 	return _KwalkClose(
 		p.KwalkSample,
+		p.ProcsetExec,
+		p.ProcsetExit,
+		p.ProcsetFork,
 	)
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/pyobs/pyobs/internal/bpfload"
+	"github.com/pyobs/pyobs/internal/procset"
 )
 
 // ErrUnavailable wraps every reason the walker could not be loaded (the
@@ -26,10 +27,20 @@ type objects struct {
 	Scratch  *ebpf.Map     `ebpf:"scratch"`
 	CodesOK  *ebpf.Map     `ebpf:"codes_ok"`
 	Win      *ebpf.Map     `ebpf:"win"`
+	PyAddrs  *ebpf.Map     `ebpf:"pyaddrs"`
+
+	// procset.h's, used with Options.Set.
+	Procs           *ebpf.Map     `ebpf:"procs"`
+	ProcsetEvents   *ebpf.Map     `ebpf:"procset_events"`
+	ProcsetCounters *ebpf.Map     `ebpf:"procset_counters"`
+	ProcsetFork     *ebpf.Program `ebpf:"procset_fork"`
+	ProcsetExec     *ebpf.Program `ebpf:"procset_exec"`
+	ProcsetExit     *ebpf.Program `ebpf:"procset_exit"`
 }
 
 func (o *objects) Close() {
-	for _, c := range []interface{ Close() error }{o.Prog, o.Tstates, o.Counters, o.Samples, o.Scratch, o.CodesOK, o.Win} {
+	for _, c := range []interface{ Close() error }{o.Prog, o.Tstates, o.Counters, o.Samples, o.Scratch, o.CodesOK, o.Win, o.PyAddrs,
+		o.Procs, o.ProcsetEvents, o.ProcsetCounters, o.ProcsetFork, o.ProcsetExec, o.ProcsetExit} {
 		if c != nil {
 			c.Close()
 		}
@@ -37,8 +48,9 @@ func (o *objects) Close() {
 }
 
 // load fixes cfg in the object's read-only data (the verifier sees the
-// layout as constants) and loads program and maps.
-func load(cfg kwalkConfig, ringBytes uint32) (*objects, error) {
+// layout as constants) and loads program and maps; set configures
+// procset.h (nil: one process, cfg.tgid).
+func load(cfg kwalkConfig, ringBytes uint32, set *procset.Options) (*objects, error) {
 	if err := bpfload.CheckPidNS(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
@@ -49,6 +61,11 @@ func load(cfg kwalkConfig, ringBytes uint32) (*objects, error) {
 	}
 	if err := bpfload.SetVars(bpfload.Var{Spec: specs.Cfg, Value: cfg}); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	if set != nil {
+		if err := procset.Configure(spec, *set); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
 	}
 	if ringBytes != 0 {
 		specs.Samples.MaxEntries = ringBytes

@@ -22,6 +22,18 @@
 //     moved, torn: counted). --native, --kernel, --async, wall and gil
 //     always use this user-space reader.
 //
+// Sets (set.go, set_amd64.go; bpf engine only): with a session that
+// observes several processes (session.SetSpec) the walker filters by
+// procset.h's members, each sample names its process, and each process is
+// read through its own pyframes.Process, opened at its first sample (a
+// member of another build or version is refused and its samples folded
+// under the reason; one that exited first is [unreadable: process
+// exited]); stacks are rooted at "[pid N] argv" when the set held more
+// than one process (else the profile is the one process's, unchanged);
+// SetAccount is the account. The achieved rate is per CPU-second of all
+// members. The perf engine, --native, --kernel, --async, wall and gil
+// observe the target alone and refuse an explicit set.
+//
 // Price: bpf — ~2–5 µs of kernel time per sample in the target's context
 // (bpf stats, 12–20-frame stacks; per-sample, so independent of how long
 // the recording runs) plus ~0.1 µs per event of any other task on a CPU,

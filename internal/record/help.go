@@ -48,6 +48,14 @@ const Help = `record samples the target and writes a flame graph or profile.
   per-thread state (its current greenlet) around the stack read; a switch in
   between leaves the sample unrooted, counted. Perf engine only.
 
+Several processes (cpu mode, bpf engine): -- CMD follows what CMD forks or
+  spawns, from each child's first instruction; -p PID --children, -p 1,2,3,
+  --cgroup DIR and --all take a set. Each stack is rooted at "[pid N] argv"
+  when more than one process was seen; the end of the run lists them (how
+  each joined, samples, CPU seconds, exited, refused and why: a process of
+  another CPython build is never walked). The other engines and modes
+  record the target alone.
+
 Price: sampling. The target is never stopped. The end of the run reports
 which engine took the stacks, requested vs achieved rate, samples exact
 (bpf), truncated, faulted, lost, torn, failed, the BPF run time per sample

@@ -23,6 +23,7 @@ type kernelRec struct {
 	ids   map[[2]uint64]int // (code object as read, lasti) -> interned frame
 	stats io.Closer         // the run's BPF_ENABLE_STATS, nil if not ours
 	note  string            // Meta.BPFStats
+	set   *setRec           // observing a set of processes, nil for one
 
 	exact, trunc, fault, invalid, nopy, empty uint64
 }
@@ -40,7 +41,12 @@ func (r *Recorder) openKernel() (*kernelRec, error) {
 	}
 	k := &kernelRec{ids: map[[2]uint64]int{}}
 	k.stats, k.note = bpfload.EnableRunStats()
-	k.w, err = kwalk.Open(r.s.Pid, kl, kwalk.Options{Freq: r.opt.Freq, TLS: tls, Latency: 200 * time.Millisecond})
+	wo := kwalk.Options{Freq: r.opt.Freq, TLS: tls, Latency: 200 * time.Millisecond}
+	if r.s.Set.Many() {
+		so := r.s.Options()
+		wo.Set = &so
+	}
+	k.w, err = kwalk.Open(r.s.Pid, kl, wo)
 	if err != nil {
 		k.close()
 		return nil, err
@@ -51,6 +57,10 @@ func (r *Recorder) openKernel() (*kernelRec, error) {
 		return nil, err
 	}
 	k.sym = kwalk.NewSymbolizer(r.s.Py, kl)
+	if k.w.Set != nil {
+		k.set = newSetRec(k, r, kl)
+		r.setCPU = k.set.cpuSum
+	}
 	return k, nil
 }
 
@@ -101,7 +111,11 @@ func (r *Recorder) runKernel(ctx context.Context, deadline <-chan time.Time, k *
 			// The map serves threads the kernel can't find through their
 			// TLS (3.10 without it, other layouts); TLS finds new ones.
 			r.tids.Refresh()
-			_ = k.w.SetThreads(r.tids.All())
+			refs := r.tids.All()
+			if k.set != nil {
+				refs = k.set.threadRefs(refs, r.s.Pid)
+			}
+			_ = k.w.SetThreads(refs)
 			r.achieved()
 			if !r.s.Alive() {
 				break
@@ -114,6 +128,11 @@ func (r *Recorder) runKernel(ctx context.Context, deadline <-chan time.Time, k *
 		err = e
 	}
 	r.kernelAccount(k)
+	if k.set != nil {
+		r.achieved() // the members' last CPU readings, before the set closes
+		k.w.Set.Close()
+		r.setAcct = k.set.account()
+	}
 	return err
 }
 
@@ -121,6 +140,25 @@ func (r *Recorder) runKernel(ctx context.Context, deadline <-chan time.Time, k *
 // walk was complete; the frames read under [truncated stack] when callers
 // are missing; a marker when nothing usable was read.
 func (r *Recorder) kernelSample(k *kernelRec, s *kwalk.Sample) {
+	sym, ids := k.sym, k.ids
+	if k.set != nil {
+		// Rooted at its process; read through that process's own reader.
+		p := k.set.proc(r, s.Tgid)
+		p.samples++
+		r.procRoot, r.hasRoot = k.set.rootFrame(r, p), true
+		defer func() { r.hasRoot = false }()
+		if p.refused != "" {
+			r.marker(s.Tid, "[refused: "+p.refused+"]", 1)
+			return
+		}
+		if p.sym == nil {
+			k.set.unread++
+			r.failed++
+			r.marker(s.Tid, "[unreadable: process exited]", 1)
+			return
+		}
+		sym, ids = p.sym, p.ids
+	}
 	switch {
 	case s.Flags&kwalk.FlagNoPython != 0:
 		k.nopy++
@@ -144,40 +182,45 @@ func (r *Recorder) kernelSample(k *kernelRec, s *kwalk.Sample) {
 		r.marker(s.Tid, "[no Python frames]", 1)
 		return
 	}
-	ids := r.ids[:0]
+	fids := r.rootIDs()
 	if r.opt.Threads {
 		ref, ok := r.tids.Lookup(s.Tid)
 		if !ok {
 			ref = pyframes.ThreadRef{NativeID: s.Tid}
 		}
-		ids = append(ids, r.threadFrame(ref))
+		fids = append(fids, r.threadFrame(ref))
 	}
 	if s.Complete() {
 		k.exact++
 	} else {
 		k.trunc++
-		ids = append(ids, r.prof.Intern(flame.Frame{Kind: flame.State, Function: "[truncated stack]"}))
+		fids = append(fids, r.prof.Intern(flame.Frame{Kind: flame.State, Function: "[truncated stack]"}))
 	}
 	for i := len(s.Frames) - 1; i >= 0; i-- {
 		f := s.Frames[i]
-		sym, err := k.sym.Code(f.Code, s.CodeGen)
+		cs, err := sym.Code(f.Code, s.CodeGen)
 		if err != nil {
 			r.failed++
-			r.ids = ids
-			r.marker(s.Tid, "[unreadable]", 1)
+			r.ids = fids
+			what := "[unreadable]"
+			if k.set != nil && k.set.gone(s.Tgid) {
+				k.set.unread++
+				what = "[unreadable: process exited]"
+			}
+			r.marker(s.Tid, what, 1)
 			return
 		}
-		key := [2]uint64{sym.ID, uint64(uint32(f.Lasti))}
-		id, ok := k.ids[key]
+		key := [2]uint64{cs.ID, uint64(uint32(f.Lasti))}
+		id, ok := ids[key]
 		if !ok {
-			id = r.prof.Intern(flame.Frame{Kind: flame.Python, Function: sym.Function, File: sym.File, Line: sym.Line(int(f.Lasti))})
-			k.ids[key] = id
+			id = r.prof.Intern(flame.Frame{Kind: flame.Python, Function: cs.Function, File: cs.File, Line: cs.Line(int(f.Lasti))})
+			ids[key] = id
 		}
-		ids = append(ids, id)
+		fids = append(fids, id)
 	}
 	r.samples++
-	r.prof.AddIDs(ids, 1)
-	r.ids = ids
+	r.prof.AddIDs(fids, 1)
+	r.ids = fids
 }
 
 // kernelAccount copies the walker's counts into the profile's account.

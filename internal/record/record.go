@@ -49,6 +49,14 @@ type Options struct {
 	// (greenlets.go); GreenletStats receives its account.
 	Greenlets     bool
 	GreenletStats *GreenletStats
+
+	// SetRequired: the caller asked for a set (several -p, --children,
+	// --cgroup, --all), not just -- CMD with its children by default; a
+	// set needs the bpf engine, and without it Run refuses. SetAccount
+	// receives the set's account when the recording saw more than one
+	// process or SetRequired.
+	SetRequired bool
+	SetAccount  *SetAccount
 }
 
 // Progress is the live status line's content.
@@ -88,6 +96,14 @@ type Recorder struct {
 	maxLag   int64   // ns between the kernel's sample and our read beyond which the read is "late"
 	lagSum   int64
 	lagN     int64
+
+	// A set's recording (bpf engine): the current sample's process frame
+	// (hasRoot), under which markers and stacks are rooted; setAcct: the
+	// set's account at the end.
+	procRoot int
+	hasRoot  bool
+	setAcct  *SetAccount
+	setCPU   func() float64 // the members' CPU seconds since each was first read
 
 	async *asyncAttr // with Async
 	green *greenAttr // with Greenlets
@@ -151,6 +167,9 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*flame.Profile, 
 	if err != nil {
 		return nil, err
 	}
+	if opt.SetRequired && (opt.Mode != "cpu" || want == fallback.NoBPF) {
+		return nil, errors.New("several processes (several -p, --children, --cgroup, --all) are recorded by cpu mode's bpf engine; --native, --kernel, --async, --greenlets, --engine perf, wall and gil read one process from user space")
+	}
 	r.opt.Engine = opt.Engine
 	r.tids.Refresh()
 	r.refreshNames()
@@ -167,6 +186,8 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*flame.Profile, 
 			r.prof.Meta.Engine = EngineBPF
 		case why != nil && want == fallback.BPFOnly:
 			return nil, refused(s.Pid, why)
+		case why != nil && opt.SetRequired:
+			return nil, fmt.Errorf("several processes need the in-kernel stack walker: %w", refused(s.Pid, why))
 		default:
 			r.prof.Meta.Engine = EnginePerf
 			if why != nil {
@@ -459,7 +480,7 @@ func (r *Recorder) sampleThread(tid int, weight int64) {
 // marker frame (rooted at its thread with --threads).
 func (r *Recorder) marker(tid int, what string, weight int64) {
 	r.samples += uint64(weight)
-	ids := r.ids[:0]
+	ids := r.rootIDs()
 	if r.opt.Threads {
 		ref, ok := r.tids.Lookup(tid)
 		if !ok {
@@ -470,6 +491,16 @@ func (r *Recorder) marker(tid int, what string, weight int64) {
 	ids = append(ids, r.prof.Intern(flame.Frame{Kind: flame.State, Function: what}))
 	r.prof.AddIDs(ids, weight)
 	r.ids = ids
+}
+
+// rootIDs starts a stack in r.ids: the process frame when a set's sample
+// is being folded, else empty.
+func (r *Recorder) rootIDs() []int {
+	ids := r.ids[:0]
+	if r.hasRoot {
+		ids = append(ids, r.procRoot)
+	}
+	return ids
 }
 
 func (r *Recorder) sampleRef(ref pyframes.ThreadRef, state string, weight int64) {
@@ -580,6 +611,12 @@ func (r *Recorder) progress() {
 // samples on-CPU time); wall/gil — ticks per wall second.
 func (r *Recorder) achieved() float64 {
 	if r.opt.Mode == "cpu" {
+		if r.setCPU != nil {
+			if c := r.setCPU(); c > 0 {
+				return float64(r.samples) / c
+			}
+			return 0
+		}
 		if c := targetCPU(r.s.Pid); c > r.lastCPU {
 			r.lastCPU = c // keep the last reading: /proc/PID/stat is gone once it exits
 		}
@@ -618,6 +655,16 @@ func (r *Recorder) finish() {
 	}
 	if r.green != nil && r.opt.GreenletStats != nil {
 		*r.opt.GreenletStats = r.green.finish()
+	}
+	if a := r.setAcct; a != nil {
+		if a.Counts.Seen <= 1 {
+			// One process after all (-- CMD that forked nothing): the
+			// profile one process gives, without its process frame.
+			r.prof = withoutRoots(r.prof)
+		}
+		if (a.Counts.Seen > 1 || r.opt.SetRequired) && r.opt.SetAccount != nil {
+			*r.opt.SetAccount = *a
+		}
 	}
 }
 

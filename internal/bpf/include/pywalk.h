@@ -5,8 +5,9 @@
 // The including program declares nothing of it; it gets the read-only
 // `cfg` (struct config, fixed at load by user space from internal/pyframes'
 // kernel layout: the verifier sees the offsets as constants), the maps
-// tstates (tid or fsbase -> PyThreadState*, filled by user space), scratch,
-// codes_ok and win, pywalk(), and pywalk_send() to send each distinct
+// tstates (tid or fsbase -> PyThreadState*, filled by user space), pyaddrs
+// (a process's own addresses where they are not cfg's), scratch, codes_ok
+// and win, pywalk(), and pywalk_send() to send each distinct
 // stack once. See internal/kwalk/doc.go for the walk.
 
 #ifndef PYOBS_PYWALK_H
@@ -114,6 +115,8 @@ struct sample_hdr {
 	u16 depth;   // frames recorded
 	u16 hops;    // frames visited (shims included)
 	u32 cpu;
+	u32 tgid;    // the sampled thread's process (a program may observe several)
+	u32 pad;
 };
 
 struct sample {
@@ -138,6 +141,22 @@ struct {
 	__type(key, u32);
 	__type(value, struct sample);
 } scratch SEC(".maps");
+
+// The addresses cfg holds, for one process of the same build that has its
+// own (its interpreter mapped elsewhere: ASLR after an exec), by tgid;
+// filled by user space, which checked the rest of the layout; a process
+// not in it is walked with cfg's.
+struct proc_addrs {
+	u64 code_type;
+	u64 frame_type;
+	u64 codegen_addr;
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, u32);
+	__type(value, struct proc_addrs);
+} pyaddrs SEC(".maps");
 
 // Code objects whose type was checked lately, per CPU, direct-mapped by
 // address: a frame whose code sits in its slot skips the type read.
@@ -185,6 +204,8 @@ struct walk {
 	u8 done;
 	u64 last_code; // the last Python frame's code object
 	u64 hash;      // of the frames recorded
+	u64 code_type; // cfg's, or the process's own (pyaddrs)
+	u64 frame_type;
 };
 
 // One step of the stack's identity hash (a multiply-xorshift).
@@ -254,7 +275,7 @@ static long step(u32 i, void *vctx)
 	s32 lasti;
 	if (cfg.frame_objects) {
 		// 3.10: a PyFrameObject; every Python call has its own C evaluator.
-		if (cfg.frame_type && buf[(cfg.ob_type >> 3) & (FBUF_WORDS - 1)] != cfg.frame_type) {
+		if (w->frame_type && buf[(cfg.ob_type >> 3) & (FBUF_WORDS - 1)] != w->frame_type) {
 			w->flags |= S_INVALID;
 			return 1;
 		}
@@ -328,7 +349,7 @@ static long step(u32 i, void *vctx)
 				w->flags |= S_FAULT;
 				return 1;
 			}
-			if (typ != cfg.code_type) {
+			if (typ != w->code_type) {
 				w->flags |= S_INVALID;
 				return 1;
 			}
@@ -469,8 +490,16 @@ static __always_inline void pywalk(struct sample *s, u32 tid, struct pywalk_ev *
 		return;
 	}
 	s->h.tstate = tstate;
-	if (cfg.codegen_addr)
-		read_u64(&s->h.codegen, cfg.codegen_addr);
+	u64 code_type = cfg.code_type, frame_type = cfg.frame_type, codegen = cfg.codegen_addr;
+	u32 tgid = (u32)(bpf_get_current_pid_tgid() >> 32);
+	struct proc_addrs *pa = bpf_map_lookup_elem(&pyaddrs, &tgid);
+	if (pa) {
+		code_type = pa->code_type;
+		frame_type = pa->frame_type;
+		codegen = pa->codegen_addr;
+	}
+	if (codegen)
+		read_u64(&s->h.codegen, codegen);
 
 	u64 top = 0;
 	if (read_u64(&top, tstate + cfg.tstate_frame)) {
@@ -489,7 +518,7 @@ static __always_inline void pywalk(struct sample *s, u32 tid, struct pywalk_ev *
 		return;
 	}
 
-	struct walk w = {.addr = top};
+	struct walk w = {.addr = top, .code_type = code_type, .frame_type = frame_type};
 	bpf_loop(MAX_HOPS, step, &w, 0);
 	s->h.depth = w.depth;
 	s->h.hops = w.hops;
@@ -520,6 +549,8 @@ static __always_inline void pywalk_reset(struct sample *s, u32 tid, u64 now)
 	s->h.time = now;
 	s->h.id = 0;
 	s->h.tid = tid;
+	s->h.tgid = (u32)(bpf_get_current_pid_tgid() >> 32);
+	s->h.pad = 0;
 	s->h.cpu = bpf_get_smp_processor_id();
 	s->h.flags = 0;
 	s->h.depth = 0;

@@ -64,6 +64,13 @@ type allocPend struct {
 	Ts    uint64
 }
 
+type allocProcAddrs struct {
+	_           structs.HostLayout
+	CodeType    uint64
+	FrameType   uint64
+	CodegenAddr uint64
+}
+
 type allocSample struct {
 	_ structs.HostLayout
 	H struct {
@@ -78,6 +85,8 @@ type allocSample struct {
 		Depth   uint16
 		Hops    uint16
 		Cpu     uint32
+		Tgid    uint32
+		Pad     uint32
 	}
 	Frames [128]struct {
 		_     structs.HostLayout
@@ -100,6 +109,7 @@ const (
 	allocMapCounters      = "counters"
 	allocMapLives         = "lives"
 	allocMapPending       = "pending"
+	allocMapPyaddrs       = "pyaddrs"
 	allocMapPyseen        = "pyseen"
 	allocMapPystacks      = "pystacks"
 	allocMapScratch       = "scratch"
@@ -174,6 +184,7 @@ type allocMapSpecs struct {
 	Counters *ebpf.MapSpec `ebpf:"counters"`
 	Lives    *ebpf.MapSpec `ebpf:"lives"`
 	Pending  *ebpf.MapSpec `ebpf:"pending"`
+	Pyaddrs  *ebpf.MapSpec `ebpf:"pyaddrs"`
 	Pyseen   *ebpf.MapSpec `ebpf:"pyseen"`
 	Pystacks *ebpf.MapSpec `ebpf:"pystacks"`
 	Scratch  *ebpf.MapSpec `ebpf:"scratch"`
@@ -216,6 +227,7 @@ type allocMaps struct {
 	Counters *ebpf.Map `ebpf:"counters"`
 	Lives    *ebpf.Map `ebpf:"lives"`
 	Pending  *ebpf.Map `ebpf:"pending"`
+	Pyaddrs  *ebpf.Map `ebpf:"pyaddrs"`
 	Pyseen   *ebpf.Map `ebpf:"pyseen"`
 	Pystacks *ebpf.Map `ebpf:"pystacks"`
 	Scratch  *ebpf.Map `ebpf:"scratch"`
@@ -229,6 +241,7 @@ func (m *allocMaps) Close() error {
 		m.Counters,
 		m.Lives,
 		m.Pending,
+		m.Pyaddrs,
 		m.Pyseen,
 		m.Pystacks,
 		m.Scratch,

@@ -70,6 +70,13 @@ type offcpuPkey struct {
 	Ts  uint64
 }
 
+type offcpuProcAddrs struct {
+	_           structs.HostLayout
+	CodeType    uint64
+	FrameType   uint64
+	CodegenAddr uint64
+}
+
 type offcpuSample struct {
 	_ structs.HostLayout
 	H struct {
@@ -84,6 +91,8 @@ type offcpuSample struct {
 		Depth   uint16
 		Hops    uint16
 		Cpu     uint32
+		Tgid    uint32
+		Pad     uint32
 	}
 	Frames [128]struct {
 		_     structs.HostLayout
@@ -160,6 +169,7 @@ const (
 	offcpuMapCounters   = "counters"
 	offcpuMapKstacks    = "kstacks"
 	offcpuMapOffwake    = "offwake"
+	offcpuMapPyaddrs    = "pyaddrs"
 	offcpuMapPyids      = "pyids"
 	offcpuMapPyseen     = "pyseen"
 	offcpuMapPystacks   = "pystacks"
@@ -243,6 +253,7 @@ type offcpuMapSpecs struct {
 	Counters *ebpf.MapSpec `ebpf:"counters"`
 	Kstacks  *ebpf.MapSpec `ebpf:"kstacks"`
 	Offwake  *ebpf.MapSpec `ebpf:"offwake"`
+	Pyaddrs  *ebpf.MapSpec `ebpf:"pyaddrs"`
 	Pyids    *ebpf.MapSpec `ebpf:"pyids"`
 	Pyseen   *ebpf.MapSpec `ebpf:"pyseen"`
 	Pystacks *ebpf.MapSpec `ebpf:"pystacks"`
@@ -296,6 +307,7 @@ type offcpuMaps struct {
 	Counters *ebpf.Map `ebpf:"counters"`
 	Kstacks  *ebpf.Map `ebpf:"kstacks"`
 	Offwake  *ebpf.Map `ebpf:"offwake"`
+	Pyaddrs  *ebpf.Map `ebpf:"pyaddrs"`
 	Pyids    *ebpf.Map `ebpf:"pyids"`
 	Pyseen   *ebpf.Map `ebpf:"pyseen"`
 	Pystacks *ebpf.Map `ebpf:"pystacks"`
@@ -314,6 +326,7 @@ func (m *offcpuMaps) Close() error {
 		m.Counters,
 		m.Kstacks,
 		m.Offwake,
+		m.Pyaddrs,
 		m.Pyids,
 		m.Pyseen,
 		m.Pystacks,

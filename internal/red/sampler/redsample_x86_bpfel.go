@@ -65,6 +65,13 @@ type redsampleOut struct {
 	Pad   uint32
 }
 
+type redsampleProcAddrs struct {
+	_           structs.HostLayout
+	CodeType    uint64
+	FrameType   uint64
+	CodegenAddr uint64
+}
+
 type redsampleSample struct {
 	_ structs.HostLayout
 	H struct {
@@ -79,6 +86,8 @@ type redsampleSample struct {
 		Depth   uint16
 		Hops    uint16
 		Cpu     uint32
+		Tgid    uint32
+		Pad     uint32
 	}
 	Frames [128]struct {
 		_     structs.HostLayout
@@ -101,6 +110,7 @@ const (
 	redsampleMapHits       = "hits"
 	redsampleMapKcounters  = "kcounters"
 	redsampleMapOuts       = "outs"
+	redsampleMapPyaddrs    = "pyaddrs"
 	redsampleMapPyseen     = "pyseen"
 	redsampleMapPystacks   = "pystacks"
 	redsampleMapScratch    = "scratch"
@@ -167,6 +177,7 @@ type redsampleMapSpecs struct {
 	Hits      *ebpf.MapSpec `ebpf:"hits"`
 	Kcounters *ebpf.MapSpec `ebpf:"kcounters"`
 	Outs      *ebpf.MapSpec `ebpf:"outs"`
+	Pyaddrs   *ebpf.MapSpec `ebpf:"pyaddrs"`
 	Pyseen    *ebpf.MapSpec `ebpf:"pyseen"`
 	Pystacks  *ebpf.MapSpec `ebpf:"pystacks"`
 	Scratch   *ebpf.MapSpec `ebpf:"scratch"`
@@ -207,6 +218,7 @@ type redsampleMaps struct {
 	Hits      *ebpf.Map `ebpf:"hits"`
 	Kcounters *ebpf.Map `ebpf:"kcounters"`
 	Outs      *ebpf.Map `ebpf:"outs"`
+	Pyaddrs   *ebpf.Map `ebpf:"pyaddrs"`
 	Pyseen    *ebpf.Map `ebpf:"pyseen"`
 	Pystacks  *ebpf.Map `ebpf:"pystacks"`
 	Scratch   *ebpf.Map `ebpf:"scratch"`
@@ -220,6 +232,7 @@ func (m *redsampleMaps) Close() error {
 		m.Hits,
 		m.Kcounters,
 		m.Outs,
+		m.Pyaddrs,
 		m.Pyseen,
 		m.Pystacks,
 		m.Scratch,

@@ -66,6 +66,13 @@ type syscallsEvent struct {
 	Pad     uint32
 }
 
+type syscallsProcAddrs struct {
+	_           structs.HostLayout
+	CodeType    uint64
+	FrameType   uint64
+	CodegenAddr uint64
+}
+
 type syscallsSample struct {
 	_ structs.HostLayout
 	H struct {
@@ -80,6 +87,8 @@ type syscallsSample struct {
 		Depth   uint16
 		Hops    uint16
 		Cpu     uint32
+		Tgid    uint32
+		Pad     uint32
 	}
 	Frames [128]struct {
 		_     structs.HostLayout
@@ -120,6 +129,7 @@ const (
 	syscallsMapEvents               = "events"
 	syscallsMapFilter               = "filter"
 	syscallsMapHist                 = "hist"
+	syscallsMapPyaddrs              = "pyaddrs"
 	syscallsMapPyseen               = "pyseen"
 	syscallsMapPystacks             = "pystacks"
 	syscallsMapScratch              = "scratch"
@@ -205,6 +215,7 @@ type syscallsMapSpecs struct {
 	Events   *ebpf.MapSpec `ebpf:"events"`
 	Filter   *ebpf.MapSpec `ebpf:"filter"`
 	Hist     *ebpf.MapSpec `ebpf:"hist"`
+	Pyaddrs  *ebpf.MapSpec `ebpf:"pyaddrs"`
 	Pyseen   *ebpf.MapSpec `ebpf:"pyseen"`
 	Pystacks *ebpf.MapSpec `ebpf:"pystacks"`
 	Scratch  *ebpf.MapSpec `ebpf:"scratch"`
@@ -264,6 +275,7 @@ type syscallsMaps struct {
 	Events   *ebpf.Map `ebpf:"events"`
 	Filter   *ebpf.Map `ebpf:"filter"`
 	Hist     *ebpf.Map `ebpf:"hist"`
+	Pyaddrs  *ebpf.Map `ebpf:"pyaddrs"`
 	Pyseen   *ebpf.Map `ebpf:"pyseen"`
 	Pystacks *ebpf.Map `ebpf:"pystacks"`
 	Scratch  *ebpf.Map `ebpf:"scratch"`
@@ -281,6 +293,7 @@ func (m *syscallsMaps) Close() error {
 		m.Events,
 		m.Filter,
 		m.Hist,
+		m.Pyaddrs,
 		m.Pyseen,
 		m.Pystacks,
 		m.Scratch,

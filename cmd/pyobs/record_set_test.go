@@ -1,0 +1,417 @@
+//go:build amd64
+
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pyobs/pyobs/internal/flame"
+	"github.com/pyobs/pyobs/internal/testutil"
+)
+
+// The tests of record on a set of processes: a multiprocessing Pool(3)
+// (testdata/targets/pool_target.py; start method fork, stated per run:
+// fork is the default before 3.14, and sid's 3.14/3.15 here can't exec
+// themselves without their loader wrapper), attached by -- CMD and by
+// -p PARENT --children, a cgroup holding two Python processes, and the
+// program's stdout kept out of every text format.
+
+const setFreq = 199
+
+// poolTruth is pool_target.py's own account.
+type poolTruth struct {
+	parent  int
+	workers map[int]float64 // pid -> CPU seconds in burn
+}
+
+func readPoolTruth(t *testing.T, path string) poolTruth {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("the target wrote no truth: %v", err)
+	}
+	tr := poolTruth{workers: map[int]float64{}}
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		f := strings.Fields(l)
+		switch {
+		case len(f) == 2 && f[0] == "PARENT":
+			tr.parent, _ = strconv.Atoi(f[1])
+		case len(f) == 3 && f[0] == "WORKER":
+			pid, _ := strconv.Atoi(f[1])
+			cpu, _ := strconv.ParseFloat(f[2], 64)
+			tr.workers[pid] = cpu
+		}
+	}
+	if tr.parent == 0 || len(tr.workers) != 3 {
+		t.Fatalf("bad truth file: %q", b)
+	}
+	return tr
+}
+
+// perProcess sums a folded profile by its "[pid N] argv" roots: all
+// samples, and those whose stack holds fn.
+type procSamples struct{ all, inFn int64 }
+
+func perProcess(t *testing.T, folded, fn string) map[int]procSamples {
+	t.Helper()
+	out := map[int]procSamples{}
+	for _, l := range strings.Split(strings.TrimSpace(folded), "\n") {
+		i := strings.LastIndexByte(l, ' ')
+		if i < 0 {
+			continue
+		}
+		w, err := strconv.ParseInt(l[i+1:], 10, 64)
+		if err != nil {
+			t.Fatalf("bad folded line %q", l)
+		}
+		if !strings.HasPrefix(l, "[pid ") {
+			t.Fatalf("a stack not rooted at its process: %q", l)
+		}
+		pid, err := strconv.Atoi(l[len("[pid "):strings.IndexByte(l, ']')])
+		if err != nil {
+			t.Fatalf("bad process frame in %q", l)
+		}
+		p := out[pid]
+		p.all += w
+		if strings.Contains(l[:i], ";"+fn+" (") {
+			p.inFn += w
+		}
+		out[pid] = p
+	}
+	return out
+}
+
+// checkPool: each worker in the stacks, the workers' samples within ±15 %
+// of their CPU seconds × F, ≥ 90 % of them in burn.
+func checkPool(t *testing.T, name string, tr poolTruth, folded string) {
+	t.Helper()
+	per := perProcess(t, folded, "burn")
+	var samples, inBurn int64
+	var cpu float64
+	for pid, c := range tr.workers {
+		p, ok := per[pid]
+		if !ok || p.inFn == 0 {
+			t.Errorf("%s: worker %d not in the stacks (%+v)", name, pid, per)
+		}
+		samples += p.all
+		inBurn += p.inFn
+		cpu += c
+	}
+	want := cpu * setFreq
+	t.Logf("%s: workers' samples %d, in burn %d; their CPU %.2fs × %d Hz = %.0f; per process %+v", name, samples, inBurn, cpu, setFreq, want, per)
+	if d := float64(samples)/want - 1; d < -0.15 || d > 0.15 {
+		t.Errorf("%s: %d worker samples, want %.0f ± 15 %% (%+.1f %%)", name, samples, want, 100*d)
+	}
+	if samples == 0 || float64(inBurn) < 0.9*float64(samples) {
+		t.Errorf("%s: %d of %d worker samples in burn, want ≥ 90 %%", name, inBurn, samples)
+	}
+}
+
+// lineReader hands out a process's stdout lines.
+type lineReader chan string
+
+func readLines(r io.Reader) lineReader {
+	ch := make(lineReader, 256)
+	go func() {
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			ch <- sc.Text()
+		}
+		close(ch)
+	}()
+	return ch
+}
+
+func (ch lineReader) expect(t *testing.T, prefix string) string {
+	t.Helper()
+	deadline := time.After(60 * time.Second)
+	for {
+		select {
+		case l, ok := <-ch:
+			if !ok {
+				t.Fatalf("output ended before a %q line", prefix)
+			}
+			if strings.HasPrefix(l, prefix) {
+				return l
+			}
+		case <-deadline:
+			t.Fatalf("no %q line within 60 s", prefix)
+		}
+	}
+}
+
+func poolArgv(py testutil.Interp, args ...string) []string {
+	return append(append(append([]string{}, py.Argv...), filepath.Join(testutil.Repo(), "testdata", "targets", "pool_target.py")), args...)
+}
+
+// TestRecordSetPoolSpawn: record -- python3 pool_target.py follows the
+// pool's workers (forked, start method fork) from their first instruction.
+func TestRecordSetPoolSpawn(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.CPUHog(t, 2)
+	for _, label := range []string{"pyenv-3.11", "pyenv-3.13"} {
+		t.Run(label, func(t *testing.T) {
+			py := testutil.Find(t, label)
+			dir := t.TempDir()
+			truth, out := filepath.Join(dir, "truth"), filepath.Join(dir, "p.folded")
+			cmd := exec.Command(testutil.Binary(t), append([]string{"record", "-F", strconv.Itoa(setFreq), "--format", "folded", "-o", out, "--"},
+				poolArgv(py, truth, "fork", "1.0", "stdin")...)...)
+			cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+			in, _ := cmd.StdinPipe()
+			so, _ := cmd.StdoutPipe() // -o FILE: the program keeps pyobs's stdout
+			var se strings.Builder
+			cmd.Stderr = &se
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+			lines := readLines(so)
+			lines.expect(t, "POOL")
+			testutil.WaitBPFLink(t, cmd.Process.Pid, 30*time.Second)
+			time.Sleep(100 * time.Millisecond) // the seeds go in right after the links
+			fmt.Fprintln(in, "go")
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("pyobs: %v\n%s", err, se.String())
+				}
+			case <-time.After(90 * time.Second):
+				t.Fatalf("pyobs did not end\n%s", se.String())
+			}
+			b, err := os.ReadFile(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr := readPoolTruth(t, truth)
+			checkPool(t, label, tr, string(b))
+			if !strings.Contains(se.String(), "pyobs record: processes: ") || !strings.Contains(se.String(), fmt.Sprintf("pid %d (", firstKey(tr.workers))) {
+				t.Errorf("no account of the set in the footer:\n%s", se.String())
+			}
+		})
+	}
+}
+
+func firstKey(m map[int]float64) int {
+	for k := range m {
+		return k
+	}
+	return 0
+}
+
+// TestRecordSetAttachChildren: -p PARENT --children after the pool
+// started: the existing workers join at the start.
+func TestRecordSetAttachChildren(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.CPUHog(t, 2)
+	py := testutil.Find(t, "pyenv-3.12")
+	dir := t.TempDir()
+	truth, out := filepath.Join(dir, "truth"), filepath.Join(dir, "p.folded")
+	argv := poolArgv(py, truth, "fork", "1.0", "stdin")
+	tg := exec.Command(argv[0], argv[1:]...)
+	tg.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	tg.Stderr = os.Stderr
+	in, _ := tg.StdinPipe()
+	so, _ := tg.StdoutPipe()
+	if err := tg.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tg.Process.Kill(); _ = tg.Wait() })
+	readLines(so).expect(t, "POOL")
+
+	cmd := exec.Command(testutil.Binary(t), "record", "-p", strconv.Itoa(tg.Process.Pid), "--children", "-F", strconv.Itoa(setFreq), "--format", "folded", "-o", out)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	var se strings.Builder
+	cmd.Stderr = &se
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	testutil.WaitBPFLink(t, cmd.Process.Pid, 30*time.Second)
+	time.Sleep(200 * time.Millisecond) // the seeds and the existing children go in right after the links
+	fmt.Fprintln(in, "go")
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("pyobs: %v\n%s", err, se.String())
+		}
+	case <-time.After(90 * time.Second):
+		t.Fatalf("pyobs did not end\n%s", se.String())
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkPool(t, "-p PARENT --children", readPoolTruth(t, truth), string(b))
+}
+
+// TestRecordSetExecedWorkers: workers started by the spawn method exec
+// a new interpreter (pyenv's libpython at other addresses: ASLR): walked
+// with their own addresses, and the account says how each joined.
+func TestRecordSetExecedWorkers(t *testing.T) {
+	testutil.RequireRoot(t)
+	py := testutil.Find(t, "pyenv-3.12")
+	dir := t.TempDir()
+	truth := filepath.Join(dir, "truth")
+	r := testutil.Run(t, 90*time.Second, append([]string{"record", "-F", strconv.Itoa(setFreq), "--format", "folded", "-o", filepath.Join(dir, "p.folded"), "--"},
+		poolArgv(py, truth, "spawn", "0.5", "none")...)...)
+	if r.Code != 0 {
+		t.Fatalf("exit %d: %s", r.Code, r.Stderr)
+	}
+	tr := readPoolTruth(t, truth)
+	b, err := os.ReadFile(filepath.Join(dir, "p.folded"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	per := perProcess(t, string(b), "burn")
+	for pid := range tr.workers {
+		if p := per[pid]; p.inFn == 0 || float64(p.inFn) < 0.8*float64(p.all) {
+			t.Errorf("worker %d (spawned): %+v, want its samples in burn", pid, p)
+		}
+	}
+	if !strings.Contains(r.Stderr, " 0 refused") {
+		t.Errorf("a spawned worker refused: %s", r.Stderr)
+	}
+}
+
+// TestRecordSetCgroup: --cgroup on a cgroup v2 holding two Python
+// processes made here: both in the stacks.
+func TestRecordSetCgroup(t *testing.T) {
+	testutil.RequireRoot(t)
+	root := "/sys/fs/cgroup/unified"
+	if _, err := os.Stat(filepath.Join(root, "cgroup.procs")); err != nil {
+		root = "/sys/fs/cgroup"
+	}
+	dir := filepath.Join(root, fmt.Sprintf("pyobs-setrec-%d", os.Getpid()))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		testutil.Skip(t, fmt.Sprintf("can't make a cgroup v2 directory: %v", err))
+	}
+	pys := []testutil.Interp{testutil.Find(t, "pyenv-3.12"), testutil.Find(t, "pyenv-3.12"), testutil.Find(t, "pyenv-3.11")}
+	var pids []int
+	for i, fn := range []string{"spin_one", "spin_two", "spin_other"} {
+		py := pys[i]
+		script := fmt.Sprintf("import sys, time\ndef %s():\n    x = 0\n    while True:\n        x += 1\nprint('READY', flush=True)\nsys.stdin.readline()\n%s()\n", fn, fn)
+		argv := append(append([]string{}, py.Argv...), "-c", script)
+		c := exec.Command(argv[0], argv[1:]...)
+		c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		in, _ := c.StdinPipe()
+		so, _ := c.StdoutPipe()
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// Cleanups run last-in first-out: the processes end before the rmdir.
+		if i == 0 {
+			t.Cleanup(func() {
+				for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+					if os.Remove(dir) == nil {
+						return
+					}
+				}
+				t.Errorf("can't remove cgroup %s", dir)
+			})
+		}
+		t.Cleanup(func() { _ = c.Process.Kill(); _ = c.Wait() })
+		readLines(so).expect(t, "READY")
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(c.Process.Pid)), 0o644); err != nil {
+			t.Fatalf("can't move pid %d into %s: %v", c.Process.Pid, dir, err)
+		}
+		fmt.Fprintln(in, "go")
+		pids = append(pids, c.Process.Pid)
+	}
+	r := testutil.Run(t, 60*time.Second, "record", "--cgroup", dir, "-d", "2s", "--format", "folded")
+	if r.Code != 0 {
+		t.Fatalf("exit %d: %s", r.Code, r.Stderr)
+	}
+	per := perProcess(t, r.Stdout, "")
+	for i, fn := range []string{"spin_one", "spin_two"} {
+		if !strings.Contains(r.Stdout, fmt.Sprintf("[pid %d]", pids[i])) || !strings.Contains(r.Stdout, ";"+fn+" (") {
+			t.Errorf("process %d (%s) not in the stacks: %+v\n%s", pids[i], fn, per, r.Stdout)
+		}
+	}
+	// Another version: refused, counted, its samples under the reason.
+	if strings.Contains(r.Stdout, "spin_other (") || !strings.Contains(r.Stdout, fmt.Sprintf("[pid %d]", pids[2])) {
+		t.Errorf("the 3.11 process walked, or its samples missing:\n%s", r.Stdout)
+	}
+	if !strings.Contains(r.Stderr, "processes: 3 seen") || !strings.Contains(r.Stderr, "1 refused") ||
+		!strings.Contains(r.Stderr, "refused: CPython 3.11.7 build differs from the target's 3.12.1") {
+		t.Errorf("the footer's account: %s", r.Stderr)
+	}
+}
+
+// TestRecordSetProgramStdout: the program's and its workers' stdout never
+// in the profile, in every text format (to stderr instead).
+func TestRecordSetProgramStdout(t *testing.T) {
+	testutil.RequireRoot(t)
+	py := testutil.Find(t, "pyenv-3.12")
+	for _, f := range flame.Formats() {
+		if flame.Binary(f) {
+			continue // needs -o FILE: pyobs's stdout is then the program's
+		}
+		truth := filepath.Join(t.TempDir(), "truth")
+		r := testutil.Run(t, 60*time.Second, append([]string{"record", "-F", strconv.Itoa(setFreq), "--format", f, "--"},
+			poolArgv(py, truth, "fork", "0.2", "none")...)...)
+		if r.Code != 0 {
+			t.Errorf("%s: exit %d: %s", f, r.Code, r.Stderr)
+			continue
+		}
+		for _, m := range []string{"POOL", "HELLO FROM WORKER"} {
+			if strings.Contains(r.Stdout, m) {
+				t.Errorf("--format %s: the program's %q in pyobs's output", f, m)
+			}
+			if !strings.Contains(r.Stderr, m) {
+				t.Errorf("--format %s: the program's %q not on stderr", f, m)
+			}
+		}
+		tr := readPoolTruth(t, truth)
+		if f == "folded" && !strings.Contains(r.Stdout, fmt.Sprintf("[pid %d]", firstKey(tr.workers))) {
+			t.Errorf("--format %s: a worker's process frame missing", f)
+		}
+		if f == "json" {
+			var doc struct {
+				Processes []struct {
+					Pid int    `json:"pid"`
+					How string `json:"how"`
+				} `json:"processes"`
+				Counts struct {
+					Seen int `json:"seen"`
+					Late int `json:"joined_late"`
+				} `json:"process_counts"`
+			}
+			if err := json.Unmarshal([]byte(r.Stdout), &doc); err != nil {
+				t.Fatal(err)
+			}
+			if doc.Counts.Seen < 4 || len(doc.Processes) != doc.Counts.Seen {
+				t.Errorf("json account: %+v", doc)
+			}
+		}
+	}
+}
+
+// TestRecordSetNeedsBPF: the engines that read one process from user
+// space refuse an explicit set in one line.
+func TestRecordSetNeedsBPF(t *testing.T) {
+	testutil.RequireRoot(t)
+	py := testutil.Find(t, "pyenv-3.12")
+	tg := testutil.StartArgv(t, append(append([]string{}, py.Argv...), "-c", "import time\nprint('READY', flush=True)\ntime.sleep(60)\n"), 30*time.Second)
+	for _, args := range [][]string{{"--mode", "wall"}, {"--engine", "perf"}, {"--native"}} {
+		r := testutil.Run(t, 30*time.Second, append(append([]string{"record", "-p", strconv.Itoa(tg.Pid), "--children", "-d", "1s"}, args...), "--format", "folded")...)
+		msg := strings.TrimSpace(r.Stderr)
+		if r.Code == 0 || strings.Count(msg, "\n") != 0 || !strings.Contains(msg, "bpf engine") {
+			t.Errorf("%v: exit %d, stderr %q: want one line refusing the set", args, r.Code, msg)
+		}
+	}
+}
