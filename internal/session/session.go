@@ -50,6 +50,7 @@ type Session struct {
 
 	adopted     bool // started by an engine (Adopt); waited for here once handed over
 	adoptedCode int
+	hold        *hold // Spec.Hold: the command waits for Release
 }
 
 // Attach checks pid and finds its interpreter.
