@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -79,7 +80,7 @@ if pyobs is killed, CMD's listed calls fail with ENOSYS.`,
 	}
 	fl := c.Flags()
 	fl.DurationVarP(&f.duration, "duration", "d", 0, "how long to trace (0: until Ctrl-C, or the spawned command's end)")
-	fl.StringVar(&f.engine, "engine", "auto", "auto, tracepoint (eBPF, -p only) or ptrace")
+	fl.StringVar(&f.engine, "engine", "auto", "auto, tracepoint (eBPF) or ptrace")
 	fl.StringVarP(&f.events, "expr", "e", "", "only these syscalls, comma-separated (e.g. openat,newfstatat)")
 	fl.DurationVar(&f.slow, "slow", time.Millisecond, "read the Python site of calls at least this slow (and of failing calls); with --log, log only these")
 	fl.BoolVar(&f.log, "log", false, "print one line per matching call: tid, duration, syscall(args) = result, Python site")
@@ -105,7 +106,10 @@ func runTrace(cmd *cobra.Command, g *globals, f *traceFlags, args []string) erro
 	if f.log && format == "json" {
 		return usagef("trace: --log writes text lines; use --format text")
 	}
-	// -- CMD is started by the tracer itself (it must be the tracer's own
+	// -- CMD is held before its exec while the eBPF programs load and
+	// attach, then released: counted from its first instruction, its
+	// children from theirs. With --engine ptrace (or when eBPF is refused)
+	// it is started by the tracer itself (it must be the tracer's own
 	// child: a second waiter in pyobs would steal its ptrace stops) and
 	// handed to a session afterwards (Adopt); -p PID is opened as usual.
 	spec, err := targetSpec(cmd, g, args)
@@ -114,12 +118,18 @@ func runTrace(cmd *cobra.Command, g *globals, f *traceFlags, args []string) erro
 	}
 	var s *session.Session
 	if len(spec.Argv) > 0 {
-		if f.engine == "tracepoint" {
-			return usageError{trace.ErrSpawnTracepoint}
+		opt.Argv, opt.ProgramStdout, opt.SetAsked = spec.Argv, spec.Stdout, spec.Set.Many()
+		if f.engine != "ptrace" {
+			spec.Hold = true
+			if s, err = session.Open(cmd.Context(), spec); err != nil {
+				return err
+			}
 		}
-		opt.Argv, opt.ProgramStdout = spec.Argv, spec.Stdout
 	} else if s, err = session.Open(cmd.Context(), spec); err != nil {
 		return err
+	}
+	if f.engine == "ptrace" && spec.Set.Many() {
+		fmt.Fprintf(os.Stderr, "pyobs trace: the ptrace engine traces one process; the set's other processes and children are not traced (--engine auto or tracepoint follows them)\n")
 	}
 	where, toFile := output.Where(g.output), output.ToFile(g.output)
 	var log *trace.LogSink // --log lines: to stdout as they come, or before the summary in -o FILE
@@ -133,6 +143,14 @@ func runTrace(cmd *cobra.Command, g *globals, f *traceFlags, args []string) erro
 	}
 	res, err := trace.Run(cmd.Context(), s, opt)
 	if err != nil {
+		var xe *session.ExecError
+		if s != nil && s.Spawned() {
+			abort(s) // a held command that never ran is let go unrun
+		}
+		if errors.As(err, &xe) {
+			fmt.Fprintln(os.Stderr, "pyobs: "+oneLine(xe.Error()))
+			return exitStatus{xe.Code()}
+		}
 		return err
 	}
 	if log != nil {
@@ -147,6 +165,9 @@ func runTrace(cmd *cobra.Command, g *globals, f *traceFlags, args []string) erro
 	}
 	if a := res.Account; a.Spawned {
 		return finish(cmd.Context(), session.Adopt(a.Pid, a.TargetExited, a.ExitCode))
+	}
+	if s != nil && s.Spawned() {
+		return finish(cmd.Context(), s) // the held command, traced with eBPF
 	}
 	return nil
 }
