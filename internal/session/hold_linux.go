@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"syscall"
 
@@ -58,6 +59,17 @@ func (e *ExecError) Error() string {
 
 // Code is the exit status pyobs passes on.
 func (e *ExecError) Code() int { return 127 }
+
+// The holder must exec from its main thread, the thread group's leader:
+// an exec from another thread ends the leader (de_thread), which the
+// kernel reports as the leader's exit (sched_process_exit with pid ==
+// tgid) and internal/procset takes for the process's. Locking the OS
+// thread in an init makes main run on the main thread.
+func init() {
+	if _, ok := os.LookupEnv(holdEnv); ok {
+		runtime.LockOSThread()
+	}
+}
 
 // HoldMain is the holder: when pyobs was started as one (holdEnv set), it
 // waits for its release and execs its arguments, and never returns;

@@ -59,7 +59,7 @@ volatile const u64 off_tstate_native_tid = 0;
 struct start {
 	u64 ts;
 	u32 nr;
-	u32 pad;
+	u32 tgid; // the thread's process at the enter (a tid reused elsewhere is not it)
 };
 
 struct stat {
@@ -294,10 +294,11 @@ int sys_enter(u64 *ctx)
 	struct start *sp = bpf_map_lookup_elem(&starts, &tid);
 	if (sp) {
 		sp->nr = (u32)nr;
+		sp->tgid = (u32)(id >> 32);
 		sp->ts = bpf_ktime_get_ns();
 		return 0;
 	}
-	struct start s = {.ts = bpf_ktime_get_ns(), .nr = (u32)nr};
+	struct start s = {.ts = bpf_ktime_get_ns(), .nr = (u32)nr, .tgid = (u32)(id >> 32)};
 	if (bpf_map_update_elem(&starts, &tid, &s, BPF_ANY))
 		count(DROP_STARTS);
 	return 0;
@@ -397,11 +398,12 @@ SEC("raw_tp/sys_exit")
 int sys_exit(u64 *ctx)
 {
 	u64 id = bpf_get_current_pid_tgid();
-	if (!procset_current((u32)(id >> 32)))
-		return 0;
 	u32 tid = (u32)id;
+	// Only a member's enter (observed) writes an entry: no second look
+	// at the set here. A thread that ended inside a call leaves its entry
+	// behind; its tid reused by another process is told apart by tgid.
 	struct start *sp = bpf_map_lookup_elem(&starts, &tid);
-	if (!sp || !sp->ts) {
+	if (!sp || !sp->ts || sp->tgid != (u32)(id >> 32)) {
 		// Filtered out at enter, or in progress when we attached.
 		return 0;
 	}

@@ -108,10 +108,10 @@ type syscallsSample struct {
 }
 
 type syscallsStart struct {
-	_   structs.HostLayout
-	Ts  uint64
-	Nr  uint32
-	Pad uint32
+	_    structs.HostLayout
+	Ts   uint64
+	Nr   uint32
+	Tgid uint32
 }
 
 type syscallsStat struct {
