@@ -271,6 +271,15 @@ func runTracepoint(ctx context.Context, run *sites, tp *tracepoint.Tracer, opt O
 			b.refreshThreads()
 		}
 	}
+	if gone && run.held {
+		// Its status, for the JSON (the session reaps it).
+		select {
+		case <-s.Exited():
+			a.ExitCode = s.ExitCode()
+		case <-time.After(time.Second):
+			a.ExitCode = -1
+		}
+	}
 	var blocked []BlockedCall
 	if !gone && !counting {
 		blocked, a.InProgress = b.inProgress(opt.Slow)

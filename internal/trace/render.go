@@ -84,7 +84,7 @@ func (r *Result) summary() *summary {
 	if a.Set && s.Processes == nil {
 		s.Processes = []ProcessJSON{}
 	}
-	if a.Spawned && a.TargetExited {
+	if (a.Spawned || a.Held) && a.TargetExited && a.ExitCode >= 0 {
 		code := a.ExitCode
 		s.ExitCode = &code
 	}

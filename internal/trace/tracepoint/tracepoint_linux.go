@@ -1,6 +1,7 @@
 package tracepoint
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -201,15 +202,23 @@ func Open(cfg Config) (*Tracer, error) {
 			return nil, err
 		}
 	}
-	// The set first: its members are in the map (and its forks followed)
-	// before the first call is counted.
+	// The seeds are members before the first call is counted; the calls'
+	// programs attach before the set's own (fork, exec, exit), so that
+	// once any link of pyobs is there, calls are counted (tests wait for
+	// one). Children forked meanwhile are found in /proc by procset.Start.
 	o := t.objs
-	if t.Set, err = procset.Start(procset.Handles{Procs: o.Procs, Events: o.ProcsetEvents, Counters: o.ProcsetCounters,
-		Fork: o.ProcsetFork, Exec: o.ProcsetExec, Exit: o.ProcsetExit}, set); err != nil {
+	for _, pid := range set.Seeds {
+		if err := o.Procs.Update(uint32(pid), syscallsProcsetMember{How: 1}, ebpf.UpdateNoExist); err != nil && !errors.Is(err, ebpf.ErrKeyExist) {
+			t.Close()
+			return nil, fmt.Errorf("can't add pid %d to the observed set: %w", pid, err)
+		}
+	}
+	if t.links, err = bpfload.AttachSyscalls(t.objs.SysEnter, t.objs.SysExit); err != nil {
 		t.Close()
 		return nil, err
 	}
-	if t.links, err = bpfload.AttachSyscalls(t.objs.SysEnter, t.objs.SysExit); err != nil {
+	if t.Set, err = procset.Start(procset.Handles{Procs: o.Procs, Events: o.ProcsetEvents, Counters: o.ProcsetCounters,
+		Fork: o.ProcsetFork, Exec: o.ProcsetExec, Exit: o.ProcsetExit}, set); err != nil {
 		t.Close()
 		return nil, err
 	}
