@@ -202,11 +202,10 @@ func TestTraceChildrenText(t *testing.T) {
 	text := string(b)
 	for _, want := range []string{
 		fmt.Sprintf("pyobs trace: 2 processes from pid %d,", ppid),
-		fmt.Sprintf("%9d %9d ", ppid, 300),
-		fmt.Sprintf("[pid %d] ", ppid),
-		fmt.Sprintf("%9d %9d ", cpid, 2000),
+		fmt.Sprintf("%-14s %9d ", fmt.Sprintf("[pid %d]", ppid), 300),
+		fmt.Sprintf("%-14s %9d ", fmt.Sprintf("[pid %d]", cpid), 2000),
 		fmt.Sprintf("(forked by %d), exited", ppid),
-		fmt.Sprintf("%9s %9d ", "total", 2300),
+		fmt.Sprintf("%-14s %9d ", "all processes", 2300),
 		"processes: 2 seen, 1 joined late, 2 exited, 0 refused",
 	} {
 		if !strings.Contains(text, want) {

@@ -79,10 +79,12 @@ func argvShort(argv []string) string {
 	return s
 }
 
-// processText is the per-process table of a set (text format).
+// processText is the per-process table of a set (text format). Its lines
+// start with the process frame ([pid N]), not a number: a reader of the
+// syscall table above (rows start with %wall) does not take them for rows.
 func processText(ps []ProcessJSON, a *ProcessAccount) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "per process:\n%9s %9s %8s %10s %9s %9s %9s  %s\n", "pid", "calls", "errors", "total", "p50", "p99", "max", "process")
+	fmt.Fprintf(&b, "per process:\n%-14s %9s %8s %10s %9s %9s %9s  %s\n", "process", "calls", "errors", "total", "p50", "p99", "max", "command")
 	var calls, errs uint64
 	var total float64
 	for _, p := range ps {
@@ -100,10 +102,10 @@ func processText(ps []ProcessJSON, a *ProcessAccount) string {
 		if p.Exited {
 			end = ", exited"
 		}
-		fmt.Fprintf(&b, "%9d %9d %8d %10s %9s %9s %9s  [pid %d] %s%s%s\n", p.Pid, p.Calls, p.Errors, fmtUS(p.TotalS*1e6),
-			fmtUS(p.P50US), fmtUS(p.P99US), fmtUS(p.MaxUS), p.Pid, argvShort(p.Argv), how, end)
+		fmt.Fprintf(&b, "%-14s %9d %8d %10s %9s %9s %9s  %s%s%s\n", fmt.Sprintf("[pid %d]", p.Pid), p.Calls, p.Errors, fmtUS(p.TotalS*1e6),
+			fmtUS(p.P50US), fmtUS(p.P99US), fmtUS(p.MaxUS), argvShort(p.Argv), how, end)
 	}
-	fmt.Fprintf(&b, "%9s %9d %8d %10s\n", "total", calls, errs, fmtUS(total*1e6))
+	fmt.Fprintf(&b, "%-14s %9d %8d %10s\n", "all processes", calls, errs, fmtUS(total*1e6))
 	fmt.Fprintf(&b, "processes: %s\n", a.words())
 	return b.String()
 }

@@ -119,6 +119,9 @@ func WriteText(w io.Writer, r *Result, afterLog bool) error {
 	who := fmt.Sprintf("pid %d", s.Pid)
 	if s.ProcessAccount != nil {
 		who = fmt.Sprintf("%d processes from pid %d", s.ProcessAccount.Seen, s.Pid)
+		if s.ProcessAccount.Seen == 1 {
+			who = fmt.Sprintf("1 process, pid %d", s.Pid)
+		}
 	}
 	fmt.Fprintf(bw, "pyobs trace: %s, %.2fs, engine %s (%s), %s\n", who, s.DurationS, s.Engine, s.Slowdown, callsWords(s))
 	fmt.Fprintf(bw, "%6s %9s %8s %10s %9s %9s %9s  %-18s %s\n", "%wall", "calls", "errors", "total", "p50", "p99", "max", "syscall", "errnos / top Python sites")
