@@ -56,25 +56,38 @@ Engines:
               PTRACE_SYSCALL, never PTRACE_ATTACH; a stop makes a blocked
               epoll_wait return EINTR: README Safety): exact arguments, but
               a syscall-heavy program runs 10-70x slower. Sites: exit stop.
---engine auto uses tracepoint for -p PID when the BPF programs load (root,
-or CAP_BPF+CAP_PERFMON), else ptrace, and says why on stderr. Calls whose
-site was not read are counted as "unattributed". New threads are followed,
-forked children are not.
+--engine auto uses tracepoint when the BPF programs load (root, or
+CAP_BPF+CAP_PERFMON), else ptrace, and says why on stderr. Calls whose
+site was not read are counted as "unattributed". New threads are followed.
 
-With -- CMD ARGS, pyobs starts CMD under trace (ptrace engine, from its
-first instruction), follows it to its end and exits with its status. With
--e as well, CMD starts with a seccomp filter (pyobs re-executes itself to
-install it, then execs CMD) so only the listed calls stop; the rest run at
-full speed. CMD keeps no_new_privs, and a filter cannot be removed: if the
-trace ends first pyobs stays attached, counting nothing, until CMD ends;
-if pyobs is killed, CMD's listed calls fail with ENOSYS.`,
+With -- CMD ARGS, pyobs holds CMD before its exec while the eBPF programs
+load and attach (that one-time cost is reported apart: CMD has not
+started), then lets it run: CMD is traced from its first instruction, and
+every process it forks or spawns joins at its fork (--children, the
+default for -- CMD). pyobs exits with CMD's status (127 when CMD cannot be
+executed; if pyobs dies while holding it, CMD does not run). Several -p,
+-p PID --children, --cgroup DIR and --all trace a set too. A set's table
+sums its processes; a per-process table and the set's account (seen,
+joined late, exited, refused) follow. A set or a held command is counted
+without Python sites (the kernel walker takes one layout): -p PID alone
+keeps them.
+
+--engine ptrace follows one process (the set's others are not traced, and
+it says so). With -- CMD it starts CMD under trace from its first
+instruction (it must be the tracer's child). With -e as well, CMD starts
+with a seccomp filter (pyobs re-executes itself to install it, then execs
+CMD) so only the listed calls stop; the rest run at full speed. CMD keeps
+no_new_privs, and a filter cannot be removed: if the trace ends first pyobs
+stays attached, counting nothing, until CMD ends; if pyobs is killed, CMD's
+listed calls fail with ENOSYS.`,
 		Example: `  pyobs trace -p 4242 -d 10s
   pyobs trace -p 4242 --format json
   pyobs trace -p 4242 -e openat,newfstatat --log
   pyobs trace -p 4242 --slow 10ms --log
   pyobs trace -p 4242 --engine ptrace --log -e openat
   pyobs trace -- python3 app.py
-  pyobs trace -e openat,connect -- python3 app.py`,
+  pyobs trace -p 4242 --children -d 10s
+  pyobs trace --engine ptrace -e openat,connect -- python3 app.py`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error { return runTrace(cmd, g, &f, args) },
 	}
