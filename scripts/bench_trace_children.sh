@@ -19,7 +19,7 @@ N=${N:-100000}
 P=${P:-5000}
 R=${R:-5}
 LABEL=${LABEL:-pyenv-3.12}
-MANIFEST=$(scripts/pythons.sh | tail -n 1)
+MANIFEST=${MANIFEST:-$(scripts/pythons.sh | tail -n 1)}
 make -s build
 read -r -a PY <<<"$(awk -F'\t' -v l="$LABEL" '$1 == l {print $3}' "$MANIFEST")"
 [ ${#PY[@]} -gt 0 ] || { echo "no $LABEL in $MANIFEST" >&2; exit 1; }
