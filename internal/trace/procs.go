@@ -45,7 +45,17 @@ type ProcessAccount struct {
 // processes joins the set's members with their kernel accounts.
 func processes(set *procset.Set, per map[int]tracepoint.PidStat, dropped uint64) ([]ProcessJSON, *ProcessAccount) {
 	var out []ProcessJSON
-	for _, m := range set.Members() {
+	members := set.Members()
+	argv := map[int][]string{}
+	for _, m := range members {
+		argv[m.Pid] = m.Argv
+	}
+	for _, m := range members {
+		if len(m.Argv) == 0 && m.How == procset.Fork && m.Execs == 0 {
+			// Gone before its command line was read, and it never exec'd:
+			// it ran its parent's program.
+			m.Argv = argv[m.Parent]
+		}
 		p := ProcessJSON{Pid: m.Pid, Parent: m.Parent, How: string(m.How), Argv: m.Argv, JoinedNs: m.Joined, Execs: m.Execs, Exited: m.Exited}
 		if k, ok := per[m.Pid]; ok {
 			h := Hist{Counts: map[int]uint64{}, N: 0, Max: uint64(k.Max)}
