@@ -302,3 +302,100 @@ func TestTracePtraceSaysOneProcess(t *testing.T) {
 		t.Errorf("exit %d, stderr %s", res.Code, res.Stderr)
 	}
 }
+
+// cgroupWriter: waits for a file, then writes argv[1] times to /dev/null.
+const cgroupWriter = `
+import os, sys, time
+n, gate = int(sys.argv[1]), sys.argv[2]
+while not os.path.exists(gate):
+    time.sleep(0.01)
+fd = os.open("/dev/null", os.O_WRONLY)
+for _ in range(n):
+    os.write(fd, b"g")
+`
+
+// TestTraceCgroup: --cgroup DIR traces every process of a cgroup v2 that
+// the test makes, each on its own line, counted exactly.
+func TestTraceCgroup(t *testing.T) {
+	testutil.RequireRoot(t)
+	root := "/sys/fs/cgroup"
+	if _, err := os.Stat(filepath.Join(root, "cgroup.controllers")); err != nil {
+		root = "/sys/fs/cgroup/unified" // hybrid: the v2 hierarchy beside v1's
+	}
+	if _, err := os.Stat(filepath.Join(root, "cgroup.procs")); err != nil {
+		testutil.Skip(t, "no cgroup v2 hierarchy")
+	}
+	cg := filepath.Join(root, fmt.Sprintf("pyobs-trace-test-%d", os.Getpid()))
+	if err := os.Mkdir(cg, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.Remove(cg) })
+	dir := t.TempDir()
+	script, gate := filepath.Join(dir, "w.py"), filepath.Join(dir, "go")
+	if err := os.WriteFile(script, []byte(cgroupWriter), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	interp := testutil.Interpreters(t)[0]
+	want := map[int]uint64{}
+	var cmds []*exec.Cmd
+	for _, n := range []int{700, 300} {
+		// The shell moves itself into the cgroup, then execs python.
+		sh := fmt.Sprintf(`echo $$ > %s/cgroup.procs && exec "$@"`, cg)
+		c := exec.Command("sh", append([]string{"-c", sh, "sh"}, append(append([]string{}, interp.Argv...), script, strconv.Itoa(n), gate)...)...)
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds = append(cmds, c)
+		want[c.Process.Pid] = uint64(n)
+	}
+	t.Cleanup(func() {
+		for _, c := range cmds {
+			_ = c.Process.Kill()
+			_, _ = c.Process.Wait()
+		}
+	})
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		b, _ := os.ReadFile(filepath.Join(cg, "cgroup.procs"))
+		if len(strings.Fields(string(b))) == 2 {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("the cgroup has %q, want the 2 writers", b)
+		}
+	}
+	js := filepath.Join(dir, "t.json")
+	pyobs := exec.Command(testutil.Binary(t), "trace", "--cgroup", cg, "-e", "write", "--format", "json", "-o", js)
+	var stderr strings.Builder
+	pyobs.Stderr = &stderr
+	if err := pyobs.Start(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitBPFLink(t, pyobs.Process.Pid, 30*time.Second)
+	time.Sleep(100 * time.Millisecond) // the set's own links follow the calls'
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cmds {
+		_ = c.Wait()
+	}
+	if err := pyobs.Wait(); err != nil {
+		t.Fatalf("pyobs: %v\n%s", err, stderr.String())
+	}
+	b, _ := os.ReadFile(js)
+	var j setTraceJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		t.Fatalf("%v\n%s", err, b)
+	}
+	got := map[int]uint64{}
+	for _, p := range j.Processes {
+		got[p.Pid] = p.Calls
+	}
+	for pid, n := range want {
+		if got[pid] != n {
+			t.Errorf("pid %d: %d writes counted, it made %d (lines %+v)", pid, got[pid], n, j.Processes)
+		}
+	}
+	if a := j.Account; a == nil || a.Seen != 2 || a.Exited != 2 {
+		t.Errorf("account %+v: want 2 seen, 2 exited", a)
+	}
+}
