@@ -399,3 +399,38 @@ func TestTraceCgroup(t *testing.T) {
 		t.Errorf("account %+v: want 2 seen, 2 exited", a)
 	}
 }
+
+// TestTraceHeldFallbackUnprivileged: as a user that may not load BPF,
+// trace -- CMD lets the held command go unrun and spawns it under ptrace
+// instead: it runs once, its status is pyobs's, and the footer says that
+// ptrace follows one process.
+func TestTraceHeldFallbackUnprivileged(t *testing.T) {
+	testutil.RequireRoot(t)
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		testutil.Skip(t, "setpriv (util-linux) is not installed: can't run pyobs as another user")
+	}
+	py := testutil.Find(t, "debian-3.11") // /usr/bin: readable by any user
+	dir, err := os.MkdirTemp("", "pyobs-unpriv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	bin := filepath.Join(dir, "pyobs")
+	b, err := os.ReadFile(testutil.Binary(t))
+	if err == nil {
+		err = os.WriteFile(bin, b, 0o755)
+	}
+	if err == nil {
+		err = os.Chmod(dir, 0o755)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	argv := append([]string{"--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", bin, "trace", "-o", "/dev/null", "--"}, py.Argv...)
+	argv = append(argv, "-c", `import os; os.write(2, b"CHILD RAN\n"); raise SystemExit(3)`)
+	r := testutil.RunCmd(t, time.Minute, exec.Command(setpriv, argv...))
+	if r.Code != 3 || strings.Count(r.Stderr, "CHILD RAN") != 1 || !strings.Contains(r.Stderr, "engine ptrace") || !strings.Contains(r.Stderr, "ptrace follows one process") {
+		t.Errorf("exit %d, stderr:\n%s\nwant 3, the command run once, under ptrace, saying it follows one process", r.Code, r.Stderr)
+	}
+}
