@@ -43,9 +43,9 @@ run_one() {
   perf-trace)
     perf trace -s -o /dev/null "${PY[@]}" "$TARGET" --writes "$N" >"$OUT/t.out" 2>&1 || { echo failed; return; } ;;
   pyobs-spawn)
-    bin/pyobs trace -o /dev/null -- "${PY[@]}" "$TARGET" --writes "$N" >"$OUT/t.out" 2>"$OUT/p.err" ;;
+    bin/pyobs trace --engine ptrace -o /dev/null -- "${PY[@]}" "$TARGET" --writes "$N" >"$OUT/t.out" 2>"$OUT/p.err" ;;
   pyobs-seccomp)
-    bin/pyobs trace -e openat -o /dev/null -- "${PY[@]}" "$TARGET" --writes "$N" >"$OUT/t.out" 2>"$OUT/p.err" ;;
+    bin/pyobs trace --engine ptrace -e openat -o /dev/null -- "${PY[@]}" "$TARGET" --writes "$N" >"$OUT/t.out" 2>"$OUT/p.err" ;;
   pyobs-tracepoint | pyobs-ptrace)
     start_gated
     bin/pyobs trace --engine "${mode#pyobs-}" -p "$TPID" -o /dev/null 2>"$OUT/p.err" &

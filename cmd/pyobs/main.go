@@ -99,6 +99,9 @@ stdout goes to stderr, never into the report or profile.`,
 }
 
 func main() {
+	// A command held before its exec (session.Spec.Hold) is this program
+	// started again: it waits for its release and execs the command.
+	session.HoldMain()
 	os.Exit(run(os.Args[1:]))
 }
 
@@ -201,7 +204,10 @@ func oneProcess(cmd *cobra.Command, g *globals) error {
 // setCommands are the commands whose engines observe a set of processes
 // (session.SetSpec); the others refuse several -p, --children, --cgroup
 // and --all in one line.
-var setCommands = map[string]bool{"record": true}
+var setCommands = map[string]bool{
+	"record": true,
+	"trace":  true,
+}
 
 func setCommandList() string {
 	var names []string

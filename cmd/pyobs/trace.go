@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -55,31 +56,44 @@ Engines:
               PTRACE_SYSCALL, never PTRACE_ATTACH; a stop makes a blocked
               epoll_wait return EINTR: README Safety): exact arguments, but
               a syscall-heavy program runs 10-70x slower. Sites: exit stop.
---engine auto uses tracepoint for -p PID when the BPF programs load (root,
-or CAP_BPF+CAP_PERFMON), else ptrace, and says why on stderr. Calls whose
-site was not read are counted as "unattributed". New threads are followed,
-forked children are not.
+--engine auto uses tracepoint when the BPF programs load (root, or
+CAP_BPF+CAP_PERFMON), else ptrace, and says why on stderr. Calls whose
+site was not read are counted as "unattributed". New threads are followed.
 
-With -- CMD ARGS, pyobs starts CMD under trace (ptrace engine, from its
-first instruction), follows it to its end and exits with its status. With
--e as well, CMD starts with a seccomp filter (pyobs re-executes itself to
-install it, then execs CMD) so only the listed calls stop; the rest run at
-full speed. CMD keeps no_new_privs, and a filter cannot be removed: if the
-trace ends first pyobs stays attached, counting nothing, until CMD ends;
-if pyobs is killed, CMD's listed calls fail with ENOSYS.`,
+With -- CMD ARGS, pyobs holds CMD before its exec while the eBPF programs
+load and attach (that one-time cost is reported apart: CMD has not
+started), then lets it run: CMD is traced from its first instruction, and
+every process it forks or spawns joins at its fork (--children, the
+default for -- CMD). pyobs exits with CMD's status (127 when CMD cannot be
+executed; if pyobs dies while holding it, CMD does not run). Several -p,
+-p PID --children, --cgroup DIR and --all trace a set too. A set's table
+sums its processes; a per-process table and the set's account (seen,
+joined late, exited, refused) follow. A set or a held command is counted
+without Python sites (the kernel walker takes one layout): -p PID alone
+keeps them.
+
+--engine ptrace follows one process (the set's others are not traced, and
+it says so). With -- CMD it starts CMD under trace from its first
+instruction (it must be the tracer's child). With -e as well, CMD starts
+with a seccomp filter (pyobs re-executes itself to install it, then execs
+CMD) so only the listed calls stop; the rest run at full speed. CMD keeps
+no_new_privs, and a filter cannot be removed: if the trace ends first pyobs
+stays attached, counting nothing, until CMD ends; if pyobs is killed, CMD's
+listed calls fail with ENOSYS.`,
 		Example: `  pyobs trace -p 4242 -d 10s
   pyobs trace -p 4242 --format json
   pyobs trace -p 4242 -e openat,newfstatat --log
   pyobs trace -p 4242 --slow 10ms --log
   pyobs trace -p 4242 --engine ptrace --log -e openat
   pyobs trace -- python3 app.py
-  pyobs trace -e openat,connect -- python3 app.py`,
+  pyobs trace -p 4242 --children -d 10s
+  pyobs trace --engine ptrace -e openat,connect -- python3 app.py`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error { return runTrace(cmd, g, &f, args) },
 	}
 	fl := c.Flags()
 	fl.DurationVarP(&f.duration, "duration", "d", 0, "how long to trace (0: until Ctrl-C, or the spawned command's end)")
-	fl.StringVar(&f.engine, "engine", "auto", "auto, tracepoint (eBPF, -p only) or ptrace")
+	fl.StringVar(&f.engine, "engine", "auto", "auto, tracepoint (eBPF) or ptrace")
 	fl.StringVarP(&f.events, "expr", "e", "", "only these syscalls, comma-separated (e.g. openat,newfstatat)")
 	fl.DurationVar(&f.slow, "slow", time.Millisecond, "read the Python site of calls at least this slow (and of failing calls); with --log, log only these")
 	fl.BoolVar(&f.log, "log", false, "print one line per matching call: tid, duration, syscall(args) = result, Python site")
@@ -105,7 +119,10 @@ func runTrace(cmd *cobra.Command, g *globals, f *traceFlags, args []string) erro
 	if f.log && format == "json" {
 		return usagef("trace: --log writes text lines; use --format text")
 	}
-	// -- CMD is started by the tracer itself (it must be the tracer's own
+	// -- CMD is held before its exec while the eBPF programs load and
+	// attach, then released: counted from its first instruction, its
+	// children from theirs. With --engine ptrace (or when eBPF is refused)
+	// it is started by the tracer itself (it must be the tracer's own
 	// child: a second waiter in pyobs would steal its ptrace stops) and
 	// handed to a session afterwards (Adopt); -p PID is opened as usual.
 	spec, err := targetSpec(cmd, g, args)
@@ -114,12 +131,18 @@ func runTrace(cmd *cobra.Command, g *globals, f *traceFlags, args []string) erro
 	}
 	var s *session.Session
 	if len(spec.Argv) > 0 {
-		if f.engine == "tracepoint" {
-			return usageError{trace.ErrSpawnTracepoint}
+		opt.Argv, opt.ProgramStdout, opt.SetAsked = spec.Argv, spec.Stdout, spec.Set.Many()
+		if f.engine != "ptrace" {
+			spec.Hold = true
+			if s, err = session.Open(cmd.Context(), spec); err != nil {
+				return err
+			}
 		}
-		opt.Argv, opt.ProgramStdout = spec.Argv, spec.Stdout
 	} else if s, err = session.Open(cmd.Context(), spec); err != nil {
 		return err
+	}
+	if f.engine == "ptrace" && spec.Set.Many() {
+		fmt.Fprintf(os.Stderr, "pyobs trace: the ptrace engine traces one process; the set's other processes and children are not traced (--engine auto or tracepoint follows them)\n")
 	}
 	where, toFile := output.Where(g.output), output.ToFile(g.output)
 	var log *trace.LogSink // --log lines: to stdout as they come, or before the summary in -o FILE
@@ -133,6 +156,14 @@ func runTrace(cmd *cobra.Command, g *globals, f *traceFlags, args []string) erro
 	}
 	res, err := trace.Run(cmd.Context(), s, opt)
 	if err != nil {
+		var xe *session.ExecError
+		if s != nil && s.Spawned() {
+			abort(s) // a held command that never ran is let go unrun
+		}
+		if errors.As(err, &xe) {
+			fmt.Fprintln(os.Stderr, "pyobs: "+oneLine(xe.Error()))
+			return exitStatus{xe.Code()}
+		}
 		return err
 	}
 	if log != nil {
@@ -147,6 +178,9 @@ func runTrace(cmd *cobra.Command, g *globals, f *traceFlags, args []string) erro
 	}
 	if a := res.Account; a.Spawned {
 		return finish(cmd.Context(), session.Adopt(a.Pid, a.TargetExited, a.ExitCode))
+	}
+	if s != nil && s.Spawned() {
+		return finish(cmd.Context(), s) // the held command, traced with eBPF
 	}
 	return nil
 }

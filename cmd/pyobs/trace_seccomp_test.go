@@ -25,7 +25,7 @@ func TestTraceSpawnSeccomp(t *testing.T) {
 		t.Run(label, func(t *testing.T) {
 			py := testutil.Find(t, label)
 			o := filepath.Join(t.TempDir(), "s.json")
-			argv := append([]string{"trace", "-e", "newfstatat,clock_nanosleep", "--format", "json", "-o", o, "--"}, py.Argv...)
+			argv := append([]string{"trace", "--engine", "ptrace", "-e", "newfstatat,clock_nanosleep", "--format", "json", "-o", o, "--"}, py.Argv...)
 			argv = append(argv, filepath.Join(testutil.Repo(), "testdata", "targets", "trace_stat.py"), "--stats", "300", "--sleeps", "5", "--exit", "7")
 			r := testutil.RunCmd(t, 30*time.Second, exec.Command(testutil.Binary(t), argv...))
 			if r.Code != 7 || !strings.Contains(r.Stdout, "DONE stats=300 sleeps=5") {
@@ -91,7 +91,7 @@ func readJSONInto(t *testing.T, path string, v any) {
 func TestTraceSpawnSeccompEndsEarly(t *testing.T) {
 	testutil.RequireRoot(t)
 	py := testutil.Find(t, "pyenv-3.12")
-	argv := append([]string{"trace", "-d", "200ms", "-e", "clock_nanosleep", "--format", "json", "-o", filepath.Join(t.TempDir(), "e.json"), "--"}, py.Argv...)
+	argv := append([]string{"trace", "--engine", "ptrace", "-d", "200ms", "-e", "clock_nanosleep", "--format", "json", "-o", filepath.Join(t.TempDir(), "e.json"), "--"}, py.Argv...)
 	argv = append(argv, filepath.Join(testutil.Repo(), "testdata", "targets", "trace_stat.py"), "--sleeps", "12", "--exit", "5")
 	r := testutil.RunCmd(t, 30*time.Second, exec.Command(testutil.Binary(t), argv...))
 	if r.Code != 5 || !strings.Contains(r.Stdout, "DONE stats=0 sleeps=12") {

@@ -34,6 +34,11 @@ type Spec struct {
 	// Set: more processes than the one (engines that observe sets read
 	// it from Session.Set; Open resolves --cgroup and --all into pids).
 	Set SetSpec
+	// Hold: with Argv, hold the program before its exec (hold_linux.go):
+	// Open returns with its pid known and nothing of it run yet (s.Py is
+	// nil, Python is not waited for); the engine attaches, then calls
+	// s.Release (or s.Unhold to let it go unrun).
+	Hold bool
 }
 
 // Grace is how long a spawned program is given to end by itself when the
@@ -79,6 +84,9 @@ func open(ctx context.Context, spec Spec) (*Session, error) {
 	case len(spec.Argv) == 0:
 		return nil, errors.New("no target: give a pid or a command")
 	}
+	if spec.Hold {
+		return spawnHeld(spec.Argv, spec.Stdout)
+	}
 	s, err := spawn(spec.Argv, spec.Stdout)
 	if err != nil {
 		return nil, err
@@ -106,6 +114,10 @@ const (
 // status (128+signal when a signal ended it); for an attached process it
 // returns 0 and leaves the process alone. Call it on every path after Open.
 func (s *Session) Finish(ctx context.Context, end End) int {
+	if s.hold != nil { // never released: it must not run unobserved
+		s.Unhold()
+		return s.ExitCode()
+	}
 	if s.adopted {
 		return s.finishAdopted(end)
 	}

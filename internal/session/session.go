@@ -3,6 +3,11 @@
 // and gives the engines what they need (threads, maps, the frame walker).
 // Whatever happens, the target is left running: the session never stops it
 // except inside Freeze/Thaw, and the kernel resumes seized threads if pyobs dies.
+//
+// An engine that must see a spawned command from its first instruction
+// (eBPF programs filtering by pid) opens it with Spec.Hold: the command is
+// held before its exec, its pid known, until the engine calls Release
+// (hold_linux.go; main calls HoldMain first thing).
 package session
 
 import (
@@ -50,6 +55,7 @@ type Session struct {
 
 	adopted     bool // started by an engine (Adopt); waited for here once handed over
 	adoptedCode int
+	hold        *hold // Spec.Hold: the command waits for Release
 }
 
 // Attach checks pid and finds its interpreter.

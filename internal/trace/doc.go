@@ -6,9 +6,22 @@
 // or when --engine auto can load it on a running process, else ptrace
 // (internal/trace/ptrace), and the Account says why (Note, and Fallback
 // with the reason eBPF could not be had, which the CLI prints before the
-// trace starts). A spawned command is always traced with ptrace, from its
-// first instruction (with -e, under a seccomp filter so only the listed
-// calls stop).
+// trace starts). A spawned command is traced with eBPF when the session
+// holds it before its exec (session.Spec.Hold: the programs are attached
+// and its pid is in their set before it runs; Run releases it), else
+// with ptrace, from its first instruction (with -e, under a seccomp filter
+// so only the listed calls stop); a held command whose eBPF is refused is
+// let go unrun and spawned by ptrace instead.
+//
+// Sets: the tracepoint programs filter by a set of processes
+// (internal/procset, procset.h): the target alone, or several -p, their
+// children from their fork on (--children, the default for -- CMD), a
+// cgroup's. With a set, each member's calls, errors, time and latency
+// histogram are also kept in the kernel (one per-CPU entry per process)
+// and rendered as per-process lines (ProcessJSON) after the table, with
+// the set's account (ProcessAccount: seen, joined late, exited, refused);
+// Run ends when every member has exited. The ptrace engine follows one
+// process, and the Account's Note says so when a set was asked.
 //
 // Price, per engine:
 //   - tracepoint: no stops; about half a microsecond of kernel time per
@@ -18,6 +31,12 @@
 //     programs' BPF run time are in the footer and JSON); user space names
 //     each distinct stack once and refreshes the kernel's map of thread
 //     states (every 250 ms, sooner after a new thread).
+//   - a set (or a held command) is counted without Python sites; the
+//     per-process accounts cost one more per-CPU hash update per call
+//     (~0.6 µs per call in all with the raw tracepoints themselves, of
+//     which those take ~0.3 µs on this VM: BENCHMARKS.md). A held
+//     command waits for the programs' load and attach (~0.1–0.3 s), which
+//     the Account reports apart (Attach): it is not part of its run.
 //   - ptrace: two stops (four context switches) per syscall of every thread,
 //     10–70× slower for a syscall-heavy program; with seccomp, two stops per
 //     listed call and none for the rest. The stopped time is measured.
@@ -45,7 +64,11 @@
 // (a walked stack) or AddSite (a frame, or none) each slow or failing call
 // (tracepoint).
 //
-// Cannot see: forked children; calls in progress when it attached (not
+// Cannot see: with ptrace, forked children; with a set, Python sites
+// (the kernel walker takes one interpreter's layout, and a held command
+// has loaded none when the programs load); a held command's own calls
+// before its exec (the holder's: not counted, the exec included); calls
+// in progress when it attached (not
 // counted); the site of calls that were neither slow nor failing (reading a
 // Python stack per call would cost more than the call: they are counted as
 // unattributed, never guessed); arguments under the tracepoint engine

@@ -76,6 +76,10 @@ func (b *bpfRun) onEvent(e tracepoint.Event) {
 	if e.Ret < 0 && e.Ret >= -4095 {
 		errno = tptrace.ErrnoName(unix.Errno(-e.Ret))
 	}
+	if r.set || r.held {
+		b.onSetEvent(e, name, errno)
+		return
+	}
 	var site, lateSite *Site
 	var path *kpath
 	switch e.Py {
@@ -158,12 +162,7 @@ func (b *bpfRun) onEvent(e tracepoint.Event) {
 		r.agg.AddSite(name, site, lateSite != nil)
 	}
 	if r.logw != nil && (!r.slowSet || e.Dur >= r.slow) {
-		ret := fmt.Sprint(e.Ret)
-		if errno != "" {
-			ret = "-1 " + errno
-		} else if e.Ret > 1<<32 || e.Ret < -(1<<32) {
-			ret = fmt.Sprintf("%#x", uint64(e.Ret))
-		}
+		ret := retText(e.Ret, errno)
 		where := "-"
 		switch {
 		case site != nil:
@@ -173,6 +172,27 @@ func (b *bpfRun) onEvent(e tracepoint.Event) {
 		}
 		fmt.Fprintf(r.logw, "%-7d %10.6fs %s(…) = %s  %s\n", e.Tid, e.Dur.Seconds(), name, ret, where)
 	}
+}
+
+// onSetEvent takes an event of a set (or a held command): no Python site
+// (the programs count only), the --log line names the process.
+func (b *bpfRun) onSetEvent(e tracepoint.Event, name, errno string) {
+	r := b.run
+	if r.logw == nil || (r.slowSet && e.Dur < r.slow) {
+		return
+	}
+	fmt.Fprintf(r.logw, "%-7d %-7d %10.6fs %s(…) = %s  -\n", e.Pid, e.Tid, e.Dur.Seconds(), name, retText(e.Ret, errno))
+}
+
+// retText is a call's result as --log shows it.
+func retText(ret int64, errno string) string {
+	switch {
+	case errno != "":
+		return "-1 " + errno
+	case ret > 1<<32 || ret < -(1<<32):
+		return fmt.Sprintf("%#x", uint64(ret))
+	}
+	return fmt.Sprint(ret)
 }
 
 // inProgress reads the site of every call in progress for at least slow:
@@ -213,10 +233,11 @@ func runTracepoint(ctx context.Context, run *sites, tp *tracepoint.Tracer, opt O
 	defer tp.Close()
 	s := run.sess
 	b := &bpfRun{run: run, tp: tp, threads: map[int]bool{}}
-	if tp.Walking {
+	counting := run.set || run.held // no sites: no threads to map, nothing to resolve
+	if tp.Walking && !counting {
 		b.ks = newKstacks(s, run.walkLayout, tp.Stacks)
 		b.refreshThreads() // with the fsbase keys the walker also takes
-	} else if tracepoint.OffsetsFor(s.Py.Layout) != nil {
+	} else if !counting && tracepoint.OffsetsFor(s.Py.Layout) != nil {
 		res, err := tracepoint.NewResolver(s.Pid, run.mem, s.Py.Info)
 		if err != nil {
 			return nil, err
@@ -241,17 +262,26 @@ func runTracepoint(ctx context.Context, run *sites, tp *tracepoint.Tracer, opt O
 		if b.ks != nil {
 			b.ks.drain() // named while their code objects are alive
 		}
-		if !s.Alive() {
+		if (run.set && !b.live()) || (!run.set && !s.Alive()) {
 			gone = true
 			break
 		}
 		// New threads: refresh soon after one shows up, else every 250 ms.
-		if (b.stale && time.Since(b.refresh) > 5*time.Millisecond) || time.Since(b.refresh) > 250*time.Millisecond {
+		if !counting && ((b.stale && time.Since(b.refresh) > 5*time.Millisecond) || time.Since(b.refresh) > 250*time.Millisecond) {
 			b.refreshThreads()
 		}
 	}
+	if gone && run.held {
+		// Its status, for the JSON (the session reaps it).
+		select {
+		case <-s.Exited():
+			a.ExitCode = s.ExitCode()
+		case <-time.After(time.Second):
+			a.ExitCode = -1
+		}
+	}
 	var blocked []BlockedCall
-	if !gone {
+	if !gone && !counting {
 		blocked, a.InProgress = b.inProgress(opt.Slow)
 	}
 	if en, ex, enr, exr, err := tp.RunStats(); err == nil {
@@ -292,5 +322,14 @@ func runTracepoint(ctx context.Context, run *sites, tp *tracepoint.Tracer, opt O
 		w.NoThread, w.NoFrame, w.Distinct, w.RingLost = c.NoThread, c.NoFrame, c.Distinct, c.RingLost
 		w.Unnamed, w.SymErrors = b.unnamed, b.ks.symErrs
 	}
-	return &Result{Account: a, Syscalls: run.agg.Rows(a.Wall, opt.Sites), Blocked: blocked}, nil
+	res := &Result{Account: a, Syscalls: run.agg.Rows(a.Wall, opt.Sites), Blocked: blocked}
+	if run.set {
+		per, err := tp.ReadPids()
+		if err != nil {
+			return nil, fmt.Errorf("trace pid %d: %w", s.Pid, err)
+		}
+		res.Processes, res.Account.Procs = processes(tp.Set, per, c.PidDropped)
+		res.Account.Set = true
+	}
+	return res, nil
 }

@@ -61,7 +61,12 @@ type summary struct {
 	ExitCode        *int          `json:"exit_code,omitempty"`
 	PythonWalk      *StackWalk    `json:"python_walk,omitempty"`
 	BPF             *BPFRun       `json:"bpf,omitempty"`
-	Syscalls        []SyscallJSON `json:"syscalls"`
+	// A held command: the programs' load and attach before it ran.
+	AttachS float64 `json:"attach_s,omitempty"`
+	// A set: each process's line and the set's account.
+	Processes      []ProcessJSON   `json:"processes,omitempty"`
+	ProcessAccount *ProcessAccount `json:"process_account,omitempty"`
+	Syscalls       []SyscallJSON   `json:"syscalls"`
 }
 
 func (r *Result) summary() *summary {
@@ -74,8 +79,12 @@ func (r *Result) summary() *summary {
 		SiteReadsKernel: a.SiteReadsKernel, SiteReadsLate: a.SiteReadsLate, KernelDrops: a.Drops,
 		InProgress: a.InProgress, Blocked: r.Blocked, TargetExited: a.TargetExited, Restarted: a.Restarted,
 		PythonWalk: a.Walk, BPF: a.BPF, Syscalls: r.Syscalls,
+		AttachS: a.Attach.Seconds(), Processes: r.Processes, ProcessAccount: a.Procs,
 	}
-	if a.Spawned && a.TargetExited {
+	if a.Set && s.Processes == nil {
+		s.Processes = []ProcessJSON{}
+	}
+	if (a.Spawned || a.Held) && a.TargetExited && a.ExitCode >= 0 {
 		code := a.ExitCode
 		s.ExitCode = &code
 	}
@@ -107,7 +116,14 @@ func WriteText(w io.Writer, r *Result, afterLog bool) error {
 	if afterLog {
 		fmt.Fprintln(bw)
 	}
-	fmt.Fprintf(bw, "pyobs trace: pid %d, %.2fs, engine %s (%s), %s\n", s.Pid, s.DurationS, s.Engine, s.Slowdown, callsWords(s))
+	who := fmt.Sprintf("pid %d", s.Pid)
+	if s.ProcessAccount != nil {
+		who = fmt.Sprintf("%d processes from pid %d", s.ProcessAccount.Seen, s.Pid)
+		if s.ProcessAccount.Seen == 1 {
+			who = fmt.Sprintf("1 process, pid %d", s.Pid)
+		}
+	}
+	fmt.Fprintf(bw, "pyobs trace: %s, %.2fs, engine %s (%s), %s\n", who, s.DurationS, s.Engine, s.Slowdown, callsWords(s))
 	fmt.Fprintf(bw, "%6s %9s %8s %10s %9s %9s %9s  %-18s %s\n", "%wall", "calls", "errors", "total", "p50", "p99", "max", "syscall", "errnos / top Python sites")
 	for _, r := range s.Syscalls {
 		var errs []string
@@ -140,6 +156,9 @@ func WriteText(w io.Writer, r *Result, afterLog bool) error {
 	}
 	for _, b := range s.Blocked {
 		fmt.Fprintf(bw, "in progress at the end: tid %d in %s for %s at %s (%s:%d)\n", b.Tid, b.Name, fmtUS(b.ForUS), b.Function, b.File, b.Line)
+	}
+	if s.ProcessAccount != nil {
+		bw.WriteString(processText(s.Processes, s.ProcessAccount))
 	}
 	return bw.Flush()
 }
@@ -231,8 +250,16 @@ func (r *Result) Footer(where string) string {
 			found = "found by the kernel in the interpreter's thread list or their TLS"
 			py = fmt.Sprintf("; Python stacks walked whole in the kernel at the call: %d whole, %d truncated, %d faulted, %d invalid, %d without a thread state, %d without a frame; %d distinct stacks, %d lost (ring full), %d calls unnamed, %d with unreadable code",
 				w.Walked, w.Truncated, w.Faulted, w.Invalid, w.NoThread, w.NoFrame, w.Distinct, w.RingLost, w.Unnamed, w.SymErrors)
+		} else if w != nil && (a.Set || a.Held) {
+			py = fmt.Sprintf("; no Python sites (%s)", w.Why)
 		} else if w != nil {
 			py = fmt.Sprintf("; innermost Python frame only (no stack walk: %s)", w.Why)
+		}
+		if a.Procs != nil {
+			py += "; processes: " + a.Procs.words()
+		}
+		if a.Held {
+			py += fmt.Sprintf("; the command was held before its exec for %.3fs while the programs loaded and attached (not part of its run)", a.Attach.Seconds())
 		}
 		if b := a.BPF; b != nil {
 			py += fmt.Sprintf("; BPF run time: sys_enter %.3fs over %d runs, sys_exit %.3fs over %d runs (every syscall of the machine; stats %s)",

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/pyobs/pyobs/internal/capability"
@@ -30,9 +31,16 @@ type Options struct {
 	Log          io.Writer // one line per matching call; nil for none
 	// Argv: spawn this command under the ptrace engine, from its first
 	// instruction (it must be the tracer's own child), instead of tracing s.
+	// With a held session (session.Spec.Hold) s is the command, traced by
+	// the eBPF engine from its exec; Argv is then what the ptrace engine
+	// spawns if eBPF is refused (the holder is let go unrun).
 	Argv []string
 	// ProgramStdout: where the spawned command's stdout goes (nil: ours).
 	ProgramStdout *os.File
+	// SetAsked: the command line asked for a set (several -p, --children,
+	// --cgroup, --all) where no session carries it (-- CMD under ptrace):
+	// the account says that ptrace follows one process.
+	SetAsked bool
 	// OnEngine is called once the engine is chosen, before tracing starts
 	// (a fallback's reason is worth saying before a long trace).
 	OnEngine func(Account)
@@ -55,8 +63,9 @@ func (o *Options) Validate() error {
 	return err
 }
 
-// ErrSpawnTracepoint: the eBPF engine attaches; it cannot start a command.
-var ErrSpawnTracepoint = errors.New("trace: --engine tracepoint attaches to a running process (-p PID); a spawned command is traced with ptrace (--engine auto or ptrace)")
+// ErrSpawnTracepoint: the eBPF engine traces a spawned command only when
+// it is held before its exec (session.Spec.Hold).
+var ErrSpawnTracepoint = errors.New("trace: --engine tracepoint traces a spawned command only when the session holds it before its exec (session.Spec.Hold)")
 
 // Account is what a trace saw, what it could not see and what it cost.
 type Account struct {
@@ -94,6 +103,16 @@ type Account struct {
 	Walk *StackWalk
 	// BPF: tracepoint engine: the programs' own run time.
 	BPF *BPFRun
+	// Set: the tracepoint engine observed a set of processes (several -p,
+	// --children, --cgroup, --all): the result has per-process lines and
+	// Procs is the set's account.
+	Set   bool
+	Procs *ProcessAccount
+	// Held: the command was held before its exec while the programs
+	// loaded and attached; Attach is that one-time cost (the command had
+	// not started: it is not part of its run).
+	Held   bool
+	Attach time.Duration
 }
 
 // BPFRun is the kernel's account of the tracepoint programs' runs (they
@@ -130,6 +149,9 @@ type Result struct {
 	Account  Account
 	Syscalls []SyscallJSON
 	Blocked  []BlockedCall
+	// Processes: with a set, each process's own line (every member, the
+	// ones that made no call too), in the order they joined.
+	Processes []ProcessJSON
 }
 
 // Run traces s (or spawns opt.Argv) until ctx ends, opt.Duration passes or
@@ -139,19 +161,25 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*Result, error) 
 	if err := opt.Validate(); err != nil {
 		return nil, err
 	}
-	if len(opt.Argv) > 0 && opt.Engine == "tracepoint" {
+	held := s != nil && s.Held()
+	if len(opt.Argv) > 0 && opt.Engine == "tracepoint" && !held {
 		return nil, ErrSpawnTracepoint
 	}
 	switch {
 	case len(opt.Argv) == 0 && s == nil:
 		return nil, errors.New("trace: no target: give a session or a command to spawn")
+	case held && len(opt.Argv) == 0:
+		return nil, fmt.Errorf("trace pid %d: a held command needs its argv (for the ptrace fallback)", s.Pid)
 	case len(opt.Argv) == 0 && s.Py == nil:
 		return nil, fmt.Errorf("trace pid %d: no Python interpreter open in the session", s.Pid)
 	}
 	filter, _ := ParseSyscalls(opt.Syscalls)
 	r := &sites{filter: filter, slow: opt.Slow, slowSet: opt.SlowSet, agg: New(), logw: opt.Log}
-	if len(opt.Argv) == 0 {
-		r.sess, r.tids, r.pid = s, s.NewTidMap(), s.Pid
+	if held {
+		// The command has not run: no interpreter to read yet.
+		r.sess, r.pid, r.held, r.set = s, s.Pid, true, s.Set.Many()
+	} else if len(opt.Argv) == 0 {
+		r.sess, r.tids, r.pid, r.set = s, s.NewTidMap(), s.Pid, s.Set.Many()
 		r.mem = pyframes.NewProcessMemory(s.Pid)
 	}
 	defer func() {
@@ -160,9 +188,18 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*Result, error) 
 		}
 	}()
 	acct := Account{Pid: r.pid, Slow: opt.Slow}
+	t0 := time.Now()
 	tp, err := choose(r, opt, &acct)
 	if err != nil {
 		return nil, err
+	}
+	if tp == nil && held {
+		// ptrace after all: it spawns the command as its own child.
+		s.Unhold()
+		r.sess, r.pid, r.held = nil, 0, false
+	}
+	if tp == nil && (r.set || opt.SetAsked) {
+		acct.Note = strings.TrimSpace(acct.Note + " (ptrace follows one process: the set's other processes and children are not traced)")
 	}
 	if opt.OnEngine != nil {
 		opt.OnEngine(acct)
@@ -173,6 +210,13 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*Result, error) 
 		defer cancel()
 	}
 	if tp != nil {
+		if held {
+			if err := s.Release(); err != nil {
+				tp.Close()
+				return nil, err
+			}
+			acct.Held, acct.Attach = true, time.Since(t0)
+		}
 		return runTracepoint(ctx, r, tp, opt, acct)
 	}
 	return runPtrace(ctx, r, opt, acct)
@@ -183,24 +227,36 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*Result, error) 
 func choose(r *sites, opt Options, acct *Account) (*tracepoint.Tracer, error) {
 	acct.Engine = "ptrace"
 	switch {
-	case len(opt.Argv) > 0 && opt.Engine == "auto":
+	case len(opt.Argv) > 0 && opt.Engine == "auto" && !r.held:
 		acct.Note = "(auto: a spawned command runs under ptrace from its first instruction)"
 		return nil, nil
 	case opt.Engine == "ptrace":
 		return nil, nil
 	}
-	cfg := tracepoint.Config{Pid: r.pid, Slow: opt.Slow, Threads: map[int]uint64{},
-		Py: tracepoint.OffsetsFor(r.sess.Py.Layout).WithRuntime(r.sess.Py.Info.Runtime)}
+	cfg := tracepoint.Config{Pid: r.pid, Slow: opt.Slow, Threads: map[int]uint64{}}
 	walkWhy := "--kernel-walk=false"
-	if !opt.NoKernelWalk {
-		cfg.Walk, r.walkLayout, walkWhy = walkConfig(r.sess)
+	if r.set || r.held {
+		// Counts only: the walker's layout is fixed at load and one per
+		// program, a set's processes may each run another Python (or none),
+		// and a held command has loaded none yet.
+		o := r.sess.Options()
+		cfg.Set, cfg.PerPid, cfg.Held = &o, r.set, r.held
+		walkWhy = "counts only: a set's processes may each run another Python, and the kernel walker takes one layout"
+		if !r.set {
+			walkWhy = "counts only: the command was held before its exec, so no Python was loaded when the programs were"
+		}
+	} else {
+		cfg.Py = tracepoint.OffsetsFor(r.sess.Py.Layout).WithRuntime(r.sess.Py.Info.Runtime)
+		if !opt.NoKernelWalk {
+			cfg.Walk, r.walkLayout, walkWhy = walkConfig(r.sess)
+		}
+		// The threads known now go into the kernel's map before it attaches.
+		r.tids.Refresh()
+		for _, t := range r.tids.All() {
+			cfg.Threads[t.NativeID] = t.Addr
+		}
+		r.tidsAt = time.Now()
 	}
-	// The threads known now go into the kernel's map before it attaches.
-	r.tids.Refresh()
-	for _, t := range r.tids.All() {
-		cfg.Threads[t.NativeID] = t.Addr
-	}
-	r.tidsAt = time.Now()
 	if r.filter != nil {
 		cfg.Filter = r.filter
 	}

@@ -31,6 +31,9 @@ type sites struct {
 	firstSiteErr string
 	// walkLayout: the kernel walker's layout (tracepoint engine with the walk).
 	walkLayout *pyframes.KernelLayout
+	// set: a set of processes is observed (tracepoint: counts per process,
+	// no Python sites); held: sess is a command held before its exec.
+	set, held bool
 }
 
 // siteErr keeps the first reason a site read failed, for the JSON.

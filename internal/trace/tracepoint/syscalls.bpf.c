@@ -19,13 +19,23 @@
 // no user code, so its Python stack is the one it made the call from.
 // Without the walker (a kernel that refuses bpf_loop, or no layout), the
 // innermost frame alone is read (capture below) and resolved in user space.
+//
+// The observed processes are a set (procset.h): the target, or several,
+// with the children members fork joining from their first instruction.
+// With per_pid, each member's calls, errors, time and latency histogram
+// are kept too (pidstats). held_tgid: a member held before its exec
+// (internal/session's Hold) counts from its exec on, not the holder's
+// own calls before it.
 
 #include "pywalk.h"
+#include "procset.h"
 
 #define MAX_NR 512
 
 // Set by the loader before the programs load (.rodata).
-volatile const u32 target_tgid = 0;
+volatile const u32 per_pid = 0;
+volatile const u32 held_tgid = 0;
+u32 held_done = 0; // held_tgid has exec'd (set by sys_enter once seen)
 volatile const u64 slow_ns = 0;
 volatile const u32 use_filter = 0;
 // Python frame capture (0 off). Offsets come from pyframes' Layout.
@@ -49,7 +59,7 @@ volatile const u64 off_tstate_native_tid = 0;
 struct start {
 	u64 ts;
 	u32 nr;
-	u32 pad;
+	u32 tgid; // the thread's process at the enter (a tid reused elsewhere is not it)
 };
 
 struct stat {
@@ -79,7 +89,7 @@ struct event {
 	u64 tstate;
 	u64 pyk;
 	u32 pyflags;
-	u32 pad;
+	u32 tgid; // the calling process
 };
 
 BTF_KEEP(struct event, event_type);
@@ -91,6 +101,7 @@ enum {
 	DROP_STARTS = 3,   // enter map update failed
 	RESTARTED = 4,     // ERESTART*: restarted by the kernel, not counted
 	NO_ENTER = 5,      // exits whose enter was not seen (in progress at attach)
+	DROP_PID = 6,      // per-pid map full: a call missing from its process's line
 	PY_WALKED = 8,     // events whose whole Python stack was walked
 	PY_TRUNC = 9,      // walked, deeper than the walker goes (or callers missing)
 	PY_FAULT = 10,     // a read of user memory failed (page not present)
@@ -138,6 +149,35 @@ struct {
 	__type(key, u32);
 	__type(value, u32);
 } filter SEC(".maps");
+
+// Per member (tgid), with per_pid: its calls, errors, time and a latency
+// histogram in trace.Hist's buckets, those of 2^32 ns (4.3 s) and more in
+// the last one.
+#define PID_BUCKETS 480
+
+struct pidstat {
+	u64 calls;
+	u64 errors;
+	u64 total_ns;
+	u64 max_ns;
+	u32 hist[PID_BUCKETS];
+};
+
+struct {
+	__uint(type, 5); // BPF_MAP_TYPE_PERCPU_HASH
+	__uint(max_entries, 8192);
+	__uint(map_flags, 1); // BPF_F_NO_PREALLOC: memory for the members seen only
+	__type(key, u32);
+	__type(value, struct pidstat);
+} pidstats SEC(".maps");
+
+// A zero pidstat to create an entry from (too big for the BPF stack).
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct pidstat);
+} pidzero SEC(".maps");
 
 // tid -> PyThreadState*: pywalk.h's tstates map (u64 keys), filled by
 // user space; the one-frame capture reads it by tid too.
@@ -191,11 +231,53 @@ static __always_inline u32 bucket_of(u64 v)
 	return (e - 3) * 16 + (u32)sub;
 }
 
+// observed: whether the current process is a member now (and, held
+// before its exec, has exec'd).
+static __always_inline int observed(u32 tgid)
+{
+	if (!procset_current(tgid))
+		return 0;
+	if (held_tgid && tgid == held_tgid && !held_done) {
+		struct procset_member *m = bpf_map_lookup_elem(&procs, &tgid);
+		if (!m || !m->execs)
+			return 0;
+		held_done = 1;
+	}
+	return 1;
+}
+
+static __always_inline void add_pid(u32 tgid, u64 dur, int failed)
+{
+	struct pidstat *ps = bpf_map_lookup_elem(&pidstats, &tgid);
+	if (!ps) {
+		u32 z = 0;
+		struct pidstat *zero = bpf_map_lookup_elem(&pidzero, &z);
+		if (!zero)
+			return;
+		bpf_map_update_elem(&pidstats, &tgid, zero, BPF_NOEXIST);
+		ps = bpf_map_lookup_elem(&pidstats, &tgid);
+		if (!ps) {
+			count(DROP_PID);
+			return;
+		}
+	}
+	ps->calls += 1;
+	ps->total_ns += dur;
+	if (dur > ps->max_ns)
+		ps->max_ns = dur;
+	if (failed)
+		ps->errors += 1;
+	u32 b = bucket_of(dur);
+	if (b >= PID_BUCKETS)
+		b = PID_BUCKETS - 1;
+	ps->hist[b] += 1;
+}
+
 SEC("raw_tp/sys_enter")
 int sys_enter(u64 *ctx)
 {
 	u64 id = bpf_get_current_pid_tgid();
-	if ((u32)(id >> 32) != target_tgid)
+	if (!observed((u32)(id >> 32)))
 		return 0;
 	u64 nr = ctx[1];
 	if (nr >= MAX_NR)
@@ -212,10 +294,11 @@ int sys_enter(u64 *ctx)
 	struct start *sp = bpf_map_lookup_elem(&starts, &tid);
 	if (sp) {
 		sp->nr = (u32)nr;
+		sp->tgid = (u32)(id >> 32);
 		sp->ts = bpf_ktime_get_ns();
 		return 0;
 	}
-	struct start s = {.ts = bpf_ktime_get_ns(), .nr = (u32)nr};
+	struct start s = {.ts = bpf_ktime_get_ns(), .nr = (u32)nr, .tgid = (u32)(id >> 32)};
 	if (bpf_map_update_elem(&starts, &tid, &s, BPF_ANY))
 		count(DROP_STARTS);
 	return 0;
@@ -315,11 +398,12 @@ SEC("raw_tp/sys_exit")
 int sys_exit(u64 *ctx)
 {
 	u64 id = bpf_get_current_pid_tgid();
-	if ((u32)(id >> 32) != target_tgid)
-		return 0;
 	u32 tid = (u32)id;
+	// Only a member's enter (observed) writes an entry: no second look
+	// at the set here. A thread that ended inside a call leaves its entry
+	// behind; its tid reused by another process is told apart by tgid.
 	struct start *sp = bpf_map_lookup_elem(&starts, &tid);
-	if (!sp || !sp->ts) {
+	if (!sp || !sp->ts || sp->tgid != (u32)(id >> 32)) {
 		// Filtered out at enter, or in progress when we attached.
 		return 0;
 	}
@@ -352,6 +436,8 @@ int sys_exit(u64 *ctx)
 		bump(&errnos, nr << 12 | (u32)(-ret), DROP_ERRNO);
 	}
 	bump(&hist, nr << 12 | bucket_of(dur), DROP_HIST);
+	if (per_pid)
+		add_pid((u32)(id >> 32), dur, failed);
 	if (dur < slow_ns && !failed)
 		return 0;
 	// Walked before the event is reserved: the walk may fail the program's
@@ -389,7 +475,7 @@ int sys_exit(u64 *ctx)
 	ev->tstate = 0;
 	ev->pyk = pyk;
 	ev->pyflags = pyflags;
-	ev->pad = 0;
+	ev->tgid = (u32)(id >> 32);
 	if (cfg.minor)
 		ev->py = 5;
 	else

@@ -63,7 +63,16 @@ type syscallsEvent struct {
 	Tstate  uint64
 	Pyk     uint64
 	Pyflags uint32
-	Pad     uint32
+	Tgid    uint32
+}
+
+type syscallsPidstat struct {
+	_       structs.HostLayout
+	Calls   uint64
+	Errors  uint64
+	TotalNs uint64
+	MaxNs   uint64
+	Hist    [480]uint32
 }
 
 type syscallsProcAddrs struct {
@@ -71,6 +80,15 @@ type syscallsProcAddrs struct {
 	CodeType    uint64
 	FrameType   uint64
 	CodegenAddr uint64
+}
+
+type syscallsProcsetMember struct {
+	_      structs.HostLayout
+	Joined uint64
+	Parent uint32
+	How    uint32
+	Execs  uint32
+	Pad    uint32
 }
 
 type syscallsSample struct {
@@ -99,10 +117,10 @@ type syscallsSample struct {
 }
 
 type syscallsStart struct {
-	_   structs.HostLayout
-	Ts  uint64
-	Nr  uint32
-	Pad uint32
+	_    structs.HostLayout
+	Ts   uint64
+	Nr   uint32
+	Tgid uint32
 }
 
 type syscallsStat struct {
@@ -129,6 +147,11 @@ const (
 	syscallsMapEvents               = "events"
 	syscallsMapFilter               = "filter"
 	syscallsMapHist                 = "hist"
+	syscallsMapPidstats             = "pidstats"
+	syscallsMapPidzero              = "pidzero"
+	syscallsMapProcs                = "procs"
+	syscallsMapProcsetCounters      = "procset_counters"
+	syscallsMapProcsetEvents        = "procset_events"
 	syscallsMapPyaddrs              = "pyaddrs"
 	syscallsMapPyseen               = "pyseen"
 	syscallsMapPystacks             = "pystacks"
@@ -137,10 +160,15 @@ const (
 	syscallsMapStats                = "stats"
 	syscallsMapTstates              = "tstates"
 	syscallsMapWin                  = "win"
+	syscallsProgProcsetExec         = "procset_exec"
+	syscallsProgProcsetExit         = "procset_exit"
+	syscallsProgProcsetFork         = "procset_fork"
 	syscallsProgSysEnter            = "sys_enter"
 	syscallsProgSysExit             = "sys_exit"
 	syscallsVarCfg                  = "cfg"
 	syscallsVarEventType            = "event_type"
+	syscallsVarHeldDone             = "held_done"
+	syscallsVarHeldTgid             = "held_tgid"
 	syscallsVarOffCframeCurrent     = "off_cframe_current"
 	syscallsVarOffFrameCode         = "off_frame_code"
 	syscallsVarOffFrameInstr        = "off_frame_instr"
@@ -152,10 +180,12 @@ const (
 	syscallsVarOffTstateNativeTid   = "off_tstate_native_tid"
 	syscallsVarOffTstateNext        = "off_tstate_next"
 	syscallsVarOwnerSkip            = "owner_skip"
+	syscallsVarPerPid               = "per_pid"
+	syscallsVarProcsetCgroup        = "procset_cgroup"
+	syscallsVarProcsetFollow        = "procset_follow"
 	syscallsVarPyCapture            = "py_capture"
 	syscallsVarRuntimeAddr          = "runtime_addr"
 	syscallsVarSlowNs               = "slow_ns"
-	syscallsVarTargetTgid           = "target_tgid"
 	syscallsVarUseFilter            = "use_filter"
 )
 
@@ -201,28 +231,36 @@ type syscallsSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type syscallsProgramSpecs struct {
-	SysEnter *ebpf.ProgramSpec `ebpf:"sys_enter"`
-	SysExit  *ebpf.ProgramSpec `ebpf:"sys_exit"`
+	ProcsetExec *ebpf.ProgramSpec `ebpf:"procset_exec"`
+	ProcsetExit *ebpf.ProgramSpec `ebpf:"procset_exit"`
+	ProcsetFork *ebpf.ProgramSpec `ebpf:"procset_fork"`
+	SysEnter    *ebpf.ProgramSpec `ebpf:"sys_enter"`
+	SysExit     *ebpf.ProgramSpec `ebpf:"sys_exit"`
 }
 
 // syscallsMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type syscallsMapSpecs struct {
-	CodesOk  *ebpf.MapSpec `ebpf:"codes_ok"`
-	Counters *ebpf.MapSpec `ebpf:"counters"`
-	Errnos   *ebpf.MapSpec `ebpf:"errnos"`
-	Events   *ebpf.MapSpec `ebpf:"events"`
-	Filter   *ebpf.MapSpec `ebpf:"filter"`
-	Hist     *ebpf.MapSpec `ebpf:"hist"`
-	Pyaddrs  *ebpf.MapSpec `ebpf:"pyaddrs"`
-	Pyseen   *ebpf.MapSpec `ebpf:"pyseen"`
-	Pystacks *ebpf.MapSpec `ebpf:"pystacks"`
-	Scratch  *ebpf.MapSpec `ebpf:"scratch"`
-	Starts   *ebpf.MapSpec `ebpf:"starts"`
-	Stats    *ebpf.MapSpec `ebpf:"stats"`
-	Tstates  *ebpf.MapSpec `ebpf:"tstates"`
-	Win      *ebpf.MapSpec `ebpf:"win"`
+	CodesOk         *ebpf.MapSpec `ebpf:"codes_ok"`
+	Counters        *ebpf.MapSpec `ebpf:"counters"`
+	Errnos          *ebpf.MapSpec `ebpf:"errnos"`
+	Events          *ebpf.MapSpec `ebpf:"events"`
+	Filter          *ebpf.MapSpec `ebpf:"filter"`
+	Hist            *ebpf.MapSpec `ebpf:"hist"`
+	Pidstats        *ebpf.MapSpec `ebpf:"pidstats"`
+	Pidzero         *ebpf.MapSpec `ebpf:"pidzero"`
+	Procs           *ebpf.MapSpec `ebpf:"procs"`
+	ProcsetCounters *ebpf.MapSpec `ebpf:"procset_counters"`
+	ProcsetEvents   *ebpf.MapSpec `ebpf:"procset_events"`
+	Pyaddrs         *ebpf.MapSpec `ebpf:"pyaddrs"`
+	Pyseen          *ebpf.MapSpec `ebpf:"pyseen"`
+	Pystacks        *ebpf.MapSpec `ebpf:"pystacks"`
+	Scratch         *ebpf.MapSpec `ebpf:"scratch"`
+	Starts          *ebpf.MapSpec `ebpf:"starts"`
+	Stats           *ebpf.MapSpec `ebpf:"stats"`
+	Tstates         *ebpf.MapSpec `ebpf:"tstates"`
+	Win             *ebpf.MapSpec `ebpf:"win"`
 }
 
 // syscallsVariableSpecs contains global variables before they are loaded into the kernel.
@@ -231,6 +269,8 @@ type syscallsMapSpecs struct {
 type syscallsVariableSpecs struct {
 	Cfg                  *ebpf.VariableSpec `ebpf:"cfg"`
 	EventType            *ebpf.VariableSpec `ebpf:"event_type"`
+	HeldDone             *ebpf.VariableSpec `ebpf:"held_done"`
+	HeldTgid             *ebpf.VariableSpec `ebpf:"held_tgid"`
 	OffCframeCurrent     *ebpf.VariableSpec `ebpf:"off_cframe_current"`
 	OffFrameCode         *ebpf.VariableSpec `ebpf:"off_frame_code"`
 	OffFrameInstr        *ebpf.VariableSpec `ebpf:"off_frame_instr"`
@@ -242,10 +282,12 @@ type syscallsVariableSpecs struct {
 	OffTstateNativeTid   *ebpf.VariableSpec `ebpf:"off_tstate_native_tid"`
 	OffTstateNext        *ebpf.VariableSpec `ebpf:"off_tstate_next"`
 	OwnerSkip            *ebpf.VariableSpec `ebpf:"owner_skip"`
+	PerPid               *ebpf.VariableSpec `ebpf:"per_pid"`
+	ProcsetCgroup        *ebpf.VariableSpec `ebpf:"procset_cgroup"`
+	ProcsetFollow        *ebpf.VariableSpec `ebpf:"procset_follow"`
 	PyCapture            *ebpf.VariableSpec `ebpf:"py_capture"`
 	RuntimeAddr          *ebpf.VariableSpec `ebpf:"runtime_addr"`
 	SlowNs               *ebpf.VariableSpec `ebpf:"slow_ns"`
-	TargetTgid           *ebpf.VariableSpec `ebpf:"target_tgid"`
 	UseFilter            *ebpf.VariableSpec `ebpf:"use_filter"`
 }
 
@@ -269,20 +311,25 @@ func (o *syscallsObjects) Close() error {
 //
 // It can be passed to loadSyscallsObjects or ebpf.CollectionSpec.LoadAndAssign.
 type syscallsMaps struct {
-	CodesOk  *ebpf.Map `ebpf:"codes_ok"`
-	Counters *ebpf.Map `ebpf:"counters"`
-	Errnos   *ebpf.Map `ebpf:"errnos"`
-	Events   *ebpf.Map `ebpf:"events"`
-	Filter   *ebpf.Map `ebpf:"filter"`
-	Hist     *ebpf.Map `ebpf:"hist"`
-	Pyaddrs  *ebpf.Map `ebpf:"pyaddrs"`
-	Pyseen   *ebpf.Map `ebpf:"pyseen"`
-	Pystacks *ebpf.Map `ebpf:"pystacks"`
-	Scratch  *ebpf.Map `ebpf:"scratch"`
-	Starts   *ebpf.Map `ebpf:"starts"`
-	Stats    *ebpf.Map `ebpf:"stats"`
-	Tstates  *ebpf.Map `ebpf:"tstates"`
-	Win      *ebpf.Map `ebpf:"win"`
+	CodesOk         *ebpf.Map `ebpf:"codes_ok"`
+	Counters        *ebpf.Map `ebpf:"counters"`
+	Errnos          *ebpf.Map `ebpf:"errnos"`
+	Events          *ebpf.Map `ebpf:"events"`
+	Filter          *ebpf.Map `ebpf:"filter"`
+	Hist            *ebpf.Map `ebpf:"hist"`
+	Pidstats        *ebpf.Map `ebpf:"pidstats"`
+	Pidzero         *ebpf.Map `ebpf:"pidzero"`
+	Procs           *ebpf.Map `ebpf:"procs"`
+	ProcsetCounters *ebpf.Map `ebpf:"procset_counters"`
+	ProcsetEvents   *ebpf.Map `ebpf:"procset_events"`
+	Pyaddrs         *ebpf.Map `ebpf:"pyaddrs"`
+	Pyseen          *ebpf.Map `ebpf:"pyseen"`
+	Pystacks        *ebpf.Map `ebpf:"pystacks"`
+	Scratch         *ebpf.Map `ebpf:"scratch"`
+	Starts          *ebpf.Map `ebpf:"starts"`
+	Stats           *ebpf.Map `ebpf:"stats"`
+	Tstates         *ebpf.Map `ebpf:"tstates"`
+	Win             *ebpf.Map `ebpf:"win"`
 }
 
 func (m *syscallsMaps) Close() error {
@@ -293,6 +340,11 @@ func (m *syscallsMaps) Close() error {
 		m.Events,
 		m.Filter,
 		m.Hist,
+		m.Pidstats,
+		m.Pidzero,
+		m.Procs,
+		m.ProcsetCounters,
+		m.ProcsetEvents,
 		m.Pyaddrs,
 		m.Pyseen,
 		m.Pystacks,
@@ -310,6 +362,8 @@ func (m *syscallsMaps) Close() error {
 type syscallsVariables struct {
 	Cfg                  *ebpf.Variable `ebpf:"cfg"`
 	EventType            *ebpf.Variable `ebpf:"event_type"`
+	HeldDone             *ebpf.Variable `ebpf:"held_done"`
+	HeldTgid             *ebpf.Variable `ebpf:"held_tgid"`
 	OffCframeCurrent     *ebpf.Variable `ebpf:"off_cframe_current"`
 	OffFrameCode         *ebpf.Variable `ebpf:"off_frame_code"`
 	OffFrameInstr        *ebpf.Variable `ebpf:"off_frame_instr"`
@@ -321,10 +375,12 @@ type syscallsVariables struct {
 	OffTstateNativeTid   *ebpf.Variable `ebpf:"off_tstate_native_tid"`
 	OffTstateNext        *ebpf.Variable `ebpf:"off_tstate_next"`
 	OwnerSkip            *ebpf.Variable `ebpf:"owner_skip"`
+	PerPid               *ebpf.Variable `ebpf:"per_pid"`
+	ProcsetCgroup        *ebpf.Variable `ebpf:"procset_cgroup"`
+	ProcsetFollow        *ebpf.Variable `ebpf:"procset_follow"`
 	PyCapture            *ebpf.Variable `ebpf:"py_capture"`
 	RuntimeAddr          *ebpf.Variable `ebpf:"runtime_addr"`
 	SlowNs               *ebpf.Variable `ebpf:"slow_ns"`
-	TargetTgid           *ebpf.Variable `ebpf:"target_tgid"`
 	UseFilter            *ebpf.Variable `ebpf:"use_filter"`
 }
 
@@ -332,12 +388,18 @@ type syscallsVariables struct {
 //
 // It can be passed to loadSyscallsObjects or ebpf.CollectionSpec.LoadAndAssign.
 type syscallsPrograms struct {
-	SysEnter *ebpf.Program `ebpf:"sys_enter"`
-	SysExit  *ebpf.Program `ebpf:"sys_exit"`
+	ProcsetExec *ebpf.Program `ebpf:"procset_exec"`
+	ProcsetExit *ebpf.Program `ebpf:"procset_exit"`
+	ProcsetFork *ebpf.Program `ebpf:"procset_fork"`
+	SysEnter    *ebpf.Program `ebpf:"sys_enter"`
+	SysExit     *ebpf.Program `ebpf:"sys_exit"`
 }
 
 func (p *syscallsPrograms) Close() error {
 	return _SyscallsClose(
+		p.ProcsetExec,
+		p.ProcsetExit,
+		p.ProcsetFork,
 		p.SysEnter,
 		p.SysExit,
 	)
