@@ -138,3 +138,37 @@ func fields(t *testing.T, line string) []int {
 	}
 	return out
 }
+
+// threadExec: on "go", a thread other than the main one execs a new
+// python that makes 2,000 getppid calls, prints DONE and waits for stdin.
+const threadExec = `
+import os, sys, threading
+print("READY", flush=True)
+sys.stdin.readline()
+code = "import os,sys\nfor _ in range(2000): os.getppid()\nprint('DONE', flush=True)\nsys.stdin.readline()\n"
+threading.Thread(target=os.execv, args=(sys.executable, [sys.executable, "-c", code])).start()
+threading.Event().wait()
+`
+
+// TestExecFromThread: an exec from a thread that is not the leader ends
+// the old leader, not the process: it stays a member, counted after.
+func TestExecFromThread(t *testing.T) {
+	interp := testutil.Interpreters(t)[0]
+	script := filepath.Join(t.TempDir(), "texec.py")
+	if err := os.WriteFile(script, []byte(threadExec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tg := startWithStdin(t, append(append([]string{}, interp.Argv...), script))
+	objs, set := load(t, procset.Options{Seeds: []int{tg.pid}})
+	tg.send("go")
+	tg.expect(t, "DONE")
+	time.Sleep(100 * time.Millisecond)
+	m, ok := set.Member(tg.pid)
+	if !ok || m.Exited || m.Execs != 1 {
+		t.Fatalf("after an exec from a thread: %+v (member %v), want a member with one exec, not exited", m, ok)
+	}
+	var n uint64
+	if err := objs.Calls.Lookup(uint32(tg.pid), &n); err != nil || n < 2000 {
+		t.Errorf("%d syscalls counted (%v), want >= 2000 after the exec", n, err)
+	}
+}

@@ -142,18 +142,40 @@ int procset_exec(u64 *ctx)
 	return 0;
 }
 
-// args: task (current). A process ends when its last thread does; the
-// group leader's exit is taken as the process's (a leader that exits
-// before its threads is rare, and its number is not reused until they end).
+// Only the fields read (CO-RE, flavoured names so that pyobs.h's
+// task_struct stays the one the other programs see): a thread group's
+// count of live threads.
+typedef struct {
+	int counter;
+} procset_atomic;
+
+struct signal_struct___ps {
+	procset_atomic live;
+} __attribute__((preserve_access_index));
+
+struct task_struct___ps {
+	struct signal_struct___ps *signal;
+} __attribute__((preserve_access_index));
+
+static u64 (*procset_current_task)(void) = (void *)35; // bpf_get_current_task
+
+// args: task (current). A process ends when its last thread does: the
+// kernel counts a group's live threads down before this tracepoint, so a
+// thread that sees none left is the last one (an exec from a thread other
+// than the leader ends the old leader, not the process: threads remain).
 SEC("raw_tp/sched_process_exit")
 int procset_exit(u64 *ctx)
 {
-	u64 pt = bpf_get_current_pid_tgid();
-	u32 tgid = (u32)(pt >> 32);
-	if ((u32)pt != tgid)
-		return 0;
+	u32 tgid = (u32)(bpf_get_current_pid_tgid() >> 32);
 	struct procset_member *m = bpf_map_lookup_elem(&procs, &tgid);
 	if (!m)
+		return 0;
+	struct task_struct___ps *t = (struct task_struct___ps *)procset_current_task();
+	struct signal_struct___ps *sig = 0;
+	int live = 0;
+	if (!bpf_probe_read_kernel(&sig, sizeof(sig), &t->signal) && sig)
+		bpf_probe_read_kernel(&live, sizeof(live), &sig->live.counter);
+	if (live > 0)
 		return 0;
 	u32 how = m->how, parent = m->parent;
 	bpf_map_delete_elem(&procs, &tgid);
