@@ -114,6 +114,20 @@ func runDump(cmd *cobra.Command, g *globals, f *dumpFlags, args []string) error 
 		return err
 	}
 	spec.After = f.after
+	// A set the user asked for is printed as a set; -- CMD's implicit
+	// --children only when CMD has children at the dump's instant.
+	explicitSet := len(g.pids) > 0 || g.cgroup != "" || g.all || cmd.Flags().Changed("children") && g.children
+	if explicitSet && (f.green || f.tasks) {
+		return usagef("dump: --tasks and --greenlets read one process: give one -p PID without --children, --cgroup or --all")
+	}
+	if f.green || f.tasks {
+		spec.Set.Children = false
+	}
+	if explicitSet && len(spec.Argv) == 0 {
+		// The first -p need not be Python: a set's process that is not is
+		// listed as refused; only a set with none to read is an error.
+		spec.Python = session.PythonOptional
+	}
 	ctx := cmd.Context()
 	s, err := session.Open(ctx, spec)
 	if err != nil {
@@ -132,6 +146,14 @@ func runDump(cmd *cobra.Command, g *globals, f *dumpFlags, args []string) error 
 	} else if f.tasks {
 		d, e := dump.RunTasks(ctx, s, opt)
 		out, text, err = d, func(w io.Writer) error { return dump.WriteTasksText(w, d) }, e
+	} else if spec.Set.Many() {
+		sd, e := dump.RunSet(ctx, s, opt)
+		out, text, err = sd, func(w io.Writer) error { return dump.WriteSetText(w, sd) }, e
+		if e == nil && !explicitSet {
+			if d := sd.One(); d != nil {
+				out, text = d, func(w io.Writer) error { return dump.WriteText(w, d) }
+			}
+		}
 	} else {
 		d, e := dump.Run(ctx, s, opt)
 		out, text, err = d, func(w io.Writer) error { return dump.WriteText(w, d) }, e
