@@ -72,10 +72,45 @@ func runStat(cmd *cobra.Command, g *globals, f *statFlags, args []string) error 
 	if err := opt.Validate(cmd.Flags().Changed("duration")); err != nil {
 		return usageError{err}
 	}
+	// A set the user asked for gets a line per process; -- CMD alone
+	// keeps the one-process report (wait4's totals count the children
+	// it waited for).
+	explicitSet := len(g.pids) > 0 || g.cgroup != "" || g.all || cmd.Flags().Changed("children") && g.children
+	if explicitSet && f.interval > 0 {
+		return usagef("stat: -i reports one process for now: drop -i, or give one -p PID without --children, --cgroup or --all")
+	}
 	ctx := cmd.Context()
-	s, err := openTarget(cmd, g, args, session.PythonOptional)
+	spec, err := targetSpec(cmd, g, args)
 	if err != nil {
 		return err
+	}
+	spec.Python = session.PythonOptional
+	if !explicitSet {
+		spec.Set = session.SetSpec{}
+	}
+	s, err := session.Open(ctx, spec)
+	if err != nil {
+		return err
+	}
+	if explicitSet {
+		s.EndOnInterrupt(ctx)
+		res, err := stat.RunSet(ctx, s, opt)
+		if err != nil {
+			return err
+		}
+		err = output.Write(g.output, 0o644, func(w io.Writer) error {
+			if format == "json" {
+				return writeJSON(w, res)
+			}
+			return stat.WriteSetText(w, res)
+		})
+		if err != nil {
+			return err
+		}
+		if res.ExitCode != nil && *res.ExitCode != 0 {
+			return exitStatus{*res.ExitCode}
+		}
+		return nil
 	}
 	if f.interval > 0 && !s.Spawned() {
 		if !cmd.Flags().Changed("duration") {

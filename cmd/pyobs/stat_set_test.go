@@ -1,0 +1,148 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pyobs/pyobs/internal/stat"
+	"github.com/pyobs/pyobs/internal/testutil"
+)
+
+// forkBurners is a parent that, once GO_FILE exists, forks two children
+// (fork start: os.fork itself) that each burn a known CPU time, print
+// their own time.process_time(), idle for 0.6 s (three polls) and exit;
+// the parent waits for both and exits.
+const forkBurners = `import os, sys, time
+go, secs = sys.argv[1], [float(x) for x in sys.argv[2:]]
+print("READY", flush=True)
+while not os.path.exists(go):
+    time.sleep(0.01)
+kids = []
+for sec in secs:
+    pid = os.fork()
+    if pid == 0:
+        x = 0
+        while time.process_time() < sec:
+            x += 1
+        print("CHILD", os.getpid(), time.process_time(), flush=True)
+        time.sleep(0.6)
+        os._exit(0)
+    kids.append(pid)
+for k in kids:
+    os.waitpid(k, 0)
+`
+
+// TestStatSetChildren: stat -p PARENT --children on a parent that forks
+// two CPU-burning children during the window: each child's CPU within
+// ±15 % of what it reports itself (time.process_time()), both accounted
+// as joined late and exited, the set's total at least their sum.
+func TestStatSetChildren(t *testing.T) {
+	testutil.RequireRoot(t)
+	in := testutil.Find(t, "pyenv-3.12")
+	testutil.Binary(t) // built before the clock below starts
+	dir := t.TempDir()
+	script := filepath.Join(dir, "fork_burners.py")
+	if err := os.WriteFile(script, []byte(forkBurners), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	goFile := filepath.Join(dir, "go")
+	tg := testutil.StartArgv(t, append(append([]string{}, in.Argv...), script, goFile, "0.6", "0.3"), 30*time.Second)
+	go func() { _, _ = tg.Cmd.Process.Wait() }() // reap the parent: gone, not a zombie
+	out := filepath.Join(dir, "st.json")
+	done := make(chan testutil.Result, 1)
+	go func() {
+		done <- testutil.Run(t, 50*time.Second, "stat", "-p", fmt.Sprint(tg.Pid), "--children", "-d", "40s", "--format", "json", "-o", out)
+	}()
+	time.Sleep(1500 * time.Millisecond) // the window has started: the children are born inside it
+	if err := os.WriteFile(goFile, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	truth := map[int]float64{}
+	for len(truth) < 2 {
+		select {
+		case l := <-tg.Lines:
+			f := strings.Fields(l)
+			if len(f) == 3 && f[0] == "CHILD" {
+				pid, _ := strconv.Atoi(f[1])
+				truth[pid], _ = strconv.ParseFloat(f[2], 64)
+			}
+		case <-time.After(40 * time.Second):
+			t.Fatalf("children reported %v", truth)
+		}
+	}
+	r := <-done
+	if r.Code != 0 {
+		t.Fatalf("stat: exit %d: %s", r.Code, r.Stderr)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st stat.SetStat
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatalf("not a set document: %v\n%s", err, b)
+	}
+	if st.WindowS > 30 {
+		t.Errorf("window %.1f s: it should end once every process exited", st.WindowS)
+	}
+	sum := 0.0
+	for pid, want := range truth {
+		var p *stat.ProcStat
+		for i := range st.Processes {
+			if st.Processes[i].Pid == pid {
+				p = &st.Processes[i]
+			}
+		}
+		if p == nil {
+			t.Errorf("child %d missing: %+v", pid, st.Processes)
+			continue
+		}
+		got := p.UserS + p.SystemS
+		sum += got
+		t.Logf("child %d: stat %.3f s, its own process_time %.3f s (born %v, exited %v)", pid, got, want, p.Born, p.Exited)
+		if got < want*0.85 || got > want*1.15 {
+			t.Errorf("child %d: %.3f CPU-s, it reports %.3f (±15 %%)", pid, got, want)
+		}
+		if p.How != "fork" || p.Parent != tg.Pid || !p.Born || !p.Exited {
+			t.Errorf("child %d: how %q parent %d born %v exited %v", pid, p.How, p.Parent, p.Born, p.Exited)
+		}
+	}
+	if st.Account.Seen != 3 || st.Account.Late != 2 || st.Account.Exited != 3 {
+		t.Errorf("account %+v, want 3 seen, 2 joined late, 3 exited", st.Account)
+	}
+	if tot := st.Total.CPU.UserS + st.Total.CPU.SystemS; tot < sum-0.02 {
+		t.Errorf("total CPU %.3f s below the children's %.3f", tot, sum)
+	}
+	if len(st.Verdicts) == 0 {
+		t.Errorf("no verdict over the set")
+	}
+}
+
+// TestStatSetText: two -p targets in text: one line per process, the
+// set's account, and the refusal of -i on a set.
+func TestStatSetText(t *testing.T) {
+	testutil.RequireRoot(t)
+	in := testutil.Find(t, "pyenv-3.12")
+	a := testutil.Start(t, in, "sleeper.py")
+	b := testutil.Start(t, in, "cpu_burn.py")
+	r := testutil.Run(t, 30*time.Second, "stat", "-p", fmt.Sprintf("%d,%d", a.Pid, b.Pid), "-d", "600ms")
+	if r.Code != 0 {
+		t.Fatalf("exit %d: %s", r.Code, r.Stderr)
+	}
+	for _, want := range []string{"pyobs stat: a set of 2 processes", "processes: 2 seen, 0 joined during the window, 0 exited, 0 refused",
+		"\nprocesses (", fmt.Sprintf("\n  %d ", a.Pid), fmt.Sprintf("\n  %d ", b.Pid), "\nverdicts:\n", "\nthreads:\n"} {
+		if !strings.Contains(r.Stdout, want) {
+			t.Errorf("text lacks %q:\n%s", want, r.Stdout)
+		}
+	}
+	r = testutil.Run(t, 30*time.Second, "stat", "-p", fmt.Sprintf("%d,%d", a.Pid, b.Pid), "-i", "100ms")
+	if r.Code != exitUsage || strings.Count(strings.TrimSpace(r.Stderr), "\n") != 0 {
+		t.Errorf("-i on a set: exit %d, stderr %q", r.Code, r.Stderr)
+	}
+}
