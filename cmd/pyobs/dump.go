@@ -71,14 +71,23 @@ still printed. It is its own view, not part of --tasks: a greenlet has a
 parent and a saved C stack, not awaiters, and a process rarely runs both.
 
 With -- CMD ARGS, pyobs starts CMD, dumps once its interpreter runs Python
-code and --after has passed, then lets it run to its end (or --kill).`,
+code and --after has passed, then lets it run to its end (or --kill).
+
+A set (-p A,B; --children: the descendants living now; --cgroup DIR; --all)
+prints each process's threads under its own header; a process that is not
+Python or may not be read is listed as refused with its reason. --lock stops
+one process at a time. -- CMD follows CMD's children by default and prints
+a set when it has some. --tasks and --greenlets read one process.`,
 		Example: `  pyobs dump -p 4242
   pyobs dump -p 4242 --format json
   pyobs dump --locals -p 4242
   pyobs dump --native -p 4242
   pyobs dump --after 2s -- python3 app.py
   pyobs dump --tasks -p 4242
-  pyobs dump --greenlets -p 4242`,
+  pyobs dump --greenlets -p 4242
+  pyobs dump -p 4242,4243
+  pyobs dump -p 4242 --children
+  pyobs dump --cgroup /sys/fs/cgroup/system.slice/app.service`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error { return runDump(cmd, g, &f, args) },
 	}

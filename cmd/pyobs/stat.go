@@ -47,11 +47,18 @@ are polled (every --poll), so a short block between polls is not seen.
 given): a refreshed table on a terminal, a JSON line per interval otherwise.
 -- CMD ARGS: starts CMD and reports whole-run counters when it exits (CPU,
 faults and switches from wait4, like time -v), then exits with its status.
-The target need not be Python; Python thread names are shown when it is.`,
+The target need not be Python; Python thread names are shown when it is.
+
+A set (-p A,B; --children; --cgroup DIR; --all; -- CMD --children) adds a
+line per process (CPU, RSS, threads, switches, faults, when it joined or
+exited) to the report of the set as one, whose verdicts are the set's.
+Members are polled every --poll: a child that lives less than that is
+missed. No perf counters and no -i on a set.`,
 		Example: `  pyobs stat -p 4242
   pyobs stat -p 4242 -d 10s --format json
   pyobs stat -p 4242 -i 1s
-  pyobs stat -- python3 job.py`,
+  pyobs stat -- python3 job.py
+  pyobs stat -p 4242 --children -d 5s`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error { return runStat(cmd, g, &f, args) },
 	}
