@@ -25,7 +25,7 @@ func TestShortArgv(t *testing.T) {
 func setFixture() *SetDump {
 	return &SetDump{Schema: Version, Kind: "process-set", DurationUS: 1234, Processes: []ProcessDump{
 		{Pid: 10, How: "seed", Argv: []string{"python3", "app.py"}, Python: &PythonInfo{Version: "3.12.1", Binary: "/usr/bin/python3.12"},
-			Read: &ReadInfo{Method: "unsynchronised", DurationUS: 100},
+			Read:    &ReadInfo{Method: "unsynchronised", DurationUS: 100},
 			Threads: []ThreadDump{{Tid: 10, Name: "MainThread", Consistent: true, Frames: []FrameDump{{Function: "main", File: "app.py", Line: 3}}}}},
 		{Pid: 11, Parent: 10, How: "fork", Argv: []string{"python3", "app.py"}, Python: &PythonInfo{Version: "3.12.1", Binary: "/usr/bin/python3.12"},
 			Read:    &ReadInfo{Method: "ptrace-stopped", DurationUS: 90, StoppedUS: 40},
