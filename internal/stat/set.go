@@ -192,7 +192,7 @@ func (m *setMeter) join(pid, parent int, how procset.How, now time.Time, initial
 		return ok
 	}
 	sn, err := m.fs.Sample(pid, procfs.SampleOptions{Threads: true})
-	if err != nil && errors.Is(err, procfs.ErrNoProcess) {
+	if err != nil && errors.Is(err, procfs.ErrNoProcess) && !(initial && how == procset.Seed) {
 		return false // gone before it was seen: not a member
 	}
 	mb := &member{pid: pid, parent: parent, how: how, joined: now.Sub(m.start), late: !initial}
@@ -209,7 +209,7 @@ func (m *setMeter) join(pid, parent int, how procset.How, now time.Time, initial
 	m.observe(sn)
 	mb.last = sn
 	mb.a = sn
-	if mb.late && sn.StartTicks >= m.startTicks {
+	if sn.StartTicks >= m.startTicks {
 		mb.born = true
 		mb.a = &procfs.Sample{Time: m.start, Pid: pid, Comm: sn.Comm, StartTicks: sn.StartTicks, HasIO: sn.HasIO, HasStatus: sn.HasStatus}
 	}
@@ -304,7 +304,7 @@ func (m *setMeter) runSet(ctx context.Context, opt Options) (*SetStat, error) {
 	m.start = opt.Started
 	m.startTicks = bootTicks(m.start)
 	cgA, psA := m.cgroupNow()
-	m.discover(time.Now(), false)
+	m.discover(time.Now(), true)
 	tick := time.NewTicker(opt.Poll)
 	defer tick.Stop()
 loop:
