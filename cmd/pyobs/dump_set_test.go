@@ -259,3 +259,69 @@ func TestDumpSetChildren(t *testing.T) {
 		t.Errorf("one process: %+v", d)
 	}
 }
+
+// poolTarget: a multiprocessing Pool(2) with the fork start method (asked
+// for explicitly: 3.14 defaults to forkserver), each worker parked in
+// task_sleeps, which prints "WORKER pid" first.
+const poolTarget = `import multiprocessing as mp, os, sys, time
+def task_sleeps(i):
+    print("WORKER", os.getpid(), flush=True)
+    time.sleep(60)
+if __name__ == "__main__":
+    with mp.get_context("fork").Pool(2) as pool:
+        r = pool.map_async(task_sleeps, range(2), chunksize=1)
+        print("READY", flush=True)
+        r.wait(60)
+`
+
+// TestDumpSetPool: dump -p PARENT --children of a fork-started Pool(2)
+// after the pool started: both workers (existing descendants at the
+// dump's instant) with task_sleeps innermost, marked as the parent's
+// children.
+func TestDumpSetPool(t *testing.T) {
+	testutil.RequireRoot(t)
+	ia, _ := twoInterpreters(t)
+	script := filepath.Join(t.TempDir(), "pool.py")
+	if err := os.WriteFile(script, []byte(poolTarget), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tg := testutil.StartArgv(t, append(append([]string{}, ia.Argv...), script), 30*time.Second)
+	workers := map[int]bool{}
+	for len(workers) < 2 {
+		select {
+		case l := <-tg.Lines:
+			var pid int
+			if _, err := fmt.Sscanf(l, "WORKER %d", &pid); err == nil {
+				workers[pid] = true
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("workers seen: %v", workers)
+		}
+	}
+	t.Cleanup(func() {
+		for p := range workers {
+			_ = syscall.Kill(p, syscall.SIGKILL)
+		}
+	})
+	sd := dumpSetJSON(t, "-p", fmt.Sprint(tg.Pid), "--children")
+	for p := range workers {
+		w := findProcess(sd, p)
+		if w == nil {
+			t.Errorf("worker %d missing: %+v", p, sd.Processes)
+			continue
+		}
+		if w.How != "fork" || w.Parent != tg.Pid || len(w.Threads) == 0 {
+			t.Errorf("worker %d: how %q parent %d (want %d), %d threads, refused %q", p, w.How, w.Parent, tg.Pid, len(w.Threads), w.Refused)
+			continue
+		}
+		found := false
+		for _, th := range w.Threads {
+			if len(th.Frames) > 0 && th.Frames[0].Function == "task_sleeps" {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("worker %d: no thread in task_sleeps: %+v", p, w.Threads)
+		}
+	}
+}
