@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"io"
 	"time"
@@ -53,7 +54,7 @@ A set (-p A,B; --children; --cgroup DIR; --all; -- CMD --children) adds a
 line per process (CPU, RSS, threads, switches, faults, when it joined or
 exited) to the report of the set as one, whose verdicts are the set's.
 Members are polled every --poll: a child that lives less than that is
-missed. No perf counters and no -i on a set.`,
+missed. No perf counters on a set; with -i each report covers its interval.`,
 		Example: `  pyobs stat -p 4242
   pyobs stat -p 4242 -d 10s --format json
   pyobs stat -p 4242 -i 1s
@@ -83,9 +84,6 @@ func runStat(cmd *cobra.Command, g *globals, f *statFlags, args []string) error 
 	// keeps the one-process report (wait4's totals count the children
 	// it waited for).
 	explicitSet := len(g.pids) > 0 || g.cgroup != "" || g.all || cmd.Flags().Changed("children") && g.children
-	if explicitSet && f.interval > 0 {
-		return usagef("stat: -i reports one process for now: drop -i, or give one -p PID without --children, --cgroup or --all")
-	}
 	ctx := cmd.Context()
 	spec, err := targetSpec(cmd, g, args)
 	if err != nil {
@@ -97,6 +95,24 @@ func runStat(cmd *cobra.Command, g *globals, f *statFlags, args []string) error 
 	}
 	s, err := session.Open(ctx, spec)
 	if err != nil {
+		return err
+	}
+	if explicitSet && f.interval > 0 && !s.Spawned() {
+		if !cmd.Flags().Changed("duration") {
+			opt.Duration = 0 // until Ctrl-C
+		}
+		out, format, err := liveOutput(g, format)
+		if err != nil {
+			return err
+		}
+		defer out.Close()
+		err = stat.StreamSet(ctx, s, opt, func(r *stat.SetStat) error {
+			return interval(out, format, func(w io.Writer) error { return json.NewEncoder(w).Encode(r) },
+				func(w io.Writer) error { return stat.WriteSetText(w, r) })
+		})
+		if errors.Is(err, unix.EPIPE) {
+			return nil
+		}
 		return err
 	}
 	if explicitSet {

@@ -125,7 +125,7 @@ func TestStatSetChildren(t *testing.T) {
 }
 
 // TestStatSetText: two -p targets in text: one line per process, the
-// set's account, and the refusal of -i on a set.
+// set's account; with -i, a JSON line per interval.
 func TestStatSetText(t *testing.T) {
 	testutil.RequireRoot(t)
 	in := testutil.Find(t, "pyenv-3.12")
@@ -141,8 +141,16 @@ func TestStatSetText(t *testing.T) {
 			t.Errorf("text lacks %q:\n%s", want, r.Stdout)
 		}
 	}
-	r = testutil.Run(t, 30*time.Second, "stat", "-p", fmt.Sprintf("%d,%d", a.Pid, b.Pid), "-i", "100ms")
-	if r.Code != exitUsage || strings.Count(strings.TrimSpace(r.Stderr), "\n") != 0 {
-		t.Errorf("-i on a set: exit %d, stderr %q", r.Code, r.Stderr)
+	// -i to a pipe: a JSON line per interval, each with both processes.
+	r = testutil.Run(t, 30*time.Second, "stat", "-p", fmt.Sprintf("%d,%d", a.Pid, b.Pid), "-i", "300ms", "-d", "1s")
+	lines := strings.Split(strings.TrimSpace(r.Stdout), "\n")
+	if r.Code != 0 || len(lines) < 3 {
+		t.Fatalf("-i on a set: exit %d, %d lines, stderr %q", r.Code, len(lines), r.Stderr)
+	}
+	for _, l := range lines {
+		var st stat.SetStat
+		if err := json.Unmarshal([]byte(l), &st); err != nil || st.Mode != "interval" || len(st.Processes) != 2 || st.Total == nil {
+			t.Errorf("interval line %q: %v", l, err)
+		}
 	}
 }

@@ -12,7 +12,7 @@
 // wait4. Thread states and wait channels are polled every Options.Poll
 // inside a window.
 //
-// On a set (RunSet: several pids, their children, a cgroup's processes,
+// On a set (RunSet, StreamSet per interval: several pids, their children, a cgroup's processes,
 // every Python process) it samples each member at the start, every
 // Options.Poll and at the end, finds members at each poll (the
 // descendants of every member from one pass over /proc, the cgroup's

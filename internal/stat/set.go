@@ -102,6 +102,9 @@ type setMeter struct {
 	seeds      []int
 	perfAsked  bool // the caller did not say NoPerf: the report says why there are none
 	allGone    bool // every member exited before the window's end
+	end        time.Time
+	cgB        *procfs.CgroupCPU
+	psB        procfs.Pressure
 }
 
 // RunSet measures the session's set: one window of opt.Duration (cut
@@ -240,37 +243,91 @@ func (m *setMeter) poll(now time.Time) {
 
 // windowSet measures attached processes over opt.Duration.
 func (m *setMeter) windowSet(ctx context.Context, opt Options) (*SetStat, error) {
+	cgA, psA, err := m.begin()
+	if err != nil {
+		return nil, err
+	}
+	early := m.measure(ctx, m.start.Add(opt.Duration))
+	return m.finish("window", early, cgA, psA), nil
+}
+
+// StreamSet reports the set every opt.Interval to emit until ctx ends,
+// opt.Duration passes (when > 0), every process is gone, or emit fails
+// (its error is returned). Each report covers its interval: the processes
+// alive at its start and those that joined during it. For attached
+// processes.
+func StreamSet(ctx context.Context, s *session.Session, opt Options, emit func(*SetStat) error) error {
+	o := opt
+	o.NoPerf = true
+	m := &setMeter{meter: newMeter(s, o), fs: s.FS, byPid: map[int]*member{}, perfAsked: !opt.NoPerf}
+	defer m.close()
+	m.seeds = append([]int{s.Pid}, s.Set.Pids...)
+	var stop time.Time
+	if opt.Duration > 0 {
+		stop = time.Now().Add(opt.Duration)
+	}
+	cgA, psA, err := m.begin()
+	if err != nil {
+		return err
+	}
+	for {
+		deadline := m.start.Add(opt.Interval)
+		if !stop.IsZero() && stop.Before(deadline) {
+			deadline = stop
+		}
+		early := m.measure(ctx, deadline)
+		st := m.finish("interval", early, cgA, psA)
+		if err := emit(st); err != nil {
+			return err
+		}
+		if early || m.allGone || (!stop.IsZero() && !time.Now().Before(stop)) {
+			return nil
+		}
+		cgA, psA = m.next()
+	}
+}
+
+// begin starts a window: the members now, and the cgroup's counters.
+func (m *setMeter) begin() (*procfs.CgroupCPU, procfs.Pressure, error) {
 	m.start = time.Now()
 	m.startTicks = bootTicks(m.start)
 	cgA, psA := m.cgroupNow()
 	m.discover(m.start, true)
 	if m.readable() == 0 {
 		if _, err := m.fs.Sample(m.s.Pid, procfs.SampleOptions{}); err != nil {
-			return nil, m.s.Explain("read the process", err)
+			return nil, psA, m.s.Explain("read the process", err)
 		}
-		return nil, fmt.Errorf("can't read any process of the set (pid %d and the others)", m.s.Pid)
+		return nil, psA, fmt.Errorf("can't read any process of the set (pid %d and the others)", m.s.Pid)
 	}
-	deadline := m.start.Add(opt.Duration)
-	early := false
-	for !early {
+	return cgA, psA, nil
+}
+
+// measure polls until the deadline, ctx's end (early) or, when nothing
+// can join any more, the exit of every member.
+func (m *setMeter) measure(ctx context.Context, deadline time.Time) (early bool) {
+	for {
 		wait := time.Until(deadline)
 		if wait <= 0 {
-			break
+			return false
 		}
 		select {
 		case <-ctx.Done():
-			early = true
-		case <-time.After(min(wait, opt.Poll)):
+			return true
+		case <-time.After(min(wait, m.opt.Poll)):
 		}
-		if early || !time.Now().Before(deadline) {
-			break
+		if !time.Now().Before(deadline) {
+			return false
 		}
 		m.poll(time.Now())
 		if m.s.Set.Cgroup == "" && m.living() == 0 {
 			m.allGone = true // nothing left to measure, and nothing can join
-			break
+			return false
 		}
 	}
+}
+
+// finish ends a window: the last members, their full samples, the report.
+func (m *setMeter) finish(mode string, early bool, cgA *procfs.CgroupCPU, psA procfs.Pressure) *SetStat {
 	end := time.Now()
 	if m.allGone {
 		m.notes = append(m.notes, fmt.Sprintf("every process of the set exited: the window ends at %.2f s", end.Sub(m.start).Seconds()))
@@ -292,11 +349,33 @@ func (m *setMeter) windowSet(ctx context.Context, opt Options) (*SetStat, error)
 		mb.last = sn
 	}
 	cgB, psB := m.cgroupNow()
-	st := m.build("window", end, cgA, cgB, psA, psB, nil)
+	m.cgB, m.psB = cgB, psB
+	st := m.build(mode, end, cgA, cgB, psA, psB, nil)
 	if early {
 		st.Notes = append(st.Notes, fmt.Sprintf("ended early by a signal after %.2f s", end.Sub(m.start).Seconds()))
 	}
-	return st, nil
+	m.end = end
+	return st
+}
+
+// next starts the following interval where the last one ended: the
+// living members carry on from their last sample; the exited and refused
+// ones leave the report (and are not found again).
+func (m *setMeter) next() (*procfs.CgroupCPU, procfs.Pressure) {
+	var keep []*member
+	for _, mb := range m.order {
+		if mb.exited || mb.refused != "" {
+			continue
+		}
+		mb.a, mb.joined, mb.late, mb.born = mb.last, 0, false, false
+		keep = append(keep, mb)
+	}
+	m.order = keep
+	m.start = m.end
+	m.startTicks = bootTicks(m.start)
+	m.resetPolls()
+	m.notes = nil
+	return m.cgB, m.psB
 }
 
 // runSet measures a spawned command and its children until it exits.
