@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -152,5 +154,57 @@ func TestStatSetText(t *testing.T) {
 		if err := json.Unmarshal([]byte(l), &st); err != nil || st.Mode != "interval" || len(st.Processes) != 2 || st.Total == nil {
 			t.Errorf("interval line %q: %v", l, err)
 		}
+	}
+}
+
+// TestStatSetCgroup: stat --cgroup on a cgroup made by the test holding a
+// CPU burner and a sleep; a second sleep moved in mid-window joins late
+// (as a cgroup member, not born in the window: counted from its
+// discovery).
+func TestStatSetCgroup(t *testing.T) {
+	testutil.RequireRoot(t)
+	in := testutil.Find(t, "pyenv-3.12")
+	testutil.Binary(t)
+	dir := makeV2Cgroup(t)
+	burner := testutil.Start(t, in, "cpu_burn.py")
+	sleeps := make([]*exec.Cmd, 2)
+	for i := range sleeps {
+		sleeps[i] = exec.Command("sleep", "60")
+		sleeps[i].SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		if err := sleeps[i].Start(); err != nil {
+			t.Fatal(err)
+		}
+		c := sleeps[i]
+		t.Cleanup(func() { _ = c.Process.Kill(); _ = c.Wait() })
+	}
+	joinCgroup(t, dir, burner.Pid)
+	joinCgroup(t, dir, sleeps[0].Process.Pid)
+	done := make(chan testutil.Result, 1)
+	go func() { done <- testutil.Run(t, 30*time.Second, "stat", "--cgroup", dir, "-d", "2s", "--format", "json") }()
+	time.Sleep(time.Second)
+	joinCgroup(t, dir, sleeps[1].Process.Pid)
+	r := <-done
+	if r.Code != 0 {
+		t.Fatalf("exit %d: %s", r.Code, r.Stderr)
+	}
+	var st stat.SetStat
+	if err := json.Unmarshal([]byte(r.Stdout), &st); err != nil {
+		t.Fatalf("%v\n%s", err, r.Stdout)
+	}
+	by := map[int]stat.ProcStat{}
+	for _, p := range st.Processes {
+		by[p.Pid] = p
+	}
+	if p := by[burner.Pid]; p.UserS+p.SystemS < 0.3 || p.JoinedNs != 0 {
+		t.Errorf("burner: %+v", p)
+	}
+	if p, ok := by[sleeps[0].Process.Pid]; !ok || p.UserS+p.SystemS > 0.05 || p.How != "cgroup" {
+		t.Errorf("first sleep: %+v", p)
+	}
+	if p, ok := by[sleeps[1].Process.Pid]; !ok || p.How != "cgroup" || p.JoinedNs < int64(500*time.Millisecond) || p.Born {
+		t.Errorf("sleep moved in mid-window: %+v (ok %v)", p, ok)
+	}
+	if st.Account.Seen != 3 || st.Account.Late != 1 {
+		t.Errorf("account %+v, want 3 seen, 1 joined late", st.Account)
 	}
 }
