@@ -180,7 +180,9 @@ func TestStatSetCgroup(t *testing.T) {
 	joinCgroup(t, dir, burner.Pid)
 	joinCgroup(t, dir, sleeps[0].Process.Pid)
 	done := make(chan testutil.Result, 1)
-	go func() { done <- testutil.Run(t, 30*time.Second, "stat", "--cgroup", dir, "-d", "2s", "--format", "json") }()
+	go func() {
+		done <- testutil.Run(t, 30*time.Second, "stat", "--cgroup", dir, "-d", "2s", "--format", "json")
+	}()
 	time.Sleep(time.Second)
 	joinCgroup(t, dir, sleeps[1].Process.Pid)
 	r := <-done
