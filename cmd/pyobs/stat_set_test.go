@@ -57,10 +57,7 @@ func TestStatSetChildren(t *testing.T) {
 	tg := testutil.StartArgv(t, append(append([]string{}, in.Argv...), script, goFile, "0.6", "0.3"), 30*time.Second)
 	go func() { _, _ = tg.Cmd.Process.Wait() }() // reap the parent: gone, not a zombie
 	out := filepath.Join(dir, "st.json")
-	done := make(chan testutil.Result, 1)
-	go func() {
-		done <- testutil.Run(t, 50*time.Second, "stat", "-p", fmt.Sprint(tg.Pid), "--children", "-d", "40s", "--format", "json", "-o", out)
-	}()
+	wait := runAsync(t, 50*time.Second, "stat", "-p", fmt.Sprint(tg.Pid), "--children", "-d", "40s", "--format", "json", "-o", out)
 	time.Sleep(1500 * time.Millisecond) // the window has started: the children are born inside it
 	if err := os.WriteFile(goFile, nil, 0o644); err != nil {
 		t.Fatal(err)
@@ -78,7 +75,7 @@ func TestStatSetChildren(t *testing.T) {
 			t.Fatalf("children reported %v", truth)
 		}
 	}
-	r := <-done
+	r := wait()
 	if r.Code != 0 {
 		t.Fatalf("stat: exit %d: %s", r.Code, r.Stderr)
 	}
@@ -179,13 +176,10 @@ func TestStatSetCgroup(t *testing.T) {
 	}
 	joinCgroup(t, dir, burner.Pid)
 	joinCgroup(t, dir, sleeps[0].Process.Pid)
-	done := make(chan testutil.Result, 1)
-	go func() {
-		done <- testutil.Run(t, 30*time.Second, "stat", "--cgroup", dir, "-d", "2s", "--format", "json")
-	}()
+	wait := runAsync(t, 30*time.Second, "stat", "--cgroup", dir, "-d", "2s", "--format", "json")
 	time.Sleep(time.Second)
 	joinCgroup(t, dir, sleeps[1].Process.Pid)
-	r := <-done
+	r := wait()
 	if r.Code != 0 {
 		t.Fatalf("exit %d: %s", r.Code, r.Stderr)
 	}
@@ -208,5 +202,23 @@ func TestStatSetCgroup(t *testing.T) {
 	}
 	if st.Account.Seen != 3 || st.Account.Late != 1 {
 		t.Errorf("account %+v, want 3 seen, 1 joined late", st.Account)
+	}
+}
+
+// runAsync starts pyobs with args; the returned function waits for it (in
+// the test's goroutine), killing it after timeout.
+func runAsync(t *testing.T, timeout time.Duration, args ...string) func() testutil.Result {
+	t.Helper()
+	cmd := exec.Command(testutil.Binary(t), args...)
+	var so, se strings.Builder
+	cmd.Stdout, cmd.Stderr = &so, &se
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("can't run pyobs %v: %v", args, err)
+	}
+	return func() testutil.Result {
+		timer := time.AfterFunc(timeout, func() { _ = cmd.Process.Kill() })
+		defer timer.Stop()
+		_ = cmd.Wait()
+		return testutil.Result{Stdout: so.String(), Stderr: se.String(), Code: cmd.ProcessState.ExitCode()}
 	}
 }
