@@ -262,15 +262,15 @@ func TestDumpSetChildren(t *testing.T) {
 
 // poolTarget: a multiprocessing Pool(2) with the fork start method (asked
 // for explicitly: 3.14 defaults to forkserver), each worker parked in
-// task_sleeps, which prints "WORKER pid" first.
+// task_sleeps, which writes "WORKER pid" first.
 const poolTarget = `import multiprocessing as mp, os, sys, time
 def task_sleeps(i):
-    print("WORKER", os.getpid(), flush=True)
+    os.write(1, b"WORKER %d\n" % os.getpid())  # one write: the workers' lines do not mix
     time.sleep(60)
 if __name__ == "__main__":
+    print("READY", flush=True)  # before the workers' lines
     with mp.get_context("fork").Pool(2) as pool:
         r = pool.map_async(task_sleeps, range(2), chunksize=1)
-        print("READY", flush=True)
         r.wait(60)
 `
 
