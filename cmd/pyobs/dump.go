@@ -71,14 +71,23 @@ still printed. It is its own view, not part of --tasks: a greenlet has a
 parent and a saved C stack, not awaiters, and a process rarely runs both.
 
 With -- CMD ARGS, pyobs starts CMD, dumps once its interpreter runs Python
-code and --after has passed, then lets it run to its end (or --kill).`,
+code and --after has passed, then lets it run to its end (or --kill).
+
+A set (-p A,B; --children: the descendants living now; --cgroup DIR; --all)
+prints each process's threads under its own header; a process that is not
+Python or may not be read is listed as refused with its reason. --lock stops
+one process at a time. -- CMD follows CMD's children by default and prints
+a set when it has some. --tasks and --greenlets read one process.`,
 		Example: `  pyobs dump -p 4242
   pyobs dump -p 4242 --format json
   pyobs dump --locals -p 4242
   pyobs dump --native -p 4242
   pyobs dump --after 2s -- python3 app.py
   pyobs dump --tasks -p 4242
-  pyobs dump --greenlets -p 4242`,
+  pyobs dump --greenlets -p 4242
+  pyobs dump -p 4242,4243
+  pyobs dump -p 4242 --children
+  pyobs dump --cgroup /sys/fs/cgroup/system.slice/app.service`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error { return runDump(cmd, g, &f, args) },
 	}
@@ -114,6 +123,20 @@ func runDump(cmd *cobra.Command, g *globals, f *dumpFlags, args []string) error 
 		return err
 	}
 	spec.After = f.after
+	// A set the user asked for is printed as a set; -- CMD's implicit
+	// --children only when CMD has children at the dump's instant.
+	explicitSet := len(g.pids) > 0 || g.cgroup != "" || g.all || cmd.Flags().Changed("children") && g.children
+	if explicitSet && (f.green || f.tasks) {
+		return usagef("dump: --tasks and --greenlets read one process: give one -p PID without --children, --cgroup or --all")
+	}
+	if f.green || f.tasks {
+		spec.Set.Children = false
+	}
+	if explicitSet && len(spec.Argv) == 0 {
+		// The first -p need not be Python: a set's process that is not is
+		// listed as refused; only a set with none to read is an error.
+		spec.Python = session.PythonOptional
+	}
 	ctx := cmd.Context()
 	s, err := session.Open(ctx, spec)
 	if err != nil {
@@ -132,6 +155,14 @@ func runDump(cmd *cobra.Command, g *globals, f *dumpFlags, args []string) error 
 	} else if f.tasks {
 		d, e := dump.RunTasks(ctx, s, opt)
 		out, text, err = d, func(w io.Writer) error { return dump.WriteTasksText(w, d) }, e
+	} else if spec.Set.Many() {
+		sd, e := dump.RunSet(ctx, s, opt)
+		out, text, err = sd, func(w io.Writer) error { return dump.WriteSetText(w, sd) }, e
+		if e == nil && !explicitSet {
+			if d := sd.One(); d != nil {
+				out, text = d, func(w io.Writer) error { return dump.WriteText(w, d) }
+			}
+		}
 	} else {
 		d, e := dump.Run(ctx, s, opt)
 		out, text, err = d, func(w io.Writer) error { return dump.WriteText(w, d) }, e

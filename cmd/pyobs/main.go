@@ -205,7 +205,9 @@ func oneProcess(cmd *cobra.Command, g *globals) error {
 // (session.SetSpec); the others refuse several -p, --children, --cgroup
 // and --all in one line.
 var setCommands = map[string]bool{
+	"dump":   true,
 	"record": true,
+	"stat":   true,
 	"trace":  true,
 }
 

@@ -15,7 +15,15 @@
 // /proc for thread ids and scheduler states; with Native, registers and
 // stack memory.
 //
+// On a set of processes (RunSet: several pids, the descendants living at
+// the dump's instant, a cgroup's processes, every Python process) each
+// process is read in turn as above, through a session of its own; with
+// Lock one process is stopped at a time. A process that is not Python, may
+// not be read or exited is refused with its reason, not an error.
+//
 // Cannot see: anything between two reads (a dump is one moment); native
 // frames without Native; kernel frames; threads that have no Python thread
-// state.
+// state. In a set, the processes are read one after the other (one moment
+// each, not one for all), and children re-parented away from the set's
+// processes before the dump are not found (a cgroup finds them).
 package dump

@@ -10,12 +10,24 @@ import (
 // WriteText prints a dump as the text report: a header with the read's
 // account, then each thread, outermost frame first (like a traceback).
 func WriteText(w io.Writer, d *Dump) error {
-	how := "read without stopping the target"
-	if d.Read.Method == "ptrace-stopped" {
-		how = fmt.Sprintf("read with the target stopped for %.0f µs", d.Read.StoppedUS)
-	}
+	how := readHow(d.Read)
 	fmt.Fprintf(w, "Process %d: Python %s (%s), %d threads, %s in %.0f µs\n",
 		d.Pid, d.Python.Version, d.Python.Binary, len(d.Threads), how, d.Read.DurationUS)
+	writeThreads(w, d)
+	return nil
+}
+
+// readHow says how a dump was read, for its header.
+func readHow(r ReadInfo) string {
+	if r.Method == "ptrace-stopped" {
+		return fmt.Sprintf("read with the target stopped for %.0f µs", r.StoppedUS)
+	}
+	return "read without stopping the target"
+}
+
+// writeThreads prints what follows a dump's header: the read's account
+// and every thread.
+func writeThreads(w io.Writer, d *Dump) {
 	if d.Read.TornRetries > 0 || d.Read.Torn > 0 {
 		fmt.Fprintf(w, "  torn reads: %d retried, %d threads still inconsistent\n", d.Read.TornRetries, d.Read.Torn)
 	}
@@ -67,7 +79,6 @@ func WriteText(w io.Writer, d *Dump) error {
 			}
 		}
 	}
-	return nil
 }
 
 // WriteTasksText prints the task tree like python -m asyncio pstree: a task,

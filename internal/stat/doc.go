@@ -12,11 +12,24 @@
 // wait4. Thread states and wait channels are polled every Options.Poll
 // inside a window.
 //
+// On a set (RunSet, StreamSet per interval: several pids, their children, a cgroup's processes,
+// every Python process) it samples each member at the start, every
+// Options.Poll and at the end, finds members at each poll (the
+// descendants of every member from one pass over /proc, the cgroup's
+// cgroup.procs), and reports one line per process plus the set as one
+// (report.Build over the summed samples: the set's verdicts). A process
+// born inside the window counts from its fork (its start time is after
+// the window's start); one that moved in counts from its discovery.
+//
 // Price: counting — file reads from /proc and /sys, and perf counters the
 // kernel saves on each context switch. Nothing is stopped; ~free.
 //
 // Cannot see: where time goes (no stacks: record and offcpu say where);
 // states between two polls (a short block is not seen); for a spawned
 // command, the instants before the perf counters were opened, and the
-// per-thread numbers after the last poll before its exit.
+// per-thread numbers after the last poll before its exit. On a set: a
+// child that lives less than one poll (it is missed), a member's numbers
+// between its last poll and its exit, grandchildren re-parented away from
+// the set (to init or a subreaper), and perf counters (not opened: they
+// inherit into children and would count them twice).
 package stat
