@@ -44,7 +44,7 @@ const (
 )
 
 // Live is one tracked allocation still alive.
-type Live struct{ Size, Est, Stack, Ts uint64 }
+type Live struct{ Size, Est, Stack, Ts, Nat uint64 }
 
 // Config of one load.
 type Config struct {
