@@ -73,7 +73,7 @@ that pyobs starts in the target stops tracemalloc when pyobs dies (SIGKILL
 included) or at the latest a grace period after the window.
 
 Cannot see: allocations before the window, memory C code takes from malloc
-directly, native stacks, frames beyond --frames.
+directly, native stacks (but probe --native), frames beyond --frames.
 
 Output: text; --format json (growth, by_size, by_count, memory, cost); or a
 flame format (svg, folded, pprof, speedscope) of the growth, weighted
