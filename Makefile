@@ -33,6 +33,7 @@ bench: build pythons
 	scripts/bench-red.sh
 	scripts/bench-trace.sh
 	scripts/bench-offcpu.sh
+	scripts/bench_mem.sh
 
 fuzz:
 	@for pkg in $$($(GO) list ./...); do \

@@ -4,9 +4,15 @@
 # interpreters scripts/pythons.sh provided.
 #
 # Usage: scripts/pypkgs.sh [--require-all]
+#        scripts/pypkgs.sh --memray
 #
 #   --require-all  exit non-zero (listing what is missing) unless every GIL
 #                  interpreter 3.10+ of the manifest got its packages.
+#   --memray       instead: memray (the benchmarks' anchor for pyobs mem,
+#                  scripts/bench_mem.sh) for each GIL minor, into
+#                  $CACHE/pypkgs/memray-cp3XY/ (same pip, same rules); a minor
+#                  without a wheel is listed on stderr, never an error; prints
+#                  the directory.
 #
 # Environment:
 #   PYOBS_PYTHONS_CACHE  cache dir (default /var/cache/pyobs-pythons)
@@ -29,8 +35,11 @@ MANIFEST=$CACHE/interpreters.tsv
 # Pinned: internal/greenlet keeps one layout per greenlet version; a new pin
 # needs its layout there (TestLayoutsMatchDWARF checks them against the wheel).
 PINS=(greenlet==3.5.6 gevent==26.9.0)
+MEMRAY_PIN=memray==1.20.0
 require_all=0
+memray=0
 [ "${1:-}" = "--require-all" ] && require_all=1
+[ "${1:-}" = "--memray" ] && memray=1
 
 [ -r "$MANIFEST" ] || { echo "pypkgs: no $MANIFEST: run scripts/pythons.sh first" >&2; exit 1; }
 
@@ -48,6 +57,42 @@ if [ ${#pip_cmd[@]} -eq 0 ] && python3 -m pip --version >/dev/null 2>&1; then
 	pip_cmd=(python3 -m pip)
 fi
 [ ${#pip_cmd[@]} -gt 0 ] || { echo "pypkgs: no interpreter with pip" >&2; exit 1; }
+
+if [ $memray = 1 ]; then
+	declare -A tried=()
+	while IFS=$'\t' read -r label ver argv; do
+		[ -n "$label" ] || continue
+		case $label in ft-*) continue ;; esac
+		minor=${ver%.*}
+		tag=cp${minor/./}
+		[ -z "${tried[$tag]:-}" ] || continue
+		tried[$tag]=1
+		dir=$CACHE/pypkgs/memray-$tag
+		if [ "$(cat "$dir/.ok" 2>/dev/null)" != "$MEMRAY_PIN" ]; then
+			echo "pypkgs: installing $MEMRAY_PIN for $minor into $dir" >&2
+			rm -rf "$dir.tmp"
+			if "${pip_cmd[@]}" install --quiet --disable-pip-version-check --root-user-action ignore \
+				--target "$dir.tmp" --python-version "$minor" --implementation cp --abi "$tag" \
+				--only-binary=:all: "$MEMRAY_PIN" >&2; then
+				rm -rf "$dir"
+				mv "$dir.tmp" "$dir"
+			else
+				rm -rf "$dir.tmp"
+				echo "pypkgs: no $MEMRAY_PIN wheel for $minor" >&2
+				continue
+			fi
+		fi
+		# shellcheck disable=SC2086
+		if PYTHONPATH=$dir $argv -c 'import memray' >/dev/null 2>&1; then
+			echo "$MEMRAY_PIN" >"$dir/.ok"
+		else
+			echo "pypkgs: $label can't import memray from $dir" >&2
+			rm -f "$dir/.ok"
+		fi
+	done <"$MANIFEST"
+	echo "$CACHE/pypkgs"
+	exit 0
+fi
 
 want="${PINS[*]}"
 missing=()

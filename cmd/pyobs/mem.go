@@ -24,6 +24,7 @@ type memFlags struct {
 	nudge    bool
 	icicle   bool
 	sample   uint64
+	native   bool
 }
 
 func newMem(g *globals) *cobra.Command {
@@ -50,7 +51,15 @@ loaded VM: a loop that only allocates ran hundreds of times slower; code pays
 in proportion to its allocator calls — keep the window short). The kernel removes the
 probes when pyobs exits, SIGKILL included. Cannot see: calls a link-time
 optimised build inlined into its callers, memory from malloc directly or
-PyMem_Raw*, native stacks.
+PyMem_Raw* (an extension's plain malloc is not probed).
+
+--native (probe): each kept allocation's native stack too — the calling
+thread's registers and up to 16 KiB of its user stack are copied in the
+kernel at the call (kept calls only), unwound in pyobs with the mapped files'
+CFI, and merged: each eval-loop frame is replaced by the Python frames it
+runs, so a C extension's function shows under the Python line that called
+it. A stack that could not be unwound to its end says so where its callers
+are missing.
 
 --engine tracemalloc (CPython 3.14+; what auto picks there: it sees every
 allocation, at a fraction of the probes' price): pyobs runs two
@@ -64,7 +73,7 @@ that pyobs starts in the target stops tracemalloc when pyobs dies (SIGKILL
 included) or at the latest a grace period after the window.
 
 Cannot see: allocations before the window, memory C code takes from malloc
-directly, native stacks, frames beyond --frames.
+directly, native stacks (but probe --native), frames beyond --frames.
 
 Output: text; --format json (growth, by_size, by_count, memory, cost); or a
 flame format (svg, folded, pprof, speedscope) of the growth, weighted
@@ -72,7 +81,8 @@ in bytes.`,
 		Example: `  pyobs mem -p 4242 -d 30s
   pyobs mem -p 4242 -d 10s --format json
   pyobs mem -p 4242 -d 30s -o growth.svg
-  pyobs mem -p 4242 -d 30s --engine probe --sample-bytes 1048576`,
+  pyobs mem -p 4242 -d 30s --engine probe --sample-bytes 1048576
+  pyobs mem -p 4242 -d 10s --engine probe --native`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error { return runMem(cmd, g, &f, args) },
 	}
@@ -80,6 +90,7 @@ in bytes.`,
 	fl.DurationVarP(&f.duration, "duration", "d", 10*time.Second, "the window (Ctrl-C ends it early and still reports)")
 	fl.StringVar(&f.engine, "engine", mem.EngineAuto, "auto (tracemalloc on 3.14+, else probe), probe (allocator uprobes), tracemalloc (3.14+)")
 	fl.Uint64Var(&f.sample, "sample-bytes", mem.DefaultSampleBytes, "probe: keep one allocation per this many bytes on average (an allocation of s bytes with probability s/N; 1: every one)")
+	fl.BoolVar(&f.native, "native", false, "probe: each kept allocation's native stack too (its user stack copied at the call, unwound with the files' CFI), merged under the Python line that called into C")
 	fl.IntVar(&f.frames, "frames", 16, "tracemalloc's traceback limit when pyobs starts it (more frames: more cost)")
 	fl.IntVar(&f.top, "top", 20, "sites listed in growth, by size and by count")
 	fl.Float64Var(&f.minShare, "min-growth-share", 0.01, "a site enters the growth list when it grew at least this share of the total growth (the rest is summed)")
@@ -99,7 +110,7 @@ func runMem(cmd *cobra.Command, g *globals, f *memFlags, args []string) error {
 		return usagef("mem: gecko is a time profile; the growth is in bytes: use svg, folded, pprof, speedscope or json")
 	}
 	opt := mem.Options{Duration: f.duration, Engine: f.engine, Frames: f.frames, Top: f.top,
-		MinGrowthShare: f.minShare, Timeout: f.timeout, Tid: f.tid, Nudge: f.nudge, SampleBytes: f.sample}
+		MinGrowthShare: f.minShare, Timeout: f.timeout, Tid: f.tid, Nudge: f.nudge, SampleBytes: f.sample, Native: f.native}
 	if f.sample == 0 {
 		return usagef("mem: --sample-bytes must be at least 1")
 	}

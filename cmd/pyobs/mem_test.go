@@ -195,6 +195,10 @@ func TestMemRefusals(t *testing.T) {
 	if r.Code != 2 {
 		t.Fatalf("mem --engine nope: exit %d\nstderr: %s", r.Code, r.Stderr)
 	}
+	r = testutil.Run(t, 30*time.Second, "mem", "-p", strconv.Itoa(tg.Pid), "--engine", "tracemalloc", "--native")
+	if r.Code != 2 || !strings.Contains(r.Stderr, "--native needs the probe engine") {
+		t.Fatalf("mem --engine tracemalloc --native: exit %d\nstderr: %s", r.Code, r.Stderr)
+	}
 	for _, bad := range []string{"0", "2000000000", "-1"} {
 		r = testutil.Run(t, 30*time.Second, "mem", "-p", strconv.Itoa(tg.Pid), "--sample-bytes", bad)
 		if r.Code != 2 || strings.Contains(r.Stderr, "panic") {

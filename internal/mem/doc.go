@@ -18,9 +18,25 @@
 // kernel's running estimate of live kept bytes, read on the curve's period
 // beside RSS/PSS.
 //
+// With --native (probe), a kept call also copies the calling thread's
+// registers and up to 16 KiB of its user stack in the kernel (untracked
+// calls copy nothing); pyobs unwinds each copy as it arrives with the CFI
+// of the files the target maps (internal/unwind: pyenv's libpython has no
+// frame pointers; an extension needs none), names the frames from their
+// symbol tables, and merges (internal/mixed, by counting: the kernel's walk
+// carries no C-stack links): each _PyEval_EvalFrameDefault frame becomes
+// the run of Python frames it executes, so a C extension's function lies
+// under the Python line that called it. Sites are then grouped by Python
+// and native stack together. An unwind that stops before the outermost
+// frame (the copy ended, a frame without CFI) keeps a marker saying why in
+// place of the callers it lost; counts that disagree are shown apart after
+// a marker — never a guessed stack.
+//
 // Price (probe): traps. Every allocator call pays an entry and a return
 // trap, every free one, sampled or not; a kept call adds a kernel stack
-// walk. ~4 µs of the target's CPU per trap here (loaded 2-vCPU
+// walk (and with --native a copy of up to 16 KiB of stack into a ring:
+// 4–9 KiB measured on the test's targets, unwound in pyobs, not in the
+// target). ~4 µs of the target's CPU per trap here (loaded 2-vCPU
 // Firecracker VM, 2026-12-01, BENCHMARKS.md): a loop that only allocates
 // (11 traps per iteration) ran 250–590x slower; the sampling rate barely
 // changes that — the traps dominate. Nothing runs in the target; the
@@ -31,12 +47,22 @@
 // memory at the call.
 //
 // Cannot see (probe): allocations before the window (not in the map: their
-// frees are ignored); memory from malloc directly or PyMem_Raw*; calls a
+// frees are ignored); memory from malloc directly or PyMem_Raw* — an
+// extension's plain malloc is not probed: libc's malloc serves every
+// library of the process (and pymalloc's own large blocks, which would be
+// counted twice), so probing it would make every malloc of the process pay
+// two traps; an extension that allocates through PyMem_Malloc or
+// PyObject_Malloc is seen, with --native its C frames too; calls a
 // link-time optimised build inlined (Debian's and sid's binaries inline
 // pymalloc into its callers: small blocks' allocations and frees made
 // inside the binary reach no probe — the report says so); a target whose
 // allocator was switched (PYTHONMALLOC=malloc) on builds probed at
-// pymalloc's functions; native stacks; bounded maps (drops counted).
+// pymalloc's functions; native stacks without --native, and with it native
+// frames beyond the 16 KiB copied (marked) or without CFI (marked), static
+// functions of a binary stripped to .dynsym (unnamed: "[unknown]
+// (lib+0xoff)"), and a stripped binary's unnamed eval loop (its Python
+// frames are then not glued in: a mismatch, shown); bounded maps (drops
+// counted).
 //
 // Engine tracemalloc (CPython 3.14+): through internal/remoteexec (PEP 768)
 // pyobs starts tracemalloc in the target (unless it is already on: then it

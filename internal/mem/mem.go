@@ -45,6 +45,9 @@ type Options struct {
 	// SampleBytes (probe): keep an allocation of s bytes with probability
 	// s/SampleBytes (0: DefaultSampleBytes; 1: every one).
 	SampleBytes uint64
+	// Native (probe): each kept allocation's native stack too, merged with
+	// its Python stack.
+	Native bool
 }
 
 // Validate checks the options a user gives.
@@ -63,6 +66,9 @@ func (o *Options) Validate() error {
 	if o.Top < 1 || o.Top > 10000 {
 		return fmt.Errorf("mem: --top must be 1..10000, got %d", o.Top)
 	}
+	if o.Native && o.Engine == EngineTracemalloc {
+		return fmt.Errorf("mem: --native needs the probe engine (tracemalloc sees Python frames only)")
+	}
 	if o.SampleBytes > maxSampleBytes {
 		return fmt.Errorf("mem: --sample-bytes must be at most %d (1 GiB), got %d", maxSampleBytes, o.SampleBytes)
 	}
@@ -77,6 +83,10 @@ type Frame struct {
 	Function string `json:"function"`
 	File     string `json:"file"`
 	Line     int    `json:"line"`
+	// Kind: "" for a Python frame, KindNative (File: the ELF mapped) or
+	// KindMarker (probe --native).
+	Kind  string `json:"kind,omitempty"`
+	Entry bool   `json:"-"` // entered from C: ends a run one eval-loop frame executes
 }
 
 // Site is one allocation stack: its innermost frame, its bytes and count
@@ -199,10 +209,17 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*Result, error) 
 		return nil, fmt.Errorf("pid %d: no Python interpreter open", s.Pid)
 	}
 	v := s.Py.Version()
-	switch opt.Engine {
-	case EngineProbe:
+	switch {
+	case opt.Engine == EngineProbe:
 		return probeRun(ctx, s, opt)
-	case "", EngineAuto:
+	case opt.Native:
+		res, err := probeRun(ctx, s, opt)
+		if err != nil {
+			return nil, err
+		}
+		res.EngineReason = "auto: --native: allocator uprobes (tracemalloc sees Python frames only; each allocation seen costs a trap)"
+		return res, nil
+	case opt.Engine == "" || opt.Engine == EngineAuto:
 		// 3.14+: tracemalloc first — it sees every allocation at a few
 		// times the target's cost, where each probe is a trap (hundreds
 		// of times slower on an allocation-bound loop, BENCHMARKS.md) and

@@ -32,8 +32,8 @@ func TestSelectGrowth(t *testing.T) {
 
 func TestProfileRootFirst(t *testing.T) {
 	r := &Result{Pid: 7, WindowS: 2, Engine: EngineTracemalloc, allGrowth: []Site{
-		{Bytes: 4096, Stack: []Frame{{"leak", "app.py", 9}, {"main", "app.py", 20}, {"<module>", "app.py", 30}}},
-		{Bytes: 0, Stack: []Frame{{"x", "app.py", 1}}},
+		{Bytes: 4096, Stack: []Frame{{Function: "leak", File: "app.py", Line: 9}, {Function: "main", File: "app.py", Line: 20}, {Function: "<module>", File: "app.py", Line: 30}}},
+		{Bytes: 0, Stack: []Frame{{Function: "x", File: "app.py", Line: 1}}},
 	}}
 	p := Profile(r)
 	if p.Total() != 4096 || p.NumStacks() != 1 || p.Meta.Unit != "bytes" {
@@ -48,7 +48,7 @@ func TestProfileRootFirst(t *testing.T) {
 func TestWriteText(t *testing.T) {
 	r := &Result{Pid: 7, Python: "3.14.0", Engine: EngineTracemalloc, WindowS: 2, Frames: 16,
 		Growth: []Site{{Function: "leak", File: "app.py", Line: 9, Bytes: 8 << 20, Count: 128, BytesPerS: 4 << 20,
-			Stack: []Frame{{"leak", "app.py", 9}, {"main", "app.py", 20}}}}}
+			Stack: []Frame{{Function: "leak", File: "app.py", Line: 9}, {Function: "main", File: "app.py", Line: 20}}}}}
 	var b bytes.Buffer
 	if err := WriteText(&b, r); err != nil {
 		t.Fatal(err)

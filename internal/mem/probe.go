@@ -45,6 +45,8 @@ type ProbeStats struct {
 	// Missed: probe hits whose program the kernel skipped (another BPF
 	// program was running on that CPU): their calls are not seen.
 	Missed uint64 `json:"missed,omitempty"`
+	// Native: the native stacks' account (--native only).
+	Native *NativeStats `json:"native,omitempty"`
 	Stacks struct {
 		Walked    uint64 `json:"walked"`
 		Truncated uint64 `json:"truncated"`
@@ -59,17 +61,27 @@ type ProbeStats struct {
 	} `json:"stacks"`
 }
 
-// liveSites groups the live kept allocations by Python stack, scaled back
-// from the sampling (bytes: the estimate each stands for; count: estimate /
-// size), most bytes first; stacks never received are named as such.
-func liveSites(live []probebpf.Live, stacks map[uint64][]Frame) ([]Site, int64) {
+// liveSites groups the live kept allocations by stack (Python, and native
+// when nat is not nil), scaled back from the sampling (bytes: the estimate
+// each stands for; count: estimate / size), most bytes first; stacks never
+// received are named as such. A site is named after its innermost Python
+// frame (the line that called into C, with --native).
+func liveSites(live []probebpf.Live, stacks map[uint64][]Frame, nat *natStacks) ([]Site, int64) {
+	type key struct {
+		py  uint64
+		nat int
+	}
 	type agg struct{ bytes, count float64 }
-	byStack := map[uint64]*agg{}
+	byStack := map[key]*agg{}
 	for _, v := range live {
-		a := byStack[v.Stack]
+		k := key{py: v.Stack}
+		if nat != nil {
+			k.nat = nat.lookup(v.Nat)
+		}
+		a := byStack[k]
 		if a == nil {
 			a = &agg{}
-			byStack[v.Stack] = a
+			byStack[k] = a
 		}
 		a.bytes += float64(v.Est)
 		if v.Size > 0 {
@@ -80,25 +92,38 @@ func liveSites(live []probebpf.Live, stacks map[uint64][]Frame) ([]Site, int64) 
 	}
 	var all []Site
 	var total int64
-	for id, a := range byStack {
-		st := stacks[id]
+	for k, a := range byStack {
+		st := stacks[k.py]
+		if nat != nil {
+			st = nat.merge(st, k.nat)
+		}
 		if len(st) == 0 {
 			name := "[no Python stack]"
-			if id != 0 {
+			if k.py != 0 {
 				name = "[stack not received]"
 			}
 			st = []Frame{{Function: name}}
 		}
+		site := st[0]
+		for _, f := range st {
+			if f.Kind == "" {
+				site = f
+				break
+			}
+		}
 		b := int64(math.Round(a.bytes))
 		total += b
-		all = append(all, Site{Function: st[0].Function, File: st[0].File, Line: st[0].Line, Bytes: b,
+		all = append(all, Site{Function: site.Function, File: site.File, Line: site.Line, Bytes: b,
 			Count: int64(math.Round(a.count)), Stack: st})
 	}
 	sort.Slice(all, func(i, j int) bool {
 		if all[i].Bytes != all[j].Bytes {
 			return all[i].Bytes > all[j].Bytes
 		}
-		return all[i].Function < all[j].Function
+		if all[i].Function != all[j].Function {
+			return all[i].Function < all[j].Function
+		}
+		return len(all[i].Stack) < len(all[j].Stack)
 	})
 	return all, total
 }

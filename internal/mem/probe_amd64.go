@@ -35,7 +35,7 @@ func probeRun(ctx context.Context, s *session.Session, opt Options) (*Result, er
 	}
 	rssStart, smErr := smaps(s)
 	p, err := probebpf.Load(probebpf.Config{Pid: s.Pid, Binary: path, Layout: kl, TLS: tls, MaxFrames: probeFrames,
-		SampleBytes: sb, LibC: libc(s.Pid)})
+		SampleBytes: sb, LibC: libc(s.Pid), NativeBytes: nativeBytes(opt)})
 	if err != nil {
 		return nil, err
 	}
@@ -74,10 +74,22 @@ func probeRun(ctx context.Context, s *session.Session, opt Options) (*Result, er
 			}
 			st := make([]Frame, len(fr))
 			for i, f := range fr {
-				st[i] = Frame{Function: f.Function, File: f.File, Line: f.Line}
+				st[i] = Frame{Function: f.Function, File: f.File, Line: f.Line, Entry: f.Entry}
 			}
 			stacks[smp.ID] = st
 		}
+	}
+	var nat *natStacks
+	natDone := make(chan struct{})
+	if p.NatRing != nil {
+		nat = newNatStacks(probebpf.MaxNativeBytes)
+		res.Probe.Native = &nat.stats
+		go func() {
+			defer close(natDone)
+			readNative(p.NatRing, nat, s.Pid, done)
+		}()
+	} else {
+		close(natDone)
 	}
 	go func() {
 		defer close(readerDone)
@@ -131,6 +143,7 @@ wait:
 	if err := p.Stop(uint64(end * 1e9)); err != nil {
 		close(done)
 		<-readerDone
+		<-natDone
 		return nil, fmt.Errorf("pid %d: %w", s.Pid, err)
 	}
 	sample()
@@ -138,6 +151,7 @@ wait:
 	p.Detach()
 	close(done)
 	<-readerDone
+	<-natDone
 	rssEnd, smErr2 := smaps(s)
 	res.WindowS = end - t0
 
@@ -152,6 +166,12 @@ wait:
 	ps.Stacks.Walked, ps.Stacks.Truncated, ps.Stacks.Fault = c[probebpf.CPyWalked], c[probebpf.CPyTrunc], c[probebpf.CPyFault]
 	ps.Stacks.Invalid, ps.Stacks.NoPython, ps.Stacks.Empty = c[probebpf.CPyInvalid], c[probebpf.CPyNoPy], c[probebpf.CPyEmpty]
 	ps.Stacks.Distinct, ps.Stacks.Lost = c[probebpf.CPyNew], c[probebpf.CPyLost]
+	if nat != nil {
+		nat.stats.Copies, nat.stats.Lost = c[probebpf.CNatSent], c[probebpf.CNatLost]
+		if c[probebpf.CNatSent] > 0 {
+			nat.stats.MeanBytes = c[probebpf.CNatBytes] / c[probebpf.CNatSent]
+		}
+	}
 
 	// What lives at the end, by stack.
 	var live []probebpf.Live
@@ -164,7 +184,7 @@ wait:
 	if err := it.Err(); err != nil {
 		return nil, fmt.Errorf("pid %d: can't read the live allocations: %w", s.Pid, err)
 	}
-	all, total := liveSites(live, stacks)
+	all, total := liveSites(live, stacks, nat)
 	res.GrowthTotalBytes, res.Sites = total, len(all)
 	res.TracedBytesEnd = total
 	for _, q := range traced {

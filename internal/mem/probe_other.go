@@ -16,3 +16,5 @@ func probeRun(ctx context.Context, s *session.Session, opt Options) (*Result, er
 	_, err := probebpf.Load(probebpf.Config{Pid: s.Pid})
 	return nil, fmt.Errorf("pid %d: %w", s.Pid, err)
 }
+
+func nativeBytes(Options) int { return 0 }

@@ -16,7 +16,7 @@ func TestLiveSitesScalesBack(t *testing.T) {
 		{Size: 1 << 20, Est: 1 << 20, Stack: 9}, // >= N: kept always, itself; its stack never arrived
 		{Size: 16, Est: n, Stack: 0},            // no Python stack walked
 	}
-	all, total := liveSites(live, stacks)
+	all, total := liveSites(live, stacks, nil)
 	if total != 3*n+1<<20 {
 		t.Fatalf("total %d", total)
 	}

@@ -16,7 +16,14 @@ func Profile(r *Result) *flame.Profile {
 	for _, g := range r.allGrowth {
 		fr := make([]flame.Frame, len(g.Stack))
 		for i, f := range g.Stack {
-			fr[len(g.Stack)-1-i] = flame.Frame{Kind: flame.Python, Function: f.Function, File: f.File, Line: f.Line}
+			switch f.Kind {
+			case KindNative:
+				fr[len(g.Stack)-1-i] = flame.Frame{Kind: flame.Native, Function: f.Function, File: f.File}
+			case KindMarker:
+				fr[len(g.Stack)-1-i] = flame.Frame{Kind: flame.State, Function: f.Function}
+			default:
+				fr[len(g.Stack)-1-i] = flame.Frame{Kind: flame.Python, Function: f.Function, File: f.File, Line: f.Line}
+			}
 		}
 		if len(fr) == 0 || g.Bytes <= 0 {
 			continue
@@ -84,7 +91,26 @@ func WriteText(w io.Writer, r *Result) error {
 	}
 	for _, g := range r.Growth {
 		fmt.Fprintf(w, "  %12s %10s/s %+8d  %s (%s:%d)\n", signed(g.Bytes), Bytes(int64(g.BytesPerS)), g.Count, g.Function, g.File, g.Line)
-		for _, f := range g.Stack[1:min(len(g.Stack), 4)] {
+		// The native frames under the site (--native), from it to the leaf.
+		site := 0
+		for site < len(g.Stack) && g.Stack[site].Kind != "" {
+			site++
+		}
+		if site > 0 {
+			var into []string
+			for i := min(site, len(g.Stack)) - 1; i >= 0; i-- {
+				into = append(into, g.Stack[i].Function)
+			}
+			fmt.Fprintf(w, "  %12s %12s %8s    into %s\n", "", "", "", strings.Join(into, " → "))
+		}
+		if site >= len(g.Stack) {
+			continue
+		}
+		for _, f := range g.Stack[site+1 : min(len(g.Stack), site+4)] {
+			if f.Kind != "" {
+				fmt.Fprintf(w, "  %12s %12s %8s    called from %s\n", "", "", "", f.Function)
+				continue
+			}
 			fmt.Fprintf(w, "  %12s %12s %8s    called from %s (%s:%d)\n", "", "", "", f.Function, f.File, f.Line)
 		}
 	}
@@ -111,6 +137,10 @@ func WriteText(w io.Writer, r *Result) error {
 		if p.DroppedLive > 0 || p.Stacks.Lost > 0 || p.DroppedPend > 0 {
 			fmt.Fprintf(w, "not kept: %d allocations (%s) found the live map full, %d calls the pending map full; %d stacks lost in the ring\n",
 				p.DroppedLive, Bytes(int64(p.DroppedEst)), p.DroppedPend, p.Stacks.Lost)
+		}
+		if n := p.Native; n != nil {
+			fmt.Fprintf(w, "native: %d stacks copied (%s each on average, at most %s), %d lost; unwound %d to the end, %d truncated, %d failed; %d merged, %d mismatched\n",
+				n.Copies, Bytes(int64(n.MeanBytes)), Bytes(int64(n.StackBytes)), n.Lost, n.Full, n.Truncated, n.Failed, n.Merged, n.Mismatch)
 		}
 		_, err := fmt.Fprintf(w, "stacks: %d walked whole, %d truncated, %d faulted, %d torn, %d without a thread state, %d distinct\n",
 			p.Stacks.Walked, p.Stacks.Truncated, p.Stacks.Fault, p.Stacks.Invalid, p.Stacks.NoPython, p.Stacks.Distinct)

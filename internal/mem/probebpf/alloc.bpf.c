@@ -11,6 +11,13 @@
 // once to user space through `pystacks`. What lives in `live` when the
 // window ends is what was allocated in the window and not freed.
 //
+// With native_bytes set (pyobs mem --native), a tracked call also copies
+// the calling thread's registers and up to native_bytes of its user stack
+// from the stack pointer up (struct natrec) through `natstacks`, under an
+// id kept with the allocation: user space unwinds it with the CFI of the
+// mapped files (the interpreter has no frame pointers) and glues the Python
+// stack in at each eval-loop frame. Untracked calls copy nothing.
+//
 // Build: make generate (bpf2go + clang -target bpf); the object is committed.
 
 #include "pywalk.h"
@@ -30,6 +37,7 @@ struct pend {
 	u64 est;   // bytes this allocation stands for (size / probability)
 	u64 stack; // the Python stack's hash, 0: none walked
 	u64 ts;
+	u64 nat; // the native stack copy's id (struct natrec), 0: none sent
 };
 
 // A live tracked allocation (the key: its address).
@@ -37,8 +45,27 @@ struct live {
 	u64 size;
 	u64 est;
 	u64 stack;
-	u64 ts; // CLOCK_MONOTONIC ns of the allocation
+	u64 ts;  // CLOCK_MONOTONIC ns of the allocation
+	u64 nat; // its native stack copy's id, 0: none
 };
+
+// The most user stack one tracked call copies, and the pieces it is read
+// in: a read that crosses the end of the stack's mapping fails whole, so
+// the copy goes on in smaller pieces up to that end.
+#define NAT_STACK 16384
+#define NAT_CHUNK 1024
+
+// A tracked call's registers and user stack (from sp upward), sent to
+// user space through natstacks; only the first len bytes of stack are.
+struct natrec {
+	u64 id;
+	u32 tid;
+	u32 len;
+	u64 ip, sp, bp, bx, r12, r13, r14, r15;
+	u64 ax, cx, dx, si, di, r8, r9, r10, r11;
+	u8 stack[NAT_STACK];
+};
+BTF_KEEP(struct natrec, natrec_type);
 
 enum {
 	C_CALLS = 0,     // allocator calls of the target (entries)
@@ -62,6 +89,9 @@ enum {
 	C_PY_EMPTY,
 	C_PY_NEW,  // distinct stacks sent to user space
 	C_PY_LOST, // pystacks ring full: a stack not sent (its allocations unnamed)
+	C_NAT_SENT,  // native stack copies sent
+	C_NAT_LOST,  // natstacks ring full: a copy not sent (its allocations without native frames)
+	C_NAT_BYTES, // stack bytes copied, summed over the copies sent
 	C_NCOUNTERS,
 };
 
@@ -85,6 +115,28 @@ struct {
 // Stacks already sent, by hash, and the ring of new ones (pywalk.h).
 PYWALK_SEND_MAPS(pyseen, pystacks, 1 << 21);
 
+// The native copies: one per tracked call (user space sizes the ring; a
+// page when native_bytes is 0), built in a per-CPU scratch record.
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 23);
+} natstacks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct natrec);
+} natbuf SEC(".maps");
+
+// Per-CPU sequence of the copies: an id is (seq << 16 | cpu), never 0.
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, u64);
+} natseq SEC(".maps");
+
 
 const volatile u32 target_tgid = 0;
 // Track a call of size s with probability s/sample_bytes (1: every call).
@@ -93,6 +145,9 @@ const volatile u64 sample_bytes = 1;
 // argument is the allocator's context (void *ctx, size_t size): every
 // argument is one register further.
 const volatile u8 hook_abi = 0;
+// Bytes of user stack copied per tracked call (0: no native stacks; at
+// most NAT_STACK, a multiple of NAT_CHUNK).
+const volatile u32 native_bytes = 0;
 
 // arg is the call's i-th argument (0-based, after the context).
 static __always_inline u64 arg(struct uregs *ctx, int i)
@@ -139,9 +194,70 @@ static __always_inline void forget(u64 ptr)
 	bpf_map_delete_elem(&lives, &ptr);
 }
 
+// native_send copies the thread's registers and user stack at the probe
+// and sends them; it returns the copy's id, 0 when none was sent.
+static __always_inline u64 native_send(struct uregs *ctx, u32 tid)
+{
+	u32 zero = 0;
+	struct natrec *r = bpf_map_lookup_elem(&natbuf, &zero);
+	u64 *seq = bpf_map_lookup_elem(&natseq, &zero);
+	if (!r || !seq)
+		return 0;
+	*seq += 1;
+	u64 id = *seq << 16 | (bpf_get_smp_processor_id() & 0xffff);
+	r->id = id;
+	r->tid = tid;
+	r->ip = ctx->ip;
+	r->sp = ctx->sp;
+	r->bp = ctx->bp;
+	r->bx = ctx->bx;
+	r->r12 = ctx->r12;
+	r->r13 = ctx->r13;
+	r->r14 = ctx->r14;
+	r->r15 = ctx->r15;
+	r->ax = ctx->ax;
+	r->cx = ctx->cx;
+	r->dx = ctx->dx;
+	r->si = ctx->si;
+	r->di = ctx->di;
+	r->r8 = ctx->r8;
+	r->r9 = ctx->r9;
+	r->r10 = ctx->r10;
+	r->r11 = ctx->r11;
+	u64 sp = ctx->sp;
+	u32 want = native_bytes;
+	u32 n = 0;
+	for (int i = 0; i < NAT_STACK / NAT_CHUNK; i++) {
+		if ((i + 1) * NAT_CHUNK > want)
+			break;
+		if (bpf_probe_read_user(&r->stack[i * NAT_CHUNK], NAT_CHUNK, (void *)(sp + i * NAT_CHUNK)))
+			break;
+		n = (i + 1) * NAT_CHUNK;
+	}
+	// The stack's mapping ended inside the next piece: halves up to it.
+	if (n < want) {
+		for (u32 sz = NAT_CHUNK / 2; sz >= 64; sz /= 2) {
+			if (n > NAT_STACK - sz)
+				break;
+			if (!bpf_probe_read_user(&r->stack[n], sz, (void *)(sp + n)))
+				n += sz;
+		}
+	}
+	if (n > NAT_STACK)
+		n = NAT_STACK;
+	r->len = n;
+	if (bpf_ringbuf_output(&natstacks, r, __builtin_offsetof(struct natrec, stack) + n, 0)) {
+		count(C_NAT_LOST, 1);
+		return 0;
+	}
+	count(C_NAT_SENT, 1);
+	count(C_NAT_BYTES, n);
+	return id;
+}
+
 // enter decides whether the call of size bytes is tracked and notes it
 // for the return either way (the return must not take an older note).
-static __always_inline void enter(u32 tid, u64 now, u64 size)
+static __always_inline void enter(struct uregs *ctx, u32 tid, u64 now, u64 size)
 {
 	count(C_CALLS, 1);
 	struct pend p = {.size = size, .ts = now};
@@ -157,6 +273,8 @@ static __always_inline void enter(u32 tid, u64 now, u64 size)
 	}
 	count(C_TRACKED, 1);
 	p.stack = pywalk_send(tid, now, 0, &pyseen, &pystacks, 0, &counters, C_PY_WALKED);
+	if (native_bytes)
+		p.nat = native_send(ctx, tid);
 	if (bpf_map_update_elem(&pending, &tid, &p, BPF_ANY))
 		count(C_DROP_PEND, 1);
 }
@@ -167,7 +285,7 @@ int alloc_enter(struct uregs *ctx)
 	u32 tid;
 	u64 now;
 	if (ours(&tid, &now))
-		enter(tid, now, arg(ctx, 0));
+		enter(ctx, tid, now, arg(ctx, 0));
 	return 0;
 }
 
@@ -182,7 +300,7 @@ int calloc_enter(struct uregs *ctx)
 	u64 size = 0;
 	if (!(a >> 32) && !(b >> 32))
 		size = a * b; // else beyond any real request: counted as 0 bytes
-	enter(tid, now, size);
+	enter(ctx, tid, now, size);
 	return 0;
 }
 
@@ -198,7 +316,7 @@ int realloc_enter(struct uregs *ctx)
 	u64 old = arg(ctx, 0);
 	if (old)
 		forget(old);
-	enter(tid, now, arg(ctx, 1));
+	enter(ctx, tid, now, arg(ctx, 1));
 	return 0;
 }
 
@@ -212,7 +330,7 @@ int alloc_exit(struct uregs *ctx)
 	struct pend *p = bpf_map_lookup_elem(&pending, &tid);
 	if (!p)
 		return 0;
-	struct live l = {.size = p->size, .est = p->est, .stack = p->stack, .ts = p->ts};
+	struct live l = {.size = p->size, .est = p->est, .stack = p->stack, .ts = p->ts, .nat = p->nat};
 	bpf_map_delete_elem(&pending, &tid);
 	u64 ptr = ctx->ax;
 	if (!ptr) {

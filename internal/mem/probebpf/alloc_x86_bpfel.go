@@ -54,6 +54,32 @@ type allocLive struct {
 	Est   uint64
 	Stack uint64
 	Ts    uint64
+	Nat   uint64
+}
+
+type allocNatrec struct {
+	_     structs.HostLayout
+	Id    uint64
+	Tid   uint32
+	Len   uint32
+	Ip    uint64
+	Sp    uint64
+	Bp    uint64
+	Bx    uint64
+	R12   uint64
+	R13   uint64
+	R14   uint64
+	R15   uint64
+	Ax    uint64
+	Cx    uint64
+	Dx    uint64
+	Si    uint64
+	Di    uint64
+	R8    uint64
+	R9    uint64
+	R10   uint64
+	R11   uint64
+	Stack [16384]uint8
 }
 
 type allocPend struct {
@@ -62,6 +88,7 @@ type allocPend struct {
 	Est   uint64
 	Stack uint64
 	Ts    uint64
+	Nat   uint64
 }
 
 type allocProcAddrs struct {
@@ -108,6 +135,9 @@ const (
 	allocMapCodesOk       = "codes_ok"
 	allocMapCounters      = "counters"
 	allocMapLives         = "lives"
+	allocMapNatbuf        = "natbuf"
+	allocMapNatseq        = "natseq"
+	allocMapNatstacks     = "natstacks"
 	allocMapPending       = "pending"
 	allocMapPyaddrs       = "pyaddrs"
 	allocMapPyseen        = "pyseen"
@@ -122,6 +152,8 @@ const (
 	allocProgReallocEnter = "realloc_enter"
 	allocVarCfg           = "cfg"
 	allocVarHookAbi       = "hook_abi"
+	allocVarNativeBytes   = "native_bytes"
+	allocVarNatrecType    = "natrec_type"
 	allocVarSampleBytes   = "sample_bytes"
 	allocVarStopNs        = "stop_ns"
 	allocVarTargetTgid    = "target_tgid"
@@ -180,16 +212,19 @@ type allocProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type allocMapSpecs struct {
-	CodesOk  *ebpf.MapSpec `ebpf:"codes_ok"`
-	Counters *ebpf.MapSpec `ebpf:"counters"`
-	Lives    *ebpf.MapSpec `ebpf:"lives"`
-	Pending  *ebpf.MapSpec `ebpf:"pending"`
-	Pyaddrs  *ebpf.MapSpec `ebpf:"pyaddrs"`
-	Pyseen   *ebpf.MapSpec `ebpf:"pyseen"`
-	Pystacks *ebpf.MapSpec `ebpf:"pystacks"`
-	Scratch  *ebpf.MapSpec `ebpf:"scratch"`
-	Tstates  *ebpf.MapSpec `ebpf:"tstates"`
-	Win      *ebpf.MapSpec `ebpf:"win"`
+	CodesOk   *ebpf.MapSpec `ebpf:"codes_ok"`
+	Counters  *ebpf.MapSpec `ebpf:"counters"`
+	Lives     *ebpf.MapSpec `ebpf:"lives"`
+	Natbuf    *ebpf.MapSpec `ebpf:"natbuf"`
+	Natseq    *ebpf.MapSpec `ebpf:"natseq"`
+	Natstacks *ebpf.MapSpec `ebpf:"natstacks"`
+	Pending   *ebpf.MapSpec `ebpf:"pending"`
+	Pyaddrs   *ebpf.MapSpec `ebpf:"pyaddrs"`
+	Pyseen    *ebpf.MapSpec `ebpf:"pyseen"`
+	Pystacks  *ebpf.MapSpec `ebpf:"pystacks"`
+	Scratch   *ebpf.MapSpec `ebpf:"scratch"`
+	Tstates   *ebpf.MapSpec `ebpf:"tstates"`
+	Win       *ebpf.MapSpec `ebpf:"win"`
 }
 
 // allocVariableSpecs contains global variables before they are loaded into the kernel.
@@ -198,6 +233,8 @@ type allocMapSpecs struct {
 type allocVariableSpecs struct {
 	Cfg         *ebpf.VariableSpec `ebpf:"cfg"`
 	HookAbi     *ebpf.VariableSpec `ebpf:"hook_abi"`
+	NativeBytes *ebpf.VariableSpec `ebpf:"native_bytes"`
+	NatrecType  *ebpf.VariableSpec `ebpf:"natrec_type"`
 	SampleBytes *ebpf.VariableSpec `ebpf:"sample_bytes"`
 	StopNs      *ebpf.VariableSpec `ebpf:"stop_ns"`
 	TargetTgid  *ebpf.VariableSpec `ebpf:"target_tgid"`
@@ -223,16 +260,19 @@ func (o *allocObjects) Close() error {
 //
 // It can be passed to loadAllocObjects or ebpf.CollectionSpec.LoadAndAssign.
 type allocMaps struct {
-	CodesOk  *ebpf.Map `ebpf:"codes_ok"`
-	Counters *ebpf.Map `ebpf:"counters"`
-	Lives    *ebpf.Map `ebpf:"lives"`
-	Pending  *ebpf.Map `ebpf:"pending"`
-	Pyaddrs  *ebpf.Map `ebpf:"pyaddrs"`
-	Pyseen   *ebpf.Map `ebpf:"pyseen"`
-	Pystacks *ebpf.Map `ebpf:"pystacks"`
-	Scratch  *ebpf.Map `ebpf:"scratch"`
-	Tstates  *ebpf.Map `ebpf:"tstates"`
-	Win      *ebpf.Map `ebpf:"win"`
+	CodesOk   *ebpf.Map `ebpf:"codes_ok"`
+	Counters  *ebpf.Map `ebpf:"counters"`
+	Lives     *ebpf.Map `ebpf:"lives"`
+	Natbuf    *ebpf.Map `ebpf:"natbuf"`
+	Natseq    *ebpf.Map `ebpf:"natseq"`
+	Natstacks *ebpf.Map `ebpf:"natstacks"`
+	Pending   *ebpf.Map `ebpf:"pending"`
+	Pyaddrs   *ebpf.Map `ebpf:"pyaddrs"`
+	Pyseen    *ebpf.Map `ebpf:"pyseen"`
+	Pystacks  *ebpf.Map `ebpf:"pystacks"`
+	Scratch   *ebpf.Map `ebpf:"scratch"`
+	Tstates   *ebpf.Map `ebpf:"tstates"`
+	Win       *ebpf.Map `ebpf:"win"`
 }
 
 func (m *allocMaps) Close() error {
@@ -240,6 +280,9 @@ func (m *allocMaps) Close() error {
 		m.CodesOk,
 		m.Counters,
 		m.Lives,
+		m.Natbuf,
+		m.Natseq,
+		m.Natstacks,
 		m.Pending,
 		m.Pyaddrs,
 		m.Pyseen,
@@ -256,6 +299,8 @@ func (m *allocMaps) Close() error {
 type allocVariables struct {
 	Cfg         *ebpf.Variable `ebpf:"cfg"`
 	HookAbi     *ebpf.Variable `ebpf:"hook_abi"`
+	NativeBytes *ebpf.Variable `ebpf:"native_bytes"`
+	NatrecType  *ebpf.Variable `ebpf:"natrec_type"`
 	SampleBytes *ebpf.Variable `ebpf:"sample_bytes"`
 	StopNs      *ebpf.Variable `ebpf:"stop_ns"`
 	TargetTgid  *ebpf.Variable `ebpf:"target_tgid"`

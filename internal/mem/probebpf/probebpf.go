@@ -6,6 +6,8 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"os"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -38,11 +40,45 @@ const (
 	CPyEmpty
 	CPyNew
 	CPyLost
+	CNatSent
+	CNatLost
+	CNatBytes
 	NCounters
 )
 
+// MaxNativeBytes is the most user stack one tracked call copies (NAT_STACK).
+const MaxNativeBytes = 16384
+
+// nativeChunk: the copy is read in pieces of this size (NAT_CHUNK).
+const nativeChunk = 1024
+
 // Live is one tracked allocation still alive (the lives map's value).
 type Live = allocLive
+
+// NatHead is one tracked call's registers at the probe and the length of
+// its copied user stack (from Sp upward), as NatRing sends them (struct
+// natrec without its stack); Id is the Nat of its Live entry.
+type NatHead struct {
+	Id                                   uint64
+	Tid, Len                             uint32
+	Ip, Sp, Bp, Bx, R12, R13, R14, R15   uint64
+	Ax, Cx, Dx, Si, Di, R8, R9, R10, R11 uint64
+}
+
+// natHdr: the bytes of a record before its stack.
+var natHdr = int(unsafe.Offsetof(allocNatrec{}.Stack))
+
+// DecodeNat reads one natstacks record; its stack aliases b.
+func DecodeNat(b []byte) (NatHead, []byte, error) {
+	h, err := bpfload.Decode[NatHead](b)
+	if err != nil {
+		return h, nil, fmt.Errorf("native stack record: %w", err)
+	}
+	if int(h.Len) > len(b)-natHdr {
+		return h, nil, fmt.Errorf("native stack record of tid %d: %d stack bytes announced, %d present", h.Tid, h.Len, len(b)-natHdr)
+	}
+	return h, b[natHdr : natHdr+int(h.Len)], nil
+}
 
 // The allocator functions probed, by role, in one of two layers — never
 // both, a call would be seen twice. Where the symbol table has them (not
@@ -83,6 +119,9 @@ type Config struct {
 	// probed too: large blocks freed from inlined code end there.
 	LibC        string
 	LiveEntries uint32 // 0: the object's size
+	// NativeBytes: user stack copied per tracked call for its native
+	// stack (0: none; rounded up to 1 KiB, at most MaxNativeBytes).
+	NativeBytes int
 }
 
 // Probes are the loaded programs, their maps and the attached uprobes.
@@ -91,8 +130,9 @@ type Probes struct {
 	Tstates  *ebpf.Map
 	Counters *ebpf.Map
 	Ring     *bpfload.Ring
-	Probed   []string // symbols probed
-	Missing  []string // symbols the ELF lacks (their calls are not seen)
+	NatRing  *bpfload.Ring // the native stack copies (NatRec), nil without NativeBytes
+	Probed   []string      // symbols probed
+	Missing  []string      // symbols the ELF lacks (their calls are not seen)
 	// Inlined: PyObject_Free holds the allocator's body (a link-time
 	// optimised build: the same body is inlined into callers, whose calls
 	// and frees no probe sees).
@@ -151,6 +191,15 @@ func Load(cfg Config) (*Probes, error) {
 	if cfg.LiveEntries > 0 {
 		specs.Lives.MaxEntries = cfg.LiveEntries
 	}
+	nb := uint32(0)
+	if cfg.NativeBytes > 0 {
+		nb = uint32(min((cfg.NativeBytes+nativeChunk-1)/nativeChunk*nativeChunk, MaxNativeBytes))
+	} else {
+		specs.Natstacks.MaxEntries = uint32(os.Getpagesize()) // the smallest ring: nothing goes through it
+	}
+	if err := bpfload.SetVars(bpfload.Var{Spec: specs.NativeBytes, Value: nb}); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
 	p := &Probes{}
 	if err := bpfload.Load("mem's allocator uprobes", spec, &p.objs); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
@@ -159,6 +208,12 @@ func Load(cfg Config) (*Probes, error) {
 	if p.Ring, err = bpfload.NewRing("pystacks", p.objs.Pystacks); err != nil {
 		p.Close()
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	if nb > 0 {
+		if p.NatRing, err = bpfload.NewRing("natstacks", p.objs.Natstacks); err != nil {
+			p.Close()
+			return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
 	}
 	ex, err := link.OpenExecutable(cfg.Binary)
 	if err != nil {
@@ -287,6 +342,10 @@ func (p *Probes) Close() {
 	if p.Ring != nil {
 		p.Ring.Close()
 		p.Ring = nil
+	}
+	if p.NatRing != nil {
+		p.NatRing.Close()
+		p.NatRing = nil
 	}
 	p.objs.Close()
 }

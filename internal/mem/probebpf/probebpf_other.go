@@ -37,11 +37,14 @@ const (
 	CPyEmpty
 	CPyNew
 	CPyLost
+	CNatSent
+	CNatLost
+	CNatBytes
 	NCounters
 )
 
 // Live is one tracked allocation still alive.
-type Live struct{ Size, Est, Stack, Ts uint64 }
+type Live struct{ Size, Est, Stack, Ts, Nat uint64 }
 
 // Config of one load.
 type Config struct {
@@ -53,12 +56,28 @@ type Config struct {
 	SampleBytes uint64
 	LibC        string
 	LiveEntries uint32
+	NativeBytes int
 }
+
+// MaxNativeBytes is the most user stack one tracked call copies.
+const MaxNativeBytes = 16384
+
+// NatHead: see probebpf.go.
+type NatHead struct {
+	Id                                   uint64
+	Tid, Len                             uint32
+	Ip, Sp, Bp, Bx, R12, R13, R14, R15   uint64
+	Ax, Cx, Dx, Si, Di, R8, R9, R10, R11 uint64
+}
+
+// DecodeNat: not on this architecture.
+func DecodeNat(b []byte) (NatHead, []byte, error) { return NatHead{}, nil, ErrUnavailable }
 
 // Probes: not on this architecture.
 type Probes struct {
 	Lives           *ebpf.Map
 	Ring            *bpfload.Ring
+	NatRing         *bpfload.Ring
 	Probed, Missing []string
 	Inlined         bool
 }
