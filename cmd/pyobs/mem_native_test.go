@@ -199,13 +199,13 @@ func nativeUnder(growth []mem.Site, fn, caller string, line int) *mem.Site {
 // With --native, a leak inside a C extension shows the C function under
 // the Python line that called it, at its rate; the churner is absent. The
 // pyenv builds (libpython, no frame pointers, pymalloc's own functions
-// probed), whose headers come with them. (Debian's static LTO 3.11, probed
-// at its exported entry points, passes too where libpython3.11-dev is
-// installed — CI does not install it; sid's have no headers.)
+// probed), whose headers come with them, and Debian's static LTO 3.11,
+// probed at its exported entry points (headers: libpython3.11-dev, which
+// .ci/run installs; sid's builds have no headers here).
 func TestMemProbeNativeExtension(t *testing.T) {
 	testutil.RequireRoot(t)
 	memLine, objLine := markLine(extTarget, "# MEM LINE"), markLine(extTarget, "# OBJ LINE")
-	for _, label := range []string{"pyenv-3.11", "pyenv-3.12", "pyenv-3.13"} {
+	for _, label := range []string{"pyenv-3.11", "pyenv-3.12", "pyenv-3.13", "debian-3.11"} {
 		t.Run(label, func(t *testing.T) {
 			in := testutil.Find(t, label)
 			dir := t.TempDir()
