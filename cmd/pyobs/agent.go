@@ -20,6 +20,7 @@ type agentFlags struct {
 	duration  time.Duration
 	engine    string
 	offcpu    bool
+	offWindow time.Duration
 	red       bool
 	noStat    bool
 	otlp      []string
@@ -77,7 +78,8 @@ record, stat and offcpu cannot.`,
 	fl.IntVarP(&f.freq, "freq", "F", agent.DefaultFreq, "CPU samples per second (of CPU time per thread)")
 	fl.DurationVarP(&f.duration, "duration", "d", 0, "stop after this long (0, the default: until Ctrl-C, SIGTERM or the target exits)")
 	fl.StringVar(&f.engine, "engine", "auto", "record's cpu-mode engine: auto (bpf, else perf), bpf or perf")
-	fl.BoolVar(&f.offcpu, "offcpu", false, "also export an off-CPU profile per window")
+	fl.BoolVar(&f.offcpu, "offcpu", false, "also export an off-CPU profile, one per --offcpu-window")
+	fl.DurationVar(&f.offWindow, "offcpu-window", 0, "span of each off-CPU profile (default: the first multiple of --window of at least 1m; offcpu's engine start is paid once per span)")
 	fl.BoolVar(&f.red, "red", false, "also run red (tracing the socket syscalls: costs per request) and serve its request, error and duration metrics on --metrics")
 	fl.BoolVar(&f.noStat, "no-stat", false, "leave stat's counters out")
 	fl.StringArrayVar(&f.otlp, "otlp", nil, "export OTLP profiles to this endpoint: http://HOST:4318 or grpc://HOST:4317 (repeatable)")
@@ -132,6 +134,8 @@ func runAgent(cmd *cobra.Command, g *globals, f *agentFlags) error {
 		return usagef("agent: --queue %d is outside 1..1000", f.queue)
 	case len(f.otlp) == 0 && len(f.pyroscope) == 0 && f.metrics == "":
 		return usagef("agent: nowhere to export: give --otlp URL, --pyroscope URL or --metrics ADDR")
+	case f.offWindow < 0 || f.offWindow > 0 && !f.offcpu:
+		return usagef("agent: --offcpu-window takes a positive duration, with --offcpu")
 	case f.red && f.metrics == "":
 		return usagef("agent: --red's request, error and duration metrics are served on /metrics: give --metrics ADDR")
 	}
@@ -163,7 +167,7 @@ func runAgent(cmd *cobra.Command, g *globals, f *agentFlags) error {
 		return err
 	}
 	logf := func(l string) { fmt.Fprintln(os.Stderr, "pyobs agent:", l) }
-	a, err := agent.Start(s, agent.Options{Window: f.window, Freq: f.freq, Engine: f.engine, OffCPU: f.offcpu, RED: f.red, NoStat: f.noStat,
+	a, err := agent.Start(s, agent.Options{Window: f.window, Freq: f.freq, Engine: f.engine, OffCPU: f.offcpu, OffWindow: f.offWindow, RED: f.red, NoStat: f.noStat,
 		Duration: f.duration, ServiceName: f.service, Labels: labels, Sinks: sinks, Queue: export.QueueOptions{Len: f.queue},
 		Metrics: f.metrics, Log: logf})
 	if err != nil {

@@ -280,8 +280,13 @@ func testAgentOTLP(t *testing.T, proto string) {
 	testutil.Binary(t)
 	endpoint, out := startCollector(t, proto)
 	tg := testutil.Start(t, in, "cpu_split.py", "10", "1000000")
-	r := testutil.Run(t, 60*time.Second, "agent", "-p", strconv.Itoa(tg.Pid), "--window", "2s", "-d", "9s", "-F", "199",
-		"--otlp", endpoint, "--label", "env=test")
+	args := []string{"agent", "-p", strconv.Itoa(tg.Pid), "--window", "2s", "-d", "9s", "-F", "199",
+		"--otlp", endpoint, "--label", "env=test"}
+	if proto == "grpc" {
+		// And an off-CPU profile per 4 s span (two spans, each over two windows).
+		args = append(args, "--offcpu", "--offcpu-window", "4s")
+	}
+	r := testutil.Run(t, 60*time.Second, args...)
 	if r.Code != 0 {
 		t.Fatalf("pyobs agent: exit %d\n%s", r.Code, r.Stderr)
 	}
@@ -323,6 +328,56 @@ func testAgentOTLP(t *testing.T, proto string) {
 	t.Logf("%d windows, %d samples: heavy %.1f %%, light %.1f %%", len(pds), total, share, light)
 	if share < 66.7-5 || share > 66.7+5 {
 		t.Errorf("heavy() has %.1f %% of the samples, want 66.7 ± 5 (light %.1f %%; functions: %v)", share, light, incl)
+	}
+	if proto == "grpc" {
+		checkOTLPOffCPU(t, pds)
+	}
+}
+
+// checkOTLPOffCPU: the off-CPU profiles span about 4 s each (not a
+// window's 2 s) and rest(), where cpu_split sleeps, holds most of their
+// time.
+func checkOTLPOffCPU(t *testing.T, pds []pprofile.Profiles) {
+	t.Helper()
+	var spans []float64
+	var total, rest int64
+	for _, pd := range pds {
+		d := pd.Dictionary()
+		strs := d.StringTable()
+		ps := pd.ResourceProfiles().At(0).ScopeProfiles().At(0).Profiles()
+		for k := 0; k < ps.Len(); k++ {
+			p := ps.At(k)
+			if strs.At(int(p.SampleType().TypeStrindex())) != "offcpu" {
+				continue
+			}
+			spans = append(spans, float64(p.DurationNano())/1e9)
+			for s := 0; s < p.Samples().Len(); s++ {
+				smp := p.Samples().At(s)
+				var w int64
+				for v := 0; v < smp.Values().Len(); v++ {
+					w += smp.Values().At(v)
+				}
+				total += w
+				li := d.StackTable().At(int(smp.StackIndex())).LocationIndices()
+				for l := 0; l < li.Len(); l++ {
+					loc := d.LocationTable().At(int(li.At(l)))
+					if loc.Lines().Len() > 0 && strs.At(int(d.FunctionTable().At(int(loc.Lines().At(0).FunctionIndex())).NameStrindex())) == "rest" {
+						rest += w
+						break
+					}
+				}
+			}
+		}
+	}
+	t.Logf("off-CPU profiles: spans %v s, %d µs, rest() %d µs", spans, total, rest)
+	if len(spans) < 2 {
+		t.Fatalf("%d off-CPU profiles, want 2 spans of 4 s in 9 s", len(spans))
+	}
+	if spans[0] < 3.5 || spans[0] > 5 {
+		t.Errorf("the first off-CPU profile spans %.2f s, want ~4 s (--offcpu-window)", spans[0])
+	}
+	if total == 0 || float64(rest) < 0.8*float64(total) {
+		t.Errorf("rest() has %d of %d µs off-CPU, want ≥ 80 %%", rest, total)
 	}
 }
 

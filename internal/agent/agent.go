@@ -14,7 +14,6 @@ import (
 	"github.com/pyobs/pyobs/internal/agent/export"
 	"github.com/pyobs/pyobs/internal/clock"
 	"github.com/pyobs/pyobs/internal/flame"
-	"github.com/pyobs/pyobs/internal/offcpu"
 	"github.com/pyobs/pyobs/internal/record"
 	"github.com/pyobs/pyobs/internal/red"
 	"github.com/pyobs/pyobs/internal/report"
@@ -33,7 +32,11 @@ type Options struct {
 	Window time.Duration // rolling window (DefaultWindow when 0)
 	Freq   int           // CPU samples per second (DefaultFreq when 0)
 	Engine string        // record's cpu-mode engine: auto, bpf, perf
-	OffCPU bool          // also an off-CPU profile per window
+	OffCPU bool          // also an off-CPU profile, one per OffWindow
+	// OffWindow is the off-CPU profile's span (default: the first multiple
+	// of Window of at least a minute): offcpu's engine start (~0.15 s of
+	// CPU, the verifier's load) is paid once per span.
+	OffWindow time.Duration
 	// RED also runs red (tracing the target's socket syscalls) for the
 	// whole run: its per-window counts and duration histograms go to
 	// /metrics (Metrics must be set).
@@ -79,6 +82,7 @@ type Agent struct {
 	start time.Time
 
 	cpu                          *cpuRec
+	off                          *offRec
 	windows, samples, lost, torn atomic.Uint64
 	redReports                   atomic.Uint64
 	logMu                        sync.Mutex
@@ -113,6 +117,9 @@ func Start(s *session.Session, opt Options) (*Agent, error) {
 	}
 	if opt.RED && opt.Metrics == "" {
 		return nil, fmt.Errorf("red's metrics go to /metrics: give --metrics ADDR with --red")
+	}
+	if opt.OffWindow <= 0 {
+		opt.OffWindow = opt.Window * time.Duration(max(1, (time.Minute+opt.Window-1)/opt.Window))
 	}
 	if opt.Flush <= 0 {
 		opt.Flush = 5 * time.Second
@@ -219,6 +226,9 @@ func (a *Agent) Wait(ctx context.Context) (*Stats, error) {
 			a.runRED(redCtx)
 		}()
 	}
+	if a.opt.OffCPU {
+		a.off = startOff(runCtx, a.s, a.opt.OffWindow)
+	}
 	a.cpu = startCPU(runCtx, a.s, record.Options{Mode: "cpu", Freq: a.opt.Freq, Engine: a.opt.Engine,
 		OnFallback: func(l string) { a.logf("record: %s", l) }}, a.opt.Window)
 	var err error
@@ -323,17 +333,6 @@ func (a *Agent) window(ctx context.Context, seq uint64) (*export.Window, error) 
 			}
 		}()
 	}
-	if a.opt.OffCPU {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var r *offcpu.Result
-			r, offErr = offcpu.Run(ctx, a.s, offcpu.Options{Duration: dur})
-			if r != nil {
-				off = r.Profile
-			}
-		}()
-	}
 	wg.Wait()
 	if ctx.Err() != nil || !a.s.Alive() {
 		// The last window: the recording's end folds what its ring
@@ -344,6 +343,12 @@ func (a *Agent) window(ctx context.Context, seq uint64) (*export.Window, error) 
 		}
 	}
 	cpu, recErr = a.cpu.cut()
+	if a.off != nil {
+		last := ctx.Err() != nil || !a.s.Alive()
+		var offStart time.Time
+		off, offStart, offErr = a.off.take(last)
+		w.OffStart = offStart
+	}
 	w.End = time.Now()
 	w.CPU, w.Stat, w.OffCPU = cpu, st, off
 	if statErr != nil {

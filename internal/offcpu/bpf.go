@@ -159,7 +159,7 @@ func RunBPF(ctx context.Context, s *session.Session, opt Options) (*Result, erro
 			break
 		}
 		e.drainPy()
-		if time.Since(lastScan) > 50*time.Millisecond {
+		if time.Since(lastScan) > max(50*time.Millisecond, drain) {
 			lastScan = time.Now()
 			if tids, err := s.FS.Tasks(s.Pid); err == nil {
 				for _, tid := range tids {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pprofile"
@@ -221,8 +222,12 @@ func (x *dict) profile(pr pprofile.Profile, p *flame.Profile, w *Window) {
 	pr.PeriodType().SetTypeStrindex(x.str(ptyp))
 	pr.PeriodType().SetUnitStrindex(x.str(punit))
 	pr.SetPeriod(period)
-	pr.SetTime(pcommon.NewTimestampFromTime(w.Start))
-	pr.SetDurationNano(uint64(max(0, w.End.Sub(w.Start).Nanoseconds())))
+	start, dur := w.Start, w.End.Sub(w.Start)
+	if p == w.OffCPU && !w.OffStart.IsZero() {
+		start, dur = w.OffStart, time.Duration(m.DurationS*float64(time.Second))
+	}
+	pr.SetTime(pcommon.NewTimestampFromTime(start))
+	pr.SetDurationNano(uint64(max(0, dur.Nanoseconds())))
 	var id [16]byte
 	_, _ = rand.Read(id[:])
 	pr.SetProfileID(pprofile.ProfileID(id))

@@ -14,7 +14,11 @@ type Window struct {
 	Seq        uint64
 	Start, End time.Time
 	CPU        *flame.Profile // CPU samples (nil when the recording failed)
-	OffCPU     *flame.Profile // off-CPU microseconds (nil unless asked for)
+	OffCPU     *flame.Profile // off-CPU microseconds (nil unless asked for, or not due in this window)
+	// OffStart: the off-CPU profile spans OffStart and its
+	// Meta.DurationS, several windows (its engine's start is paid once per
+	// span, not per window); it ended in this window.
+	OffStart time.Time
 	Stat       *report.Stat   // stat's counters and verdicts (nil when stat failed)
 	Resource   *Resource
 }
