@@ -19,8 +19,8 @@ type Window struct {
 	// Meta.DurationS, several windows (its engine's start is paid once per
 	// span, not per window); it ended in this window.
 	OffStart time.Time
-	Stat       *report.Stat   // stat's counters and verdicts (nil when stat failed)
-	Resource   *Resource
+	Stat     *report.Stat // stat's counters and verdicts (nil when stat failed)
+	Resource *Resource
 }
 
 // Resource says whose windows these are: OTLP's resource attributes,
