@@ -188,7 +188,10 @@ func (p *Profile) Frame(i int) Frame { return p.frames[i] }
 
 // AddIDs folds a stack given as interned frame indices (root first). A stack
 // seen before costs a hash and a compare: no allocation on the sampling path.
-func (p *Profile) AddIDs(ids []int, weight int64) {
+func (p *Profile) AddIDs(ids []int, weight int64) { p.AddIDsN(ids, weight, 1) }
+
+// AddIDsN is AddIDs for count samples at once (counted in the kernel).
+func (p *Profile) AddIDsN(ids []int, weight, count int64) {
 	h := uint64(14695981039346656037) // FNV-1a over the ids
 	for _, id := range ids {
 		h ^= uint64(id)
@@ -197,11 +200,11 @@ func (p *Profile) AddIDs(ids []int, weight int64) {
 	for _, s := range p.stacks[h] {
 		if slices.Equal(s.Frames, ids) {
 			s.Weight += weight
-			s.Count++
+			s.Count += count
 			return
 		}
 	}
-	s := &Stack{Frames: append([]int(nil), ids...), Weight: weight, Count: 1}
+	s := &Stack{Frames: append([]int(nil), ids...), Weight: weight, Count: count}
 	p.stacks[h] = append(p.stacks[h], s)
 	p.nstack++
 }

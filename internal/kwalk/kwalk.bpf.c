@@ -39,6 +39,7 @@ enum {
 	C_BYTLS,       // thread state found through the thread's TLS/TSD
 	C_TLSBAD,      // a TLS/TSD candidate that failed its check
 	C_MAPSTALE,    // a map entry whose thread state belongs to another thread
+	C_AGGFULL,     // aggregating: the count map was full, the sample not counted
 	C_NCOUNTERS,
 };
 
@@ -51,9 +52,73 @@ struct {
 
 PERCPU_COUNTERS(counters, C_NCOUNTERS);
 
+// Aggregation (aggregate != 0): instead of every sample, the ring carries
+// each distinct stack once (`sent` remembers which; an evicted one is sent
+// again), and each sample adds one to its (stack, thread, verdict) count
+// in one of two maps — the one `sel` names; user space flips `sel`, lets
+// the programs on the old map finish, then reads and empties it: no count
+// is added to an entry being deleted.
+const volatile u32 aggregate = 0;
+
+struct count_key {
+	u64 id; // the stack's hash (0: no frames walked)
+	u32 tgid;
+	u32 tid;
+	u32 flags; // the walk's verdict (S_COMPLETE … S_EMPTY)
+	u32 pad;
+};
+
+#define COUNT_MAP(name)                                  \
+	struct {                                         \
+		__uint(type, BPF_MAP_TYPE_HASH);         \
+		__uint(max_entries, 1 << 16);            \
+		__type(key, struct count_key);           \
+		__type(value, u64);                      \
+	} name SEC(".maps")
+
+COUNT_MAP(counts0);
+COUNT_MAP(counts1);
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, u32);
+} sel SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1 << 16);
+	__type(key, u64);
+	__type(value, u8);
+} sent SEC(".maps");
+
 static __always_inline void count(u32 slot)
 {
 	counter_add(&counters, slot, 1);
+}
+
+static __always_inline u64 counter_get(u32 slot)
+{
+	u64 *c = bpf_map_lookup_elem(&counters, &slot);
+	return c ? *c : 0;
+}
+
+static __always_inline void add_count(void *m, struct count_key *k)
+{
+	u64 *c = bpf_map_lookup_elem(m, k);
+	if (c) {
+		__sync_fetch_and_add(c, 1);
+		return;
+	}
+	u64 one = 1;
+	if (!bpf_map_update_elem(m, k, &one, BPF_NOEXIST))
+		return;
+	c = bpf_map_lookup_elem(m, k); // another CPU put it first
+	if (c)
+		__sync_fetch_and_add(c, 1);
+	else
+		count(C_AGGFULL);
 }
 
 static __always_inline void emit(struct sample *s)
@@ -110,7 +175,28 @@ int kwalk_sample(void *ctx)
 		count(C_FAULTED);
 	if (flags & S_INVALID)
 		count(C_INVALID);
-	emit(s);
+	if (!aggregate) {
+		emit(s);
+		return 0;
+	}
+	struct count_key k = {.tgid = s->h.tgid, .tid = tid,
+			      .flags = flags & (S_COMPLETE | S_TRUNCATED | S_FAULT | S_INVALID | S_NOPY | S_EMPTY)};
+	if (s->h.depth > 0) {
+		k.id = s->h.id;
+		if (!bpf_map_lookup_elem(&sent, &k.id)) {
+			u64 lost = counter_get(C_LOST);
+			emit(s);
+			if (counter_get(C_LOST) == lost) {
+				u8 one = 1;
+				bpf_map_update_elem(&sent, &k.id, &one, BPF_ANY);
+			}
+		}
+	}
+	u32 *which = bpf_map_lookup_elem(&sel, &zero);
+	if (which && *which)
+		add_count(&counts1, &k);
+	else
+		add_count(&counts0, &k);
 	return 0;
 }
 

@@ -60,6 +60,11 @@ type Options struct {
 	// whose interpreter has other addresses is walked to no stack (its
 	// code objects fail the type check).
 	Set *procset.Options
+	// Aggregate: the kernel counts samples by (stack, thread, verdict)
+	// and sends each distinct stack once; Read returns those stacks (each
+	// once, as it is first seen) and DrainCounts the counts. User space
+	// then pays per distinct stack, not per sample.
+	Aggregate bool
 }
 
 // Sample flags (S_ in kwalk.bpf.c).
@@ -119,6 +124,7 @@ const (
 	CByTLS
 	CTLSBad
 	CMapStale
+	CAggFull // aggregating: a sample not counted, the count map full
 	NCounters
 )
 
@@ -277,7 +283,7 @@ func Open(pid int, l *pyframes.KernelLayout, opt Options) (*Walker, error) {
 	if opt.Set != nil {
 		cfg.Tgid = 0 // the program filters by the set's members
 	}
-	o, err := load(cfg, uint32(opt.RingBytes), opt.Set)
+	o, err := load(cfg, uint32(opt.RingBytes), opt.Set, opt.Aggregate)
 	if err != nil {
 		return nil, fmt.Errorf("pid %d: %w", pid, err)
 	}
@@ -384,6 +390,57 @@ func (w *Walker) Read() (Sample, error) {
 		}
 		if !w.deadline.IsZero() && !time.Now().Before(w.deadline) {
 			return Sample{}, os.ErrDeadlineExceeded
+		}
+	}
+}
+
+// Count is one (stack, thread, verdict) of the aggregated samples.
+type Count struct {
+	ID    uint64 // the stack's hash (0: no frames were walked)
+	Tgid  int
+	Tid   int
+	Flags uint32 // the walk's verdict (FlagComplete … FlagEmpty)
+	N     uint64 // samples
+}
+
+// drainSettle is how long DrainCounts waits after the flip: a program that
+// picked the old map before the flip is done by then (it runs in
+// microseconds, in interrupt context, without sleeping).
+const drainSettle = time.Millisecond
+
+// DrainCounts (Aggregate) moves the kernel's counts to fn and empties
+// them: it points the program at the other count map, waits for the runs
+// still on the old one, then reads and deletes the old one's entries.
+// Read the ring first: a count's stack was sent before it was counted.
+func (w *Walker) DrainCounts(fn func(Count)) error {
+	if !w.Opts.Aggregate {
+		return fmt.Errorf("pid %d: the walker does not aggregate", w.Pid)
+	}
+	var cur uint32
+	if err := w.objs.Sel.Lookup(uint32(0), &cur); err != nil {
+		return fmt.Errorf("pid %d: can't read the walker's count selector: %w", w.Pid, err)
+	}
+	if err := w.objs.Sel.Put(uint32(0), cur^1); err != nil {
+		return fmt.Errorf("pid %d: can't flip the walker's count selector: %w", w.Pid, err)
+	}
+	time.Sleep(drainSettle)
+	m := w.objs.Counts0
+	if cur == 1 {
+		m = w.objs.Counts1
+	}
+	keys, vals := make([]kwalkCountKey, 512), make([]uint64, 512)
+	var cursor ebpf.MapBatchCursor
+	for {
+		n, err := m.BatchLookupAndDelete(&cursor, keys, vals, nil)
+		for i := range n {
+			k := keys[i]
+			fn(Count{ID: k.Id, Tgid: int(k.Tgid), Tid: int(k.Tid), Flags: k.Flags, N: vals[i]})
+		}
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("pid %d: can't read the walker's counts: %w", w.Pid, err)
 		}
 	}
 }

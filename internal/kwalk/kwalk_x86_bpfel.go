@@ -48,6 +48,15 @@ type kwalkConfig struct {
 	CodeFlags       uint32
 }
 
+type kwalkCountKey struct {
+	_     structs.HostLayout
+	Id    uint64
+	Tgid  uint32
+	Tid   uint32
+	Flags uint32
+	Pad   uint32
+}
+
 type kwalkFrame struct {
 	_     structs.HostLayout
 	Code  uint64
@@ -104,18 +113,23 @@ type kwalkWindow struct {
 const (
 	kwalkMapCodesOk         = "codes_ok"
 	kwalkMapCounters        = "counters"
+	kwalkMapCounts0         = "counts0"
+	kwalkMapCounts1         = "counts1"
 	kwalkMapProcs           = "procs"
 	kwalkMapProcsetCounters = "procset_counters"
 	kwalkMapProcsetEvents   = "procset_events"
 	kwalkMapPyaddrs         = "pyaddrs"
 	kwalkMapSamples         = "samples"
 	kwalkMapScratch         = "scratch"
+	kwalkMapSel             = "sel"
+	kwalkMapSent            = "sent"
 	kwalkMapTstates         = "tstates"
 	kwalkMapWin             = "win"
 	kwalkProgKwalkSample    = "kwalk_sample"
 	kwalkProgProcsetExec    = "procset_exec"
 	kwalkProgProcsetExit    = "procset_exit"
 	kwalkProgProcsetFork    = "procset_fork"
+	kwalkVarAggregate       = "aggregate"
 	kwalkVarCfg             = "cfg"
 	kwalkVarProcsetCgroup   = "procset_cgroup"
 	kwalkVarProcsetFollow   = "procset_follow"
@@ -175,12 +189,16 @@ type kwalkProgramSpecs struct {
 type kwalkMapSpecs struct {
 	CodesOk         *ebpf.MapSpec `ebpf:"codes_ok"`
 	Counters        *ebpf.MapSpec `ebpf:"counters"`
+	Counts0         *ebpf.MapSpec `ebpf:"counts0"`
+	Counts1         *ebpf.MapSpec `ebpf:"counts1"`
 	Procs           *ebpf.MapSpec `ebpf:"procs"`
 	ProcsetCounters *ebpf.MapSpec `ebpf:"procset_counters"`
 	ProcsetEvents   *ebpf.MapSpec `ebpf:"procset_events"`
 	Pyaddrs         *ebpf.MapSpec `ebpf:"pyaddrs"`
 	Samples         *ebpf.MapSpec `ebpf:"samples"`
 	Scratch         *ebpf.MapSpec `ebpf:"scratch"`
+	Sel             *ebpf.MapSpec `ebpf:"sel"`
+	Sent            *ebpf.MapSpec `ebpf:"sent"`
 	Tstates         *ebpf.MapSpec `ebpf:"tstates"`
 	Win             *ebpf.MapSpec `ebpf:"win"`
 }
@@ -189,6 +207,7 @@ type kwalkMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type kwalkVariableSpecs struct {
+	Aggregate     *ebpf.VariableSpec `ebpf:"aggregate"`
 	Cfg           *ebpf.VariableSpec `ebpf:"cfg"`
 	ProcsetCgroup *ebpf.VariableSpec `ebpf:"procset_cgroup"`
 	ProcsetFollow *ebpf.VariableSpec `ebpf:"procset_follow"`
@@ -216,12 +235,16 @@ func (o *kwalkObjects) Close() error {
 type kwalkMaps struct {
 	CodesOk         *ebpf.Map `ebpf:"codes_ok"`
 	Counters        *ebpf.Map `ebpf:"counters"`
+	Counts0         *ebpf.Map `ebpf:"counts0"`
+	Counts1         *ebpf.Map `ebpf:"counts1"`
 	Procs           *ebpf.Map `ebpf:"procs"`
 	ProcsetCounters *ebpf.Map `ebpf:"procset_counters"`
 	ProcsetEvents   *ebpf.Map `ebpf:"procset_events"`
 	Pyaddrs         *ebpf.Map `ebpf:"pyaddrs"`
 	Samples         *ebpf.Map `ebpf:"samples"`
 	Scratch         *ebpf.Map `ebpf:"scratch"`
+	Sel             *ebpf.Map `ebpf:"sel"`
+	Sent            *ebpf.Map `ebpf:"sent"`
 	Tstates         *ebpf.Map `ebpf:"tstates"`
 	Win             *ebpf.Map `ebpf:"win"`
 }
@@ -230,12 +253,16 @@ func (m *kwalkMaps) Close() error {
 	return _KwalkClose(
 		m.CodesOk,
 		m.Counters,
+		m.Counts0,
+		m.Counts1,
 		m.Procs,
 		m.ProcsetCounters,
 		m.ProcsetEvents,
 		m.Pyaddrs,
 		m.Samples,
 		m.Scratch,
+		m.Sel,
+		m.Sent,
 		m.Tstates,
 		m.Win,
 	)
@@ -245,6 +272,7 @@ func (m *kwalkMaps) Close() error {
 //
 // It can be passed to loadKwalkObjects or ebpf.CollectionSpec.LoadAndAssign.
 type kwalkVariables struct {
+	Aggregate     *ebpf.Variable `ebpf:"aggregate"`
 	Cfg           *ebpf.Variable `ebpf:"cfg"`
 	ProcsetCgroup *ebpf.Variable `ebpf:"procset_cgroup"`
 	ProcsetFollow *ebpf.Variable `ebpf:"procset_follow"`

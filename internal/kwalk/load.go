@@ -28,6 +28,10 @@ type objects struct {
 	CodesOK  *ebpf.Map     `ebpf:"codes_ok"`
 	Win      *ebpf.Map     `ebpf:"win"`
 	PyAddrs  *ebpf.Map     `ebpf:"pyaddrs"`
+	Counts0  *ebpf.Map     `ebpf:"counts0"`
+	Counts1  *ebpf.Map     `ebpf:"counts1"`
+	Sel      *ebpf.Map     `ebpf:"sel"`
+	Sent     *ebpf.Map     `ebpf:"sent"`
 
 	// procset.h's, used with Options.Set.
 	Procs           *ebpf.Map     `ebpf:"procs"`
@@ -40,6 +44,7 @@ type objects struct {
 
 func (o *objects) Close() {
 	for _, c := range []interface{ Close() error }{o.Prog, o.Tstates, o.Counters, o.Samples, o.Scratch, o.CodesOK, o.Win, o.PyAddrs,
+		o.Counts0, o.Counts1, o.Sel, o.Sent,
 		o.Procs, o.ProcsetEvents, o.ProcsetCounters, o.ProcsetFork, o.ProcsetExec, o.ProcsetExit} {
 		if c != nil {
 			c.Close()
@@ -50,7 +55,7 @@ func (o *objects) Close() {
 // load fixes cfg in the object's read-only data (the verifier sees the
 // layout as constants) and loads program and maps; set configures
 // procset.h (nil: one process, cfg.tgid).
-func load(cfg kwalkConfig, ringBytes uint32, set *procset.Options) (*objects, error) {
+func load(cfg kwalkConfig, ringBytes uint32, set *procset.Options, aggregate bool) (*objects, error) {
 	if err := bpfload.CheckPidNS(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
@@ -59,7 +64,11 @@ func load(cfg kwalkConfig, ringBytes uint32, set *procset.Options) (*objects, er
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	if err := bpfload.SetVars(bpfload.Var{Spec: specs.Cfg, Value: cfg}); err != nil {
+	agg := uint32(0)
+	if aggregate {
+		agg = 1
+	}
+	if err := bpfload.SetVars(bpfload.Var{Spec: specs.Cfg, Value: cfg}, bpfload.Var{Spec: specs.Aggregate, Value: agg}); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	if set != nil {

@@ -26,6 +26,13 @@ type kernelRec struct {
 	set   *setRec           // observing a set of processes, nil for one
 
 	exact, trunc, fault, invalid, nopy, empty uint64
+
+	// Aggregated in the kernel (kwalk.Options.Aggregate): each distinct
+	// stack as the ring brought it, counts whose stack had not come yet
+	// (read at the next drain), and samples whose stack never came.
+	defs    map[uint64]kwalk.Sample
+	orphans []kwalk.Count
+	unsent  uint64
 }
 
 // openKernel loads the walker for the session's target and starts it on
@@ -41,7 +48,10 @@ func (r *Recorder) openKernel() (*kernelRec, error) {
 	}
 	k := &kernelRec{ids: map[[2]uint64]int{}}
 	k.stats, k.note = bpfload.EnableRunStats()
-	wo := kwalk.Options{Freq: r.opt.Freq, TLS: tls, Latency: 200 * time.Millisecond}
+	// Counted in the kernel: user space pays per distinct stack and per
+	// drain, not per sample.
+	wo := kwalk.Options{Freq: r.opt.Freq, TLS: tls, Latency: 200 * time.Millisecond, Aggregate: true}
+	k.defs = map[uint64]kwalk.Sample{}
 	if r.s.Set.Many() {
 		so := r.s.Options()
 		wo.Set = &so
@@ -89,8 +99,26 @@ func (r *Recorder) runKernel(ctx context.Context, deadline <-chan time.Time, k *
 			if err != nil {
 				return err
 			}
-			r.kernelSample(k, &s)
+			if k.defs != nil {
+				if s.ID != 0 {
+					k.defs[s.ID] = s
+				}
+				continue
+			}
+			r.kernelSample(k, &s, 1)
 		}
+	}
+	drain := func(final bool) error {
+		if k.defs == nil {
+			return nil
+		}
+		pend := k.orphans
+		k.orphans = nil
+		err := k.w.DrainCounts(func(c kwalk.Count) { pend = append(pend, c) })
+		for _, c := range pend {
+			r.foldCount(k, c, final)
+		}
+		return err
 	}
 	var err error
 	for !r.stopped(ctx, deadline) {
@@ -104,6 +132,9 @@ func (r *Recorder) runKernel(ctx context.Context, deadline <-chan time.Time, k *
 			}
 		}
 		if err = read(until); err != nil {
+			break
+		}
+		if err = drain(false); err != nil {
 			break
 		}
 		if time.Since(lastCheck) > 200*time.Millisecond {
@@ -127,6 +158,9 @@ func (r *Recorder) runKernel(ctx context.Context, deadline <-chan time.Time, k *
 	if e := read(time.Now()); err == nil {
 		err = e
 	}
+	if e := drain(true); err == nil {
+		err = e
+	}
 	r.kernelAccount(k)
 	if k.set != nil {
 		r.achieved() // the members' last CPU readings, before the set closes
@@ -136,50 +170,51 @@ func (r *Recorder) runKernel(ctx context.Context, deadline <-chan time.Time, k *
 	return err
 }
 
-// kernelSample folds one sample: the stack walked at the sample when the
+// kernelSample folds n samples of one stack (n > 1: counted in the kernel): the stack walked at the sample when the
 // walk was complete; the frames read under [truncated stack] when callers
 // are missing; a marker when nothing usable was read.
-func (r *Recorder) kernelSample(k *kernelRec, s *kwalk.Sample) {
+func (r *Recorder) kernelSample(k *kernelRec, s *kwalk.Sample, n uint64) {
+	w := int64(n)
 	sym, ids := k.sym, k.ids
 	if k.set != nil {
 		// Rooted at its process; read through that process's own reader.
 		p := k.set.proc(r, s.Tgid)
-		p.samples++
+		p.samples += n
 		r.procRoot, r.hasRoot = k.set.rootFrame(r, p), true
 		defer func() { r.hasRoot = false }()
 		if p.refused != "" {
-			r.marker(s.Tid, "[refused: "+p.refused+"]", 1)
+			r.marker(s.Tid, "[refused: "+p.refused+"]", w)
 			return
 		}
 		if p.sym == nil {
-			k.set.unread++
-			r.failed++
-			r.marker(s.Tid, "[unreadable: process exited]", 1)
+			k.set.unread += n
+			r.failed += n
+			r.marker(s.Tid, "[unreadable: process exited]", w)
 			return
 		}
 		sym, ids = p.sym, p.ids
 	}
 	switch {
 	case s.Flags&kwalk.FlagNoPython != 0:
-		k.nopy++
-		r.marker(s.Tid, "[no Python thread state]", 1)
+		k.nopy += n
+		r.marker(s.Tid, "[no Python thread state]", w)
 		return
 	case s.Flags&kwalk.FlagEmpty != 0:
-		k.empty++
-		r.marker(s.Tid, "[no Python frames]", 1)
+		k.empty += n
+		r.marker(s.Tid, "[no Python frames]", w)
 		return
 	case s.Flags&kwalk.FlagFault != 0:
-		k.fault++
-		r.marker(s.Tid, "[faulted: page not present]", 1)
+		k.fault += n
+		r.marker(s.Tid, "[faulted: page not present]", w)
 		return
 	case s.Flags&kwalk.FlagInvalid != 0:
-		k.invalid++
-		r.marker(s.Tid, "[invalid frame chain]", 1)
+		k.invalid += n
+		r.marker(s.Tid, "[invalid frame chain]", w)
 		return
 	}
 	if len(s.Frames) == 0 {
-		k.empty++ // e.g. 3.15's base frame alone: a thread starting or ending
-		r.marker(s.Tid, "[no Python frames]", 1)
+		k.empty += n // e.g. 3.15's base frame alone: a thread starting or ending
+		r.marker(s.Tid, "[no Python frames]", w)
 		return
 	}
 	fids := r.rootIDs()
@@ -191,23 +226,23 @@ func (r *Recorder) kernelSample(k *kernelRec, s *kwalk.Sample) {
 		fids = append(fids, r.threadFrame(ref))
 	}
 	if s.Complete() {
-		k.exact++
+		k.exact += n
 	} else {
-		k.trunc++
+		k.trunc += n
 		fids = append(fids, r.prof.Intern(flame.Frame{Kind: flame.State, Function: "[truncated stack]"}))
 	}
 	for i := len(s.Frames) - 1; i >= 0; i-- {
 		f := s.Frames[i]
 		cs, err := sym.Code(f.Code, s.CodeGen)
 		if err != nil {
-			r.failed++
+			r.failed += n
 			r.ids = fids
 			what := "[unreadable]"
 			if k.set != nil && k.set.gone(s.Tgid) {
-				k.set.unread++
+				k.set.unread += n
 				what = "[unreadable: process exited]"
 			}
-			r.marker(s.Tid, what, 1)
+			r.marker(s.Tid, what, w)
 			return
 		}
 		key := [2]uint64{cs.ID, uint64(uint32(f.Lasti))}
@@ -218,9 +253,29 @@ func (r *Recorder) kernelSample(k *kernelRec, s *kwalk.Sample) {
 		}
 		fids = append(fids, id)
 	}
-	r.samples++
-	r.prof.AddIDs(fids, 1)
+	r.samples += n
+	r.prof.AddIDsN(fids, w, w)
 	r.ids = fids
+}
+
+// foldCount folds one of the kernel's counts under its stack; a count
+// whose stack has not come through the ring yet waits for the next drain
+// (final: it never came, its samples are lost and counted).
+func (r *Recorder) foldCount(k *kernelRec, c kwalk.Count, final bool) {
+	s := kwalk.Sample{Tid: c.Tid, Tgid: c.Tgid, Flags: c.Flags}
+	if c.ID != 0 {
+		def, ok := k.defs[c.ID]
+		if !ok {
+			if final {
+				k.unsent += c.N
+			} else {
+				k.orphans = append(k.orphans, c)
+			}
+			return
+		}
+		s.ID, s.Frames, s.CodeGen = c.ID, def.Frames, def.CodeGen
+	}
+	r.kernelSample(k, &s, c.N)
 }
 
 // kernelAccount copies the walker's counts into the profile's account.
@@ -232,6 +287,12 @@ func (r *Recorder) kernelAccount(k *kernelRec) {
 	cnt, err := k.w.Counters()
 	if err == nil {
 		r.lost = cnt[kwalk.CLost]
+		if k.defs != nil {
+			// Aggregated: the ring's losses are stacks, not samples; the
+			// samples lost are those whose stack never came and those the
+			// full count map could not hold.
+			r.lost = k.unsent + cnt[kwalk.CAggFull]
+		}
 	}
 	if rt, runs, err := k.w.RunStats(); err == nil && runs > 0 && cnt[kwalk.CSamples] > 0 {
 		m.BPFNSPerSample = float64(rt.Nanoseconds()) / float64(cnt[kwalk.CSamples])

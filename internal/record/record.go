@@ -489,7 +489,7 @@ func (r *Recorder) marker(tid int, what string, weight int64) {
 		ids = append(ids, r.threadFrame(ref))
 	}
 	ids = append(ids, r.prof.Intern(flame.Frame{Kind: flame.State, Function: what}))
-	r.prof.AddIDs(ids, weight)
+	r.prof.AddIDsN(ids, weight, weight) // a sample weighs one: weight samples
 	r.ids = ids
 }
 
