@@ -132,6 +132,11 @@ func runOffcpu(cmd *cobra.Command, g *globals, f *offcpuFlags, args []string) er
 	if err := opt.Validate(); err != nil {
 		return usageError{err}
 	}
+	// A set asked for (not just -- CMD's children, followed by default).
+	opt.SetAsked = len(g.pids) > 0 || g.cgroup != "" || g.all || (g.children && cmd.Flags().Changed("children"))
+	if f.green && opt.SetAsked {
+		return usagef("offcpu: --greenlets observes one process: give no several -p, --children, --cgroup or --all with it")
+	}
 	ctx := cmd.Context()
 	s, err := openTarget(cmd, g, args, session.PythonRequired)
 	if err != nil {
@@ -148,6 +153,9 @@ func runOffcpu(cmd *cobra.Command, g *globals, f *offcpuFlags, args []string) er
 		return werr
 	}
 	fmt.Fprintln(stderr, offcpu.Footer(res, output.Where(g.output)))
+	if l := offcpu.SetFooter(res); l != "" {
+		fmt.Fprintln(stderr, l)
+	}
 	if l := offcpu.GreenletFooter(res); l != "" {
 		fmt.Fprintln(stderr, l)
 	}
