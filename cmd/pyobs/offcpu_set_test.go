@@ -1,0 +1,210 @@
+//go:build amd64
+
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pyobs/pyobs/internal/testutil"
+)
+
+// The tests of offcpu on a set of processes: a multiprocessing Pool(3)
+// (testdata/targets/pool_wait.py, start method fork, the default before
+// 3.14) whose workers block in wait_here (10 ms sleeps) and lock_wait (a
+// multiprocessing Lock the parent holds for a known span), observed by
+// -- CMD (children followed by default) and by -p PARENT --children
+// attached after the pool started, with a CPU hog beside. Truth: each
+// worker's own timing of its sleeps and of its acquire.
+
+// waitTruth is pool_wait.py's own account: pid -> seconds slept, seconds
+// blocked on the lock.
+type waitTruth struct {
+	parent  int
+	workers map[int][2]float64
+}
+
+func readWaitTruth(t *testing.T, path string) waitTruth {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("the target wrote no truth: %v", err)
+	}
+	tr := waitTruth{workers: map[int][2]float64{}}
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		f := strings.Fields(l)
+		switch {
+		case len(f) == 2 && f[0] == "PARENT":
+			tr.parent, _ = strconv.Atoi(f[1])
+		case len(f) == 4 && f[0] == "WORKER":
+			pid, _ := strconv.Atoi(f[1])
+			s, _ := strconv.ParseFloat(f[2], 64)
+			l, _ := strconv.ParseFloat(f[3], 64)
+			tr.workers[pid] = [2]float64{s, l}
+		}
+	}
+	if tr.parent == 0 || len(tr.workers) != 3 {
+		t.Fatalf("bad truth file: %q", b)
+	}
+	return tr
+}
+
+// blockedUnder sums a folded offcpu profile (µs) by its "[pid N]" roots:
+// per process, the weight of the stacks that hold fn.
+func blockedUnder(t *testing.T, folded, fn string) map[int]float64 {
+	t.Helper()
+	out := map[int]float64{}
+	for _, l := range strings.Split(strings.TrimSpace(folded), "\n") {
+		i := strings.LastIndexByte(l, ' ')
+		if i < 0 {
+			continue
+		}
+		w, err := strconv.ParseInt(l[i+1:], 10, 64)
+		if err != nil {
+			t.Fatalf("bad folded line %q", l)
+		}
+		if !strings.HasPrefix(l, "[pid ") {
+			t.Fatalf("a stack not rooted at its process: %q", l)
+		}
+		pid, err := strconv.Atoi(l[len("[pid "):strings.IndexByte(l, ']')])
+		if err != nil {
+			continue // [pid ?]: a thread gone before its process was known
+		}
+		if strings.Contains(l[:i], ";"+fn+" (") {
+			out[pid] += float64(w) / 1e6
+		}
+	}
+	return out
+}
+
+// checkWaits: per worker, the blocked time under wait_here and under
+// lock_wait within ±15 % of what it timed, rooted at its own [pid N].
+func checkWaits(t *testing.T, name string, tr waitTruth, folded string) {
+	t.Helper()
+	sleep, lock := blockedUnder(t, folded, "wait_here"), blockedUnder(t, folded, "lock_wait")
+	for pid, w := range tr.workers {
+		for i, got := range []float64{sleep[pid], lock[pid]} {
+			fn := []string{"wait_here", "lock_wait"}[i]
+			t.Logf("%s: worker %d: %.3fs under %s, it timed %.3fs", name, pid, got, fn, w[i])
+			if d := got/w[i] - 1; d < -0.15 || d > 0.15 {
+				t.Errorf("%s: worker %d: %.3fs under %s, want %.3fs ± 15 %% (%+.1f %%)", name, pid, got, fn, w[i], 100*d)
+			}
+		}
+	}
+	if sleep[tr.parent] != 0 || lock[tr.parent] != 0 {
+		t.Errorf("%s: the parent %d has the workers' waits", name, tr.parent)
+	}
+}
+
+func poolWaitArgv(py testutil.Interp, args ...string) []string {
+	return append(append(append([]string{}, py.Argv...), filepath.Join(testutil.Repo(), "testdata", "targets", "pool_wait.py")), args...)
+}
+
+// runUntil waits for cmd (pyobs) and fails the test on an error or after
+// 90 s.
+func runUntil(t *testing.T, cmd *exec.Cmd, se *strings.Builder) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("pyobs: %v\n%s", err, se.String())
+		}
+	case <-time.After(90 * time.Second):
+		t.Fatalf("pyobs did not end\n%s", se.String())
+	}
+}
+
+// TestOffcpuSetPoolSpawn: offcpu -- python3 pool_wait.py follows the
+// pool's workers (start method fork).
+func TestOffcpuSetPoolSpawn(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.CPUHog(t, 2)
+	py := testutil.Find(t, "pyenv-3.12")
+	dir := t.TempDir()
+	truth, out := filepath.Join(dir, "truth"), filepath.Join(dir, "o.folded")
+	cmd := exec.Command(testutil.Binary(t), append([]string{"offcpu", "--engine", "bpf", "--format", "folded", "-o", out, "--"},
+		poolWaitArgv(py, truth, "fork", "1.0", "1.5", "stdin")...)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	in, _ := cmd.StdinPipe()
+	so, _ := cmd.StdoutPipe() // -o FILE: the program keeps pyobs's stdout
+	var se strings.Builder
+	cmd.Stderr = &se
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	readLines(so).expect(t, "POOL")
+	testutil.WaitBPFLink(t, cmd.Process.Pid, 30*time.Second)
+	time.Sleep(200 * time.Millisecond) // the seeds and the existing children go in right after the links
+	fmt.Fprintln(in, "go")
+	runUntil(t, cmd, &se)
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := readWaitTruth(t, truth)
+	checkWaits(t, "-- CMD", tr, string(b))
+	if !strings.Contains(se.String(), "pyobs offcpu: processes: 4 seen") || !strings.Contains(se.String(), " 0 refused") {
+		t.Errorf("no account of the set in the footer:\n%s", se.String())
+	}
+}
+
+// TestOffcpuSetAttachChildren: -p PARENT --children after the pool
+// started: the existing workers join at the start.
+func TestOffcpuSetAttachChildren(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.CPUHog(t, 2)
+	py := testutil.Find(t, "pyenv-3.11")
+	dir := t.TempDir()
+	truth := filepath.Join(dir, "truth")
+	argv := poolWaitArgv(py, truth, "fork", "1.0", "1.5", "stdin")
+	tg := exec.Command(argv[0], argv[1:]...)
+	tg.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	tg.Stderr = os.Stderr
+	in, _ := tg.StdinPipe()
+	so, _ := tg.StdoutPipe()
+	if err := tg.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tg.Process.Kill(); _ = tg.Wait() })
+	readLines(so).expect(t, "POOL")
+
+	folded := filepath.Join(dir, "o.folded")
+	cmd := exec.Command(testutil.Binary(t), "offcpu", "--engine", "bpf", "-p", strconv.Itoa(tg.Process.Pid), "--children", "--format", "folded", "-o", folded)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	var se strings.Builder
+	cmd.Stderr = &se
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	testutil.WaitBPFLink(t, cmd.Process.Pid, 30*time.Second)
+	time.Sleep(200 * time.Millisecond)
+	fmt.Fprintln(in, "go")
+	runUntil(t, cmd, &se)
+	b, err := os.ReadFile(folded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkWaits(t, "-p PARENT --children", readWaitTruth(t, truth), string(b))
+	if !strings.Contains(se.String(), "pyobs offcpu: processes: 4 seen") {
+		t.Errorf("no account of the set in the footer:\n%s", se.String())
+	}
+}
+
+// TestOffcpuSetRefusals: --greenlets refuses a set in one line.
+func TestOffcpuSetRefusals(t *testing.T) {
+	r := testutil.Run(t, 30*time.Second, "offcpu", "--greenlets", "-p", "1,2")
+	if r.Code == 0 || !strings.Contains(r.Stderr, "--greenlets observes one process") || strings.Count(strings.TrimSpace(r.Stderr), "\n") > 0 {
+		t.Errorf("exit %d, stderr %q: want one line refusing --greenlets on a set", r.Code, r.Stderr)
+	}
+}
