@@ -124,37 +124,48 @@ func runUntil(t *testing.T, cmd *exec.Cmd, se *strings.Builder) {
 }
 
 // TestOffcpuSetPoolSpawn: offcpu -- python3 pool_wait.py follows the
-// pool's workers (start method fork).
+// pool's workers, forked after the attach (they join late): start method
+// fork (3.11), and spawn (3.12: each worker execs a new interpreter,
+// mapped elsewhere, walked with its own addresses).
 func TestOffcpuSetPoolSpawn(t *testing.T) {
 	testutil.RequireRoot(t)
 	testutil.CPUHog(t, 2)
-	py := testutil.Find(t, "pyenv-3.12")
-	dir := t.TempDir()
-	truth, out := filepath.Join(dir, "truth"), filepath.Join(dir, "o.folded")
-	cmd := exec.Command(testutil.Binary(t), append([]string{"offcpu", "--engine", "bpf", "--format", "folded", "-o", out, "--"},
-		poolWaitArgv(py, truth, "fork", "1.0", "1.5", "stdin")...)...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	in, _ := cmd.StdinPipe()
-	so, _ := cmd.StdoutPipe() // -o FILE: the program keeps pyobs's stdout
-	var se strings.Builder
-	cmd.Stderr = &se
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	readLines(so).expect(t, "POOL")
-	testutil.WaitBPFLink(t, cmd.Process.Pid, 30*time.Second)
-	time.Sleep(200 * time.Millisecond) // the seeds and the existing children go in right after the links
-	fmt.Fprintln(in, "go")
-	runUntil(t, cmd, &se)
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := readWaitTruth(t, truth)
-	checkWaits(t, "-- CMD", tr, string(b))
-	if !strings.Contains(se.String(), "pyobs offcpu: processes: 4 seen") || !strings.Contains(se.String(), " 0 refused") {
-		t.Errorf("no account of the set in the footer:\n%s", se.String())
+	for _, c := range []struct{ label, method string }{{"pyenv-3.11", "fork"}, {"pyenv-3.12", "spawn"}} {
+		t.Run(c.label+"/"+c.method, func(t *testing.T) {
+			py := testutil.Find(t, c.label)
+			dir := t.TempDir()
+			truth, out := filepath.Join(dir, "truth"), filepath.Join(dir, "o.folded")
+			cmd := exec.Command(testutil.Binary(t), append([]string{"offcpu", "--engine", "bpf", "--format", "folded", "-o", out, "--"},
+				poolWaitArgv(py, truth, c.method, "1.0", "1.5", "before")...)...)
+			cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+			in, _ := cmd.StdinPipe()
+			so, _ := cmd.StdoutPipe() // -o FILE: the program keeps pyobs's stdout
+			var se strings.Builder
+			cmd.Stderr = &se
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+			readLines(so).expect(t, "READY")
+			testutil.WaitBPFLink(t, cmd.Process.Pid, 30*time.Second)
+			time.Sleep(200 * time.Millisecond) // the seed goes in right after the links
+			fmt.Fprintln(in, "go")
+			runUntil(t, cmd, &se)
+			b, err := os.ReadFile(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr := readWaitTruth(t, truth)
+			checkWaits(t, "-- CMD "+c.method, tr, string(b))
+			if !strings.Contains(se.String(), "pyobs offcpu: processes: ") || !strings.Contains(se.String(), " 0 refused") {
+				t.Errorf("no account of the set in the footer, or a member refused:\n%s", se.String())
+			}
+			for pid := range tr.workers {
+				if !strings.Contains(se.String(), fmt.Sprintf("pid %d (fork by %d", pid, tr.parent)) {
+					t.Errorf("worker %d not accounted as forked by %d:\n%s", pid, tr.parent, se.String())
+				}
+			}
+		})
 	}
 }
 

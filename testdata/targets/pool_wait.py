@@ -1,11 +1,12 @@
 """pool_wait: a multiprocessing Pool(3) whose workers block in known
 functions, for the tests of offcpu on a set of processes.
 
-argv: OUT [START_METHOD (fork)] [SECONDS (1.0)] [HOLD (1.5)] [WAIT (stdin | none)]
+argv: OUT [START_METHOD (fork)] [SECONDS (1.0)] [HOLD (1.5)] [WAIT (stdin | before | none)]
 
-Prints READY, starts Pool(3) with START_METHOD, prints "POOL PARENT W1 W2
-W3" once its three workers run, waits for a line on stdin when WAIT is
-stdin (the observer attached), then takes a multiprocessing Lock and
+Prints READY (with WAIT before, then waits for a line on stdin: the
+observer attached, the workers are forked under its eyes), starts Pool(3)
+with START_METHOD, prints "POOL PARENT W1 W2 W3" once its three workers
+run, waits for a line on stdin when WAIT is stdin, then takes a multiprocessing Lock and
 runs one task per worker (a barrier holds each task until the three have
 started): wait_here() sleeps in 10 ms time.sleep calls for SECONDS, then
 lock_wait() blocks on the Lock, which the parent holds until HOLD seconds
@@ -66,6 +67,8 @@ def main():
     hold = float(sys.argv[4]) if len(sys.argv) > 4 else 1.5
     wait = sys.argv[5] if len(sys.argv) > 5 else "none"
     print("READY", flush=True)
+    if wait == "before":
+        sys.stdin.readline()
     ctx = mp.get_context(method)
     lk = ctx.Lock()
     with ctx.Pool(3, initializer=init, initargs=(ctx.Barrier(3), lk)) as pool:
