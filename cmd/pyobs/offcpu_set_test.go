@@ -212,10 +212,17 @@ func TestOffcpuSetAttachChildren(t *testing.T) {
 	}
 }
 
-// TestOffcpuSetRefusals: --greenlets refuses a set in one line.
+// TestOffcpuSetRefusals: --greenlets refuses a set in one line; the perf
+// engine observes the target alone and says so.
 func TestOffcpuSetRefusals(t *testing.T) {
 	r := testutil.Run(t, 30*time.Second, "offcpu", "--greenlets", "-p", "1,2")
 	if r.Code == 0 || !strings.Contains(r.Stderr, "--greenlets observes one process") || strings.Count(strings.TrimSpace(r.Stderr), "\n") > 0 {
 		t.Errorf("exit %d, stderr %q: want one line refusing --greenlets on a set", r.Code, r.Stderr)
+	}
+	testutil.RequireRoot(t)
+	tg := testutil.Start(t, testutil.Find(t, "pyenv-3.12"), "sleeper.py")
+	r = testutil.Run(t, 30*time.Second, "offcpu", "--engine", "perf", "-p", strconv.Itoa(tg.Pid), "--children", "-d", "300ms", "--format", "text")
+	if r.Code != 0 || !strings.Contains(r.Stderr, fmt.Sprintf("the perf engine observes pid %d alone", tg.Pid)) {
+		t.Errorf("exit %d, stderr %q: want the perf engine to say it observes the target alone", r.Code, r.Stderr)
 	}
 }
