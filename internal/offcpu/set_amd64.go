@@ -49,14 +49,14 @@ type procAddrs struct {
 }
 
 func (e *bpfEngine) newSet(set *procset.Set, kl *pyframes.KernelLayout) {
-	os := &offSet{set: set, layout: kl, procs: map[int]*offProc{}, pidOf: map[int]int{}}
+	so := &offSet{set: set, layout: kl, procs: map[int]*offProc{}, pidOf: map[int]int{}}
 	t := &offProc{pid: e.s.Pid, opened: true, py: e.s.Py, frameIDs: e.frameIDs, root: -1, python: e.s.Py.Version().String()}
 	if e.kp != nil {
 		t.sym = e.kp.sym
 	}
-	os.procs[e.s.Pid] = t
-	os.open = 1
-	e.set = os
+	so.procs[e.s.Pid] = t
+	so.open = 1
+	e.set = so
 }
 
 // members are the set's live processes (the target alone without a set).
@@ -112,14 +112,14 @@ func (e *bpfEngine) pidOfTid(tid int) int {
 
 // proc is pid's record, its reader opened (or refused) at the first call.
 func (e *bpfEngine) proc(pid int) *offProc {
-	os := e.set
-	p := os.procs[pid]
+	so := e.set
+	p := so.procs[pid]
 	if p == nil {
 		p = &offProc{pid: pid, root: -1}
-		os.procs[pid] = p
+		so.procs[pid] = p
 	}
 	if p.opened && pid != e.s.Pid {
-		m, _ := os.set.Member(pid)
+		m, _ := so.set.Member(pid)
 		switch {
 		case m.Execs != p.execs:
 			// A new program: its own memory, argv, maybe interpreter.
@@ -131,7 +131,7 @@ func (e *bpfEngine) proc(pid int) *offProc {
 	}
 	if !p.opened {
 		p.opened = true
-		m, _ := os.set.Member(pid)
+		m, _ := so.set.Member(pid)
 		p.execs = m.Execs
 		e.openProc(p)
 	}
