@@ -206,6 +206,7 @@ func oneProcess(cmd *cobra.Command, g *globals) error {
 // and --all in one line.
 var setCommands = map[string]bool{
 	"dump":   true,
+	"offcpu": true,
 	"record": true,
 	"stat":   true,
 	"trace":  true,

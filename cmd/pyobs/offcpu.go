@@ -79,6 +79,13 @@ one ring write (perf), plus one Python stack read per wait longer than
 ~1 ms; the bpf program also runs (a compare) on every switch of the machine. The footer reports the switch rates, drops or lost
 records and pyobs's own CPU. The target is never stopped.
 
+Sets (bpf engine): -- CMD follows what CMD forks or spawns (default);
+-p PID --children, -p A,B, --cgroup DIR and --all observe several
+processes; each stack is rooted at "[pid N] argv…" and stderr accounts
+for every process (how it joined, exited, its on/off-CPU seconds, why its
+stacks were not named: another CPython build). The perf engine observes
+the target alone and says so; --greenlets refuses a set.
+
 --greenlets (greenlet 3.x, gevent; runs the perf engine): each wait is
 rooted at "[greenlet] NAME" frames of the greenlet its thread was running
 (read while the wait lasted: a thread cannot switch greenlets off CPU) and
@@ -97,7 +104,8 @@ keeps that wait under its own root. Price: one greenlet scan (a GC walk,
   pyobs offcpu -p 4242 --waker -o wake.svg    # and who woke each wait
   pyobs offcpu -p 4242 --exclude '_worker \(.*concurrent/futures/thread.py' --exclude 'BaseSelectorEventLoop.select' 
   pyobs offcpu -p 4242 --greenlets -o gevent.svg   # gevent: waits per greenlet
-  pyobs offcpu -- python3 job.py`,
+  pyobs offcpu -- python3 job.py
+  pyobs offcpu -p 4242 --children -o pool.svg   # a process and its workers`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error { return runOffcpu(cmd, g, &f, args) },
 	}
@@ -132,6 +140,11 @@ func runOffcpu(cmd *cobra.Command, g *globals, f *offcpuFlags, args []string) er
 	if err := opt.Validate(); err != nil {
 		return usageError{err}
 	}
+	// A set asked for (not just -- CMD's children, followed by default).
+	opt.SetAsked = len(g.pids) > 0 || g.cgroup != "" || g.all || (g.children && cmd.Flags().Changed("children"))
+	if f.green && opt.SetAsked {
+		return usagef("offcpu: --greenlets observes one process: give no several -p, --children, --cgroup or --all with it")
+	}
 	ctx := cmd.Context()
 	s, err := openTarget(cmd, g, args, session.PythonRequired)
 	if err != nil {
@@ -148,6 +161,9 @@ func runOffcpu(cmd *cobra.Command, g *globals, f *offcpuFlags, args []string) er
 		return werr
 	}
 	fmt.Fprintln(stderr, offcpu.Footer(res, output.Where(g.output)))
+	if l := offcpu.SetFooter(res); l != "" {
+		fmt.Fprintln(stderr, l)
+	}
 	if l := offcpu.GreenletFooter(res); l != "" {
 		fmt.Fprintln(stderr, l)
 	}

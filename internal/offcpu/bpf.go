@@ -58,6 +58,7 @@ type bpfEngine struct {
 	lastSeq uint64
 	swept   map[uint32]bool // tids folded and deleted as exited
 	kp      *kpy            // the kernel's Python stacks; nil: read from user space
+	set     *offSet         // a set of processes (s.Set.Many()); nil: the target alone
 }
 
 // reuseKernelStack: how long a thread blocking again in the same syscall on
@@ -93,6 +94,10 @@ func RunBPF(ctx context.Context, s *session.Session, opt Options) (*Result, erro
 	walk, kl, why := e.walkConfig()
 	cfg := schedbpf.Config{Tgid: uint32(s.Pid), GILLo: e.gilLo, GILHi: e.gilHi, Walk: walk,
 		MinBlockNS: uint64(max(e.minNS, 0)), MapEntries: opt.MapEntries, ReuseNS: uint64(reuseKernelStack), Waker: opt.Waker}
+	if s.Set.Many() {
+		so := s.Options()
+		cfg.Tgid, cfg.Set = 0, &so
+	}
 	attached := func() int64 {
 		e.t0 = clock.MonoNow()
 		e.schedRun(func(th *bthr, v int64) { th.run0, th.haveRun0 = v, true })
@@ -111,6 +116,9 @@ func RunBPF(ctx context.Context, s *session.Session, opt Options) (*Result, erro
 	}
 	e.tr = tr
 	defer tr.Close()
+	if tr.Set != nil {
+		e.newSet(tr.Set, kl)
+	}
 	if cfg.Walk != nil {
 		if err := e.openKernelWalk(kl); err != nil {
 			return nil, err
@@ -161,11 +169,7 @@ func RunBPF(ctx context.Context, s *session.Session, opt Options) (*Result, erro
 		e.drainPy()
 		if time.Since(lastScan) > max(50*time.Millisecond, drain) {
 			lastScan = time.Now()
-			if tids, err := s.FS.Tasks(s.Pid); err == nil {
-				for _, tid := range tids {
-					e.thread(tid)
-				}
-			}
+			_ = e.memberTasks(func(_, tid int) { e.thread(tid) })
 			e.learnBPF()
 			e.refreshWalkThreads(false)
 		}
@@ -210,6 +214,7 @@ func RunBPF(ctx context.Context, s *session.Session, opt Options) (*Result, erro
 	if e.bres.KernelSymbols != "" {
 		m.MixedMeta().KernelSymbols = e.bres.KernelSymbols
 	}
+	e.account()
 	e.res.Profile = e.prof
 	return &e.res, err
 }
@@ -299,6 +304,9 @@ func (e *bpfEngine) poll() error {
 		th := e.thread(tid)
 		if en.st.Ts == th.lastTS || en.st.Pyk != 0 {
 			continue // looked at already, or walked in the kernel
+		}
+		if e.set != nil && e.pidOfTid(tid) != e.s.Pid {
+			continue // another member: its memory is read by the kernel walk only
 		}
 		th.lastTS = en.st.Ts
 		e.res.Looks++
@@ -400,13 +408,9 @@ func (e *bpfEngine) sweep(final bool, end int64) error {
 	}
 	// Listed after the maps were read: a tid in them that is not listed
 	// has exited and will not be touched by the kernel again.
-	tids, err := e.s.FS.Tasks(e.s.Pid)
-	if err != nil {
+	live := map[uint32]bool{}
+	if err := e.memberTasks(func(_, tid int) { live[uint32(tid)] = true }); err != nil && e.set == nil {
 		return nil // exiting: the loop notices
-	}
-	live := make(map[uint32]bool, len(tids))
-	for _, t := range tids {
-		live[uint32(t)] = true
 	}
 	dead := map[uint32]bool{}
 	for tid := range totals {
@@ -553,10 +557,14 @@ func (e *bpfEngine) close(th *bthr, t schedbpf.Thr, seen bool, waits []waitEnt, 
 		last = first // swept without an exit time: its entry was lost
 	}
 	root := func() []int {
-		if e.opt.Threads {
-			return []int{e.threadFrame(th.tid)}
+		var ids []int
+		if r := e.rootFrame(th.tid); r >= 0 {
+			ids = append(ids, r)
 		}
-		return nil
+		if e.opt.Threads {
+			ids = append(ids, e.threadFrame(th.tid))
+		}
+		return ids
 	}
 	if e.opt.Wall && a.onNS > 0 {
 		e.prof.AddIDs(append(root(), e.prof.Intern(flame.Frame{Kind: flame.State, Function: "[on-CPU]"})), a.onNS/1000)
@@ -601,6 +609,9 @@ func (e *bpfEngine) fold(th *bthr, k schedbpf.Wkey, ns int64, count uint64, tail
 		return
 	}
 	ids := e.scratch[:0]
+	if r := e.rootFrame(th.tid); r >= 0 {
+		ids = append(ids, r)
+	}
 	if kernelPy {
 		ids = e.kernelStackIDs(ids, th, k.Pyk, count)
 	} else if rec != nil {
@@ -858,13 +869,9 @@ func batchAll[K, V any](m *ebpf.Map, fn func(K, V)) error {
 // schedRun reads the scheduler's run time of every listed thread of the
 // target (cheap: one small procfs read each) and hands it to set.
 func (e *bpfEngine) schedRun(set func(*bthr, int64)) {
-	tids, err := e.s.FS.Tasks(e.s.Pid)
-	if err != nil {
-		return
-	}
-	for _, tid := range tids {
-		if v, ok := schedRunTime(e.s.Pid, tid); ok {
+	_ = e.memberTasks(func(pid, tid int) {
+		if v, ok := schedRunTime(pid, tid); ok {
 			set(e.thread(tid), v)
 		}
-	}
+	})
 }

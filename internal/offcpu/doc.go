@@ -85,6 +85,29 @@
 // than a look (under [short waits: not read]); a hub blocked in its loop
 // while a callback, not the loop, blocks (same class: attributed too).
 //
+// Sets (the session's SetSpec: several -p, --children, --cgroup, --all,
+// -- CMD and what it forks; the eBPF engine only, set_amd64.go): the
+// program filters by the set's members in the kernel (schedbpf, procset.h),
+// so a forked child is observed from its first switch. Threads are keyed
+// by tid as before; each thread's process comes from the members' task
+// lists (every 50 ms), the kernel walk's samples (their tgid), else
+// /proc/TID/status. A member's Python stacks are named with its own
+// interpreter (opened at its first stack, at most 64 open; exited ones
+// dropped first): the same build at the target's addresses (a fork) as
+// is, at other addresses (an exec) after its addresses go in the walker's
+// pyaddrs map, another build refused (its stacks "[python stack not
+// named: WHY]", the account says why). User-space looks (waits the kernel
+// walk did not name, readBefore) read the target only: another member's
+// such waits stay unnamed. Each stack is rooted at "[pid N] argv…" when
+// the set was asked for or more than one process was seen (-- CMD whose
+// children never came gives today's output); the processes account (per
+// process on/off/run-queue sums over its threads) goes to Result.Processes,
+// the JSON and a footer. The kernel's stack hash does not hold the
+// process: a stack of one member identical in code addresses and lines
+// to another's is named once, by the first (forked workers share their
+// code objects' addresses). The perf engine observes the target alone and
+// says so; --greenlets refuses a set.
+//
 // Price: eBPF — per target switch a few hash-map updates, the Python stack
 // walk (~1.5 µs on a 10-deep stack, measured from the kernel's BPF run-time
 // stats, which the footer reports) and, unless the thread blocks again in

@@ -62,7 +62,7 @@ func (e *bpfEngine) refreshWalkThreads(now bool) {
 	}
 	e.kp.last = time.Now()
 	e.tids.Refresh()
-	_ = kwalk.FillThreads(e.tr.Tstates, e.s.Pid, e.tids.All())
+	_ = kwalk.FillThreads(e.tr.Tstates, e.s.Pid, e.threadRefs())
 }
 
 // drainPy symbolizes the new stacks waiting in the ring: at once, while
@@ -83,16 +83,28 @@ func (e *bpfEngine) drainPy() {
 		if _, ok := e.kp.stack[smp.ID]; ok {
 			continue // sent again after pyseen forgot it
 		}
-		frames, err := e.kp.sym.Frames(&smp)
-		ids := make([]int, 0, len(frames)+1)
+		if e.set != nil && smp.Tgid > 0 {
+			e.set.pidOf[smp.Tid] = smp.Tgid
+		}
+		sym, cache, why := e.symbolizer(smp.Tgid)
+		ids := []int{}
 		if !smp.Complete() {
 			ids = append(ids, e.prof.Intern(flame.Frame{Kind: flame.State, Function: "[truncated stack]"}))
 		}
+		if sym == nil {
+			// A member the walk does not fit (another build), or whose
+			// interpreter could not be read.
+			e.kp.acct.SymErrors++
+			ids = append(ids, e.prof.Intern(flame.Frame{Kind: flame.State, Function: "[python stack not named: " + why + "]"}))
+			e.kp.stack[smp.ID] = ids
+			continue
+		}
+		frames, err := sym.Frames(&smp)
 		if err != nil {
 			e.kp.acct.SymErrors++
 			ids = append(ids, e.prof.Intern(flame.Frame{Kind: flame.State, Function: "[code object unreadable]"}))
 		} else {
-			ids = e.pythonIDs(ids, frames)
+			ids = e.pythonIDsIn(ids, frames, cache)
 		}
 		e.kp.stack[smp.ID] = ids
 	}

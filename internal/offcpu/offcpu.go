@@ -51,6 +51,11 @@ type Options struct {
 	// OnFallback, when set, is told the fallback line (Result.Fallback)
 	// at the moment auto gives up on eBPF, before the perf engine runs.
 	OnFallback func(line string)
+	// SetAsked: the command line asked for a set (several -p, --children
+	// given, --cgroup, --all): the processes account is kept even when one
+	// process was seen. The bpf engine observes the session's set
+	// (s.Set.Many()); the perf engine observes the target alone.
+	SetAsked bool
 }
 
 // WokenBy prefixes the frame that names a wait's waker (--waker).
@@ -66,6 +71,7 @@ const (
 // ThreadStat is one thread's account of the window.
 type ThreadStat struct {
 	Tid      int                `json:"tid"`
+	Pid      int                `json:"pid,omitempty"` // its process, in a set
 	Name     string             `json:"name,omitempty"`
 	WindowS  float64            `json:"window_s"` // the part of the window the thread was watched
 	OnCPUS   float64            `json:"on_cpu_s"`
@@ -99,6 +105,10 @@ type Result struct {
 	BPF          *BPFStats          `json:"bpf,omitempty"` // the eBPF engine's own account
 	Excluded     *Excluded          `json:"excluded,omitempty"`
 	Greenlets    *GreenletStats     `json:"greenlets,omitempty"` // --greenlets
+	// A set of processes (SetAsked, or more than one process seen): each
+	// member and the counts.
+	Processes     []ProcessAccount `json:"processes,omitempty"`
+	ProcessCounts *SetCounts       `json:"process_counts,omitempty"`
 	// Fallback is why auto runs the perf engine: "eBPF engine unavailable
 	// (REASON; GATE): using the perf engine"; "" when it was not tried or
 	// loaded.
@@ -397,13 +407,19 @@ func (e *engine) stack(tid int, ids []int) []int {
 // pythonIDs appends frames (innermost first) to ids root first, each an
 // interned profile frame, cached by code object and line.
 func (e *engine) pythonIDs(ids []int, frames []pyframes.Frame) []int {
+	return e.pythonIDsIn(ids, frames, e.frameIDs)
+}
+
+// pythonIDsIn is pythonIDs with a process's own frame cache (code
+// objects are addresses in that process).
+func (e *engine) pythonIDsIn(ids []int, frames []pyframes.Frame, frameIDs map[[2]uint64]int) []int {
 	for i := len(frames) - 1; i >= 0; i-- {
 		f := frames[i]
 		k := [2]uint64{f.CodeID, uint64(f.Line)}
-		id, ok := e.frameIDs[k]
+		id, ok := frameIDs[k]
 		if !ok {
 			id = e.prof.Intern(flame.Frame{Kind: flame.Python, Function: f.Function, File: f.File, Line: f.Line})
-			e.frameIDs[k] = id
+			frameIDs[k] = id
 		}
 		ids = append(ids, id)
 	}

@@ -103,6 +103,22 @@ func WriteText(w io.Writer, r *Result) error {
 		}
 		fmt.Fprintf(w, "%-28s %8.3fs %8.3fs %8.3fs %8.3fs  %d, %.3fs\n", name, t.OnCPUS, t.OffCPUS, t.RunQS, t.WindowS, t.ShortN, t.ShortS)
 	}
+	if len(r.Processes) > 0 {
+		fmt.Fprintf(w, "\n%-28s %9s %9s %9s %7s  %s\n", "PROCESS", "ON-CPU", "OFF-CPU", "RUN-QUEUE", "THREADS", "HOW")
+		for _, p := range r.Processes {
+			how := p.How
+			if p.Parent != 0 {
+				how += fmt.Sprintf(" by %d", p.Parent)
+			}
+			if p.Exited {
+				how += ", exited"
+			}
+			if p.Refused != "" {
+				how += "; refused: " + p.Refused
+			}
+			fmt.Fprintf(w, "%-28s %8.3fs %8.3fs %8.3fs %7d  %s\n", procLabel(p.Pid, nil), p.OnCPUS, p.OffCPUS, p.RunQS, p.Threads, how)
+		}
+	}
 	if x := r.Excluded; x != nil {
 		fmt.Fprintf(w, "\nLeft out by --exclude %s: %.3fs in %d stacks (still in the totals above)\n", strings.Join(x.Patterns, ", "), float64(x.US)/1e6, x.Stacks)
 	}

@@ -47,6 +47,17 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*Result, error) 
 				opt.OnFallback(line)
 			}
 		}
+		if s.Set.Many() && opt.SetAsked {
+			l := fmt.Sprintf("the perf engine observes pid %d alone: the set's other processes and children are not observed (the bpf engine observes sets)", s.Pid)
+			if line != "" {
+				line += "; " + l
+			} else {
+				line = l
+			}
+			if opt.OnFallback != nil {
+				opt.OnFallback(l)
+			}
+		}
 		res, err = runPerf(ctx, s, opt)
 	}
 	if res == nil {

@@ -23,6 +23,15 @@
 // within ReuseNS: the walk dominates on switch-heavy targets. Counters
 // report the machine's switch rate.
 //
+// Sets (Config.Set): the programs filter by procset.h's members instead of
+// one tgid — a hash look-up per switch of any task (the switched-out one
+// by procset_current, which also lets a cgroup's process join; the
+// switched-in one and a wakee by the procs map; the waker may be any
+// process, as for one target) — and procset.h's fork, exec and exit
+// programs grow and shrink the set in the kernel; Tracer.Set keeps the
+// account. The walk takes a member's own interpreter addresses from the
+// pyaddrs map (Tracer.PyAddrs) where user space put them.
+//
 // Bounds: every map has a fixed size. What does not fit is counted
 // (start/aggregate/thread map full, stack id errors), never grown; user
 // space deletes the entries of exited threads.

@@ -1,7 +1,8 @@
 //go:build ignore
 
 // The kernel half of pyobs offcpu's eBPF engine: one program on
-// sched_switch that, for the threads of one process, stamps each switch-out
+// sched_switch that, for the threads of one process (or of a set of
+// processes: procset.h), stamps each switch-out
 // with its time, kernel + user stack ids and wait hints, and at the
 // matching switch-in adds the interval to an aggregate keyed by (thread,
 // stacks, hints, Python stack id) — so only sums cross to user space.
@@ -23,6 +24,7 @@
 // Build: make generate (bpf2go + clang -target bpf); the object is committed.
 
 #include "pywalk.h"
+#include "procset.h"
 
 #define TASK_UNINTERRUPTIBLE 0x2
 #define TASK_DEAD 0x80
@@ -200,8 +202,10 @@ PERCPU_COUNTERS(counters, C_NCOUNTERS);
 // without wake-ups.
 PYWALK_SEND_MAPS(pyseen, pystacks, 1 << 21);
 
-// Set before load.
+// Set before load. target_tgid: the one observed process; 0 with use_set:
+// the members of procset.h's set (seeds, forks of members, a cgroup's).
 const volatile u32 target_tgid = 0;
+const volatile u8 use_set = 0;
 const volatile u64 gil_lo = 0;
 const volatile u64 gil_hi = 0;
 const volatile u8 use_regs = 0;
@@ -226,6 +230,24 @@ volatile u64 stop_ns = 0;
 static __always_inline void count(u32 slot, u64 n)
 {
 	counter_add(&counters, slot, n);
+}
+
+// observed_current: whether the current task's process is observed (a
+// cgroup's process joins the set here, at its first switch-out).
+static __always_inline int observed_current(u32 tgid)
+{
+	if (target_tgid)
+		return tgid == target_tgid;
+	return use_set && procset_current(tgid);
+}
+
+// observed: whether another task's process (the switched-in one, a
+// wakee) is observed.
+static __always_inline int observed(u32 tgid)
+{
+	if (target_tgid)
+		return tgid == target_tgid;
+	return use_set && bpf_map_lookup_elem(&procs, &tgid) != 0;
 }
 
 static __always_inline void switch_out(void *ctx, struct task_struct *prev, u32 tid, u32 prev_state, int preempt, u64 now)
@@ -440,13 +462,13 @@ static __always_inline int on_switch(u64 *ctx)
 	if (stop && now >= stop)
 		return 0;
 	count(C_SWITCHES, 1);
-	if (target_tgid == 0)
+	if (target_tgid == 0 && !use_set)
 		return 0;
-	if ((u32)(pt >> 32) == target_tgid)
+	if (observed_current((u32)(pt >> 32)))
 		switch_out(ctx, prev, (u32)pt, prev_state, preempt, now);
 	int ntgid = 0, npid = 0;
 	bpf_probe_read_kernel(&ntgid, sizeof(ntgid), &next->tgid);
-	if ((u32)ntgid == target_tgid) {
+	if (observed((u32)ntgid)) {
 		bpf_probe_read_kernel(&npid, sizeof(npid), &next->pid);
 		switch_in(next, (u32)npid, now);
 	}
@@ -464,10 +486,10 @@ static __always_inline int on_waking(u64 *ctx)
 {
 	struct task_struct *p = (struct task_struct *)ctx[0];
 	int tgid = 0, pid = 0;
-	if (target_tgid == 0)
+	if (target_tgid == 0 && !use_set)
 		return 0;
 	bpf_probe_read_kernel(&tgid, sizeof(tgid), &p->tgid);
-	if ((u32)tgid != target_tgid)
+	if (!observed((u32)tgid))
 		return 0;
 	u64 now = bpf_ktime_get_ns();
 	u64 stop = stop_ns;

@@ -77,6 +77,15 @@ type offcpuProcAddrs struct {
 	CodegenAddr uint64
 }
 
+type offcpuProcsetMember struct {
+	_      structs.HostLayout
+	Joined uint64
+	Parent uint32
+	How    uint32
+	Execs  uint32
+	Pad    uint32
+}
+
 type offcpuSample struct {
 	_ structs.HostLayout
 	H struct {
@@ -165,36 +174,45 @@ type offcpuWval struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	offcpuMapCodesOk    = "codes_ok"
-	offcpuMapCounters   = "counters"
-	offcpuMapKstacks    = "kstacks"
-	offcpuMapOffwake    = "offwake"
-	offcpuMapPyaddrs    = "pyaddrs"
-	offcpuMapPyids      = "pyids"
-	offcpuMapPyseen     = "pyseen"
-	offcpuMapPystacks   = "pystacks"
-	offcpuMapScratch    = "scratch"
-	offcpuMapStarts     = "starts"
-	offcpuMapThreads    = "threads"
-	offcpuMapTstates    = "tstates"
-	offcpuMapWaits      = "waits"
-	offcpuMapWakes      = "wakes"
-	offcpuMapWin        = "win"
-	offcpuProgOffcpuBtf = "offcpu_btf"
-	offcpuProgOffcpuRaw = "offcpu_raw"
-	offcpuProgWakingBtf = "waking_btf"
-	offcpuProgWakingRaw = "waking_raw"
-	offcpuVarAttachNs   = "attach_ns"
-	offcpuVarCfg        = "cfg"
-	offcpuVarGilHi      = "gil_hi"
-	offcpuVarGilLo      = "gil_lo"
-	offcpuVarMinBlockNs = "min_block_ns"
-	offcpuVarOutSeq     = "out_seq"
-	offcpuVarReuseNs    = "reuse_ns"
-	offcpuVarStopNs     = "stop_ns"
-	offcpuVarTargetTgid = "target_tgid"
-	offcpuVarUseRegs    = "use_regs"
-	offcpuVarWaker      = "waker"
+	offcpuMapCodesOk         = "codes_ok"
+	offcpuMapCounters        = "counters"
+	offcpuMapKstacks         = "kstacks"
+	offcpuMapOffwake         = "offwake"
+	offcpuMapProcs           = "procs"
+	offcpuMapProcsetCounters = "procset_counters"
+	offcpuMapProcsetEvents   = "procset_events"
+	offcpuMapPyaddrs         = "pyaddrs"
+	offcpuMapPyids           = "pyids"
+	offcpuMapPyseen          = "pyseen"
+	offcpuMapPystacks        = "pystacks"
+	offcpuMapScratch         = "scratch"
+	offcpuMapStarts          = "starts"
+	offcpuMapThreads         = "threads"
+	offcpuMapTstates         = "tstates"
+	offcpuMapWaits           = "waits"
+	offcpuMapWakes           = "wakes"
+	offcpuMapWin             = "win"
+	offcpuProgOffcpuBtf      = "offcpu_btf"
+	offcpuProgOffcpuRaw      = "offcpu_raw"
+	offcpuProgProcsetExec    = "procset_exec"
+	offcpuProgProcsetExit    = "procset_exit"
+	offcpuProgProcsetFork    = "procset_fork"
+	offcpuProgWakingBtf      = "waking_btf"
+	offcpuProgWakingRaw      = "waking_raw"
+	offcpuVarAttachNs        = "attach_ns"
+	offcpuVarCfg             = "cfg"
+	offcpuVarGilHi           = "gil_hi"
+	offcpuVarGilLo           = "gil_lo"
+	offcpuVarMinBlockNs      = "min_block_ns"
+	offcpuVarOutSeq          = "out_seq"
+	offcpuVarProcsetCgroup   = "procset_cgroup"
+	offcpuVarProcsetFollow   = "procset_follow"
+	offcpuVarReuseNs         = "reuse_ns"
+	offcpuVarStopNs          = "stop_ns"
+	offcpuVarTargetTgid      = "target_tgid"
+	offcpuVarUseRegs         = "use_regs"
+	offcpuVarUseSet          = "use_set"
+	offcpuVarWaker           = "waker"
 )
 
 // loadOffcpu returns the embedded CollectionSpec for offcpu.
@@ -239,48 +257,57 @@ type offcpuSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type offcpuProgramSpecs struct {
-	OffcpuBtf *ebpf.ProgramSpec `ebpf:"offcpu_btf"`
-	OffcpuRaw *ebpf.ProgramSpec `ebpf:"offcpu_raw"`
-	WakingBtf *ebpf.ProgramSpec `ebpf:"waking_btf"`
-	WakingRaw *ebpf.ProgramSpec `ebpf:"waking_raw"`
+	OffcpuBtf   *ebpf.ProgramSpec `ebpf:"offcpu_btf"`
+	OffcpuRaw   *ebpf.ProgramSpec `ebpf:"offcpu_raw"`
+	ProcsetExec *ebpf.ProgramSpec `ebpf:"procset_exec"`
+	ProcsetExit *ebpf.ProgramSpec `ebpf:"procset_exit"`
+	ProcsetFork *ebpf.ProgramSpec `ebpf:"procset_fork"`
+	WakingBtf   *ebpf.ProgramSpec `ebpf:"waking_btf"`
+	WakingRaw   *ebpf.ProgramSpec `ebpf:"waking_raw"`
 }
 
 // offcpuMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type offcpuMapSpecs struct {
-	CodesOk  *ebpf.MapSpec `ebpf:"codes_ok"`
-	Counters *ebpf.MapSpec `ebpf:"counters"`
-	Kstacks  *ebpf.MapSpec `ebpf:"kstacks"`
-	Offwake  *ebpf.MapSpec `ebpf:"offwake"`
-	Pyaddrs  *ebpf.MapSpec `ebpf:"pyaddrs"`
-	Pyids    *ebpf.MapSpec `ebpf:"pyids"`
-	Pyseen   *ebpf.MapSpec `ebpf:"pyseen"`
-	Pystacks *ebpf.MapSpec `ebpf:"pystacks"`
-	Scratch  *ebpf.MapSpec `ebpf:"scratch"`
-	Starts   *ebpf.MapSpec `ebpf:"starts"`
-	Threads  *ebpf.MapSpec `ebpf:"threads"`
-	Tstates  *ebpf.MapSpec `ebpf:"tstates"`
-	Waits    *ebpf.MapSpec `ebpf:"waits"`
-	Wakes    *ebpf.MapSpec `ebpf:"wakes"`
-	Win      *ebpf.MapSpec `ebpf:"win"`
+	CodesOk         *ebpf.MapSpec `ebpf:"codes_ok"`
+	Counters        *ebpf.MapSpec `ebpf:"counters"`
+	Kstacks         *ebpf.MapSpec `ebpf:"kstacks"`
+	Offwake         *ebpf.MapSpec `ebpf:"offwake"`
+	Procs           *ebpf.MapSpec `ebpf:"procs"`
+	ProcsetCounters *ebpf.MapSpec `ebpf:"procset_counters"`
+	ProcsetEvents   *ebpf.MapSpec `ebpf:"procset_events"`
+	Pyaddrs         *ebpf.MapSpec `ebpf:"pyaddrs"`
+	Pyids           *ebpf.MapSpec `ebpf:"pyids"`
+	Pyseen          *ebpf.MapSpec `ebpf:"pyseen"`
+	Pystacks        *ebpf.MapSpec `ebpf:"pystacks"`
+	Scratch         *ebpf.MapSpec `ebpf:"scratch"`
+	Starts          *ebpf.MapSpec `ebpf:"starts"`
+	Threads         *ebpf.MapSpec `ebpf:"threads"`
+	Tstates         *ebpf.MapSpec `ebpf:"tstates"`
+	Waits           *ebpf.MapSpec `ebpf:"waits"`
+	Wakes           *ebpf.MapSpec `ebpf:"wakes"`
+	Win             *ebpf.MapSpec `ebpf:"win"`
 }
 
 // offcpuVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type offcpuVariableSpecs struct {
-	AttachNs   *ebpf.VariableSpec `ebpf:"attach_ns"`
-	Cfg        *ebpf.VariableSpec `ebpf:"cfg"`
-	GilHi      *ebpf.VariableSpec `ebpf:"gil_hi"`
-	GilLo      *ebpf.VariableSpec `ebpf:"gil_lo"`
-	MinBlockNs *ebpf.VariableSpec `ebpf:"min_block_ns"`
-	OutSeq     *ebpf.VariableSpec `ebpf:"out_seq"`
-	ReuseNs    *ebpf.VariableSpec `ebpf:"reuse_ns"`
-	StopNs     *ebpf.VariableSpec `ebpf:"stop_ns"`
-	TargetTgid *ebpf.VariableSpec `ebpf:"target_tgid"`
-	UseRegs    *ebpf.VariableSpec `ebpf:"use_regs"`
-	Waker      *ebpf.VariableSpec `ebpf:"waker"`
+	AttachNs      *ebpf.VariableSpec `ebpf:"attach_ns"`
+	Cfg           *ebpf.VariableSpec `ebpf:"cfg"`
+	GilHi         *ebpf.VariableSpec `ebpf:"gil_hi"`
+	GilLo         *ebpf.VariableSpec `ebpf:"gil_lo"`
+	MinBlockNs    *ebpf.VariableSpec `ebpf:"min_block_ns"`
+	OutSeq        *ebpf.VariableSpec `ebpf:"out_seq"`
+	ProcsetCgroup *ebpf.VariableSpec `ebpf:"procset_cgroup"`
+	ProcsetFollow *ebpf.VariableSpec `ebpf:"procset_follow"`
+	ReuseNs       *ebpf.VariableSpec `ebpf:"reuse_ns"`
+	StopNs        *ebpf.VariableSpec `ebpf:"stop_ns"`
+	TargetTgid    *ebpf.VariableSpec `ebpf:"target_tgid"`
+	UseRegs       *ebpf.VariableSpec `ebpf:"use_regs"`
+	UseSet        *ebpf.VariableSpec `ebpf:"use_set"`
+	Waker         *ebpf.VariableSpec `ebpf:"waker"`
 }
 
 // offcpuObjects contains all objects after they have been loaded into the kernel.
@@ -303,21 +330,24 @@ func (o *offcpuObjects) Close() error {
 //
 // It can be passed to loadOffcpuObjects or ebpf.CollectionSpec.LoadAndAssign.
 type offcpuMaps struct {
-	CodesOk  *ebpf.Map `ebpf:"codes_ok"`
-	Counters *ebpf.Map `ebpf:"counters"`
-	Kstacks  *ebpf.Map `ebpf:"kstacks"`
-	Offwake  *ebpf.Map `ebpf:"offwake"`
-	Pyaddrs  *ebpf.Map `ebpf:"pyaddrs"`
-	Pyids    *ebpf.Map `ebpf:"pyids"`
-	Pyseen   *ebpf.Map `ebpf:"pyseen"`
-	Pystacks *ebpf.Map `ebpf:"pystacks"`
-	Scratch  *ebpf.Map `ebpf:"scratch"`
-	Starts   *ebpf.Map `ebpf:"starts"`
-	Threads  *ebpf.Map `ebpf:"threads"`
-	Tstates  *ebpf.Map `ebpf:"tstates"`
-	Waits    *ebpf.Map `ebpf:"waits"`
-	Wakes    *ebpf.Map `ebpf:"wakes"`
-	Win      *ebpf.Map `ebpf:"win"`
+	CodesOk         *ebpf.Map `ebpf:"codes_ok"`
+	Counters        *ebpf.Map `ebpf:"counters"`
+	Kstacks         *ebpf.Map `ebpf:"kstacks"`
+	Offwake         *ebpf.Map `ebpf:"offwake"`
+	Procs           *ebpf.Map `ebpf:"procs"`
+	ProcsetCounters *ebpf.Map `ebpf:"procset_counters"`
+	ProcsetEvents   *ebpf.Map `ebpf:"procset_events"`
+	Pyaddrs         *ebpf.Map `ebpf:"pyaddrs"`
+	Pyids           *ebpf.Map `ebpf:"pyids"`
+	Pyseen          *ebpf.Map `ebpf:"pyseen"`
+	Pystacks        *ebpf.Map `ebpf:"pystacks"`
+	Scratch         *ebpf.Map `ebpf:"scratch"`
+	Starts          *ebpf.Map `ebpf:"starts"`
+	Threads         *ebpf.Map `ebpf:"threads"`
+	Tstates         *ebpf.Map `ebpf:"tstates"`
+	Waits           *ebpf.Map `ebpf:"waits"`
+	Wakes           *ebpf.Map `ebpf:"wakes"`
+	Win             *ebpf.Map `ebpf:"win"`
 }
 
 func (m *offcpuMaps) Close() error {
@@ -326,6 +356,9 @@ func (m *offcpuMaps) Close() error {
 		m.Counters,
 		m.Kstacks,
 		m.Offwake,
+		m.Procs,
+		m.ProcsetCounters,
+		m.ProcsetEvents,
 		m.Pyaddrs,
 		m.Pyids,
 		m.Pyseen,
@@ -344,33 +377,42 @@ func (m *offcpuMaps) Close() error {
 //
 // It can be passed to loadOffcpuObjects or ebpf.CollectionSpec.LoadAndAssign.
 type offcpuVariables struct {
-	AttachNs   *ebpf.Variable `ebpf:"attach_ns"`
-	Cfg        *ebpf.Variable `ebpf:"cfg"`
-	GilHi      *ebpf.Variable `ebpf:"gil_hi"`
-	GilLo      *ebpf.Variable `ebpf:"gil_lo"`
-	MinBlockNs *ebpf.Variable `ebpf:"min_block_ns"`
-	OutSeq     *ebpf.Variable `ebpf:"out_seq"`
-	ReuseNs    *ebpf.Variable `ebpf:"reuse_ns"`
-	StopNs     *ebpf.Variable `ebpf:"stop_ns"`
-	TargetTgid *ebpf.Variable `ebpf:"target_tgid"`
-	UseRegs    *ebpf.Variable `ebpf:"use_regs"`
-	Waker      *ebpf.Variable `ebpf:"waker"`
+	AttachNs      *ebpf.Variable `ebpf:"attach_ns"`
+	Cfg           *ebpf.Variable `ebpf:"cfg"`
+	GilHi         *ebpf.Variable `ebpf:"gil_hi"`
+	GilLo         *ebpf.Variable `ebpf:"gil_lo"`
+	MinBlockNs    *ebpf.Variable `ebpf:"min_block_ns"`
+	OutSeq        *ebpf.Variable `ebpf:"out_seq"`
+	ProcsetCgroup *ebpf.Variable `ebpf:"procset_cgroup"`
+	ProcsetFollow *ebpf.Variable `ebpf:"procset_follow"`
+	ReuseNs       *ebpf.Variable `ebpf:"reuse_ns"`
+	StopNs        *ebpf.Variable `ebpf:"stop_ns"`
+	TargetTgid    *ebpf.Variable `ebpf:"target_tgid"`
+	UseRegs       *ebpf.Variable `ebpf:"use_regs"`
+	UseSet        *ebpf.Variable `ebpf:"use_set"`
+	Waker         *ebpf.Variable `ebpf:"waker"`
 }
 
 // offcpuPrograms contains all programs after they have been loaded into the kernel.
 //
 // It can be passed to loadOffcpuObjects or ebpf.CollectionSpec.LoadAndAssign.
 type offcpuPrograms struct {
-	OffcpuBtf *ebpf.Program `ebpf:"offcpu_btf"`
-	OffcpuRaw *ebpf.Program `ebpf:"offcpu_raw"`
-	WakingBtf *ebpf.Program `ebpf:"waking_btf"`
-	WakingRaw *ebpf.Program `ebpf:"waking_raw"`
+	OffcpuBtf   *ebpf.Program `ebpf:"offcpu_btf"`
+	OffcpuRaw   *ebpf.Program `ebpf:"offcpu_raw"`
+	ProcsetExec *ebpf.Program `ebpf:"procset_exec"`
+	ProcsetExit *ebpf.Program `ebpf:"procset_exit"`
+	ProcsetFork *ebpf.Program `ebpf:"procset_fork"`
+	WakingBtf   *ebpf.Program `ebpf:"waking_btf"`
+	WakingRaw   *ebpf.Program `ebpf:"waking_raw"`
 }
 
 func (p *offcpuPrograms) Close() error {
 	return _OffcpuClose(
 		p.OffcpuBtf,
 		p.OffcpuRaw,
+		p.ProcsetExec,
+		p.ProcsetExit,
+		p.ProcsetFork,
 		p.WakingBtf,
 		p.WakingRaw,
 	)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/pyobs/pyobs/internal/bpfload"
 	"github.com/pyobs/pyobs/internal/capability"
+	"github.com/pyobs/pyobs/internal/procset"
 )
 
 // Flags of a wait (the F_ bits of offcpu.bpf.c).
@@ -85,6 +86,10 @@ type Config struct {
 	// config, from kwalk.Config): each switch-out then walks the thread's
 	// Python stack (maps Tstates, Pystacks).
 	Walk any
+	// Set, when not nil, observes a set of processes (procset.h: seeds,
+	// forks of members, a cgroup's) instead of Tgid alone (Tgid must be
+	// 0); Tracer.Set keeps its account.
+	Set *procset.Options
 }
 
 // Tracer is the loaded and attached program with its maps.
@@ -97,11 +102,13 @@ type Tracer struct {
 	Pyids    *ebpf.Map
 	Kstacks  *ebpf.Map
 	Counters *ebpf.Map
-	Wakes    *ebpf.Map // tid -> its last waking (split of blocked waits; the waker with --waker)
-	Offwake  *ebpf.Map // --waker only
-	WakeAt   string    // "tp_btf/sched_waking" or "raw_tp/sched_waking"
-	Tstates  *ebpf.Map // with Config.Walk: tid/fsbase -> thread state (kwalk.FillThreads)
-	Pystacks *ebpf.Map // with Config.Walk: a ring of new Python stacks (kwalk.Decode)
+	Wakes    *ebpf.Map    // tid -> its last waking (split of blocked waits; the waker with --waker)
+	Offwake  *ebpf.Map    // --waker only
+	WakeAt   string       // "tp_btf/sched_waking" or "raw_tp/sched_waking"
+	Tstates  *ebpf.Map    // with Config.Walk: tid/fsbase -> thread state (kwalk.FillThreads)
+	Pystacks *ebpf.Map    // with Config.Walk: a ring of new Python stacks (kwalk.Decode)
+	PyAddrs  *ebpf.Map    // with Config.Walk: a member's own interpreter addresses (pywalk.h pyaddrs)
+	Set      *procset.Set // with Config.Set: the observed processes
 	prog     *ebpf.Program
 	lnk      link.Link
 	wprog    *ebpf.Program
@@ -109,7 +116,8 @@ type Tracer struct {
 	attachNS *ebpf.Variable
 	outSeq   *ebpf.Variable
 	stopNS   *ebpf.Variable
-	others   closers // the walker's maps nobody reads from Go
+	others   closers         // the walker's maps nobody reads from Go
+	progs    []*ebpf.Program // the set's programs
 }
 
 type closers []*ebpf.Map
@@ -128,6 +136,13 @@ type loaded struct {
 	offcpuVariables
 	Switch *ebpf.Program `ebpf:"switch"`
 	Waking *ebpf.Program `ebpf:"waking"`
+}
+
+// setProgs are procset.h's programs, loaded with a set only.
+type setProgs struct {
+	Fork *ebpf.Program `ebpf:"procset_fork"`
+	Exec *ebpf.Program `ebpf:"procset_exec"`
+	Exit *ebpf.Program `ebpf:"procset_exit"`
 }
 
 // ErrUnavailable wraps every reason the engine could not start.
@@ -164,7 +179,16 @@ func load(cfg Config, progName string, regs bool, attachNS func() int64) (*Trace
 	if err != nil {
 		return nil, err
 	}
-	var u8, wk uint8
+	var u8, wk, set uint8
+	if cfg.Set != nil {
+		if cfg.Tgid != 0 {
+			return nil, errors.New("offcpu's program: a set and one tgid both given")
+		}
+		set = 1
+		if err := procset.Configure(spec, *cfg.Set); err != nil {
+			return nil, err
+		}
+	}
 	if regs {
 		u8 = 1
 	}
@@ -172,7 +196,7 @@ func load(cfg Config, progName string, regs bool, attachNS func() int64) (*Trace
 		wk = 1
 	}
 	if err := bpfload.SetVars(bpfload.Var{Spec: s.TargetTgid, Value: cfg.Tgid}, bpfload.Var{Spec: s.GilLo, Value: cfg.GILLo},
-		bpfload.Var{Spec: s.GilHi, Value: cfg.GILHi}, bpfload.Var{Spec: s.UseRegs, Value: u8}, bpfload.Var{Spec: s.Waker, Value: wk},
+		bpfload.Var{Spec: s.GilHi, Value: cfg.GILHi}, bpfload.Var{Spec: s.UseRegs, Value: u8}, bpfload.Var{Spec: s.Waker, Value: wk}, bpfload.Var{Spec: s.UseSet, Value: set},
 		bpfload.Var{Spec: s.MinBlockNs, Value: cfg.MinBlockNS}, bpfload.Var{Spec: s.ReuseNs, Value: cfg.ReuseNS}); err != nil {
 		return nil, err
 	}
@@ -203,13 +227,27 @@ func load(cfg Config, progName string, regs bool, attachNS func() int64) (*Trace
 	}
 	// Only this variant's programs are loaded.
 	spec.Programs = map[string]*ebpf.ProgramSpec{"switch": sw, "waking": wake}
+	if cfg.Set != nil {
+		spec.Programs["procset_fork"], spec.Programs["procset_exec"], spec.Programs["procset_exit"] = s.ProcsetFork, s.ProcsetExec, s.ProcsetExit
+	} else {
+		// Unused: the smallest the kernel takes.
+		s.Procs.MaxEntries, s.ProcsetEvents.MaxEntries = 1, uint32(os.Getpagesize())
+	}
 	var o loaded
-	if err := bpfload.Load(fmt.Sprintf("offcpu's %s/sched_switch program (syscall hints %v)", attach, regs), spec, &o); err != nil {
+	var sp setProgs
+	var to any = &o
+	if cfg.Set != nil {
+		to = &struct {
+			*loaded
+			*setProgs
+		}{&o, &sp}
+	}
+	if err := bpfload.Load(fmt.Sprintf("offcpu's %s/sched_switch program (syscall hints %v)", attach, regs), spec, to); err != nil {
 		return nil, err
 	}
 	t := &Tracer{Regs: regs, Starts: o.Starts, Waits: o.Waits, Threads: o.Threads, Pyids: o.Pyids,
 		Kstacks: o.Kstacks, Counters: o.Counters, Tstates: o.Tstates, Pystacks: o.Pystacks,
-		others: closers{o.CodesOk, o.Pyseen, o.Scratch, o.Win}, prog: o.Switch, wprog: o.Waking, attachNS: o.AttachNs, outSeq: o.OutSeq, stopNS: o.StopNs}
+		PyAddrs: o.Pyaddrs, others: closers{o.CodesOk, o.Pyseen, o.Scratch, o.Win, o.Procs, o.ProcsetEvents, o.ProcsetCounters}, prog: o.Switch, wprog: o.Waking, attachNS: o.AttachNs, outSeq: o.OutSeq, stopNS: o.StopNs}
 	t.Wakes = o.Wakes
 	if cfg.Waker {
 		t.Offwake = o.Offwake
@@ -219,6 +257,16 @@ func load(cfg Config, progName string, regs bool, attachNS func() int64) (*Trace
 	if err := t.attachNS.Set(uint64(attachNS())); err != nil {
 		t.Close()
 		return nil, fmt.Errorf("set attach_ns: %w", err)
+	}
+	if cfg.Set != nil {
+		t.progs = []*ebpf.Program{sp.Fork, sp.Exec, sp.Exit}
+		// Seeded and following forks before the switch program attaches: a
+		// member is observed from its first switch on.
+		if t.Set, err = procset.Start(procset.Handles{Procs: o.Procs, Events: o.ProcsetEvents, Counters: o.ProcsetCounters,
+			Fork: sp.Fork, Exec: sp.Exec, Exit: sp.Exit}, *cfg.Set); err != nil {
+			t.Close()
+			return nil, err
+		}
 	}
 	if t.lnk, t.Attach, err = bpfload.Attach(t.prog, "sched_switch"); err != nil {
 		t.Close()
@@ -266,8 +314,16 @@ func (t *Tracer) Detach() {
 // Close detaches and frees everything.
 func (t *Tracer) Close() {
 	t.Detach()
+	if t.Set != nil {
+		t.Set.Close()
+		t.Set = nil
+	}
+	for _, p := range t.progs {
+		p.Close()
+	}
+	t.progs = nil
 	for _, c := range []interface{ Close() error }{t.prog, t.wprog, t.Starts, t.Waits, t.Threads, t.Pyids, t.Kstacks, t.Counters, t.Wakes, t.Offwake,
-		t.Tstates, t.Pystacks, t.others} {
+		t.Tstates, t.Pystacks, t.PyAddrs, t.others} {
 		if c != nil && !isNil(c) {
 			c.Close()
 		}

@@ -1,0 +1,291 @@
+//go:build amd64
+
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pyobs/pyobs/internal/testutil"
+)
+
+// The tests of offcpu on a set of processes: a multiprocessing Pool(3)
+// (testdata/targets/pool_wait.py, start method fork, the default before
+// 3.14) whose workers block in wait_here (10 ms sleeps) and lock_wait (a
+// multiprocessing Lock the parent holds for a known span), observed by
+// -- CMD (children followed by default) and by -p PARENT --children
+// attached after the pool started, with a CPU hog beside. Truth: each
+// worker's own timing of its sleeps and of its acquire.
+
+// waitTruth is pool_wait.py's own account: pid -> seconds slept, seconds
+// blocked on the lock.
+type waitTruth struct {
+	parent  int
+	workers map[int][2]float64
+}
+
+func readWaitTruth(t *testing.T, path string) waitTruth {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("the target wrote no truth: %v", err)
+	}
+	tr := waitTruth{workers: map[int][2]float64{}}
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		f := strings.Fields(l)
+		switch {
+		case len(f) == 2 && f[0] == "PARENT":
+			tr.parent, _ = strconv.Atoi(f[1])
+		case len(f) == 4 && f[0] == "WORKER":
+			pid, _ := strconv.Atoi(f[1])
+			s, _ := strconv.ParseFloat(f[2], 64)
+			l, _ := strconv.ParseFloat(f[3], 64)
+			tr.workers[pid] = [2]float64{s, l}
+		}
+	}
+	if tr.parent == 0 || len(tr.workers) != 3 {
+		t.Fatalf("bad truth file: %q", b)
+	}
+	return tr
+}
+
+// blockedUnder sums a folded offcpu profile (µs) by its "[pid N]" roots:
+// per process, the weight of the stacks that hold fn.
+func blockedUnder(t *testing.T, folded, fn string) map[int]float64 {
+	t.Helper()
+	out := map[int]float64{}
+	for _, l := range strings.Split(strings.TrimSpace(folded), "\n") {
+		i := strings.LastIndexByte(l, ' ')
+		if i < 0 {
+			continue
+		}
+		w, err := strconv.ParseInt(l[i+1:], 10, 64)
+		if err != nil {
+			t.Fatalf("bad folded line %q", l)
+		}
+		if !strings.HasPrefix(l, "[pid ") {
+			t.Fatalf("a stack not rooted at its process: %q", l)
+		}
+		pid, err := strconv.Atoi(l[len("[pid "):strings.IndexByte(l, ']')])
+		if err != nil {
+			continue // [pid ?]: a thread gone before its process was known
+		}
+		if strings.Contains(l[:i], ";"+fn+" (") {
+			out[pid] += float64(w) / 1e6
+		}
+	}
+	return out
+}
+
+// checkWaits: per worker, the blocked time under wait_here and under
+// lock_wait within ±15 % of what it timed, rooted at its own [pid N].
+func checkWaits(t *testing.T, name string, tr waitTruth, folded string) {
+	t.Helper()
+	sleep, lock := blockedUnder(t, folded, "wait_here"), blockedUnder(t, folded, "lock_wait")
+	for pid, w := range tr.workers {
+		for i, got := range []float64{sleep[pid], lock[pid]} {
+			fn := []string{"wait_here", "lock_wait"}[i]
+			t.Logf("%s: worker %d: %.3fs under %s, it timed %.3fs", name, pid, got, fn, w[i])
+			if d := got/w[i] - 1; d < -0.15 || d > 0.15 {
+				t.Errorf("%s: worker %d: %.3fs under %s, want %.3fs ± 15 %% (%+.1f %%)", name, pid, got, fn, w[i], 100*d)
+			}
+		}
+	}
+	if sleep[tr.parent] != 0 || lock[tr.parent] != 0 {
+		t.Errorf("%s: the parent %d has the workers' waits", name, tr.parent)
+	}
+}
+
+func poolWaitArgv(py testutil.Interp, args ...string) []string {
+	return append(append(append([]string{}, py.Argv...), filepath.Join(testutil.Repo(), "testdata", "targets", "pool_wait.py")), args...)
+}
+
+// runUntil waits for cmd (pyobs) and fails the test on an error or after
+// 90 s.
+func runUntil(t *testing.T, cmd *exec.Cmd, se *strings.Builder) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("pyobs: %v\n%s", err, se.String())
+		}
+	case <-time.After(90 * time.Second):
+		t.Fatalf("pyobs did not end\n%s", se.String())
+	}
+}
+
+// TestOffcpuSetPoolSpawn: offcpu -- python3 pool_wait.py follows the
+// pool's workers, forked after the attach (they join late): start method
+// fork (3.11), and spawn (3.12: each worker execs a new interpreter,
+// mapped elsewhere, walked with its own addresses).
+func TestOffcpuSetPoolSpawn(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.CPUHog(t, 2)
+	for _, c := range []struct{ label, method string }{{"pyenv-3.11", "fork"}, {"pyenv-3.12", "spawn"}} {
+		t.Run(c.label+"/"+c.method, func(t *testing.T) {
+			py := testutil.Find(t, c.label)
+			dir := t.TempDir()
+			truth, out := filepath.Join(dir, "truth"), filepath.Join(dir, "o.folded")
+			cmd := exec.Command(testutil.Binary(t), append([]string{"offcpu", "--engine", "bpf", "--format", "folded", "-o", out, "--"},
+				poolWaitArgv(py, truth, c.method, "1.0", "1.5", "before")...)...)
+			cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+			in, _ := cmd.StdinPipe()
+			so, _ := cmd.StdoutPipe() // -o FILE: the program keeps pyobs's stdout
+			var se strings.Builder
+			cmd.Stderr = &se
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+			readLines(so).expect(t, "READY")
+			testutil.WaitBPFLink(t, cmd.Process.Pid, 30*time.Second)
+			time.Sleep(200 * time.Millisecond) // the seed goes in right after the links
+			fmt.Fprintln(in, "go")
+			runUntil(t, cmd, &se)
+			b, err := os.ReadFile(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr := readWaitTruth(t, truth)
+			checkWaits(t, "-- CMD "+c.method, tr, string(b))
+			if !strings.Contains(se.String(), "pyobs offcpu: processes: ") || !strings.Contains(se.String(), " 0 refused") {
+				t.Errorf("no account of the set in the footer, or a member refused:\n%s", se.String())
+			}
+			for pid := range tr.workers {
+				if !strings.Contains(se.String(), fmt.Sprintf("pid %d (fork by %d", pid, tr.parent)) {
+					t.Errorf("worker %d not accounted as forked by %d:\n%s", pid, tr.parent, se.String())
+				}
+			}
+		})
+	}
+}
+
+// TestOffcpuSetAttachChildren: -p PARENT --children after the pool
+// started: the existing workers join at the start.
+func TestOffcpuSetAttachChildren(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.CPUHog(t, 2)
+	py := testutil.Find(t, "pyenv-3.11")
+	dir := t.TempDir()
+	truth := filepath.Join(dir, "truth")
+	argv := poolWaitArgv(py, truth, "fork", "1.0", "1.5", "stdin")
+	tg := exec.Command(argv[0], argv[1:]...)
+	tg.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	tg.Stderr = os.Stderr
+	in, _ := tg.StdinPipe()
+	so, _ := tg.StdoutPipe()
+	if err := tg.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tg.Process.Kill(); _ = tg.Wait() })
+	readLines(so).expect(t, "POOL")
+
+	folded := filepath.Join(dir, "o.folded")
+	cmd := exec.Command(testutil.Binary(t), "offcpu", "--engine", "bpf", "-p", strconv.Itoa(tg.Process.Pid), "--children", "--format", "folded", "-o", folded)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	var se strings.Builder
+	cmd.Stderr = &se
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	testutil.WaitBPFLink(t, cmd.Process.Pid, 30*time.Second)
+	time.Sleep(200 * time.Millisecond)
+	fmt.Fprintln(in, "go")
+	runUntil(t, cmd, &se)
+	b, err := os.ReadFile(folded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkWaits(t, "-p PARENT --children", readWaitTruth(t, truth), string(b))
+	if !strings.Contains(se.String(), "pyobs offcpu: processes: 4 seen") {
+		t.Errorf("no account of the set in the footer:\n%s", se.String())
+	}
+}
+
+// TestOffcpuSetRefusals: --greenlets refuses a set in one line; the perf
+// engine observes the target alone and says so.
+func TestOffcpuSetRefusals(t *testing.T) {
+	r := testutil.Run(t, 30*time.Second, "offcpu", "--greenlets", "-p", "1,2")
+	if r.Code == 0 || !strings.Contains(r.Stderr, "--greenlets observes one process") || strings.Count(strings.TrimSpace(r.Stderr), "\n") > 0 {
+		t.Errorf("exit %d, stderr %q: want one line refusing --greenlets on a set", r.Code, r.Stderr)
+	}
+	testutil.RequireRoot(t)
+	tg := testutil.Start(t, testutil.Find(t, "pyenv-3.12"), "sleeper.py")
+	r = testutil.Run(t, 30*time.Second, "offcpu", "--engine", "perf", "-p", strconv.Itoa(tg.Pid), "--children", "-d", "300ms", "--format", "text")
+	if r.Code != 0 || !strings.Contains(r.Stderr, fmt.Sprintf("the perf engine observes pid %d alone", tg.Pid)) {
+		t.Errorf("exit %d, stderr %q: want the perf engine to say it observes the target alone", r.Code, r.Stderr)
+	}
+}
+
+// TestOffcpuSetCgroup: --cgroup on a cgroup v2 made here holding two
+// Python processes of one build and one of another: the first two's
+// sleeps under their own roots and functions, the third refused (another
+// build: not walked) with its reason, its time still under its root.
+func TestOffcpuSetCgroup(t *testing.T) {
+	testutil.RequireRoot(t)
+	root := "/sys/fs/cgroup/unified"
+	if _, err := os.Stat(filepath.Join(root, "cgroup.procs")); err != nil {
+		root = "/sys/fs/cgroup"
+	}
+	dir := filepath.Join(root, fmt.Sprintf("pyobs-setoff-%d", os.Getpid()))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		testutil.Skip(t, fmt.Sprintf("can't make a cgroup v2 directory: %v", err))
+	}
+	pys := []testutil.Interp{testutil.Find(t, "pyenv-3.12"), testutil.Find(t, "pyenv-3.12"), testutil.Find(t, "pyenv-3.11")}
+	var pids []int
+	for i, fn := range []string{"nap_one", "nap_two", "nap_other"} {
+		script := fmt.Sprintf("import sys, time\ndef %s():\n    while True:\n        time.sleep(0.02)\nprint('READY', flush=True)\nsys.stdin.readline()\n%s()\n", fn, fn)
+		argv := append(append([]string{}, pys[i].Argv...), "-c", script)
+		c := exec.Command(argv[0], argv[1:]...)
+		c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		in, _ := c.StdinPipe()
+		so, _ := c.StdoutPipe()
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// Cleanups run last-in first-out: the processes end before the rmdir.
+		if i == 0 {
+			t.Cleanup(func() {
+				for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+					if os.Remove(dir) == nil {
+						return
+					}
+				}
+				t.Errorf("can't remove cgroup %s", dir)
+			})
+		}
+		t.Cleanup(func() { _ = c.Process.Kill(); _ = c.Wait() })
+		readLines(so).expect(t, "READY")
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(c.Process.Pid)), 0o644); err != nil {
+			t.Fatalf("can't move pid %d into %s: %v", c.Process.Pid, dir, err)
+		}
+		fmt.Fprintln(in, "go")
+		pids = append(pids, c.Process.Pid)
+	}
+	r := testutil.Run(t, 60*time.Second, "offcpu", "--engine", "bpf", "--cgroup", dir, "-d", "1s", "--format", "folded")
+	if r.Code != 0 {
+		t.Fatalf("exit %d: %s", r.Code, r.Stderr)
+	}
+	for i, fn := range []string{"nap_one", "nap_two"} {
+		if s := blockedUnder(t, r.Stdout, fn)[pids[i]]; s < 0.8 {
+			t.Errorf("process %d: %.3fs under %s, want most of the 1 s window\n%s", pids[i], s, fn, r.Stdout)
+		}
+	}
+	if strings.Contains(r.Stdout, "nap_other (") || !strings.Contains(r.Stdout, fmt.Sprintf("[pid %d]", pids[2])) {
+		t.Errorf("the 3.11 process named, or its waits missing:\n%s", r.Stdout)
+	}
+	if !strings.Contains(r.Stderr, "processes: 3 seen") || !strings.Contains(r.Stderr, "1 refused") ||
+		!strings.Contains(r.Stderr, "refused: CPython 3.11.7 build differs from the target's 3.12.1") {
+		t.Errorf("the footer's account: %s", r.Stderr)
+	}
+}
