@@ -69,7 +69,9 @@ type engine struct {
 	opt     Options
 	probe   *probe
 	tr      *Tracker
-	socks   *procSockets
+	socks   *setSockets
+	many    bool            // a set of processes (workers and all), not one
+	exits   map[int]int     // exited members: polls since their exit was seen (-1: handled)
 	tids    *session.TidMap
 	ev      Event
 	decode  uint64
@@ -83,40 +85,57 @@ type engine struct {
 	ksWhy   string
 }
 
-// open attaches the probe to the session's target and scans its sockets.
+// open attaches the probe to the session's target (and its set: the
+// workers of a prefork server) and scans their sockets.
 func open(s *session.Session, opt Options) (*engine, error) {
 	if opt.Poll <= 0 {
 		opt.Poll = 50 * time.Millisecond
 	}
-	e := &engine{s: s, opt: opt, cpu0: clock.ObserverCPU(), socks: newProcSockets(s.Pid)}
+	e := &engine{s: s, opt: opt, cpu0: clock.ObserverCPU(), socks: newSetSockets(), many: s.Set.Many(), exits: map[int]int{}}
 	if s.Py != nil {
 		e.tids = s.NewTidMap()
 	}
-	// The sampler first (its load is the slow part): once the syscall
-	// probe is on, requests are seen with their stacks.
-	e.startSampler()
-	p, err := openProbe(s.Pid)
+	so := s.Options()
+	p, err := loadProbe(so)
 	if err != nil {
-		e.closeSampler()
 		return nil, fmt.Errorf("pid %d: %w", s.Pid, err)
 	}
 	e.probe = p
-	e.started = clock.MonoNow()
-	e.tr = NewTracker(e.socks.Resolve, opt.Slowest)
-	listeners, conns, err := e.socks.Scan()
-	if err != nil {
+	// The sampler before the syscall probe is on (its load is the slow
+	// part): once it is, requests are seen with their stacks.
+	e.startSampler()
+	if err := p.start(so, e.many); err != nil {
 		p.Close()
 		e.closeSampler()
-		return nil, s.Explain("scan sockets", err)
+		return nil, fmt.Errorf("pid %d: %w", s.Pid, err)
 	}
-	for fd, port := range listeners {
-		e.tr.AddListener(fd, port)
+	e.started = clock.MonoNow()
+	e.tr = NewTracker(e.socks.Resolve, opt.Slowest)
+	pids := []int{s.Pid}
+	if p.set != nil {
+		pids = p.set.Pids()
 	}
-	for fd, port := range conns {
-		e.tr.AddConn(fd, port, uint64(e.started))
+	nconns := 0
+	for _, pid := range pids {
+		listeners, conns, err := e.socks.of(pid).Scan()
+		if err != nil {
+			if pid != s.Pid {
+				continue // a member that exited meanwhile
+			}
+			p.Close()
+			e.closeSampler()
+			return nil, s.Explain("scan sockets", err)
+		}
+		for fd, port := range listeners {
+			e.tr.AddListener(FD{int32(pid), fd}, port)
+		}
+		for fd, port := range conns {
+			e.tr.AddConn(FD{int32(pid), fd}, port, uint64(e.started))
+		}
+		nconns += len(conns)
 	}
-	if len(conns) > 0 {
-		e.notes = append(e.notes, fmt.Sprintf("%d connection(s) were open at the start: their queue time is unknown and a request already in progress on them is not counted", len(conns)))
+	if nconns > 0 {
+		e.notes = append(e.notes, fmt.Sprintf("%d connection(s) were open at the start: their queue time is unknown and a request already in progress on them is not counted", nconns))
 	}
 	if e.ks != nil {
 		e.tr.Join = e.ks.join
@@ -130,7 +149,7 @@ func (e *engine) startSampler() {
 	if e.ks != nil || (e.opt.Slowest <= 0 && !e.opt.Profile) {
 		return
 	}
-	e.ks, e.ksWhy = openSampler(e.s, e.tids, e.opt)
+	e.ks, e.ksWhy = openSampler(e.s, e.tids, e.opt, e.probe, e.s.Options())
 	if e.ks != nil && e.tr != nil {
 		e.tr.Join = e.ks.join
 	}
@@ -232,6 +251,7 @@ func (e *engine) run(ctx context.Context, end time.Time, interval time.Duration,
 				e.startSampler()
 			}
 			e.sampleStacks()
+			e.reapExited(false)
 			nextPoll = now.Add(e.opt.Poll)
 		}
 		if interval > 0 && !now.Before(nextEmit) {
@@ -279,8 +299,30 @@ func (e *engine) finish(winStart int64, emit func(*Result) error) error {
 	if e.ks != nil {
 		e.ks.stop()
 	}
+	e.reapExited(true)
 	e.tr.FlushResponded(uint64(t))
 	return emit(e.report(winStart, t, true))
+}
+
+// reapExited ends the connections that exited members left open (their
+// exit closed them without a close call): a poll period after the exit was
+// seen, so that the process's last events, read from another ring, come
+// first; all now.
+func (e *engine) reapExited(now bool) {
+	if e.probe.set == nil {
+		return
+	}
+	for _, m := range e.probe.set.Members() {
+		if !m.Exited || e.exits[m.Pid] < 0 {
+			continue
+		}
+		if e.exits[m.Pid]++; e.exits[m.Pid] < 2 && !now {
+			continue
+		}
+		e.exits[m.Pid] = -1
+		e.tr.ProcessExited(m.Pid, uint64(clock.MonoNow()))
+		e.socks.forget(m.Pid)
+	}
 }
 
 // sampleStacks reads the handling thread's Python stack of every request
@@ -291,8 +333,8 @@ func (e *engine) sampleStacks() {
 	}
 	now := uint64(clock.MonoNow())
 	for _, f := range e.tr.InFlight() {
-		if now-min(f.Start, now) < uint64(e.opt.Poll) {
-			continue
+		if now-min(f.Start, now) < uint64(e.opt.Poll) || f.Pid != e.s.Pid {
+			continue // the frame walker reads the target (another member: kernel samples only)
 		}
 		ref, ok := e.tids.Lookup(int(f.Tid))
 		if !ok {

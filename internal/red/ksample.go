@@ -14,6 +14,7 @@ import (
 	"github.com/pyobs/pyobs/internal/clock"
 	"github.com/pyobs/pyobs/internal/flame"
 	"github.com/pyobs/pyobs/internal/kwalk"
+	"github.com/pyobs/pyobs/internal/procset"
 	"github.com/pyobs/pyobs/internal/red/sampler"
 	"github.com/pyobs/pyobs/internal/session"
 )
@@ -57,8 +58,9 @@ type ksampler struct {
 	stats     io.Closer // the kernel's bpf run-time accounting, while on
 }
 
-// openSampler starts the kernel sampler, or says why not.
-func openSampler(s *session.Session, tids *session.TidMap, opt Options) (*ksampler, string) {
+// openSampler starts the kernel sampler on the members of pr's set, or
+// says why not.
+func openSampler(s *session.Session, tids *session.TidMap, opt Options, pr *probe, set procset.Options) (*ksampler, string) {
 	if opt.SampleHz <= 0 {
 		return nil, "--sample-hz 0"
 	}
@@ -77,7 +79,7 @@ func openSampler(s *session.Session, tids *session.TidMap, opt Options) (*ksampl
 	if err != nil {
 		return nil, err.Error()
 	}
-	p, err := sampler.Open(s.Pid, cfg, opt.SampleHz)
+	p, err := sampler.Open(s.Pid, cfg, opt.SampleHz, pr.sharedMaps(), set)
 	if err != nil {
 		return nil, err.Error()
 	}

@@ -4,6 +4,7 @@ package red
 
 import (
 	"github.com/pyobs/pyobs/internal/flame"
+	"github.com/pyobs/pyobs/internal/procset"
 	"github.com/pyobs/pyobs/internal/session"
 )
 
@@ -14,7 +15,7 @@ type ksampler struct {
 	prof      *flame.Profile
 }
 
-func openSampler(s *session.Session, tids *session.TidMap, opt Options) (*ksampler, string) {
+func openSampler(s *session.Session, tids *session.TidMap, opt Options, pr *probe, set procset.Options) (*ksampler, string) {
 	return nil, "the in-kernel walk is x86_64 only"
 }
 

@@ -8,13 +8,13 @@ import (
 	"github.com/pyobs/pyobs/internal/procfs"
 )
 
-// procSockets resolves the target's fds from procfs: the fd links and the
-// net/tcp{,6} tables of its network namespace.
+// procSockets resolves one process's fds from procfs: the fd links and
+// the net/tcp{,6} tables of its network namespace.
 type procSockets struct {
 	pid     int
 	fs      procfs.FS
 	socks   map[uint64]procfs.NetTCPSocket
-	ports   map[int]bool // the target's listening ports
+	ports   map[int]bool // the observed processes' listening ports
 	Reads   int          // table reads
 	lastErr error
 }
@@ -22,6 +22,34 @@ type procSockets struct {
 func newProcSockets(pid int) *procSockets {
 	return &procSockets{pid: pid, fs: procfs.Default(), ports: map[int]bool{}}
 }
+
+// setSockets are the procSockets of every observed process; they share
+// the listening ports (a socket inherited across fork is one port).
+type setSockets struct {
+	by    map[int]*procSockets
+	ports map[int]bool
+}
+
+func newSetSockets() *setSockets {
+	return &setSockets{by: map[int]*procSockets{}, ports: map[int]bool{}}
+}
+
+// of is pid's resolver.
+func (s *setSockets) of(pid int) *procSockets {
+	p := s.by[pid]
+	if p == nil {
+		p = newProcSockets(pid)
+		p.ports = s.ports
+		s.by[pid] = p
+	}
+	return p
+}
+
+// forget drops an exited process's resolver.
+func (s *setSockets) forget(pid int) { delete(s.by, pid) }
+
+// Resolve is the Tracker's Resolver.
+func (s *setSockets) Resolve(fd FD) (FdKind, int) { return s.of(int(fd.Pid)).Resolve(fd.Fd) }
 
 func (p *procSockets) reload() {
 	p.Reads++
@@ -41,7 +69,7 @@ func (p *procSockets) inode(fd int32) (uint64, bool) {
 	return ino, err == nil
 }
 
-// Resolve is the Tracker's Resolver.
+// Resolve tells what fd is.
 func (p *procSockets) Resolve(fd int32) (FdKind, int) {
 	ino, ok := p.inode(fd)
 	if !ok {
