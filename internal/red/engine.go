@@ -70,8 +70,8 @@ type engine struct {
 	probe   *probe
 	tr      *Tracker
 	socks   *setSockets
-	many    bool            // a set of processes (workers and all), not one
-	exits   map[int]int     // exited members: polls since their exit was seen (-1: handled)
+	many    bool        // a set of processes (workers and all), not one
+	exits   map[int]int // exited members: polls since their exit was seen (-1: handled)
 	tids    *session.TidMap
 	ev      Event
 	decode  uint64

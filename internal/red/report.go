@@ -132,9 +132,9 @@ type PortReport struct {
 	Routes      []RouteReport     `json:"routes"`
 	// Workers: per process of a set, the requests of the connections it
 	// accepted (a prefork server's workers share the listening socket).
-	Workers []WorkerReport `json:"workers,omitempty"`
-	Conns       ConnReport        `json:"connections"`
-	NotParsed   []NotParsed       `json:"not_parsed"`
+	Workers   []WorkerReport `json:"workers,omitempty"`
+	Conns     ConnReport     `json:"connections"`
+	NotParsed []NotParsed    `json:"not_parsed"`
 }
 
 // WorkerReport is one process's share of a port.

@@ -84,7 +84,7 @@ type Joiner func(port int, route string, named bool, tid uint32, start, end uint
 // conn is one accepted connection.
 type conn struct {
 	port      int
-	pid       int // the process that accepted it (serves its requests)
+	pid       int    // the process that accepted it (serves its requests)
 	opened    uint64 // accept (or first sight) time
 	accepted  bool   // its accept was seen
 	firstRead uint64
