@@ -201,7 +201,7 @@ func oneProcess(cmd *cobra.Command, g *globals) error {
 // setCommands are the commands whose engines observe a set of processes
 // (session.SetSpec); the others refuse several -p, --children, --cgroup
 // and --all in one line.
-var setCommands = map[string]bool{}
+var setCommands = map[string]bool{"red": true}
 
 func setCommandList() string {
 	var names []string
