@@ -221,6 +221,9 @@ func TestRedPreforkServer(t *testing.T) {
 			len(truth.byWorker), truth.requests, truth.errors, got.requests, got.errors)
 	}
 	checkSetReport(t, &r, port, truth, truth.byWorker)
+	if t.Failed() {
+		t.Logf("account %+v %+v; drops %+v; notes %q", r.ProcessCounts, r.Processes, r.Drops, r.Notes)
+	}
 	// The account: the master and every worker, exited; the replacements
 	// joined late.
 	if r.ProcessCounts == nil {

@@ -71,7 +71,7 @@ type engine struct {
 	tr      *Tracker
 	socks   *setSockets
 	many    bool        // a set of processes (workers and all), not one
-	exits   map[int]int // exited members: polls since their exit was seen (-1: handled)
+	exits   map[int]int // exited members: 1 seen, -1 handled
 	tids    *session.TidMap
 	ev      Event
 	decode  uint64
@@ -114,6 +114,7 @@ func open(s *session.Session, opt Options) (*engine, error) {
 	pids := []int{s.Pid}
 	if p.set != nil {
 		pids = p.set.Pids()
+		e.tr.Parent = e.parent
 	}
 	nconns := 0
 	for _, pid := range pids {
@@ -141,6 +142,18 @@ func open(s *session.Session, opt Options) (*engine, error) {
 		e.tr.Join = e.ks.join
 	}
 	return e, nil
+}
+
+// parent is the process pid was forked from, as the set's account has it
+// (its join event), else as /proc does (0: unknown).
+func (e *engine) parent(pid int32) int32 {
+	if m, ok := e.probe.set.Member(int(pid)); ok && m.Parent != 0 {
+		return int32(m.Parent)
+	}
+	if pp, err := e.s.FS.Ppid(int(pid)); err == nil {
+		return int32(pp)
+	}
+	return 0
 }
 
 // startSampler starts the kernel sampler once the target's runtime is
@@ -305,18 +318,25 @@ func (e *engine) finish(winStart int64, emit func(*Result) error) error {
 }
 
 // reapExited ends the connections that exited members left open (their
-// exit closed them without a close call): a poll period after the exit was
-// seen, so that the process's last events, read from another ring, come
-// first; all now.
+// exit closed them without a close call): once the event ring was empty
+// after the exit was seen (the process's last events, sent before its
+// exit, are read from another ring: they come first); all now.
 func (e *engine) reapExited(now bool) {
 	if e.probe.set == nil {
 		return
 	}
+	drained := e.probe.pending() == 0
 	for _, m := range e.probe.set.Members() {
 		if !m.Exited || e.exits[m.Pid] < 0 {
 			continue
 		}
-		if e.exits[m.Pid]++; e.exits[m.Pid] < 2 && !now {
+		if e.exits[m.Pid] == 0 {
+			e.exits[m.Pid] = 1 // seen: its events are in the ring by now
+			if !now {
+				continue
+			}
+		}
+		if !drained && !now {
 			continue
 		}
 		e.exits[m.Pid] = -1

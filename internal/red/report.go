@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -542,8 +543,12 @@ func writeProcesses(b *strings.Builder, r *Result) {
 	}
 }
 
-// ShortArgv joins argv, cut to about n characters.
+// ShortArgv joins argv (the program by its base name), cut to about n
+// characters.
 func ShortArgv(argv []string, n int) string {
+	if len(argv) > 0 {
+		argv = append([]string{filepath.Base(argv[0])}, argv[1:]...)
+	}
 	s := strings.Join(argv, " ")
 	if s == "" {
 		return "?"

@@ -185,6 +185,11 @@ type Tracker struct {
 	// Join, when set, is asked at each request's end for the kernel
 	// samples taken on its thread while it was served.
 	Join Joiner
+	// Parent, when set, names the process pid was forked from (0: none
+	// known): an accept on an fd that /proc can no longer resolve (the
+	// process exited before its events were read) is on the listening
+	// socket the parent had at that number, inherited across fork.
+	Parent func(pid int32) int32
 
 	Events, Unknown, Resolves uint64
 }
@@ -243,6 +248,32 @@ func (t *Tracker) lookup(fd FD, now uint64) *conn {
 	return nil
 }
 
+// inherited finds the listening socket fd's process inherited at that
+// number from its parent (or theirs), known already or resolved now.
+func (t *Tracker) inherited(fd FD) (int, bool) {
+	if t.Parent == nil {
+		return 0, false
+	}
+	p := fd.Pid
+	for i := 0; i < 8; i++ {
+		if p = t.Parent(p); p == 0 {
+			return 0, false
+		}
+		k := FD{p, fd.Fd}
+		if port, ok := t.listen[k]; ok {
+			return port, true
+		}
+		if t.resolve != nil && !t.other[k] {
+			t.Resolves++
+			if kind, port := t.resolve(k); kind == FdListen {
+				t.AddListener(k, port) // bound after the start: found now
+				return port, true
+			}
+		}
+	}
+	return 0, false
+}
+
 // Handle processes one syscall exit.
 func (t *Tracker) Handle(ev *Event) {
 	t.Events++
@@ -262,7 +293,10 @@ func (t *Tracker) Handle(ev *Event) {
 			}
 		}
 		if !ok {
-			return
+			if port, ok = t.inherited(fd); !ok {
+				return
+			}
+			t.AddListener(fd, port)
 		}
 		nfd := FD{fd.Pid, int32(ev.Ret)}
 		if old := t.conns[nfd]; old != nil && (old.accepted || old.firstRead != 0) {

@@ -261,3 +261,28 @@ func TestTrackerWorkers(t *testing.T) {
 		t.Errorf("connections opened %d closed %d", p.ConnOpened, p.ConnClosed)
 	}
 }
+
+// TestTrackerInherited: a worker that exited before its events were read
+// (/proc no longer resolves its fds) accepted on the listening socket its
+// parent had at that number.
+func TestTrackerInherited(t *testing.T) {
+	tr := NewTracker(func(fd FD) (FdKind, int) {
+		if fd == (FD{100, 3}) {
+			return FdListen, 8000 // the parent is alive: /proc has it
+		}
+		return FdOther, 0
+	}, 0)
+	tr.Parent = func(pid int32) int32 {
+		return map[int32]int32{101: 100, 102: 101}[pid]
+	}
+	e := &evs{tr: tr}
+	e.at(0).evp(102, nrAccept4, 3, 5, "") // a grandchild
+	e.at(1).evp(102, nrRead, 5, 30, "GET /a HTTP/1.1\r\n\r\n")
+	e.at(2).evp(102, nrWrite, 5, 30, "HTTP/1.1 200 OK\r\n")
+	e.at(3).evp(102, nrClose, 5, 0, "")
+	e.at(4).evp(103, nrAccept4, 3, 5, "") // no known parent: not a listener
+	ps, _, _ := tr.TakeWindow()
+	if len(ps) != 1 || ps[0].Requests != 1 || ps[0].Workers[102] == nil || ps[0].ConnOpened != 1 {
+		t.Fatalf("ports %+v", ps)
+	}
+}
