@@ -31,7 +31,7 @@ type setCounts struct {
 
 // setLoad sends n GET requests to port over conc keep-alive clients (the
 // server decides when a connection ends): every 20th /err/ (500), every
-// 25th /missing/ (404), the rest /ok/. It returns the client's own counts,
+// 25th /missing/ (404), every 100th /slow/ (50 ms, 200), the rest /ok/. It returns the client's own counts,
 // per worker when the response names it (X-Worker).
 func setLoad(t *testing.T, port, n, conc int) setCounts {
 	t.Helper()
@@ -57,6 +57,8 @@ func setLoad(t *testing.T, port, n, conc int) setCounts {
 					path = fmt.Sprintf("/err/%d", i)
 				case i%25 == 1:
 					path = fmt.Sprintf("/missing/%d", i)
+				case i%100 == 50:
+					path = fmt.Sprintf("/slow/%d", i)
 				}
 				resp, err := cl.Get(fmt.Sprintf("http://127.0.0.1:%d%s", port, path))
 				if err != nil {
@@ -107,6 +109,9 @@ func within(got, want uint64) bool {
 // total, and per worker (pid -> counts).
 func checkSetReport(t *testing.T, r *red.Result, port int, total setCounts, workers map[int]*setCounts) {
 	t.Helper()
+	if len(r.Ports) == 0 {
+		t.Fatalf("no port in the report: events %d, drops %+v, processes %+v %+v, notes %q", r.Events, r.Drops, r.ProcessCounts, r.Processes, r.Notes)
+	}
 	p := findPort(t, r, port)
 	t.Logf("port %d: red %d requests, %d errors, %d 4xx; truth %d, %d, %d", port, p.Requests, p.Errors, p.Client4xx,
 		total.requests, total.errors, total.client4xx)
@@ -169,15 +174,17 @@ func waitFile(t *testing.T, path string, timeout time.Duration) string {
 // so workers join while red runs and exit. Under a bounded load of 2,400
 // requests red counts every request (±0.5 %) and every error exactly, in
 // total and per worker (each worker's own count, written at its exit), and
-// its account lists every worker, exited.
+// its account lists every worker, exited. --slowest 3: the slow route, in
+// a worker, with slow_handler's stack walked in the kernel (a forked
+// worker has the master's addresses).
 func TestRedPreforkServer(t *testing.T) {
 	testutil.RequireRoot(t)
 	testutil.CPUHog(t, 1)
 	py := testutil.Find(t, "pyenv-3.12")
 	dir := t.TempDir()
-	argv := append([]string{"red", "--format", "json", "--"}, py.Argv...)
+	argv := append([]string{"red", "--format", "json", "--slowest", "3", "--"}, py.Argv...)
 	argv = append(argv, filepath.Join(testutil.Repo(), "testdata", "targets", "prefork_server.py"), dir, "3", "300")
-	wait := startRedSet(t, 5, argv...)
+	wait := startRedSet(t, 6, argv...) // the sampler's sched_switch too: it starts once Python is up
 	var port, master int
 	if _, err := fmt.Sscanf(waitFile(t, filepath.Join(dir, "port"), 20*time.Second), "%d %d", &port, &master); err != nil {
 		t.Fatal(err)
@@ -221,6 +228,18 @@ func TestRedPreforkServer(t *testing.T) {
 			len(truth.byWorker), truth.requests, truth.errors, got.requests, got.errors)
 	}
 	checkSetReport(t, &r, port, truth, truth.byWorker)
+	if len(r.Slowest) != 3 {
+		t.Errorf("%d slowest requests, want 3", len(r.Slowest))
+	}
+	for _, s := range r.Slowest {
+		var fns []string
+		for _, f := range s.Stack {
+			fns = append(fns, f.Function)
+		}
+		if _, worker := truth.byWorker[s.Pid]; s.Route != "GET /slow/:id" || !worker || s.StackSource != "kernel" || len(fns) == 0 || fns[0] != "slow_handler" {
+			t.Errorf("slowest %s (pid %d, a worker: %v): stack from %q: %v", s.Route, s.Pid, worker, s.StackSource, fns)
+		}
+	}
 	if t.Failed() {
 		t.Logf("account %+v %+v; drops %+v; notes %q", r.ProcessCounts, r.Processes, r.Drops, r.Notes)
 	}

@@ -155,6 +155,14 @@ func (p *probe) sharedMaps() map[string]*ebpf.Map {
 // and is accounted (procset.Start: fork, exec and exit programs); else
 // the one seed is put in the map and nothing else is attached.
 func (p *probe) start(o procset.Options, many bool) error {
+	if err := p.seed(o, many); err != nil {
+		return err
+	}
+	return p.attach()
+}
+
+// seed is start's first half: the set's members, no syscall seen yet.
+func (p *probe) seed(o procset.Options, many bool) error {
 	if many {
 		set, err := procset.Start(procset.Handles{Procs: p.objs.Procs, Events: p.objs.ProcsetEvents,
 			Counters: p.objs.ProcsetCounters, Fork: p.objs.ProcsetFork, Exec: p.objs.ProcsetExec,
@@ -170,6 +178,11 @@ func (p *probe) start(o procset.Options, many bool) error {
 			}
 		}
 	}
+	return nil
+}
+
+// attach is start's second half: the syscall programs and their ring.
+func (p *probe) attach() error {
 	var err error
 	if p.links, err = bpfload.AttachSyscalls(p.objs.RedEnter, p.objs.RedExit); err != nil {
 		return fmt.Errorf("red: %w", err)

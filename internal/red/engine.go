@@ -104,18 +104,23 @@ func open(s *session.Session, opt Options) (*engine, error) {
 	// The sampler before the syscall probe is on (its load is the slow
 	// part): once it is, requests are seen with their stacks.
 	e.startSampler()
-	if err := p.start(so, e.many); err != nil {
+	if err := p.seed(so, e.many); err != nil {
 		p.Close()
 		e.closeSampler()
 		return nil, fmt.Errorf("pid %d: %w", s.Pid, err)
 	}
-	e.started = clock.MonoNow()
+	// The members' sockets before the syscall programs are on: once they
+	// are, what the processes do is seen, and the sockets it uses were
+	// found while the processes were there (their events may be read
+	// after they exited). A socket opened in between is resolved at its
+	// first use.
 	e.tr = NewTracker(e.socks.Resolve, opt.Slowest)
 	pids := []int{s.Pid}
 	if p.set != nil {
 		pids = p.set.Pids()
 		e.tr.Parent = e.parent
 	}
+	e.started = clock.MonoNow()
 	nconns := 0
 	for _, pid := range pids {
 		listeners, conns, err := e.socks.of(pid).Scan()
@@ -135,6 +140,12 @@ func open(s *session.Session, opt Options) (*engine, error) {
 		}
 		nconns += len(conns)
 	}
+	if err := p.attach(); err != nil {
+		p.Close()
+		e.closeSampler()
+		return nil, fmt.Errorf("pid %d: %w", s.Pid, err)
+	}
+	e.started = clock.MonoNow()
 	if nconns > 0 {
 		e.notes = append(e.notes, fmt.Sprintf("%d connection(s) were open at the start: their queue time is unknown and a request already in progress on them is not counted", nconns))
 	}

@@ -10,7 +10,8 @@ to 10 requests (an idle one ends after 100 ms), then answers with
 > 0 a worker that served that many requests closes its connection and
 exits, and the parent forks a new one (gunicorn's --max-requests).
 
-Routes: /err/<id> 500, /missing/<id> 404, anything else 200.
+Routes: /err/<id> 500, /missing/<id> 404, /slow/<id> 50 ms in
+slow_handler then 200, anything else 200.
 
 Ground truth: each worker writes OUTDIR/worker-<pid>.json, {"pid",
 "requests", "errors" (5xx), "client4xx"}, when it exits (MAX_REQUESTS, or
@@ -23,6 +24,7 @@ import os
 import signal
 import socket
 import sys
+import time
 
 KEEPALIVE = 10
 
@@ -32,6 +34,11 @@ def write_truth(outdir, counts):
     with open(path + ".tmp", "w") as f:
         json.dump(counts, f)
     os.rename(path + ".tmp", path)
+
+
+def slow_handler():
+    time.sleep(0.05)
+    return 200, b"OK", b"slow\n"
 
 
 def read_request(conn, buf):
@@ -72,7 +79,9 @@ def worker(lsock, outdir, max_requests):
             if head is None:
                 break
             path = head.split(b" ", 2)[1] if head.count(b" ") >= 2 else b"/"
-            if path.startswith(b"/err/"):
+            if path.startswith(b"/slow/"):
+                code, reason, body = slow_handler()
+            elif path.startswith(b"/err/"):
                 code, reason, body = 500, b"Internal Server Error", b"boom\n"
             elif path.startswith(b"/missing/"):
                 code, reason, body = 404, b"Not Found", b"no\n"
