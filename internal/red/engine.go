@@ -167,6 +167,17 @@ func (e *engine) parent(pid int32) int32 {
 	return 0
 }
 
+// procLabel is a process frame: "[pid N] argv…".
+func (e *engine) procLabel(pid int) string {
+	var argv []string
+	if e.probe.set != nil {
+		if m, ok := e.probe.set.Member(pid); ok {
+			argv = m.Argv
+		}
+	}
+	return fmt.Sprintf("[pid %d] %s", pid, ShortArgv(argv, 60))
+}
+
 // startSampler starts the kernel sampler once the target's runtime is
 // known (a spawned target's only after it started Python).
 func (e *engine) startSampler() {
@@ -174,6 +185,9 @@ func (e *engine) startSampler() {
 		return
 	}
 	e.ks, e.ksWhy = openSampler(e.s, e.tids, e.opt, e.probe, e.s.Options())
+	if e.ks != nil && e.many {
+		e.ks.proc = e.procLabel
+	}
 	if e.ks != nil && e.tr != nil {
 		e.tr.Join = e.ks.join
 	}

@@ -56,6 +56,9 @@ type ksampler struct {
 	acct      SamplingReport
 	err       error
 	stats     io.Closer // the kernel's bpf run-time accounting, while on
+	// proc, when set (a set of processes), labels a profile's process
+	// frame ("[pid N] argv…") under a request's route.
+	proc func(pid int) string
 }
 
 // openSampler starts the kernel sampler on the members of pr's set, or
@@ -184,9 +187,10 @@ func (k *ksampler) onHit(h sampler.Hit) {
 }
 
 // join claims the samples of tid in [start, end] for one request and adds
-// them to the profile under the request's route: a tick counts one, a wait
-// that began in the request its time in it, in sample periods (rounded).
-func (k *ksampler) join(port int, route string, named bool, tid uint32, start, end uint64) []SampledStack {
+// them to the profile under the request's route (and its process, in a
+// set): a tick counts one, a wait that began in the request its time in
+// it, in sample periods (rounded).
+func (k *ksampler) join(port int, route string, named bool, pid int, tid uint32, start, end uint64) []SampledStack {
 	l := k.byTid[tid]
 	i := sort.Search(len(l), func(i int) bool { return l[i].time >= start })
 	var out []SampledStack
@@ -218,7 +222,13 @@ func (k *ksampler) join(port int, route string, named bool, tid uint32, start, e
 				}
 				root = k.root(label)
 			}
-			k.addProfile(root, h, st, n)
+			var ids []int
+			if k.proc != nil {
+				ids = []int{root, k.frameID(StackFrame{Function: k.proc(pid)})}
+			} else {
+				ids = []int{root}
+			}
+			k.addProfile(ids, h, st, n)
 		}
 		j, ok := byKey[h.id]
 		if !ok {
@@ -243,10 +253,10 @@ func (k *ksampler) root(label string) int {
 	return id
 }
 
-// addProfile adds n samples of h under root; a wait's stack ends in
-// [off cpu].
-func (k *ksampler) addProfile(root int, h *khit, st *kstack, n int) {
-	ids := []int{root}
+// addProfile adds n samples of h under the frames root (the route, its
+// process); a wait's stack ends in [off cpu].
+func (k *ksampler) addProfile(root []int, h *khit, st *kstack, n int) {
+	ids := append([]int(nil), root...)
 	switch {
 	case st != nil:
 		ids = append(ids, st.ids...)
@@ -272,7 +282,7 @@ func (k *ksampler) prune(t uint64) {
 			if !l[i].joined && l[i].dur == 0 {
 				k.acct.Outside++
 				if k.prof != nil {
-					k.addProfile(k.root("[no request]"), &l[i], k.stacks[l[i].id], 1)
+					k.addProfile([]int{k.root("[no request]")}, &l[i], k.stacks[l[i].id], 1)
 				}
 			}
 		}

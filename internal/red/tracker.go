@@ -76,10 +76,10 @@ type SampledStack struct {
 	N      int
 }
 
-// Joiner returns the kernel samples of thread tid taken during [start,
-// end] of a request of port (route as the tracker named it; named false:
-// no HTTP route).
-type Joiner func(port int, route string, named bool, tid uint32, start, end uint64) []SampledStack
+// Joiner returns the kernel samples of thread tid (of process pid) taken
+// during [start, end] of a request of port (route as the tracker named it;
+// named false: no HTTP route).
+type Joiner func(port int, route string, named bool, pid int, tid uint32, start, end uint64) []SampledStack
 
 // conn is one accepted connection.
 type conn struct {
@@ -502,7 +502,7 @@ func (t *Tracker) finish(c *conn, now uint64) {
 	}
 	ws.Requests++
 	if t.Join != nil && r.tid != 0 {
-		t.addSamples(r, t.Join(c.port, route, r.named, r.tid, r.start, end))
+		t.addSamples(r, t.Join(c.port, route, r.named, c.pid, r.tid, r.start, end))
 	}
 	switch {
 	case r.aborted != "":

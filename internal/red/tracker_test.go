@@ -193,7 +193,7 @@ func TestTrackerJoin(t *testing.T) {
 	}
 	var calls []call
 	slow := []StackFrame{{Function: "compute", File: "a.py", Line: 3}, {Function: "slow_handler", File: "a.py", Line: 9}}
-	e.tr.Join = func(port int, route string, named bool, tid uint32, start, end uint64) []SampledStack {
+	e.tr.Join = func(port int, route string, named bool, pid int, tid uint32, start, end uint64) []SampledStack {
 		calls = append(calls, call{port, route, named, tid, start, end})
 		if route == "GET /slow/:id" {
 			return []SampledStack{{Key: "slow", Frames: slow, N: 5}, {Key: "other", Frames: slow[1:], N: 2}, {N: 1}}
