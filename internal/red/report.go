@@ -504,12 +504,13 @@ func writeWorkers(b *strings.Builder, r *Result, p PortReport) {
 	}
 	fmt.Fprintf(b, "       per process (the one that accepted the connection):\n")
 	for _, w := range p.Workers {
-		d := w.Duration
-		if d == nil {
-			d = &Durations{}
+		fmt.Fprintf(b, "         [pid %d] %-40s %7d req %6d err (%5.2f%%) %5d 4xx  ", w.Pid,
+			ShortArgv(argv[w.Pid], 40), w.Requests, w.Errors, w.ErrorPct, w.Client4xx)
+		if d := w.Duration; d != nil {
+			fmt.Fprintf(b, "p50 %s  p90 %s  p99 %s  max %s\n", fmtMs(d.P50Ms), fmtMs(d.P90Ms), fmtMs(d.P99Ms), fmtMs(d.MaxMs))
+		} else {
+			b.WriteString("(no response)\n")
 		}
-		fmt.Fprintf(b, "         [pid %d] %-40s %7d req %6d err (%5.2f%%) %5d 4xx  p50 %s  p90 %s  p99 %s  max %s\n", w.Pid,
-			ShortArgv(argv[w.Pid], 40), w.Requests, w.Errors, w.ErrorPct, w.Client4xx, fmtMs(d.P50Ms), fmtMs(d.P90Ms), fmtMs(d.P99Ms), fmtMs(d.MaxMs))
 	}
 }
 
