@@ -67,7 +67,8 @@ and several -p work too). Each port is reported across the processes: a
 listening socket inherited across fork is one port, and a request belongs
 to the process that accepted its connection, listed per process (pid,
 requests, errors, duration quantiles) under the port, with the account of
-processes seen, joined late and exited. Stacks (--slowest, --profile) are
+processes seen, joined late and exited; an attached set is measured until
+-d, or until every process of it has exited. Stacks (--slowest, --profile) are
 walked in the kernel for forked workers too (they have the target's
 addresses); one that exec'd a new program is counted but not walked.
 

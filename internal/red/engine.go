@@ -167,6 +167,21 @@ func (e *engine) parent(pid int32) int32 {
 	return 0
 }
 
+// membersLeft says whether a member of the set besides the target has not
+// exited (an attached target's workers outlive it: the window goes on
+// while they serve).
+func (e *engine) membersLeft() bool {
+	if e.probe.set == nil {
+		return false
+	}
+	for _, m := range e.probe.set.Members() {
+		if m.Pid != e.s.Pid && !m.Exited {
+			return true
+		}
+	}
+	return false
+}
+
 // procLabel is a process frame: "[pid N] argv…".
 func (e *engine) procLabel(pid int) string {
 	var argv []string
@@ -272,12 +287,15 @@ func (e *engine) run(ctx context.Context, end time.Time, interval time.Duration,
 		}
 		if !stop && now.Sub(alive) > 200*time.Millisecond {
 			alive = now
-			if !e.s.Spawned() && !e.s.Alive() {
+			if !e.s.Spawned() && !e.s.Alive() && !e.membersLeft() {
 				stop = true
 			}
 		}
 		if stop {
-			if !e.s.Alive() || e.isExited() {
+			switch {
+			case e.many && !e.s.Spawned() && !e.s.Alive() && !e.membersLeft():
+				e.exited = fmt.Sprintf("pid %d and the other processes of its set exited (the last after %.2f s): the report covers up to then", e.s.Pid, float64(clock.MonoNow()-e.started)/1e9)
+			case !e.s.Alive() || e.isExited():
 				e.exited = fmt.Sprintf("pid %d exited after %.2f s: the report covers up to its exit", e.s.Pid, float64(clock.MonoNow()-e.started)/1e9)
 			}
 			return e.finish(winStart, emit)
