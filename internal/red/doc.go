@@ -9,7 +9,10 @@
 // read/readv/recvfrom/recvmsg and write/writev/sendto/sendmsg/sendfile
 // (when, how many bytes, and a copy of the first 128 bytes of each),
 // close and shutdown. Listening sockets and connections that were open
-// before the start are found in /proc/PID/fd and /proc/PID/net/tcp{,6}.
+// before the start are found in /proc/PID/fd and /proc/PID/net/tcp{,6}
+// (before the syscall programs attach); a socket the table's read missed
+// (it changes under load) is asked itself, through a duplicate of the fd
+// (pidfd_getfd: SO_ACCEPTCONN, getsockname), closed at once.
 // In user space, HTTP/1.x request and status lines are parsed from those
 // prefixes: a request runs from its first byte read to its last byte
 // written before the next read on that connection (keep-alive and
