@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Provide the PyPI packages the greenlet tests run targets with (greenlet and
 # gevent), one --target directory per CPython minor, next to the
-# interpreters scripts/pythons.sh provided.
+# interpreters scripts/pythons.sh provided; and gunicorn (pure Python, no
+# dependency: one directory for every minor) for red's prefork test.
 #
 # Usage: scripts/pypkgs.sh [--require-all]
 #        scripts/pypkgs.sh --memray
@@ -20,6 +21,7 @@
 # Layout: $CACHE/pypkgs/cp3XY/ holds greenlet and gevent for CPython 3.X
 # (put it on PYTHONPATH); $CACHE/pypkgs/cp3XY/.ok records the pinned
 # requirements once every interpreter of that minor imported them.
+# $CACHE/pypkgs/gunicorn/ holds gunicorn, its .ok likewise.
 #
 # The wheels come from the machine's own pip configuration (index, find-links:
 # no host name is written here), installed by one pip that can run (the last
@@ -132,6 +134,35 @@ while IFS=$'\t' read -r label ver argv; do
 		missing+=("$label")
 	fi
 done <"$MANIFEST"
+
+# gunicorn: a py3-none-any wheel without dependencies, for every minor.
+GUNICORN_PIN=gunicorn==27.0.1
+gdir=$CACHE/pypkgs/gunicorn
+if [ "$(cat "$gdir/.ok" 2>/dev/null)" != "$GUNICORN_PIN" ]; then
+	echo "pypkgs: installing $GUNICORN_PIN into $gdir" >&2
+	rm -rf "$gdir.tmp"
+	if "${pip_cmd[@]}" install --quiet --disable-pip-version-check --root-user-action ignore \
+		--target "$gdir.tmp" --only-binary=:all: --no-deps "$GUNICORN_PIN" >&2; then
+		rm -rf "$gdir"
+		mv "$gdir.tmp" "$gdir"
+		gok=1
+		while IFS=$'\t' read -r label ver argv; do
+			[ -n "$label" ] || continue
+			minor=${ver%.*}
+			[ "${minor%%.*}" = 3 ] && [ "${minor#*.}" -ge 10 ] || continue
+			# shellcheck disable=SC2086
+			if ! PYTHONPATH=$gdir $argv -c 'import gunicorn.app.wsgiapp' >/dev/null 2>&1; then
+				echo "pypkgs: $label can't import gunicorn from $gdir" >&2
+				missing+=("$label:gunicorn")
+				gok=0
+			fi
+		done <"$MANIFEST"
+		[ $gok = 1 ] && echo "$GUNICORN_PIN" >"$gdir/.ok"
+	else
+		rm -rf "$gdir.tmp"
+		missing+=(gunicorn)
+	fi
+fi
 
 if [ ${#missing[@]} -gt 0 ]; then
 	echo "pypkgs: missing for: ${missing[*]}" >&2

@@ -208,6 +208,7 @@ var setCommands = map[string]bool{
 	"dump":   true,
 	"offcpu": true,
 	"record": true,
+	"red":    true,
 	"stat":   true,
 	"trace":  true,
 }

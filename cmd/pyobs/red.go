@@ -28,7 +28,7 @@ type redFlags struct {
 func newRed(g *globals) *cobra.Command {
 	var f redFlags
 	c := &cobra.Command{
-		Use:   "red (-p PID | -- CMD ARGS)",
+		Use:   "red (-p PID[,PID…] [--children] | --cgroup DIR | --all | -- CMD ARGS)",
 		Short: "Rate, errors and duration of a server, per listening port, from its socket syscalls (eBPF tracepoints: no stops)",
 		Long: `red measures a server from outside at the syscall boundary: for each listening
 TCP port, requests per second, error rate (5xx, and connections reset or
@@ -60,12 +60,24 @@ when no HTTP route was parsed, "[no request]" for samples outside any
 finished request); the format comes from the extension as record's -o
 (.svg, .folded, .pb.gz, .speedscope.json, .gecko.json, .json).
 
+A pre-forking server (gunicorn, a parent that binds and forks workers):
+-p MASTER --children observes the master and every worker, those running
+and those forked later (-- CMD follows children by default; --cgroup DIR
+and several -p work too). Each port is reported across the processes: a
+listening socket inherited across fork is one port, and a request belongs
+to the process that accepted its connection, listed per process (pid,
+requests, errors, duration quantiles) under the port, with the account of
+processes seen, joined late and exited; an attached set is measured until
+-d, or until every process of it has exited. Stacks (--slowest, --profile) are
+walked in the kernel for forked workers too (they have the target's
+addresses); one that exec'd a new program is counted but not walked.
+
 Price: eBPF programs on the raw_syscalls sys_enter/sys_exit tracepoints
-(every syscall of the machine pays a compare; the target's socket calls
-send one 168-byte event each). Nothing is stopped. Needs root (CAP_BPF and
-CAP_PERFMON). x86_64 only.
-Cannot see: TLS plaintext, HTTP/2, io_uring, other processes of a
-pre-forking server; latency spent in the kernel before the server reads.
+(every syscall of the machine pays a map lookup; the observed processes'
+socket calls send one 176-byte event each). Nothing is stopped. Needs
+root (CAP_BPF and CAP_PERFMON). x86_64 only.
+Cannot see: TLS plaintext, HTTP/2, io_uring; latency spent in the kernel
+before the server reads.
 
 -i INTERVAL: live mode, one report per interval until Ctrl-C (or -d when
 given): a refreshed table on a terminal, a JSON line per interval otherwise.
@@ -77,6 +89,7 @@ when the window ends.`,
   pyobs red -p 4242 -d 10s --slowest 5 --profile routes.svg
   pyobs red -p 4242 -i 1s
   pyobs red -p 4242 --format json
+  pyobs red -p 4242 --children -d 30s            # a prefork master and its workers
   pyobs red -- python3 -m http.server 8000`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error { return runRed(cmd, g, &f, args) },

@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cilium/ebpf"
+
 	"github.com/pyobs/pyobs/internal/bpfload"
+	"github.com/pyobs/pyobs/internal/procset"
 )
 
 // red_bpfel.{go,o} are generated from red.bpf.c by bpf2go (`make
@@ -32,12 +35,14 @@ const (
 // PrefixLen is how many bytes of each read/write the kernel copies.
 const PrefixLen = 128
 
-// Event is one syscall exit of the target (red.bpf.c struct event).
+// Event is one syscall exit of an observed process (red.bpf.c struct
+// event).
 type Event struct {
 	TEnter uint64 // CLOCK_MONOTONIC ns; 0 when the entry was not seen
 	TExit  uint64
 	Ret    int64
 	Tid    uint32
+	Pid    uint32 // the thread's process (tgid)
 	Fd     int32
 	Nr     uint32
 	Len    uint16
@@ -54,7 +59,7 @@ func decodeEvent(b []byte, ev *Event) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", errDecode, err)
 	}
-	*ev = Event{TEnter: r.T_enter, TExit: r.T_exit, Ret: r.Ret, Tid: r.Tid, Fd: r.Fd, Nr: r.Nr,
+	*ev = Event{TEnter: r.T_enter, TExit: r.T_exit, Ret: r.Ret, Tid: r.Tid, Pid: r.Tgid, Fd: r.Fd, Nr: r.Nr,
 		Len: min(r.Len, PrefixLen), Flags: r.Flags, Data: r.Data}
 	return nil
 }
@@ -78,7 +83,7 @@ type Counters struct {
 	CopyFailed uint64 `json:"copy_failed"` // data prefixes that could not be read
 }
 
-// objects are the programs and maps; not the variables (target_tgid is
+// objects are the programs and maps; not the variables (procset.h's are
 // fixed at load, event_type only carries struct event into the BTF).
 type objects struct {
 	redPrograms
@@ -90,17 +95,33 @@ func (o *objects) Close() {
 	_ = o.redMaps.Close()
 }
 
-// probe is the loaded, attached program pair.
+// probe is the loaded, attached program pair and, for a set of processes,
+// the set's programs and account.
 type probe struct {
 	objs   objects
 	links  bpfload.Links
 	ring   *bpfload.Ring
+	set    *procset.Set // nil: one process, seeded into procs by hand
 	closed bool
 }
 
-// openProbe loads red.bpf.c's programs for tgid and attaches them to
-// raw_syscalls sys_enter/sys_exit (raw_tp: by name, no tracefs).
+// openProbe loads and starts red.bpf.c's programs for one process.
 func openProbe(tgid int) (*probe, error) {
+	o := procset.Options{Seeds: []int{tgid}}
+	p, err := loadProbe(o)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.start(o, false); err != nil {
+		p.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// loadProbe loads red.bpf.c's programs with the set's constants (follow
+// forks, a cgroup); nothing is attached yet.
+func loadProbe(o procset.Options) (*probe, error) {
 	if err := bpfload.RequireX86("red's eBPF program"); err != nil {
 		return nil, fmt.Errorf("red: %w", err)
 	}
@@ -112,22 +133,64 @@ func openProbe(tgid int) (*probe, error) {
 	if err != nil {
 		return nil, fmt.Errorf("red: %w", err)
 	}
-	if err := bpfload.SetVars(bpfload.Var{Spec: s.TargetTgid, Value: uint32(tgid)}); err != nil {
+	if err := procset.Configure(spec, o); err != nil {
 		return nil, fmt.Errorf("red: %w", err)
 	}
 	p := &probe{}
 	if err := bpfload.Load("red's BPF programs", spec, &p.objs); err != nil {
 		return nil, err
 	}
+	return p, nil
+}
+
+// sharedMaps are the set's maps, for another object that includes
+// procset.h (the sampler) to filter by the same members.
+func (p *probe) sharedMaps() map[string]*ebpf.Map {
+	return map[string]*ebpf.Map{"procs": p.objs.Procs, "procset_events": p.objs.ProcsetEvents,
+		"procset_counters": p.objs.ProcsetCounters}
+}
+
+// start puts the seeds in the set and attaches the programs to raw_syscalls
+// sys_enter/sys_exit (raw_tp: by name, no tracefs). many: the set grows
+// and is accounted (procset.Start: fork, exec and exit programs); else
+// the one seed is put in the map and nothing else is attached.
+func (p *probe) start(o procset.Options, many bool) error {
+	if err := p.seed(o, many); err != nil {
+		return err
+	}
+	return p.attach()
+}
+
+// seed is start's first half: the set's members, no syscall seen yet.
+func (p *probe) seed(o procset.Options, many bool) error {
+	if many {
+		set, err := procset.Start(procset.Handles{Procs: p.objs.Procs, Events: p.objs.ProcsetEvents,
+			Counters: p.objs.ProcsetCounters, Fork: p.objs.ProcsetFork, Exec: p.objs.ProcsetExec,
+			Exit: p.objs.ProcsetExit}, o)
+		if err != nil {
+			return fmt.Errorf("red: %w", err)
+		}
+		p.set = set
+	} else {
+		for _, pid := range o.Seeds {
+			if err := p.objs.Procs.Update(uint32(pid), redProcsetMember{How: 1}, ebpf.UpdateAny); err != nil {
+				return fmt.Errorf("red: can't add pid %d to the observed set: %w", pid, err)
+			}
+		}
+	}
+	return nil
+}
+
+// attach is start's second half: the syscall programs and their ring.
+func (p *probe) attach() error {
+	var err error
 	if p.links, err = bpfload.AttachSyscalls(p.objs.RedEnter, p.objs.RedExit); err != nil {
-		p.Close()
-		return nil, fmt.Errorf("red: %w", err)
+		return fmt.Errorf("red: %w", err)
 	}
 	if p.ring, err = bpfload.NewRing("events", p.objs.Events); err != nil {
-		p.Close()
-		return nil, fmt.Errorf("red: %w", err)
+		return fmt.Errorf("red: %w", err)
 	}
-	return p, nil
+	return nil
 }
 
 // read waits until deadline for one event; ok is false on timeout.
@@ -155,8 +218,14 @@ func (p *probe) counters() (Counters, error) {
 		NoEnter: n[cNoEnter], CopyFailed: n[cCopyFailed]}, nil
 }
 
-// detach stops new events (the ring can still be drained).
-func (p *probe) detach() { p.links.Close() }
+// detach stops new events (the ring can still be drained) and the set's
+// growth (its account is kept).
+func (p *probe) detach() {
+	p.links.Close()
+	if p.set != nil {
+		p.set.Close()
+	}
+}
 
 // Close detaches and frees everything.
 func (p *probe) Close() {

@@ -69,7 +69,9 @@ type engine struct {
 	opt     Options
 	probe   *probe
 	tr      *Tracker
-	socks   *procSockets
+	socks   *setSockets
+	many    bool        // a set of processes (workers and all), not one
+	exits   map[int]int // exited members: 1 seen, -1 handled
 	tids    *session.TidMap
 	ev      Event
 	decode  uint64
@@ -83,45 +85,112 @@ type engine struct {
 	ksWhy   string
 }
 
-// open attaches the probe to the session's target and scans its sockets.
+// open attaches the probe to the session's target (and its set: the
+// workers of a prefork server) and scans their sockets.
 func open(s *session.Session, opt Options) (*engine, error) {
 	if opt.Poll <= 0 {
 		opt.Poll = 50 * time.Millisecond
 	}
-	e := &engine{s: s, opt: opt, cpu0: clock.ObserverCPU(), socks: newProcSockets(s.Pid)}
+	e := &engine{s: s, opt: opt, cpu0: clock.ObserverCPU(), socks: newSetSockets(), many: s.Set.Many(), exits: map[int]int{}}
 	if s.Py != nil {
 		e.tids = s.NewTidMap()
 	}
-	// The sampler first (its load is the slow part): once the syscall
-	// probe is on, requests are seen with their stacks.
-	e.startSampler()
-	p, err := openProbe(s.Pid)
+	so := s.Options()
+	p, err := loadProbe(so)
 	if err != nil {
-		e.closeSampler()
 		return nil, fmt.Errorf("pid %d: %w", s.Pid, err)
 	}
 	e.probe = p
-	e.started = clock.MonoNow()
-	e.tr = NewTracker(e.socks.Resolve, opt.Slowest)
-	listeners, conns, err := e.socks.Scan()
-	if err != nil {
+	// The sampler before the syscall probe is on (its load is the slow
+	// part): once it is, requests are seen with their stacks.
+	e.startSampler()
+	if err := p.seed(so, e.many); err != nil {
 		p.Close()
 		e.closeSampler()
-		return nil, s.Explain("scan sockets", err)
+		return nil, fmt.Errorf("pid %d: %w", s.Pid, err)
 	}
-	for fd, port := range listeners {
-		e.tr.AddListener(fd, port)
+	// The members' sockets before the syscall programs are on: once they
+	// are, what the processes do is seen, and the sockets it uses were
+	// found while the processes were there (their events may be read
+	// after they exited). A socket opened in between is resolved at its
+	// first use.
+	e.tr = NewTracker(e.socks.Resolve, opt.Slowest)
+	pids := []int{s.Pid}
+	if p.set != nil {
+		pids = p.set.Pids()
+		e.tr.Parent = e.parent
 	}
-	for fd, port := range conns {
-		e.tr.AddConn(fd, port, uint64(e.started))
+	e.started = clock.MonoNow()
+	nconns := 0
+	for _, pid := range pids {
+		listeners, conns, err := e.socks.of(pid).Scan()
+		if err != nil {
+			if pid != s.Pid {
+				continue // a member that exited meanwhile
+			}
+			p.Close()
+			e.closeSampler()
+			return nil, s.Explain("scan sockets", err)
+		}
+		for fd, port := range listeners {
+			e.tr.AddListener(FD{int32(pid), fd}, port)
+		}
+		for fd, port := range conns {
+			e.tr.AddConn(FD{int32(pid), fd}, port, uint64(e.started))
+		}
+		nconns += len(conns)
 	}
-	if len(conns) > 0 {
-		e.notes = append(e.notes, fmt.Sprintf("%d connection(s) were open at the start: their queue time is unknown and a request already in progress on them is not counted", len(conns)))
+	if err := p.attach(); err != nil {
+		p.Close()
+		e.closeSampler()
+		return nil, fmt.Errorf("pid %d: %w", s.Pid, err)
+	}
+	e.started = clock.MonoNow()
+	if nconns > 0 {
+		e.notes = append(e.notes, fmt.Sprintf("%d connection(s) were open at the start: their queue time is unknown and a request already in progress on them is not counted", nconns))
 	}
 	if e.ks != nil {
 		e.tr.Join = e.ks.join
 	}
 	return e, nil
+}
+
+// parent is the process pid was forked from, as the set's account has it
+// (its join event), else as /proc does (0: unknown).
+func (e *engine) parent(pid int32) int32 {
+	if m, ok := e.probe.set.Member(int(pid)); ok && m.Parent != 0 {
+		return int32(m.Parent)
+	}
+	if pp, err := e.s.FS.Ppid(int(pid)); err == nil {
+		return int32(pp)
+	}
+	return 0
+}
+
+// membersLeft says whether a member of the set besides the target has not
+// exited (an attached target's workers outlive it: the window goes on
+// while they serve).
+func (e *engine) membersLeft() bool {
+	if e.probe.set == nil {
+		return false
+	}
+	for _, m := range e.probe.set.Members() {
+		if m.Pid != e.s.Pid && !m.Exited {
+			return true
+		}
+	}
+	return false
+}
+
+// procLabel is a process frame: "[pid N] argv…".
+func (e *engine) procLabel(pid int) string {
+	var argv []string
+	if e.probe.set != nil {
+		if m, ok := e.probe.set.Member(pid); ok {
+			argv = m.Argv
+		}
+	}
+	return fmt.Sprintf("[pid %d] %s", pid, ShortArgv(argv, 60))
 }
 
 // startSampler starts the kernel sampler once the target's runtime is
@@ -130,7 +199,10 @@ func (e *engine) startSampler() {
 	if e.ks != nil || (e.opt.Slowest <= 0 && !e.opt.Profile) {
 		return
 	}
-	e.ks, e.ksWhy = openSampler(e.s, e.tids, e.opt)
+	e.ks, e.ksWhy = openSampler(e.s, e.tids, e.opt, e.probe, e.s.Options())
+	if e.ks != nil && e.many {
+		e.ks.proc = e.procLabel
+	}
 	if e.ks != nil && e.tr != nil {
 		e.tr.Join = e.ks.join
 	}
@@ -215,12 +287,15 @@ func (e *engine) run(ctx context.Context, end time.Time, interval time.Duration,
 		}
 		if !stop && now.Sub(alive) > 200*time.Millisecond {
 			alive = now
-			if !e.s.Spawned() && !e.s.Alive() {
+			if !e.s.Spawned() && !e.s.Alive() && !e.membersLeft() {
 				stop = true
 			}
 		}
 		if stop {
-			if !e.s.Alive() || e.isExited() {
+			switch {
+			case e.many && !e.s.Spawned() && !e.s.Alive() && !e.membersLeft():
+				e.exited = fmt.Sprintf("pid %d and the other processes of its set exited (the last after %.2f s): the report covers up to then", e.s.Pid, float64(clock.MonoNow()-e.started)/1e9)
+			case !e.s.Alive() || e.isExited():
 				e.exited = fmt.Sprintf("pid %d exited after %.2f s: the report covers up to its exit", e.s.Pid, float64(clock.MonoNow()-e.started)/1e9)
 			}
 			return e.finish(winStart, emit)
@@ -232,6 +307,7 @@ func (e *engine) run(ctx context.Context, end time.Time, interval time.Duration,
 				e.startSampler()
 			}
 			e.sampleStacks()
+			e.reapExited(false)
 			nextPoll = now.Add(e.opt.Poll)
 		}
 		if interval > 0 && !now.Before(nextEmit) {
@@ -279,8 +355,37 @@ func (e *engine) finish(winStart int64, emit func(*Result) error) error {
 	if e.ks != nil {
 		e.ks.stop()
 	}
+	e.reapExited(true)
 	e.tr.FlushResponded(uint64(t))
 	return emit(e.report(winStart, t, true))
+}
+
+// reapExited ends the connections that exited members left open (their
+// exit closed them without a close call): once the event ring was empty
+// after the exit was seen (the process's last events, sent before its
+// exit, are read from another ring: they come first); all now.
+func (e *engine) reapExited(now bool) {
+	if e.probe.set == nil {
+		return
+	}
+	drained := e.probe.pending() == 0
+	for _, m := range e.probe.set.Members() {
+		if !m.Exited || e.exits[m.Pid] < 0 {
+			continue
+		}
+		if e.exits[m.Pid] == 0 {
+			e.exits[m.Pid] = 1 // seen: its events are in the ring by now
+			if !now {
+				continue
+			}
+		}
+		if !drained && !now {
+			continue
+		}
+		e.exits[m.Pid] = -1
+		e.tr.ProcessExited(m.Pid, uint64(clock.MonoNow()))
+		e.socks.forget(m.Pid)
+	}
 }
 
 // sampleStacks reads the handling thread's Python stack of every request
@@ -291,8 +396,8 @@ func (e *engine) sampleStacks() {
 	}
 	now := uint64(clock.MonoNow())
 	for _, f := range e.tr.InFlight() {
-		if now-min(f.Start, now) < uint64(e.opt.Poll) {
-			continue
+		if now-min(f.Start, now) < uint64(e.opt.Poll) || f.Pid != e.s.Pid {
+			continue // the frame walker reads the target (another member: kernel samples only)
 		}
 		ref, ok := e.tids.Lookup(int(f.Tid))
 		if !ok {

@@ -14,6 +14,7 @@ import (
 	"github.com/pyobs/pyobs/internal/clock"
 	"github.com/pyobs/pyobs/internal/flame"
 	"github.com/pyobs/pyobs/internal/kwalk"
+	"github.com/pyobs/pyobs/internal/procset"
 	"github.com/pyobs/pyobs/internal/red/sampler"
 	"github.com/pyobs/pyobs/internal/session"
 )
@@ -55,10 +56,14 @@ type ksampler struct {
 	acct      SamplingReport
 	err       error
 	stats     io.Closer // the kernel's bpf run-time accounting, while on
+	// proc, when set (a set of processes), labels a profile's process
+	// frame ("[pid N] argv…") under a request's route.
+	proc func(pid int) string
 }
 
-// openSampler starts the kernel sampler, or says why not.
-func openSampler(s *session.Session, tids *session.TidMap, opt Options) (*ksampler, string) {
+// openSampler starts the kernel sampler on the members of pr's set, or
+// says why not.
+func openSampler(s *session.Session, tids *session.TidMap, opt Options, pr *probe, set procset.Options) (*ksampler, string) {
 	if opt.SampleHz <= 0 {
 		return nil, "--sample-hz 0"
 	}
@@ -77,7 +82,7 @@ func openSampler(s *session.Session, tids *session.TidMap, opt Options) (*ksampl
 	if err != nil {
 		return nil, err.Error()
 	}
-	p, err := sampler.Open(s.Pid, cfg, opt.SampleHz)
+	p, err := sampler.Open(s.Pid, cfg, opt.SampleHz, pr.sharedMaps(), set)
 	if err != nil {
 		return nil, err.Error()
 	}
@@ -182,9 +187,10 @@ func (k *ksampler) onHit(h sampler.Hit) {
 }
 
 // join claims the samples of tid in [start, end] for one request and adds
-// them to the profile under the request's route: a tick counts one, a wait
-// that began in the request its time in it, in sample periods (rounded).
-func (k *ksampler) join(port int, route string, named bool, tid uint32, start, end uint64) []SampledStack {
+// them to the profile under the request's route (and its process, in a
+// set): a tick counts one, a wait that began in the request its time in
+// it, in sample periods (rounded).
+func (k *ksampler) join(port int, route string, named bool, pid int, tid uint32, start, end uint64) []SampledStack {
 	l := k.byTid[tid]
 	i := sort.Search(len(l), func(i int) bool { return l[i].time >= start })
 	var out []SampledStack
@@ -216,7 +222,13 @@ func (k *ksampler) join(port int, route string, named bool, tid uint32, start, e
 				}
 				root = k.root(label)
 			}
-			k.addProfile(root, h, st, n)
+			var ids []int
+			if k.proc != nil {
+				ids = []int{root, k.frameID(StackFrame{Function: k.proc(pid)})}
+			} else {
+				ids = []int{root}
+			}
+			k.addProfile(ids, h, st, n)
 		}
 		j, ok := byKey[h.id]
 		if !ok {
@@ -241,10 +253,10 @@ func (k *ksampler) root(label string) int {
 	return id
 }
 
-// addProfile adds n samples of h under root; a wait's stack ends in
-// [off cpu].
-func (k *ksampler) addProfile(root int, h *khit, st *kstack, n int) {
-	ids := []int{root}
+// addProfile adds n samples of h under the frames root (the route, its
+// process); a wait's stack ends in [off cpu].
+func (k *ksampler) addProfile(root []int, h *khit, st *kstack, n int) {
+	ids := append([]int(nil), root...)
 	switch {
 	case st != nil:
 		ids = append(ids, st.ids...)
@@ -270,7 +282,7 @@ func (k *ksampler) prune(t uint64) {
 			if !l[i].joined && l[i].dur == 0 {
 				k.acct.Outside++
 				if k.prof != nil {
-					k.addProfile(k.root("[no request]"), &l[i], k.stacks[l[i].id], 1)
+					k.addProfile([]int{k.root("[no request]")}, &l[i], k.stacks[l[i].id], 1)
 				}
 			}
 		}

@@ -4,6 +4,7 @@ package red
 
 import (
 	"github.com/pyobs/pyobs/internal/flame"
+	"github.com/pyobs/pyobs/internal/procset"
 	"github.com/pyobs/pyobs/internal/session"
 )
 
@@ -12,14 +13,15 @@ import (
 type ksampler struct {
 	drainedAt uint64
 	prof      *flame.Profile
+	proc      func(pid int) string
 }
 
-func openSampler(s *session.Session, tids *session.TidMap, opt Options) (*ksampler, string) {
+func openSampler(s *session.Session, tids *session.TidMap, opt Options, pr *probe, set procset.Options) (*ksampler, string) {
 	return nil, "the in-kernel walk is x86_64 only"
 }
 
-func (k *ksampler) drain()                                                        {}
-func (k *ksampler) stop()                                                         {}
-func (k *ksampler) close()                                                        {}
-func (k *ksampler) report(bool, float64) *SamplingReport                          { return &SamplingReport{} }
-func (k *ksampler) join(int, string, bool, uint32, uint64, uint64) []SampledStack { return nil }
+func (k *ksampler) drain()                                                             {}
+func (k *ksampler) stop()                                                              {}
+func (k *ksampler) close()                                                             {}
+func (k *ksampler) report(bool, float64) *SamplingReport                               { return &SamplingReport{} }
+func (k *ksampler) join(int, string, bool, int, uint32, uint64, uint64) []SampledStack { return nil }

@@ -40,7 +40,7 @@ func TestKsamplerJoin(t *testing.T) {
 	} {
 		k.onHit(h)
 	}
-	got := k.join(80, "GET /x", true, 7, 10*ms, 60*ms)
+	got := k.join(80, "GET /x", true, 0, 7, 10*ms, 60*ms)
 	n := map[string]int{}
 	for _, s := range got {
 		n[s.Key] += s.N

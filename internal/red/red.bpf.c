@@ -1,7 +1,8 @@
 //go:build ignore
 
 // The kernel half of pyobs red: raw_tp/sys_enter + raw_tp/sys_exit filtered
-// by the target's tgid. For the socket syscalls a request/response server
+// by the observed set of processes (procset.h: the target, or its workers
+// too). For the socket syscalls a request/response server
 // makes (accept, read/recv*, write/send*, sendfile, close, shutdown) it
 // keeps the entry time per thread and, at exit, sends one fixed-size event
 // (tid, fd, syscall, return value, times, up to PREFIX bytes of the data
@@ -13,6 +14,7 @@
 // Build: make generate (bpf2go); red_bpfel.o is committed.
 
 #include "pyobs.h"
+#include "procset.h"
 
 // x86_64 syscall numbers.
 #define NR_read 0
@@ -37,9 +39,6 @@
 
 #define PREFIX 128
 
-// The target's thread group, set before load (.rodata).
-volatile const u32 target_tgid = 0;
-
 struct enter {
 	u64 ts;
 	u64 buf;  // data pointer, iovec array or msghdr (by nr)
@@ -55,11 +54,13 @@ struct event {
 	u64 t_exit;
 	s64 ret;
 	u32 tid;
+	u32 tgid; // the process (one of the set's members)
 	s32 fd;
 	u32 nr;
 	u16 len;  // bytes of data[] that are valid
 	u16 flags;
 	u8 data[PREFIX];
+	u32 pad;
 };
 
 BTF_KEEP(struct event, event_type);
@@ -108,11 +109,11 @@ static __always_inline int watched(u64 nr)
 	return 0;
 }
 
-// ours returns the tid when the current task belongs to the target.
+// ours returns the tid when the current task belongs to the observed set.
 static __always_inline u32 ours(void)
 {
 	u64 id = bpf_get_current_pid_tgid();
-	if (target_tgid == 0 || (u32)(id >> 32) != target_tgid)
+	if (!procset_current((u32)(id >> 32)))
 		return 0;
 	return (u32)id;
 }
@@ -201,10 +202,12 @@ int red_exit(struct raw_args *ctx)
 	ev->t_exit = now;
 	ev->ret = ret;
 	ev->tid = tid;
+	ev->tgid = (u32)(bpf_get_current_pid_tgid() >> 32);
 	ev->fd = e.fd;
 	ev->nr = e.nr;
 	ev->len = 0;
 	ev->flags = flags;
+	ev->pad = 0;
 	if (ret > 0 && nr != NR_accept && nr != NR_accept4 && nr != NR_sendfile &&
 	    nr != NR_close && nr != NR_shutdown) {
 		s64 n = ret;

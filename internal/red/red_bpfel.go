@@ -27,24 +27,42 @@ type redEvent struct {
 	T_exit  uint64
 	Ret     int64
 	Tid     uint32
+	Tgid    uint32
 	Fd      int32
 	Nr      uint32
 	Len     uint16
 	Flags   uint16
 	Data    [128]uint8
+	Pad     uint32
+}
+
+type redProcsetMember struct {
+	_      structs.HostLayout
+	Joined uint64
+	Parent uint32
+	How    uint32
+	Execs  uint32
+	Pad    uint32
 }
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	redMapCounters   = "counters"
-	redMapEnters     = "enters"
-	redMapEvents     = "events"
-	redProgRedEnter  = "red_enter"
-	redProgRedExit   = "red_exit"
-	redVarEventType  = "event_type"
-	redVarTargetTgid = "target_tgid"
+	redMapCounters        = "counters"
+	redMapEnters          = "enters"
+	redMapEvents          = "events"
+	redMapProcs           = "procs"
+	redMapProcsetCounters = "procset_counters"
+	redMapProcsetEvents   = "procset_events"
+	redProgProcsetExec    = "procset_exec"
+	redProgProcsetExit    = "procset_exit"
+	redProgProcsetFork    = "procset_fork"
+	redProgRedEnter       = "red_enter"
+	redProgRedExit        = "red_exit"
+	redVarEventType       = "event_type"
+	redVarProcsetCgroup   = "procset_cgroup"
+	redVarProcsetFollow   = "procset_follow"
 )
 
 // loadRed returns the embedded CollectionSpec for red.
@@ -89,25 +107,32 @@ type redSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type redProgramSpecs struct {
-	RedEnter *ebpf.ProgramSpec `ebpf:"red_enter"`
-	RedExit  *ebpf.ProgramSpec `ebpf:"red_exit"`
+	ProcsetExec *ebpf.ProgramSpec `ebpf:"procset_exec"`
+	ProcsetExit *ebpf.ProgramSpec `ebpf:"procset_exit"`
+	ProcsetFork *ebpf.ProgramSpec `ebpf:"procset_fork"`
+	RedEnter    *ebpf.ProgramSpec `ebpf:"red_enter"`
+	RedExit     *ebpf.ProgramSpec `ebpf:"red_exit"`
 }
 
 // redMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type redMapSpecs struct {
-	Counters *ebpf.MapSpec `ebpf:"counters"`
-	Enters   *ebpf.MapSpec `ebpf:"enters"`
-	Events   *ebpf.MapSpec `ebpf:"events"`
+	Counters        *ebpf.MapSpec `ebpf:"counters"`
+	Enters          *ebpf.MapSpec `ebpf:"enters"`
+	Events          *ebpf.MapSpec `ebpf:"events"`
+	Procs           *ebpf.MapSpec `ebpf:"procs"`
+	ProcsetCounters *ebpf.MapSpec `ebpf:"procset_counters"`
+	ProcsetEvents   *ebpf.MapSpec `ebpf:"procset_events"`
 }
 
 // redVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type redVariableSpecs struct {
-	EventType  *ebpf.VariableSpec `ebpf:"event_type"`
-	TargetTgid *ebpf.VariableSpec `ebpf:"target_tgid"`
+	EventType     *ebpf.VariableSpec `ebpf:"event_type"`
+	ProcsetCgroup *ebpf.VariableSpec `ebpf:"procset_cgroup"`
+	ProcsetFollow *ebpf.VariableSpec `ebpf:"procset_follow"`
 }
 
 // redObjects contains all objects after they have been loaded into the kernel.
@@ -130,9 +155,12 @@ func (o *redObjects) Close() error {
 //
 // It can be passed to loadRedObjects or ebpf.CollectionSpec.LoadAndAssign.
 type redMaps struct {
-	Counters *ebpf.Map `ebpf:"counters"`
-	Enters   *ebpf.Map `ebpf:"enters"`
-	Events   *ebpf.Map `ebpf:"events"`
+	Counters        *ebpf.Map `ebpf:"counters"`
+	Enters          *ebpf.Map `ebpf:"enters"`
+	Events          *ebpf.Map `ebpf:"events"`
+	Procs           *ebpf.Map `ebpf:"procs"`
+	ProcsetCounters *ebpf.Map `ebpf:"procset_counters"`
+	ProcsetEvents   *ebpf.Map `ebpf:"procset_events"`
 }
 
 func (m *redMaps) Close() error {
@@ -140,6 +168,9 @@ func (m *redMaps) Close() error {
 		m.Counters,
 		m.Enters,
 		m.Events,
+		m.Procs,
+		m.ProcsetCounters,
+		m.ProcsetEvents,
 	)
 }
 
@@ -147,20 +178,27 @@ func (m *redMaps) Close() error {
 //
 // It can be passed to loadRedObjects or ebpf.CollectionSpec.LoadAndAssign.
 type redVariables struct {
-	EventType  *ebpf.Variable `ebpf:"event_type"`
-	TargetTgid *ebpf.Variable `ebpf:"target_tgid"`
+	EventType     *ebpf.Variable `ebpf:"event_type"`
+	ProcsetCgroup *ebpf.Variable `ebpf:"procset_cgroup"`
+	ProcsetFollow *ebpf.Variable `ebpf:"procset_follow"`
 }
 
 // redPrograms contains all programs after they have been loaded into the kernel.
 //
 // It can be passed to loadRedObjects or ebpf.CollectionSpec.LoadAndAssign.
 type redPrograms struct {
-	RedEnter *ebpf.Program `ebpf:"red_enter"`
-	RedExit  *ebpf.Program `ebpf:"red_exit"`
+	ProcsetExec *ebpf.Program `ebpf:"procset_exec"`
+	ProcsetExit *ebpf.Program `ebpf:"procset_exit"`
+	ProcsetFork *ebpf.Program `ebpf:"procset_fork"`
+	RedEnter    *ebpf.Program `ebpf:"red_enter"`
+	RedExit     *ebpf.Program `ebpf:"red_exit"`
 }
 
 func (p *redPrograms) Close() error {
 	return _RedClose(
+		p.ProcsetExec,
+		p.ProcsetExit,
+		p.ProcsetFork,
 		p.RedEnter,
 		p.RedExit,
 	)

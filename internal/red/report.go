@@ -4,12 +4,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/pyobs/pyobs/internal/clock"
 	"github.com/pyobs/pyobs/internal/flame"
+	"github.com/pyobs/pyobs/internal/procset"
 )
 
 // JSONVersion is the schema version of red's JSON (docs/json.md).
@@ -41,6 +43,11 @@ type Result struct {
 	// "user-read", fallback saying why).
 	Sampling *SamplingReport `json:"sampling,omitempty"`
 	Notes    []string        `json:"notes"`
+	// Processes is the observed set's account (a set only: -p several,
+	// --children, --cgroup, --all, or -- CMD): every process that was a
+	// member, how it joined, whether it exited; ProcessCounts in numbers.
+	Processes     []procset.Member `json:"processes,omitempty"`
+	ProcessCounts *procset.Stats   `json:"process_counts,omitempty"`
 	// Profile is --profile's flame graph (final report only): each
 	// sample's Python stack under its request's route.
 	Profile *flame.Profile `json:"-"`
@@ -128,8 +135,21 @@ type PortReport struct {
 	InFlight    int               `json:"in_flight"`
 	Unnamed     uint64            `json:"unnamed_requests"`
 	Routes      []RouteReport     `json:"routes"`
-	Conns       ConnReport        `json:"connections"`
-	NotParsed   []NotParsed       `json:"not_parsed"`
+	// Workers: per process of a set, the requests of the connections it
+	// accepted (a prefork server's workers share the listening socket).
+	Workers   []WorkerReport `json:"workers,omitempty"`
+	Conns     ConnReport     `json:"connections"`
+	NotParsed []NotParsed    `json:"not_parsed"`
+}
+
+// WorkerReport is one process's share of a port.
+type WorkerReport struct {
+	Pid       int        `json:"pid"`
+	Requests  uint64     `json:"requests"`
+	Errors    uint64     `json:"errors"`
+	ErrorPct  float64    `json:"error_pct"`
+	Client4xx uint64     `json:"client_errors_4xx"`
+	Duration  *Durations `json:"duration"`
 }
 
 // RouteReport is one method + path.
@@ -162,6 +182,7 @@ type NotParsed struct {
 // SlowReport is one of the slowest requests.
 type SlowReport struct {
 	Port       int          `json:"port"`
+	Pid        int          `json:"pid,omitempty"` // a set only: the process that served it
 	Method     string       `json:"method"`
 	Path       string       `json:"path"`
 	Route      string       `json:"route"`
@@ -202,7 +223,19 @@ func (e *engine) report(start, end int64, final bool) *Result {
 	}
 	r.Drops.Decode = e.decode
 	for _, ps := range ports {
-		r.Ports = append(r.Ports, buildPort(ps, win, inflight[ps.Port], open[ps.Port]))
+		pr := buildPort(ps, win, inflight[ps.Port], open[ps.Port])
+		if e.many {
+			pr.Workers = buildWorkers(ps)
+		}
+		r.Ports = append(r.Ports, pr)
+	}
+	if set := e.probe.set; set != nil {
+		r.Processes = set.Members()
+		st := set.Stats()
+		r.ProcessCounts = &st
+		if r.Processes == nil {
+			r.Processes = []procset.Member{}
+		}
 	}
 	for _, f := range e.tr.Slowest() {
 		s := SlowReport{Port: f.Port, Method: f.Head.Method, Path: f.Head.Target, Status: f.Status,
@@ -213,6 +246,9 @@ func (e *engine) report(start, end int64, final bool) *Result {
 			s.StackSource = "kernel"
 		case f.StackN > 0:
 			s.StackSource = "user-read"
+		}
+		if e.many {
+			s.Pid = f.Pid
 		}
 		if f.Named {
 			s.Route = Route(f.Head)
@@ -290,6 +326,22 @@ func buildPort(ps *PortStats, win float64, inflight, open int) PortReport {
 	return pr
 }
 
+// buildWorkers lists a port's processes, most requests first.
+func buildWorkers(ps *PortStats) []WorkerReport {
+	out := []WorkerReport{}
+	for pid, w := range ps.Workers {
+		out = append(out, WorkerReport{Pid: pid, Requests: w.Requests, Errors: w.Errors, ErrorPct: pct(w.Errors, w.Requests),
+			Client4xx: w.Client4xx, Duration: summarise(&w.Dur)})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Requests != out[j].Requests {
+			return out[i].Requests > out[j].Requests
+		}
+		return out[i].Pid < out[j].Pid
+	})
+	return out
+}
+
 // WriteJSON writes the report; indent for a whole-window report, one line
 // per interval in live mode.
 func WriteJSON(w io.Writer, r *Result, indent bool) error {
@@ -332,7 +384,11 @@ func fmtBytes(b uint64) string {
 // WriteText writes the human table.
 func WriteText(w io.Writer, r *Result) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "pid %d: RED per listening port over %.2f s\n\n", r.Pid, r.WindowS)
+	if r.ProcessCounts != nil {
+		fmt.Fprintf(&b, "pid %d and its set (%d processes): RED per listening port, across processes, over %.2f s\n\n", r.Pid, r.ProcessCounts.Seen, r.WindowS)
+	} else {
+		fmt.Fprintf(&b, "pid %d: RED per listening port over %.2f s\n\n", r.Pid, r.WindowS)
+	}
 	if len(r.Ports) == 0 {
 		b.WriteString("no listening TCP sockets seen (none at the start, no accept during the window)\n")
 	} else {
@@ -383,6 +439,7 @@ func WriteText(w io.Writer, r *Result) error {
 					pct(rt.Errors, rt.Requests), fmtMs(d.P50Ms), fmtMs(d.P99Ms), fmtMs(d.MaxMs))
 			}
 		}
+		writeWorkers(&b, r, p)
 		c := p.Conns
 		fmt.Fprintf(&b, "       connections: %.1f/s (%d opened, %d closed, %d open, %d reset), in %s, out %s",
 			c.RatePerS, c.Opened, c.Closed, c.Open, c.Resets, fmtBytes(c.BytesIn), fmtBytes(c.BytesOut))
@@ -401,7 +458,11 @@ func WriteText(w io.Writer, r *Result) error {
 			if s.Error != "" {
 				what = s.Error
 			}
-			fmt.Fprintf(&b, "%3d. %8s  %s %s → %s  (port %d, tid %d, at +%.2fs)\n", i+1, fmtMs(s.DurationMs), s.Method, s.Path, what, s.Port, s.Tid, s.StartS)
+			if s.Pid != 0 {
+				fmt.Fprintf(&b, "%3d. %8s  %s %s → %s  (port %d, pid %d, tid %d, at +%.2fs)\n", i+1, fmtMs(s.DurationMs), s.Method, s.Path, what, s.Port, s.Pid, s.Tid, s.StartS)
+			} else {
+				fmt.Fprintf(&b, "%3d. %8s  %s %s → %s  (port %d, tid %d, at +%.2fs)\n", i+1, fmtMs(s.DurationMs), s.Method, s.Path, what, s.Port, s.Tid, s.StartS)
+			}
 			if len(s.Stack) > 0 {
 				fmt.Fprintf(&b, "       seen %d times in %d kernel samples (ticks, waits in periods) and %d stack reads (stack from %s):\n", s.StackSeen, s.StackSamples, s.StackReads, s.StackSource)
 				for _, f := range s.Stack {
@@ -412,6 +473,7 @@ func WriteText(w io.Writer, r *Result) error {
 			}
 		}
 	}
+	writeProcesses(&b, r)
 	for _, n := range r.Notes {
 		b.WriteString("\nnote: " + n)
 	}
@@ -433,6 +495,73 @@ func WriteText(w io.Writer, r *Result) error {
 	fmt.Fprintf(&b, "quantiles are bucket midpoints (±%.1f %%); max is exact. price: %s\n", r.QuantErr, r.Price)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeWorkers is a port's per-process lines (a set only).
+func writeWorkers(b *strings.Builder, r *Result, p PortReport) {
+	if len(p.Workers) == 0 {
+		return
+	}
+	argv := map[int][]string{}
+	for _, m := range r.Processes {
+		argv[m.Pid] = m.Argv
+	}
+	fmt.Fprintf(b, "       per process (the one that accepted the connection):\n")
+	for _, w := range p.Workers {
+		fmt.Fprintf(b, "         [pid %d] %-40s %7d req %6d err (%5.2f%%) %5d 4xx  ", w.Pid,
+			ShortArgv(argv[w.Pid], 40), w.Requests, w.Errors, w.ErrorPct, w.Client4xx)
+		if d := w.Duration; d != nil {
+			fmt.Fprintf(b, "p50 %s  p90 %s  p99 %s  max %s\n", fmtMs(d.P50Ms), fmtMs(d.P90Ms), fmtMs(d.P99Ms), fmtMs(d.MaxMs))
+		} else {
+			b.WriteString("(no response)\n")
+		}
+	}
+}
+
+// writeProcesses is the set's account (a set only).
+func writeProcesses(b *strings.Builder, r *Result) {
+	c := r.ProcessCounts
+	if c == nil {
+		return
+	}
+	fmt.Fprintf(b, "\nprocesses: %d seen, %d joined late, %d exited", c.Seen, c.Late, c.Exited)
+	if c.Full > 0 {
+		fmt.Fprintf(b, ", %d refused (the set's map was full)", c.Full)
+	}
+	if c.Lost > 0 {
+		fmt.Fprintf(b, ", %d join/exit events lost (the account may be short)", c.Lost)
+	}
+	b.WriteString("\n")
+	for i, m := range r.Processes {
+		if i == 32 {
+			fmt.Fprintf(b, "  … %d more (--format json lists them)\n", len(r.Processes)-32)
+			break
+		}
+		how := string(m.How)
+		if m.Parent != 0 {
+			how += fmt.Sprintf(" of %d", m.Parent)
+		}
+		if m.Exited {
+			how += ", exited"
+		}
+		fmt.Fprintf(b, "  [pid %d] %s (%s)\n", m.Pid, ShortArgv(m.Argv, 60), how)
+	}
+}
+
+// ShortArgv joins argv (the program by its base name), cut to about n
+// characters.
+func ShortArgv(argv []string, n int) string {
+	if len(argv) > 0 {
+		argv = append([]string{filepath.Base(argv[0])}, argv[1:]...)
+	}
+	s := strings.Join(argv, " ")
+	if s == "" {
+		return "?"
+	}
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
 }
 
 // EndedNote is the stderr line when -d ended the measurement of a spawned

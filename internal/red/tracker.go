@@ -23,8 +23,15 @@ const (
 	FdConn                 // an established connection on a listening port
 )
 
+// FD is one file descriptor of one process: two workers' equal fd numbers
+// are different sockets (or the same listening one, inherited).
+type FD struct {
+	Pid int32
+	Fd  int32
+}
+
 // Resolver tells, from /proc, what an fd the tracker has not seen opened is.
-type Resolver func(fd int32) (kind FdKind, port int)
+type Resolver func(fd FD) (kind FdKind, port int)
 
 // MaxRoutes bounds the routes kept per port; the rest go to [other].
 const MaxRoutes = 64
@@ -69,14 +76,15 @@ type SampledStack struct {
 	N      int
 }
 
-// Joiner returns the kernel samples of thread tid taken during [start,
-// end] of a request of port (route as the tracker named it; named false:
-// no HTTP route).
-type Joiner func(port int, route string, named bool, tid uint32, start, end uint64) []SampledStack
+// Joiner returns the kernel samples of thread tid (of process pid) taken
+// during [start, end] of a request of port (route as the tracker named it;
+// named false: no HTTP route).
+type Joiner func(port int, route string, named bool, pid int, tid uint32, start, end uint64) []SampledStack
 
 // conn is one accepted connection.
 type conn struct {
 	port      int
+	pid       int    // the process that accepted it (serves its requests)
 	opened    uint64 // accept (or first sight) time
 	accepted  bool   // its accept was seen
 	firstRead uint64
@@ -101,6 +109,15 @@ type RouteStats struct {
 	Dur       Hist
 }
 
+// WorkerStats is RED for one process of one port (a prefork server's
+// worker: the process that accepted the connection).
+type WorkerStats struct {
+	Requests  uint64
+	Errors    uint64
+	Client4xx uint64
+	Dur       Hist
+}
+
 // PortStats accumulates one port over a window.
 type PortStats struct {
 	Port      int
@@ -112,7 +129,8 @@ type PortStats struct {
 	Dur       Hist
 	Queue     Hist // accept → first byte read
 	Routes    map[string]*RouteStats
-	Unnamed   uint64 // pipelined requests whose request line was beyond the prefix
+	Workers   map[int]*WorkerStats // by pid
+	Unnamed   uint64               // pipelined requests whose request line was beyond the prefix
 
 	ConnOpened, ConnClosed, ConnResets uint64
 	ConnDur                            Hist
@@ -123,12 +141,13 @@ type PortStats struct {
 
 func newPortStats(port int) *PortStats {
 	return &PortStats{Port: port, Aborted: map[string]uint64{}, Status: map[int]uint64{},
-		Routes: map[string]*RouteStats{}, NotParsed: map[string]uint64{}}
+		Routes: map[string]*RouteStats{}, Workers: map[int]*WorkerStats{}, NotParsed: map[string]uint64{}}
 }
 
 // Finished is one completed request, as kept for --slowest.
 type Finished struct {
 	Port     int
+	Pid      int
 	Head     RequestHead
 	Named    bool
 	Status   int
@@ -156,9 +175,9 @@ type StackFrame struct {
 // recorded sequences.
 type Tracker struct {
 	resolve Resolver
-	listen  map[int32]int
-	conns   map[int32]*conn
-	other   map[int32]bool
+	listen  map[FD]int
+	conns   map[FD]*conn
+	other   map[FD]bool
 	ports   map[int]*PortStats
 	slow    slowHeap
 	slowN   int
@@ -166,6 +185,11 @@ type Tracker struct {
 	// Join, when set, is asked at each request's end for the kernel
 	// samples taken on its thread while it was served.
 	Join Joiner
+	// Parent, when set, names the process pid was forked from (0: none
+	// known): an accept on an fd that /proc can no longer resolve (the
+	// process exited before its events were read) is on the listening
+	// socket the parent had at that number, inherited across fork.
+	Parent func(pid int32) int32
 
 	Events, Unknown, Resolves uint64
 }
@@ -173,19 +197,19 @@ type Tracker struct {
 // NewTracker starts with the listening sockets and connections found at
 // start; slowest is how many of the slowest requests to keep.
 func NewTracker(resolve Resolver, slowest int) *Tracker {
-	return &Tracker{resolve: resolve, listen: map[int32]int{}, conns: map[int32]*conn{},
-		other: map[int32]bool{}, ports: map[int]*PortStats{}, slowN: slowest}
+	return &Tracker{resolve: resolve, listen: map[FD]int{}, conns: map[FD]*conn{},
+		other: map[FD]bool{}, ports: map[int]*PortStats{}, slowN: slowest}
 }
 
 // AddListener registers a listening fd.
-func (t *Tracker) AddListener(fd int32, port int) {
+func (t *Tracker) AddListener(fd FD, port int) {
 	t.listen[fd] = port
 	t.port(port)
 }
 
 // AddConn registers a connection that was open before the start.
-func (t *Tracker) AddConn(fd int32, port int, now uint64) {
-	t.conns[fd] = &conn{port: port, opened: now}
+func (t *Tracker) AddConn(fd FD, port int, now uint64) {
+	t.conns[fd] = &conn{port: port, pid: int(fd.Pid), opened: now}
 	t.port(port)
 }
 
@@ -200,7 +224,7 @@ func (t *Tracker) port(p int) *PortStats {
 
 // lookup finds the connection behind fd, asking the resolver once per fd
 // lifetime (until its close is seen).
-func (t *Tracker) lookup(fd int32, now uint64) *conn {
+func (t *Tracker) lookup(fd FD, now uint64) *conn {
 	if c := t.conns[fd]; c != nil {
 		return c
 	}
@@ -224,35 +248,65 @@ func (t *Tracker) lookup(fd int32, now uint64) *conn {
 	return nil
 }
 
+// inherited finds the listening socket fd's process inherited at that
+// number from its parent (or theirs), known already or resolved now.
+func (t *Tracker) inherited(fd FD) (int, bool) {
+	if t.Parent == nil {
+		return 0, false
+	}
+	p := fd.Pid
+	for i := 0; i < 8; i++ {
+		if p = t.Parent(p); p == 0 {
+			return 0, false
+		}
+		k := FD{p, fd.Fd}
+		if port, ok := t.listen[k]; ok {
+			return port, true
+		}
+		if t.resolve != nil && !t.other[k] {
+			t.Resolves++
+			if kind, port := t.resolve(k); kind == FdListen {
+				t.AddListener(k, port) // bound after the start: found now
+				return port, true
+			}
+		}
+	}
+	return 0, false
+}
+
 // Handle processes one syscall exit.
 func (t *Tracker) Handle(ev *Event) {
 	t.Events++
 	now := ev.TExit
+	fd := FD{int32(ev.Pid), ev.Fd}
 	switch ev.Nr {
 	case nrAccept, nrAccept4:
 		if ev.Ret < 0 {
 			return
 		}
-		port, ok := t.listen[ev.Fd]
-		if !ok && t.resolve != nil && !t.other[ev.Fd] {
+		port, ok := t.listen[fd]
+		if !ok && t.resolve != nil && !t.other[fd] {
 			t.Resolves++
-			if kind, p := t.resolve(ev.Fd); kind == FdListen {
-				t.AddListener(ev.Fd, p)
+			if kind, p := t.resolve(fd); kind == FdListen {
+				t.AddListener(fd, p)
 				port, ok = p, true
 			}
 		}
 		if !ok {
-			return
+			if port, ok = t.inherited(fd); !ok {
+				return
+			}
+			t.AddListener(fd, port)
 		}
-		nfd := int32(ev.Ret)
+		nfd := FD{fd.Pid, int32(ev.Ret)}
 		if old := t.conns[nfd]; old != nil && (old.accepted || old.firstRead != 0) {
 			t.closeConn(nfd, old, now) // its close was missed
 		}
 		delete(t.other, nfd)
-		t.conns[nfd] = &conn{port: port, opened: now, accepted: true}
+		t.conns[nfd] = &conn{port: port, pid: int(fd.Pid), opened: now, accepted: true}
 		t.port(port).ConnOpened++
 	case nrRead, nrReadv, nrRecvfrom, nrRecvmsg:
-		c := t.lookup(ev.Fd, now)
+		c := t.lookup(fd, now)
 		if c == nil {
 			return
 		}
@@ -268,7 +322,7 @@ func (t *Tracker) Handle(ev *Event) {
 			t.finish(c, now)
 		}
 	case nrWrite, nrWritev, nrSendto, nrSendmsg, nrSendfile:
-		c := t.lookup(ev.Fd, now)
+		c := t.lookup(fd, now)
 		if c == nil {
 			return
 		}
@@ -283,16 +337,16 @@ func (t *Tracker) Handle(ev *Event) {
 			t.finish(c, now)
 		}
 	case nrShutdown:
-		if c := t.conns[ev.Fd]; c != nil {
+		if c := t.conns[fd]; c != nil {
 			t.finish(c, now)
 			c.shut = true
 		}
 	case nrClose:
-		if c := t.conns[ev.Fd]; c != nil {
-			t.closeConn(ev.Fd, c, now)
+		if c := t.conns[fd]; c != nil {
+			t.closeConn(fd, c, now)
 		}
-		delete(t.listen, ev.Fd)
-		delete(t.other, ev.Fd)
+		delete(t.listen, fd)
+		delete(t.other, fd)
 	default:
 		t.Unknown++
 	}
@@ -441,20 +495,29 @@ func (t *Tracker) finish(c *conn, now uint64) {
 		}
 	}
 	rs.Requests++
+	ws := ps.Workers[c.pid]
+	if ws == nil {
+		ws = &WorkerStats{}
+		ps.Workers[c.pid] = ws
+	}
+	ws.Requests++
 	if t.Join != nil && r.tid != 0 {
-		t.addSamples(r, t.Join(c.port, route, r.named, r.tid, r.start, end))
+		t.addSamples(r, t.Join(c.port, route, r.named, c.pid, r.tid, r.start, end))
 	}
 	switch {
 	case r.aborted != "":
 		ps.Errors++
 		rs.Errors++
+		ws.Errors++
 		ps.Aborted[r.aborted]++
 	case r.status >= 500:
 		ps.Errors++
 		rs.Errors++
+		ws.Errors++
 	case r.status >= 400:
 		ps.Client4xx++
 		rs.Client4xx++
+		ws.Client4xx++
 	}
 	if r.status != 0 {
 		ps.Status[r.status]++
@@ -462,6 +525,7 @@ func (t *Tracker) finish(c *conn, now uint64) {
 	if r.lastWrite != 0 {
 		ps.Dur.Add(dur)
 		rs.Dur.Add(dur)
+		ws.Dur.Add(dur)
 	}
 	t.keepSlow(c, r, dur)
 }
@@ -489,7 +553,7 @@ func (t *Tracker) keepSlow(c *conn, r *request, dur uint64) {
 		return
 	}
 	t.seq++
-	f := &Finished{Port: c.port, Head: r.head, Named: r.named, Status: r.status, Start: r.start,
+	f := &Finished{Port: c.port, Pid: c.pid, Head: r.head, Named: r.named, Status: r.status, Start: r.start,
 		Dur: dur, Aborted: r.aborted, Tid: r.tid, Reads: r.reads, Samples: r.samples, sequence: t.seq}
 	for _, s := range r.stacks {
 		if f.Stack == nil || preferStack(s.kernel, s.n, f.StackK, f.StackN) {
@@ -502,7 +566,7 @@ func (t *Tracker) keepSlow(c *conn, r *request, dur uint64) {
 	}
 }
 
-func (t *Tracker) closeConn(fd int32, c *conn, now uint64) {
+func (t *Tracker) closeConn(fd FD, c *conn, now uint64) {
 	t.finish(c, now)
 	ps := t.port(c.port)
 	ps.ConnClosed++
@@ -515,9 +579,37 @@ func (t *Tracker) closeConn(fd int32, c *conn, now uint64) {
 	delete(t.conns, fd)
 }
 
+// ProcessExited ends what process pid left open (its exit closed its fds
+// without a close call): its connections are closed at now, its listening
+// and other fds forgotten (a later process may reuse its number).
+func (t *Tracker) ProcessExited(pid int, now uint64) {
+	p := int32(pid)
+	var fds []FD
+	for fd := range t.conns {
+		if fd.Pid == p {
+			fds = append(fds, fd)
+		}
+	}
+	sort.Slice(fds, func(i, j int) bool { return fds[i].Fd < fds[j].Fd })
+	for _, fd := range fds {
+		t.closeConn(fd, t.conns[fd], now)
+	}
+	for fd := range t.listen {
+		if fd.Pid == p {
+			delete(t.listen, fd)
+		}
+	}
+	for fd := range t.other {
+		if fd.Pid == p {
+			delete(t.other, fd)
+		}
+	}
+}
+
 // InFlight is a request being served now.
 type InFlight struct {
 	Port  int
+	Pid   int
 	Tid   uint32
 	Start uint64
 	r     *request
@@ -529,7 +621,7 @@ func (t *Tracker) InFlight() []InFlight {
 	var out []InFlight
 	for _, c := range t.conns {
 		if c.cur != nil && c.phase == phReading {
-			out = append(out, InFlight{Port: c.port, Tid: c.cur.tid, Start: c.cur.start, r: c.cur})
+			out = append(out, InFlight{Port: c.port, Pid: c.pid, Tid: c.cur.tid, Start: c.cur.start, r: c.cur})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Start < out[j].Start })

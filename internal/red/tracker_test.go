@@ -13,20 +13,29 @@ type evs struct {
 func (e *evs) at(ms uint64) *evs { e.t = ms * 1e6; return e }
 
 func (e *evs) ev(nr uint32, fd int32, ret int64, data string) *evs {
-	ev := Event{TExit: e.t, Nr: nr, Fd: fd, Ret: ret, Tid: 7}
+	return e.evp(0, nr, fd, ret, data)
+}
+
+// evp is ev in process pid (its main thread).
+func (e *evs) evp(pid uint32, nr uint32, fd int32, ret int64, data string) *evs {
+	tid := pid
+	if tid == 0 {
+		tid = 7
+	}
+	ev := Event{TExit: e.t, Nr: nr, Fd: fd, Ret: ret, Tid: tid, Pid: pid}
 	ev.Len = uint16(copy(ev.Data[:], data))
 	e.tr.Handle(&ev)
 	return e
 }
 
 func newEvs(slowest int) *evs {
-	tr := NewTracker(func(fd int32) (FdKind, int) {
-		if fd == 9 {
+	tr := NewTracker(func(fd FD) (FdKind, int) {
+		if fd.Fd == 9 {
 			return FdConn, 80 // a connection open before the start
 		}
 		return FdOther, 0
 	}, slowest)
-	tr.AddListener(3, 80)
+	tr.AddListener(FD{Fd: 3}, 80)
 	return &evs{tr: tr}
 }
 
@@ -156,7 +165,7 @@ func TestTrackerRoutesBounded(t *testing.T) {
 // after a response does. A 100 Continue does not end a request.
 func TestTrackerMidStream(t *testing.T) {
 	e := newEvs(0)
-	e.tr.AddConn(4, 80, 0)
+	e.tr.AddConn(FD{Fd: 4}, 80, 0)
 	e.at(1).ev(nrRecvfrom, 4, 50, "xxxxxxxxxxxxxxxxxxxx body bytes")
 	e.at(2).ev(nrSendto, 4, 40, "HTTP/1.1 200 OK\r\n")
 	e.at(3).ev(nrRecvfrom, 4, 40, "POST /up HTTP/1.1\r\nExpect: 100-continue\r\n\r\n")
@@ -184,7 +193,7 @@ func TestTrackerJoin(t *testing.T) {
 	}
 	var calls []call
 	slow := []StackFrame{{Function: "compute", File: "a.py", Line: 3}, {Function: "slow_handler", File: "a.py", Line: 9}}
-	e.tr.Join = func(port int, route string, named bool, tid uint32, start, end uint64) []SampledStack {
+	e.tr.Join = func(port int, route string, named bool, pid int, tid uint32, start, end uint64) []SampledStack {
 		calls = append(calls, call{port, route, named, tid, start, end})
 		if route == "GET /slow/:id" {
 			return []SampledStack{{Key: "slow", Frames: slow, N: 5}, {Key: "other", Frames: slow[1:], N: 2}, {N: 1}}
@@ -207,5 +216,73 @@ func TestTrackerJoin(t *testing.T) {
 	}
 	if s[1].Samples != 0 || s[1].Stack != nil {
 		t.Errorf("fast request %+v", s[1])
+	}
+}
+
+// TestTrackerWorkers: two workers of a prefork server accept on the
+// listening socket they inherited (the same fd number, the same port) and
+// get the same connection fd numbers, interleaved: their requests never
+// mix, each is counted for the worker that accepted it, and a worker's
+// exit ends what it left open.
+func TestTrackerWorkers(t *testing.T) {
+	listen := map[int32]bool{101: true, 102: true}
+	tr := NewTracker(func(fd FD) (FdKind, int) {
+		if listen[fd.Pid] && fd.Fd == 3 {
+			return FdListen, 8000 // inherited across fork: found in /proc
+		}
+		return FdOther, 0
+	}, 0)
+	e := &evs{tr: tr}
+	e.at(0).evp(101, nrAccept4, 3, 5, "")
+	e.at(1).evp(102, nrAccept4, 3, 5, "")
+	e.at(2).evp(101, nrRead, 5, 30, "GET /a HTTP/1.1\r\n\r\n")
+	e.at(3).evp(102, nrRead, 5, 30, "GET /b HTTP/1.1\r\n\r\n")
+	e.at(5).evp(102, nrWrite, 5, 30, "HTTP/1.1 500 Oops\r\n")
+	e.at(6).evp(102, nrClose, 5, 0, "")
+	e.at(9).evp(101, nrWrite, 5, 30, "HTTP/1.1 200 OK\r\n")
+	e.at(10).evp(101, nrClose, 5, 0, "")
+	e.at(11).evp(102, nrAccept4, 3, 6, "")
+	e.at(12).evp(102, nrRead, 6, 30, "GET /c HTTP/1.1\r\n\r\n")
+	e.at(13).evp(102, nrWrite, 6, 30, "HTTP/1.1 404 No\r\n")
+	tr.ProcessExited(102, 20e6) // exited without closing fd 6
+	ps, _, open := tr.TakeWindow()
+	if len(ps) != 1 || ps[0].Port != 8000 {
+		t.Fatalf("ports %+v", ps)
+	}
+	p := ps[0]
+	w1, w2 := p.Workers[101], p.Workers[102]
+	if p.Requests != 3 || p.Errors != 1 || p.Client4xx != 1 || w1 == nil || w2 == nil || open[8000] != 0 {
+		t.Fatalf("requests %d errors %d 4xx %d workers %v open %v", p.Requests, p.Errors, p.Client4xx, p.Workers, open)
+	}
+	if w1.Requests != 1 || w1.Errors != 0 || w1.Dur.Max != 7e6 || w2.Requests != 2 || w2.Errors != 1 || w2.Client4xx != 1 || w2.Dur.Max != 2e6 {
+		t.Errorf("worker 101 %+v, worker 102 %+v", *w1, *w2)
+	}
+	if p.ConnOpened != 3 || p.ConnClosed != 3 {
+		t.Errorf("connections opened %d closed %d", p.ConnOpened, p.ConnClosed)
+	}
+}
+
+// TestTrackerInherited: a worker that exited before its events were read
+// (/proc no longer resolves its fds) accepted on the listening socket its
+// parent had at that number.
+func TestTrackerInherited(t *testing.T) {
+	tr := NewTracker(func(fd FD) (FdKind, int) {
+		if fd == (FD{100, 3}) {
+			return FdListen, 8000 // the parent is alive: /proc has it
+		}
+		return FdOther, 0
+	}, 0)
+	tr.Parent = func(pid int32) int32 {
+		return map[int32]int32{101: 100, 102: 101}[pid]
+	}
+	e := &evs{tr: tr}
+	e.at(0).evp(102, nrAccept4, 3, 5, "") // a grandchild
+	e.at(1).evp(102, nrRead, 5, 30, "GET /a HTTP/1.1\r\n\r\n")
+	e.at(2).evp(102, nrWrite, 5, 30, "HTTP/1.1 200 OK\r\n")
+	e.at(3).evp(102, nrClose, 5, 0, "")
+	e.at(4).evp(103, nrAccept4, 3, 5, "") // no known parent: not a listener
+	ps, _, _ := tr.TakeWindow()
+	if len(ps) != 1 || ps[0].Requests != 1 || ps[0].Workers[102] == nil || ps[0].ConnOpened != 1 {
+		t.Fatalf("ports %+v", ps)
 	}
 }

@@ -1,6 +1,7 @@
 // Package sampler is red's in-kernel stack sampler: one task-clock perf
-// event per CPU runs a BPF program (sample.bpf.c) that, for the target's
-// threads only (tgid compared in the kernel), walks the running thread's
+// event per CPU runs a BPF program (sample.bpf.c) that, for the observed
+// processes' threads only (the set's members, procset.h, in a map shared
+// with red.bpf.c), walks the running thread's
 // Python stack at the sample's instant with internal/bpf/include/pywalk.h
 // and sends a hit (time, tid, stack hash, verdict); each distinct stack's
 // frames (code object + instruction offset) go once. A thread off CPU gets
@@ -17,12 +18,13 @@
 // whatever task runs); for the target's ticks and for each switch-out of
 // its threads a stack walk (a few µs, one page read per data-stack chunk);
 // a 32-byte ring record per tick and per wait of half a period; every
-// context switch of the machine pays a compare of the next task's tgid.
+// context switch of the machine pays a map lookup of each task's tgid.
 // User space reads both rings on its own schedule (no wake-ups).
 //
 // Cannot see: where a thread waits inside a wait (the stack is the one it
 // blocked in, for the whole wait); waits shorter than half a period, and
 // waits begun before the attach; native frames; stacks faulted out (page not
 // present: counted, never guessed); deeper than 128 frames (truncated,
-// counted). x86_64 only.
+// counted); a member that exec'd a new program (walked with the target's
+// layout: forked workers only). x86_64 only.
 package sampler

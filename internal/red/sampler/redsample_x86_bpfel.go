@@ -72,6 +72,15 @@ type redsampleProcAddrs struct {
 	CodegenAddr uint64
 }
 
+type redsampleProcsetMember struct {
+	_      structs.HostLayout
+	Joined uint64
+	Parent uint32
+	How    uint32
+	Execs  uint32
+	Pad    uint32
+}
+
 type redsampleSample struct {
 	_ structs.HostLayout
 	H struct {
@@ -106,21 +115,29 @@ type redsampleWindow struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	redsampleMapCodesOk    = "codes_ok"
-	redsampleMapHits       = "hits"
-	redsampleMapKcounters  = "kcounters"
-	redsampleMapOuts       = "outs"
-	redsampleMapPyaddrs    = "pyaddrs"
-	redsampleMapPyseen     = "pyseen"
-	redsampleMapPystacks   = "pystacks"
-	redsampleMapScratch    = "scratch"
-	redsampleMapTstates    = "tstates"
-	redsampleMapWin        = "win"
-	redsampleProgRedSample = "red_sample"
-	redsampleProgRedSwitch = "red_switch"
-	redsampleVarCfg        = "cfg"
-	redsampleVarHitType    = "hit_type"
-	redsampleVarMinOffNs   = "min_off_ns"
+	redsampleMapCodesOk         = "codes_ok"
+	redsampleMapHits            = "hits"
+	redsampleMapKcounters       = "kcounters"
+	redsampleMapOuts            = "outs"
+	redsampleMapProcs           = "procs"
+	redsampleMapProcsetCounters = "procset_counters"
+	redsampleMapProcsetEvents   = "procset_events"
+	redsampleMapPyaddrs         = "pyaddrs"
+	redsampleMapPyseen          = "pyseen"
+	redsampleMapPystacks        = "pystacks"
+	redsampleMapScratch         = "scratch"
+	redsampleMapTstates         = "tstates"
+	redsampleMapWin             = "win"
+	redsampleProgProcsetExec    = "procset_exec"
+	redsampleProgProcsetExit    = "procset_exit"
+	redsampleProgProcsetFork    = "procset_fork"
+	redsampleProgRedSample      = "red_sample"
+	redsampleProgRedSwitch      = "red_switch"
+	redsampleVarCfg             = "cfg"
+	redsampleVarHitType         = "hit_type"
+	redsampleVarMinOffNs        = "min_off_ns"
+	redsampleVarProcsetCgroup   = "procset_cgroup"
+	redsampleVarProcsetFollow   = "procset_follow"
 )
 
 // loadRedsample returns the embedded CollectionSpec for redsample.
@@ -165,33 +182,41 @@ type redsampleSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type redsampleProgramSpecs struct {
-	RedSample *ebpf.ProgramSpec `ebpf:"red_sample"`
-	RedSwitch *ebpf.ProgramSpec `ebpf:"red_switch"`
+	ProcsetExec *ebpf.ProgramSpec `ebpf:"procset_exec"`
+	ProcsetExit *ebpf.ProgramSpec `ebpf:"procset_exit"`
+	ProcsetFork *ebpf.ProgramSpec `ebpf:"procset_fork"`
+	RedSample   *ebpf.ProgramSpec `ebpf:"red_sample"`
+	RedSwitch   *ebpf.ProgramSpec `ebpf:"red_switch"`
 }
 
 // redsampleMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type redsampleMapSpecs struct {
-	CodesOk   *ebpf.MapSpec `ebpf:"codes_ok"`
-	Hits      *ebpf.MapSpec `ebpf:"hits"`
-	Kcounters *ebpf.MapSpec `ebpf:"kcounters"`
-	Outs      *ebpf.MapSpec `ebpf:"outs"`
-	Pyaddrs   *ebpf.MapSpec `ebpf:"pyaddrs"`
-	Pyseen    *ebpf.MapSpec `ebpf:"pyseen"`
-	Pystacks  *ebpf.MapSpec `ebpf:"pystacks"`
-	Scratch   *ebpf.MapSpec `ebpf:"scratch"`
-	Tstates   *ebpf.MapSpec `ebpf:"tstates"`
-	Win       *ebpf.MapSpec `ebpf:"win"`
+	CodesOk         *ebpf.MapSpec `ebpf:"codes_ok"`
+	Hits            *ebpf.MapSpec `ebpf:"hits"`
+	Kcounters       *ebpf.MapSpec `ebpf:"kcounters"`
+	Outs            *ebpf.MapSpec `ebpf:"outs"`
+	Procs           *ebpf.MapSpec `ebpf:"procs"`
+	ProcsetCounters *ebpf.MapSpec `ebpf:"procset_counters"`
+	ProcsetEvents   *ebpf.MapSpec `ebpf:"procset_events"`
+	Pyaddrs         *ebpf.MapSpec `ebpf:"pyaddrs"`
+	Pyseen          *ebpf.MapSpec `ebpf:"pyseen"`
+	Pystacks        *ebpf.MapSpec `ebpf:"pystacks"`
+	Scratch         *ebpf.MapSpec `ebpf:"scratch"`
+	Tstates         *ebpf.MapSpec `ebpf:"tstates"`
+	Win             *ebpf.MapSpec `ebpf:"win"`
 }
 
 // redsampleVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type redsampleVariableSpecs struct {
-	Cfg      *ebpf.VariableSpec `ebpf:"cfg"`
-	HitType  *ebpf.VariableSpec `ebpf:"hit_type"`
-	MinOffNs *ebpf.VariableSpec `ebpf:"min_off_ns"`
+	Cfg           *ebpf.VariableSpec `ebpf:"cfg"`
+	HitType       *ebpf.VariableSpec `ebpf:"hit_type"`
+	MinOffNs      *ebpf.VariableSpec `ebpf:"min_off_ns"`
+	ProcsetCgroup *ebpf.VariableSpec `ebpf:"procset_cgroup"`
+	ProcsetFollow *ebpf.VariableSpec `ebpf:"procset_follow"`
 }
 
 // redsampleObjects contains all objects after they have been loaded into the kernel.
@@ -214,16 +239,19 @@ func (o *redsampleObjects) Close() error {
 //
 // It can be passed to loadRedsampleObjects or ebpf.CollectionSpec.LoadAndAssign.
 type redsampleMaps struct {
-	CodesOk   *ebpf.Map `ebpf:"codes_ok"`
-	Hits      *ebpf.Map `ebpf:"hits"`
-	Kcounters *ebpf.Map `ebpf:"kcounters"`
-	Outs      *ebpf.Map `ebpf:"outs"`
-	Pyaddrs   *ebpf.Map `ebpf:"pyaddrs"`
-	Pyseen    *ebpf.Map `ebpf:"pyseen"`
-	Pystacks  *ebpf.Map `ebpf:"pystacks"`
-	Scratch   *ebpf.Map `ebpf:"scratch"`
-	Tstates   *ebpf.Map `ebpf:"tstates"`
-	Win       *ebpf.Map `ebpf:"win"`
+	CodesOk         *ebpf.Map `ebpf:"codes_ok"`
+	Hits            *ebpf.Map `ebpf:"hits"`
+	Kcounters       *ebpf.Map `ebpf:"kcounters"`
+	Outs            *ebpf.Map `ebpf:"outs"`
+	Procs           *ebpf.Map `ebpf:"procs"`
+	ProcsetCounters *ebpf.Map `ebpf:"procset_counters"`
+	ProcsetEvents   *ebpf.Map `ebpf:"procset_events"`
+	Pyaddrs         *ebpf.Map `ebpf:"pyaddrs"`
+	Pyseen          *ebpf.Map `ebpf:"pyseen"`
+	Pystacks        *ebpf.Map `ebpf:"pystacks"`
+	Scratch         *ebpf.Map `ebpf:"scratch"`
+	Tstates         *ebpf.Map `ebpf:"tstates"`
+	Win             *ebpf.Map `ebpf:"win"`
 }
 
 func (m *redsampleMaps) Close() error {
@@ -232,6 +260,9 @@ func (m *redsampleMaps) Close() error {
 		m.Hits,
 		m.Kcounters,
 		m.Outs,
+		m.Procs,
+		m.ProcsetCounters,
+		m.ProcsetEvents,
 		m.Pyaddrs,
 		m.Pyseen,
 		m.Pystacks,
@@ -245,21 +276,29 @@ func (m *redsampleMaps) Close() error {
 //
 // It can be passed to loadRedsampleObjects or ebpf.CollectionSpec.LoadAndAssign.
 type redsampleVariables struct {
-	Cfg      *ebpf.Variable `ebpf:"cfg"`
-	HitType  *ebpf.Variable `ebpf:"hit_type"`
-	MinOffNs *ebpf.Variable `ebpf:"min_off_ns"`
+	Cfg           *ebpf.Variable `ebpf:"cfg"`
+	HitType       *ebpf.Variable `ebpf:"hit_type"`
+	MinOffNs      *ebpf.Variable `ebpf:"min_off_ns"`
+	ProcsetCgroup *ebpf.Variable `ebpf:"procset_cgroup"`
+	ProcsetFollow *ebpf.Variable `ebpf:"procset_follow"`
 }
 
 // redsamplePrograms contains all programs after they have been loaded into the kernel.
 //
 // It can be passed to loadRedsampleObjects or ebpf.CollectionSpec.LoadAndAssign.
 type redsamplePrograms struct {
-	RedSample *ebpf.Program `ebpf:"red_sample"`
-	RedSwitch *ebpf.Program `ebpf:"red_switch"`
+	ProcsetExec *ebpf.Program `ebpf:"procset_exec"`
+	ProcsetExit *ebpf.Program `ebpf:"procset_exit"`
+	ProcsetFork *ebpf.Program `ebpf:"procset_fork"`
+	RedSample   *ebpf.Program `ebpf:"red_sample"`
+	RedSwitch   *ebpf.Program `ebpf:"red_switch"`
 }
 
 func (p *redsamplePrograms) Close() error {
 	return _RedsampleClose(
+		p.ProcsetExec,
+		p.ProcsetExit,
+		p.ProcsetFork,
 		p.RedSample,
 		p.RedSwitch,
 	)

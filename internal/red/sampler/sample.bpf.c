@@ -1,8 +1,9 @@
 //go:build ignore
 
 // The sampling half of pyobs red: a perf_event program on one task-clock
-// event per CPU, filtered here by the target's tgid. Each sample of one of
-// the target's threads walks that thread's Python stack at the sample's
+// event per CPU, filtered here by the observed set (procset.h; user space
+// shares red.bpf.c's `procs` map with this object). Each sample of one of
+// the set's threads walks that thread's Python stack at the sample's
 // instant (pywalk.h) and sends a 24-byte hit (time, tid, the stack's hash,
 // the walk's verdict) to the `hits` ring; a stack's frames go once to the
 // `pystacks` ring, the first time its hash is seen (the `pyseen` LRU).
@@ -13,10 +14,15 @@
 // hits to requests by thread and time: the request that thread was serving
 // at that instant (red.bpf.c's syscalls say which).
 //
+// A forked worker has its parent's addresses, so one walk configuration
+// (cfg) serves every member forked from the target; a member that exec'd a
+// new program is not walked (its hits say "no thread state" or fault).
+//
 // Build: make generate (bpf2go -target amd64: pywalk.h reads the thread's
 // fsbase through CO-RE); the object is committed.
 
 #include "pywalk.h"
+#include "procset.h"
 
 // Counter slots (per CPU; user space sums them).
 enum {
@@ -91,7 +97,7 @@ SEC("perf_event")
 int red_sample(void *ctx)
 {
 	u64 pt = bpf_get_current_pid_tgid();
-	if ((u32)(pt >> 32) != cfg.tgid)
+	if (!procset_current((u32)(pt >> 32)))
 		return 0;
 	u32 tid = (u32)pt;
 	kcount(K_SAMPLES);
@@ -109,7 +115,7 @@ int red_switch(u64 *ctx)
 	struct task_struct *next = (struct task_struct *)ctx[2];
 	u64 pt = bpf_get_current_pid_tgid();
 	u64 now = bpf_ktime_get_ns();
-	if ((u32)(pt >> 32) == cfg.tgid) {
+	if (procset_current((u32)(pt >> 32))) {
 		u32 tid = (u32)pt;
 		struct out o = {.time = now};
 		kcount(K_SWITCH_OUT);
@@ -119,7 +125,8 @@ int red_switch(u64 *ctx)
 	}
 	int tgid = 0, pid = 0;
 	bpf_probe_read_kernel(&tgid, sizeof(tgid), &next->tgid);
-	if ((u32)tgid != cfg.tgid)
+	u32 ntgid = (u32)tgid;
+	if (!bpf_map_lookup_elem(&procs, &ntgid))
 		return 0;
 	bpf_probe_read_kernel(&pid, sizeof(pid), &next->pid);
 	u32 ntid = (u32)pid;

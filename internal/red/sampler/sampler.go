@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/rlimit"
 	"golang.org/x/sys/unix"
 
 	"github.com/pyobs/pyobs/internal/bpfload"
 	"github.com/pyobs/pyobs/internal/kwalk"
+	"github.com/pyobs/pyobs/internal/procset"
 	"github.com/pyobs/pyobs/internal/pyframes"
 )
 
@@ -28,8 +31,11 @@ type Sampler struct {
 
 // Open loads the sampler for pid with walkCfg (kwalk.ProgramConfig's value
 // for the target), starts hz samples per second on every CPU, and attaches
-// the switch program (waits of half a period or more are sent).
-func Open(pid int, walkCfg any, hz int) (*Sampler, error) {
+// the switch program (waits of half a period or more are sent). The
+// programs sample the members of the set whose procset.h maps are set
+// (red.bpf.c's "procs", "procset_events", "procset_counters": one set for
+// both objects), configured as o.
+func Open(pid int, walkCfg any, hz int, set map[string]*ebpf.Map, o procset.Options) (*Sampler, error) {
 	if hz <= 0 {
 		return nil, fmt.Errorf("pid %d: sample rate %d Hz: must be positive", pid, hz)
 	}
@@ -45,8 +51,11 @@ func Open(pid int, walkCfg any, hz int) (*Sampler, error) {
 	if err := bpfload.SetVars(bpfload.Var{Spec: s.Cfg, Value: walkCfg}, bpfload.Var{Spec: s.MinOffNs, Value: minOff}); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
+	if err := procset.Configure(spec, o); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
 	p := &Sampler{Pid: pid, Hz: hz}
-	if err := bpfload.Load("red's sampler (perf_event/red_sample)", spec, &p.objs); err != nil {
+	if err := loadShared("red's sampler (perf_event/red_sample)", spec, &p.objs, set); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	if p.hits, err = bpfload.NewRing("hits", p.objs.Hits); err != nil {
@@ -66,6 +75,15 @@ func Open(pid int, walkCfg any, hz int) (*Sampler, error) {
 		return nil, fmt.Errorf("pid %d: %w", pid, err)
 	}
 	return p, nil
+}
+
+// loadShared loads spec into obj with the set's maps in place of its own.
+func loadShared(what string, spec *ebpf.CollectionSpec, obj any, maps map[string]*ebpf.Map) error {
+	_ = rlimit.RemoveMemlock()
+	if err := spec.LoadAndAssign(obj, &ebpf.CollectionOptions{MapReplacements: maps}); err != nil {
+		return bpfload.Explain("load "+what, err)
+	}
+	return nil
 }
 
 // attach opens one task-clock event per CPU (every task: the program keeps
