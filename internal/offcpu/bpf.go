@@ -139,6 +139,7 @@ func RunBPF(ctx context.Context, s *session.Session, opt Options) (*Result, erro
 		deadline = t.C
 	}
 	lastSweep, lastCheck, lastScan := time.Now(), time.Now(), time.Now()
+	every := sweepEvery
 	drain := opt.Drain
 	if e.kp != nil && e.bres.SyscallHints && drain < kernelWalkLook {
 		// Every switch-out has its Python stack from the kernel and its
@@ -173,10 +174,16 @@ func RunBPF(ctx context.Context, s *session.Session, opt Options) (*Result, erro
 			e.learnBPF()
 			e.refreshWalkThreads(false)
 		}
-		if time.Since(lastSweep) > sweepEvery {
+		if time.Since(lastSweep) > every {
 			lastSweep = time.Now()
+			before := e.bres.SweptThreads
 			if err = e.sweep(false, 0); err != nil {
 				break
+			}
+			// Threads come and go: sweep often, before they fill the maps.
+			every = sweepEvery
+			if e.bres.SweptThreads > before {
+				every = sweepChurn
 			}
 		}
 		if time.Since(lastCheck) > 200*time.Millisecond {
@@ -224,7 +231,12 @@ func RunBPF(ctx context.Context, s *session.Session, opt Options) (*Result, erro
 // stacks on a busy target), so its price grows with the map; a thread
 // that exited waits at most this long to be folded and freed. The maps
 // hold 16k+ entries: a second of churn fits.
-const sweepEvery = time.Second
+// A sweep that reclaimed an exited thread makes the next one come after
+// sweepChurn: a target that churns threads is swept ten times a second.
+const (
+	sweepEvery = time.Second
+	sweepChurn = 100 * time.Millisecond
+)
 
 func (e *bpfEngine) thread(tid int) *bthr {
 	th := e.ths[tid]
