@@ -33,9 +33,9 @@ type Options struct {
 	Freq   int           // CPU samples per second (DefaultFreq when 0)
 	Engine string        // record's cpu-mode engine: auto, bpf, perf
 	OffCPU bool          // also an off-CPU profile, one per OffWindow
-	// OffWindow is the off-CPU profile's span (default: the first multiple
-	// of Window of at least a minute): offcpu's engine start (~0.15 s of
-	// CPU, the verifier's load) is paid once per span.
+	// OffWindow is the off-CPU profile's span (default: 20 windows, as a
+	// CPU recording's segment: 5 min at 15 s): offcpu's engine start
+	// (~0.15 s of CPU, the verifier's load) is paid once per span.
 	OffWindow time.Duration
 	// RED also runs red (tracing the target's socket syscalls) for the
 	// whole run: its per-window counts and duration histograms go to
@@ -119,7 +119,7 @@ func Start(s *session.Session, opt Options) (*Agent, error) {
 		return nil, fmt.Errorf("red's metrics go to /metrics: give --metrics ADDR with --red")
 	}
 	if opt.OffWindow <= 0 {
-		opt.OffWindow = opt.Window * time.Duration(max(1, (time.Minute+opt.Window-1)/opt.Window))
+		opt.OffWindow = segmentWindows * opt.Window
 	}
 	if opt.Flush <= 0 {
 		opt.Flush = 5 * time.Second
@@ -327,7 +327,9 @@ func (a *Agent) window(ctx context.Context, seq uint64) (*export.Window, error) 
 		go func() {
 			defer wg.Done()
 			var r *stat.Result
-			r, statErr = stat.Run(ctx, a.s, stat.Options{Duration: dur, Poll: time.Second})
+			// Thread states polled three times a window (each poll reads
+			// every thread's stat and status).
+			r, statErr = stat.Run(ctx, a.s, stat.Options{Duration: dur, Poll: max(time.Second, a.opt.Window/3)})
 			if r != nil {
 				st = r.Stat
 			}

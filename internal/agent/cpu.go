@@ -17,11 +17,11 @@ import (
 const segmentWindows = 20
 
 // cpuRec is the agent's CPU profile: one recording per segment, cut into
-// windows. The recording's Stream callback (every ~200 ms, on the
+// windows. The recording's Stream callback (every look, on the
 // recording's goroutine) folds what grew since its last call into pending;
 // cut hands pending over. A window therefore holds the samples folded up
-// to its cut: a sample still in the kernel's ring at the cut (≤ ~200 ms)
-// belongs to the next window.
+// to its cut: a sample still counted in the kernel at the cut (up to one
+// look, ≤ 1 s) belongs to the next window.
 type cpuRec struct {
 	s   *session.Session
 	opt record.Options
@@ -42,6 +42,9 @@ func startCPU(ctx context.Context, s *session.Session, opt record.Options, windo
 	c := &cpuRec{s: s, opt: opt, since: time.Now(), done: make(chan struct{})}
 	c.opt.Duration = segmentWindows * window
 	c.opt.Stream = c.fold
+	// At the agent's rate a look a second is plenty (each look is a
+	// wake-up, a map drain and a thread-map refresh).
+	c.opt.Look = min(time.Second, window/4)
 	go c.loop(ctx)
 	return c
 }

@@ -14,7 +14,7 @@ import (
 // in the agent (its own default is 20 ms): the kernel walks each wait's
 // Python stack at the switch-out, so the looks only name new stacks and
 // serve threads the walk can't read — a slower look costs the agent less.
-const offLook = 100 * time.Millisecond
+const offLook = 500 * time.Millisecond
 
 // offRec runs offcpu span after span; each finished span's profile is
 // handed to the next window that takes it.

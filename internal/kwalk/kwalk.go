@@ -346,16 +346,22 @@ func FillThreads(m *ebpf.Map, pid int, refs []pyframes.ThreadRef) error {
 	}
 	var k, v uint64
 	var stale []uint64
+	have := map[uint64]bool{}
 	it := m.Iterate()
 	for it.Next(&k, &v) {
 		if nv, ok := want[k]; !ok || nv != v {
 			stale = append(stale, k)
+		} else {
+			have[k] = true // already right: no write
 		}
 	}
 	for _, k := range stale {
 		_ = m.Delete(k)
 	}
 	for k, v := range want {
+		if have[k] {
+			continue
+		}
 		if err := m.Put(k, v); err != nil {
 			return fmt.Errorf("pid %d: can't put thread 0x%x -> tstate 0x%x: %w", pid, k, v, err)
 		}

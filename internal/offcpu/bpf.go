@@ -229,10 +229,10 @@ func RunBPF(ctx context.Context, s *session.Session, opt Options) (*Result, erro
 // sweepEvery is how often the maps are read for exited threads' entries:
 // each sweep reads every entry of the waits map (thousands of distinct
 // stacks on a busy target), so its price grows with the map; a thread
-// that exited waits at most this long to be folded and freed. The maps
-// hold 16k+ entries: a second of churn fits.
-// A sweep that reclaimed an exited thread makes the next one come after
-// sweepChurn: a target that churns threads is swept ten times a second.
+// that exited waits at most this long to be folded and freed. A sweep
+// that reclaimed an exited thread makes the next one come after
+// sweepChurn: a target that churns threads is swept ten times a second
+// (TestOffcpuBPFThreadChurn: maps of 128 entries keep up).
 const (
 	sweepEvery = time.Second
 	sweepChurn = 100 * time.Millisecond

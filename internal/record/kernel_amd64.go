@@ -50,7 +50,7 @@ func (r *Recorder) openKernel() (*kernelRec, error) {
 	k.stats, k.note = bpfload.EnableRunStats()
 	// Counted in the kernel: user space pays per distinct stack and per
 	// drain, not per sample.
-	wo := kwalk.Options{Freq: r.opt.Freq, TLS: tls, Latency: 200 * time.Millisecond, Aggregate: true}
+	wo := kwalk.Options{Freq: r.opt.Freq, TLS: tls, Latency: r.look(), Aggregate: true}
 	k.defs = map[uint64]kwalk.Sample{}
 	if r.s.Set.Many() {
 		so := r.s.Options()
@@ -125,7 +125,7 @@ func (r *Recorder) runKernel(ctx context.Context, deadline <-chan time.Time, k *
 		// Each look at the ring is a wake-up (a VM exit here): every
 		// 200 ms, or at the end of the recording, or when the kernel says
 		// a sixteenth of the ring is waiting.
-		until := time.Now().Add(200 * time.Millisecond)
+		until := time.Now().Add(r.look())
 		if r.opt.Duration > 0 {
 			if end := r.start.Add(r.opt.Duration); end.Before(until) {
 				until = end
@@ -137,7 +137,7 @@ func (r *Recorder) runKernel(ctx context.Context, deadline <-chan time.Time, k *
 		if err = drain(false); err != nil {
 			break
 		}
-		if time.Since(lastCheck) > 200*time.Millisecond {
+		if time.Since(lastCheck) >= r.look() {
 			lastCheck = time.Now()
 			// The map serves threads the kernel can't find through their
 			// TLS (3.10 without it, other layouts); TLS finds new ones.
@@ -256,6 +256,14 @@ func (r *Recorder) kernelSample(k *kernelRec, s *kwalk.Sample, n uint64) {
 	r.samples += n
 	r.prof.AddIDsN(fids, w, w)
 	r.ids = fids
+}
+
+// look is the bpf engine's look period (Options.Look).
+func (r *Recorder) look() time.Duration {
+	if r.opt.Look > 0 {
+		return r.opt.Look
+	}
+	return 200 * time.Millisecond
 }
 
 // foldCount folds one of the kernel's counts under its stack; a count

@@ -44,6 +44,10 @@ type Options struct {
 	OnFallback func(string)
 	// Stream: see stream.go.
 	Stream func(*flame.Profile, Progress)
+	// Look is how often the bpf engine reads its ring and counts and
+	// refreshes its thread map (default 200 ms; Progress and Stream come
+	// as often). A slow sampler (the agent's 19 Hz) needs fewer looks.
+	Look time.Duration
 
 	// Greenlets roots samples at the running greenlet and its parents
 	// (greenlets.go); GreenletStats receives its account.
