@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/pyobs/pyobs/internal/flame"
+	"github.com/pyobs/pyobs/internal/procset"
 )
 
 // TopStack is one of the heaviest waiting stacks of a profile.
@@ -116,7 +117,7 @@ func WriteText(w io.Writer, r *Result) error {
 			if p.Refused != "" {
 				how += "; refused: " + p.Refused
 			}
-			fmt.Fprintf(w, "%-28s %8.3fs %8.3fs %8.3fs %7d  %s\n", procLabel(p.Pid, nil), p.OnCPUS, p.OffCPUS, p.RunQS, p.Threads, how)
+			fmt.Fprintf(w, "%-28s %8.3fs %8.3fs %8.3fs %7d  %s\n", procset.Label(p.Pid, nil), p.OnCPUS, p.OffCPUS, p.RunQS, p.Threads, how)
 		}
 	}
 	if x := r.Excluded; x != nil {

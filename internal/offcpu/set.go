@@ -3,8 +3,9 @@ package offcpu
 import (
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
+
+	"github.com/pyobs/pyobs/internal/procset"
 )
 
 // ProcessAccount is one member process of an observed set (several -p,
@@ -59,29 +60,10 @@ func SetFooter(r *Result) string {
 			b.WriteString("; refused: " + p.Refused)
 		}
 		if len(p.Argv) > 0 {
-			b.WriteString("; " + shortArgv(p.Argv, 60))
+			b.WriteString("; " + procset.ShortArgv(p.Argv, 60))
 		}
 	}
 	return b.String()
-}
-
-// procLabel is a process's root frame: "[pid N] argv…".
-func procLabel(pid int, argv []string) string {
-	l := "[pid " + strconv.Itoa(pid) + "]"
-	if a := shortArgv(argv, 60); a != "" {
-		l += " " + a
-	}
-	return l
-}
-
-// shortArgv joins argv with spaces, cut to about n characters (an ellipsis
-// says it was cut).
-func shortArgv(argv []string, n int) string {
-	s := strings.Join(argv, " ")
-	if r := []rune(s); len(r) > n {
-		s = string(r[:n]) + "…"
-	}
-	return s
 }
 
 // sumProcesses adds each thread's times to its process's line.

@@ -241,7 +241,7 @@ func (e *bpfEngine) rootFrame(tid int) int {
 		if len(argv) == 0 {
 			argv, _ = procfs.Default().Cmdline(pid)
 		}
-		p.root = e.prof.Intern(flame.Frame{Kind: flame.Thread, Function: procLabel(pid, argv)})
+		p.root = e.prof.Intern(flame.Frame{Kind: flame.Thread, Function: procset.Label(pid, argv)})
 	}
 	return p.root
 }
@@ -286,39 +286,6 @@ func (e *bpfEngine) symbolizer(tgid int) (*kwalk.Symbolizer, map[[2]uint64]int, 
 	return p.sym, p.frameIDs, ""
 }
 
-// withoutRoots is p with each stack's first frame (the process frame)
-// dropped and the frame table rebuilt without the frames no stack uses
-// any more: a set that held one process gives the profile one process
-// gives.
-func withoutRoots(p *flame.Profile) *flame.Profile {
-	q := flame.New(p.Meta)
-	used := make([]bool, p.NumFrames())
-	stacks := p.Stacks()
-	for _, s := range stacks {
-		for _, id := range s.Frames[min(1, len(s.Frames)):] {
-			used[id] = true
-		}
-	}
-	remap := make([]int, p.NumFrames())
-	for i := range remap {
-		if used[i] {
-			remap[i] = q.Intern(p.Frame(i))
-		}
-	}
-	var ids []int
-	for _, s := range stacks {
-		if len(s.Frames) <= 1 {
-			continue
-		}
-		ids = ids[:0]
-		for _, id := range s.Frames[1:] {
-			ids = append(ids, remap[id])
-		}
-		q.AddIDs(ids, s.Weight)
-	}
-	return q
-}
-
 // account is the set's account at the end (nil without a set); one
 // process seen alone keeps the profile without roots.
 func (e *bpfEngine) account() {
@@ -341,7 +308,7 @@ func (e *bpfEngine) account() {
 	if st.Seen <= 1 && !e.opt.SetAsked {
 		// -- CMD's children, followed by default, and none came: the
 		// output one process gives.
-		e.prof = withoutRoots(e.prof)
+		e.prof = flame.WithoutRoots(e.prof)
 		return
 	}
 	for i := range e.res.Threads {

@@ -664,7 +664,7 @@ func (r *Recorder) finish() {
 		if a.Counts.Seen <= 1 {
 			// One process after all (-- CMD that forked nothing): the
 			// profile one process gives, without its process frame.
-			r.prof = withoutRoots(r.prof)
+			r.prof = flame.WithoutRoots(r.prof)
 		}
 		if (a.Counts.Seen > 1 || r.opt.SetRequired) && r.opt.SetAccount != nil {
 			*r.opt.SetAccount = *a

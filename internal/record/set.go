@@ -2,10 +2,9 @@ package record
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 
-	"github.com/pyobs/pyobs/internal/flame"
+	"github.com/pyobs/pyobs/internal/procset"
 )
 
 // SetAccount is a recording's account of the processes it observed (a
@@ -66,61 +65,8 @@ func SetFooter(a *SetAccount) string {
 			b.WriteString("; refused: " + p.Refused)
 		}
 		if len(p.Argv) > 0 {
-			b.WriteString("; " + shortArgv(p.Argv, 60))
+			b.WriteString("; " + procset.ShortArgv(p.Argv, 60))
 		}
 	}
 	return b.String()
-}
-
-// procLabel is a process's root frame: "[pid N] argv…".
-func procLabel(pid int, argv []string) string {
-	l := "[pid " + strconv.Itoa(pid) + "]"
-	if a := shortArgv(argv, 60); a != "" {
-		l += " " + a
-	}
-	return l
-}
-
-// shortArgv joins argv with spaces, cut to about n characters (an ellipsis
-// says it was cut).
-func shortArgv(argv []string, n int) string {
-	s := strings.Join(argv, " ")
-	if r := []rune(s); len(r) > n {
-		s = string(r[:n]) + "…"
-	}
-	return s
-}
-
-// withoutRoots is p with each stack's first frame (the process frame)
-// dropped and the frame table rebuilt without the frames no stack uses any
-// more: a set that held one process gives the profile one process gives.
-func withoutRoots(p *flame.Profile) *flame.Profile {
-	q := flame.New(p.Meta)
-	used := make([]bool, p.NumFrames())
-	stacks := p.Stacks()
-	for _, s := range stacks {
-		for _, id := range s.Frames[min(1, len(s.Frames)):] {
-			used[id] = true
-		}
-	}
-	// Interned in the original order: the frame table is the one the
-	// recording would have made without the roots.
-	remap := make([]int, p.NumFrames())
-	for i := range remap {
-		if used[i] {
-			remap[i] = q.Intern(p.Frame(i))
-		}
-	}
-	var ids []int
-	for _, s := range stacks {
-		if len(s.Frames) <= 1 {
-			continue
-		}
-		ids = ids[:0]
-		for _, id := range s.Frames[1:] {
-			ids = append(ids, remap[id])
-		}
-		q.AddIDs(ids, s.Weight)
-	}
-	return q
 }

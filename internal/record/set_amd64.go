@@ -171,7 +171,7 @@ func (sr *setRec) gone(pid int) bool {
 func (sr *setRec) rootFrame(r *Recorder, p *procRec) int {
 	if p.root < 0 {
 		m, _ := sr.set.Member(p.pid)
-		p.root = r.prof.Intern(flame.Frame{Kind: flame.Thread, Function: procLabel(p.pid, m.Argv)})
+		p.root = r.prof.Intern(flame.Frame{Kind: flame.Thread, Function: procset.Label(p.pid, m.Argv)})
 	}
 	return p.root
 }

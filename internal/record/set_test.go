@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/pyobs/pyobs/internal/flame"
+	"github.com/pyobs/pyobs/internal/procset"
 )
 
 // TestWithoutRoots: a set that held one process gives the profile that
@@ -13,7 +14,7 @@ func TestWithoutRoots(t *testing.T) {
 	a := flame.Frame{Kind: flame.Python, Function: "main", File: "app.py", Line: 3}
 	b := flame.Frame{Kind: flame.Python, Function: "work", File: "app.py", Line: 9}
 	m := flame.Frame{Kind: flame.State, Function: "[no Python frames]"}
-	root := flame.Frame{Kind: flame.Thread, Function: procLabel(42, []string{"python3", "app.py"})}
+	root := flame.Frame{Kind: flame.Thread, Function: procset.Label(42, []string{"python3", "app.py"})}
 
 	one := flame.New(flame.Meta{Command: "record"})
 	one.Add([]flame.Frame{a, b}, 3)
@@ -24,7 +25,7 @@ func TestWithoutRoots(t *testing.T) {
 	set.Add([]flame.Frame{root, a, b}, 3)
 	set.Add([]flame.Frame{root, m}, 1)
 	set.Add([]flame.Frame{root, a}, 2)
-	got := withoutRoots(set)
+	got := flame.WithoutRoots(set)
 
 	if got.NumFrames() != one.NumFrames() {
 		t.Fatalf("%d frames, want %d", got.NumFrames(), one.NumFrames())
@@ -47,14 +48,14 @@ func TestWithoutRoots(t *testing.T) {
 }
 
 func TestProcLabel(t *testing.T) {
-	if l := procLabel(7, []string{"python3", "app.py"}); l != "[pid 7] python3 app.py" {
+	if l := procset.Label(7, []string{"python3", "app.py"}); l != "[pid 7] python3 app.py" {
 		t.Errorf("label %q", l)
 	}
-	long := procLabel(7, []string{"python3", strings.Repeat("é", 100)})
+	long := procset.Label(7, []string{"python3", strings.Repeat("é", 100)})
 	if r := []rune(long); len(r) != len("[pid 7] ")+60+1 || !strings.HasSuffix(long, "…") {
 		t.Errorf("long argv: %q", long)
 	}
-	if l := procLabel(7, nil); l != "[pid 7]" {
+	if l := procset.Label(7, nil); l != "[pid 7]" {
 		t.Errorf("no argv: %q", l)
 	}
 }
