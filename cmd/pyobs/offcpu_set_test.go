@@ -233,44 +233,11 @@ func TestOffcpuSetRefusals(t *testing.T) {
 // build: not walked) with its reason, its time still under its root.
 func TestOffcpuSetCgroup(t *testing.T) {
 	testutil.RequireRoot(t)
-	root := "/sys/fs/cgroup/unified"
-	if _, err := os.Stat(filepath.Join(root, "cgroup.procs")); err != nil {
-		root = "/sys/fs/cgroup"
-	}
-	dir := filepath.Join(root, fmt.Sprintf("pyobs-setoff-%d", os.Getpid()))
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		testutil.Skip(t, fmt.Sprintf("can't make a cgroup v2 directory: %v", err))
-	}
+	dir := makeV2Cgroup(t)
 	pys := []testutil.Interp{testutil.Find(t, "pyenv-3.12"), testutil.Find(t, "pyenv-3.12"), testutil.Find(t, "pyenv-3.11")}
 	var pids []int
 	for i, fn := range []string{"nap_one", "nap_two", "nap_other"} {
-		script := fmt.Sprintf("import sys, time\ndef %s():\n    while True:\n        time.sleep(0.02)\nprint('READY', flush=True)\nsys.stdin.readline()\n%s()\n", fn, fn)
-		argv := append(append([]string{}, pys[i].Argv...), "-c", script)
-		c := exec.Command(argv[0], argv[1:]...)
-		c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		in, _ := c.StdinPipe()
-		so, _ := c.StdoutPipe()
-		if err := c.Start(); err != nil {
-			t.Fatal(err)
-		}
-		// Cleanups run last-in first-out: the processes end before the rmdir.
-		if i == 0 {
-			t.Cleanup(func() {
-				for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-					if os.Remove(dir) == nil {
-						return
-					}
-				}
-				t.Errorf("can't remove cgroup %s", dir)
-			})
-		}
-		t.Cleanup(func() { _ = c.Process.Kill(); _ = c.Wait() })
-		readLines(so).expect(t, "READY")
-		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(c.Process.Pid)), 0o644); err != nil {
-			t.Fatalf("can't move pid %d into %s: %v", c.Process.Pid, dir, err)
-		}
-		fmt.Fprintln(in, "go")
-		pids = append(pids, c.Process.Pid)
+		pids = append(pids, startInCgroup(t, dir, pys[i], fmt.Sprintf("import sys, time\ndef %s():\n    while True:\n        time.sleep(0.02)\nprint('READY', flush=True)\nsys.stdin.readline()\n%s()\n", fn, fn)))
 	}
 	r := testutil.Run(t, 60*time.Second, "offcpu", "--engine", "bpf", "--cgroup", dir, "-d", "1s", "--format", "folded")
 	if r.Code != 0 {
