@@ -56,30 +56,13 @@ func readWaitTruth(t *testing.T, path string) waitTruth {
 	return tr
 }
 
-// blockedUnder sums a folded offcpu profile (µs) by its "[pid N]" roots:
-// per process, the weight of the stacks that hold fn.
+// blockedUnder is perProcess for a folded offcpu profile (µs): per
+// process, the seconds of the stacks that hold fn.
 func blockedUnder(t *testing.T, folded, fn string) map[int]float64 {
 	t.Helper()
 	out := map[int]float64{}
-	for _, l := range strings.Split(strings.TrimSpace(folded), "\n") {
-		i := strings.LastIndexByte(l, ' ')
-		if i < 0 {
-			continue
-		}
-		w, err := strconv.ParseInt(l[i+1:], 10, 64)
-		if err != nil {
-			t.Fatalf("bad folded line %q", l)
-		}
-		if !strings.HasPrefix(l, "[pid ") {
-			t.Fatalf("a stack not rooted at its process: %q", l)
-		}
-		pid, err := strconv.Atoi(l[len("[pid "):strings.IndexByte(l, ']')])
-		if err != nil {
-			continue // [pid ?]: a thread gone before its process was known
-		}
-		if strings.Contains(l[:i], ";"+fn+" (") {
-			out[pid] += float64(w) / 1e6
-		}
+	for pid, p := range perProcess(t, folded, fn) {
+		out[pid] = float64(p.inFn) / 1e6
 	}
 	return out
 }
