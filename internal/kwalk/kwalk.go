@@ -228,9 +228,13 @@ type procAddrs struct {
 
 // SetAddrs makes the kernel walk pid with l's addresses instead of the
 // target's (the rest of the layout must be the target's: SameBuild).
-func (w *Walker) SetAddrs(pid int, l *pyframes.KernelLayout) error {
+func (w *Walker) SetAddrs(pid int, l *pyframes.KernelLayout) error { return PutAddrs(w.objs.PyAddrs, pid, l) }
+
+// PutAddrs is SetAddrs for the pyaddrs map of another program that
+// includes pywalk.h.
+func PutAddrs(m *ebpf.Map, pid int, l *pyframes.KernelLayout) error {
 	v := procAddrs{CodeType: l.CodeType, FrameType: l.FrameType, CodegenAddr: l.CodeGenerationAddr}
-	if err := w.objs.PyAddrs.Put(uint32(pid), v); err != nil {
+	if err := m.Put(uint32(pid), v); err != nil {
 		return fmt.Errorf("pid %d: can't put its interpreter's addresses in the walker's map: %w", pid, err)
 	}
 	return nil

@@ -3,8 +3,6 @@
 package offcpu
 
 import (
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/pyobs/pyobs/internal/flame"
@@ -41,11 +39,6 @@ type offSet struct {
 	procs  map[int]*offProc
 	pidOf  map[int]int // tid -> its process
 	open   int
-}
-
-// procAddrs mirrors pywalk.h's struct proc_addrs.
-type procAddrs struct {
-	CodeType, FrameType, CodegenAddr uint64
 }
 
 func (e *bpfEngine) newSet(set *procset.Set, kl *pyframes.KernelLayout) {
@@ -153,53 +146,23 @@ func (e *bpfEngine) closeProc(p *offProc) {
 // target's layout and addresses) fits it.
 func (e *bpfEngine) openProc(p *offProc) {
 	p.retry = time.Time{}
-	py, err := pyframes.Open(p.pid)
-	if err != nil {
-		switch {
-		case e.gone(p.pid):
-			p.refused = "exited before its interpreter was read"
-		case errors.Is(err, pyframes.ErrNotPython):
-			p.refused = "not CPython"
-		default:
-			p.refused = fmt.Sprintf("can't read its interpreter: %v", err)
-			p.retry = time.Now().Add(100 * time.Millisecond)
-		}
-		return
+	putAddrs := func(pid int, kl *pyframes.KernelLayout) error { return kwalk.PutAddrs(e.tr.PyAddrs, pid, kl) }
+	// Without the kernel walk its waits are not named (user-space looks
+	// read the target only): the reader alone.
+	walk := e.kp != nil && e.set.layout != nil
+	m := kwalk.OpenMember(p.pid, e.s.Py.Version(), e.set.layout, walk, putAddrs, e.gone)
+	p.python, p.refused, p.addrs = m.Python, m.Refused, m.Addrs
+	if m.Retry {
+		p.retry = time.Now().Add(100 * time.Millisecond)
 	}
-	p.python = py.Version().String()
-	if v, tv := py.Version(), e.s.Py.Version(); v != tv {
-		p.refused = fmt.Sprintf("CPython %s build differs from the target's %s: not walked", v, tv)
-		return
+	if m.Py == nil || m.Python != e.s.Py.Version().String() {
+		return // not read, or another version: neither walked nor read
 	}
-	p.py, p.frameIDs = py, map[[2]uint64]int{}
+	p.py, p.frameIDs, p.sym = m.Py, map[[2]uint64]int{}, m.Sym
 	e.set.open++
 	if e.set.open > maxOpenProcs {
 		e.dropExited()
 	}
-	if e.kp == nil || e.set.layout == nil {
-		return // no kernel walk: its waits are not named (user-space looks read the target only)
-	}
-	kl, err := py.KernelLayout()
-	if err != nil {
-		p.refused = fmt.Sprintf("can't read its layout: %v", err)
-		return
-	}
-	layout, addrs := kwalk.SameBuild(e.set.layout, kl)
-	switch {
-	case !layout:
-		p.refused = fmt.Sprintf("CPython %s build differs from the target's (another layout): not walked", p.python)
-		return
-	case !addrs:
-		// The same build mapped elsewhere (an exec: ASLR): the kernel
-		// walks it with its own addresses.
-		v := procAddrs{CodeType: kl.CodeType, FrameType: kl.FrameType, CodegenAddr: kl.CodeGenerationAddr}
-		if err := e.tr.PyAddrs.Put(uint32(p.pid), v); err != nil {
-			p.refused = fmt.Sprintf("pid %d: can't put its interpreter's addresses in the walker's map: %v", p.pid, err)
-			return
-		}
-		p.addrs = true
-	}
-	p.sym = kwalk.NewSymbolizer(py, kl)
 }
 
 // dropExited forgets the interpreters of exited members.
@@ -212,13 +175,7 @@ func (e *bpfEngine) dropExited() {
 }
 
 // gone reports whether pid has exited (or is a zombie).
-func (e *bpfEngine) gone(pid int) bool {
-	if m, ok := e.set.set.Member(pid); ok && m.Exited {
-		return true
-	}
-	st, err := procfs.Default().Stat(pid)
-	return err != nil || st.State == "Z" || st.State == "X"
-}
+func (e *bpfEngine) gone(pid int) bool { return e.set.set.Gone(pid) }
 
 // rootFrame is the "[pid N] argv" frame of a thread's process (-1: none,
 // no set).

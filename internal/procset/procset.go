@@ -274,6 +274,16 @@ func (s *Set) Member(pid int) (Member, bool) {
 	return *m, true
 }
 
+// Gone reports whether pid has exited: its exit event came, or /proc has
+// it gone or a zombie (nothing left to read).
+func (s *Set) Gone(pid int) bool {
+	if m, ok := s.Member(pid); ok && m.Exited {
+		return true
+	}
+	st, err := s.fs.Stat(pid)
+	return err != nil || st.State == "Z" || st.State == "X"
+}
+
 // Members lists every process that was a member, seeds first, then in the
 // order they joined.
 func (s *Set) Members() []Member {

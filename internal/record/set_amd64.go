@@ -3,13 +3,10 @@
 package record
 
 import (
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/pyobs/pyobs/internal/flame"
 	"github.com/pyobs/pyobs/internal/kwalk"
-	"github.com/pyobs/pyobs/internal/procfs"
 	"github.com/pyobs/pyobs/internal/procset"
 	"github.com/pyobs/pyobs/internal/pyframes"
 )
@@ -103,46 +100,21 @@ func (sr *setRec) close(p *procRec) {
 // target's layout and addresses) fits it.
 func (sr *setRec) openProc(r *Recorder, p *procRec) {
 	p.retry = time.Time{}
-	py, err := pyframes.Open(p.pid)
-	if err != nil {
-		switch {
-		case sr.gone(p.pid):
-			// Exited before its code objects could be read: its samples
-			// are folded as [unreadable: process exited], counted.
-		case errors.Is(err, pyframes.ErrNotPython):
-			p.refused = "not CPython"
-		default:
-			// An interpreter still starting (after an exec): again soon.
-			p.refused = fmt.Sprintf("can't read its interpreter: %v", err)
-			p.retry = time.Now().Add(100 * time.Millisecond)
-		}
-		return
-	}
-	p.python = py.Version().String()
-	if v, tv := py.Version(), r.s.Py.Version(); v != tv {
-		p.refused = fmt.Sprintf("CPython %s build differs from the target's %s", v, tv)
-		return
-	}
-	kl, err := py.KernelLayout()
-	if err != nil {
-		p.refused = fmt.Sprintf("can't read its layout: %v", err)
-		return
-	}
-	layout, addrs := kwalk.SameBuild(sr.layout, kl)
+	m := kwalk.OpenMember(p.pid, r.s.Py.Version(), sr.layout, true, sr.w.SetAddrs, sr.gone)
 	switch {
-	case !layout:
-		p.refused = fmt.Sprintf("CPython %s build differs from the target's (another layout)", p.python)
+	case m.Gone:
+		// Exited before its code objects could be read: its samples are
+		// folded as [unreadable: process exited], counted.
 		return
-	case !addrs:
-		// The same build mapped elsewhere (a new exec: ASLR): the kernel
-		// walks it with its own addresses.
-		if err := sr.w.SetAddrs(p.pid, kl); err != nil {
-			p.refused = err.Error()
-			return
-		}
-		p.addrs = true
+	case m.Retry:
+		p.refused, p.retry = m.Refused, time.Now().Add(100*time.Millisecond)
+		return
 	}
-	p.py, p.sym, p.ids = py, kwalk.NewSymbolizer(py, kl), map[[2]uint64]int{}
+	p.python, p.refused, p.addrs = m.Python, m.Refused, m.Addrs
+	if m.Refused != "" {
+		return
+	}
+	p.py, p.sym, p.ids = m.Py, m.Sym, map[[2]uint64]int{}
 	sr.open++
 	if sr.open > maxOpenProcs {
 		sr.dropExited(r.s.Pid)
@@ -159,13 +131,7 @@ func (sr *setRec) dropExited(target int) {
 }
 
 // gone reports whether pid has exited (or is a zombie: nothing to read).
-func (sr *setRec) gone(pid int) bool {
-	if m, ok := sr.set.Member(pid); ok && m.Exited {
-		return true
-	}
-	st, err := procfs.Default().Stat(pid)
-	return err != nil || st.State == "Z" || st.State == "X"
-}
+func (sr *setRec) gone(pid int) bool { return sr.set.Gone(pid) }
 
 // rootFrame is p's "[pid N] argv" frame.
 func (sr *setRec) rootFrame(r *Recorder, p *procRec) int {
