@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -123,7 +124,15 @@ func runRed(cmd *cobra.Command, g *globals, f *redFlags, args []string) error {
 		}
 	}
 	ctx := cmd.Context()
-	s, err := openTarget(cmd, g, args, session.PythonOptional)
+	spec, err := targetSpec(cmd, g, args)
+	if err != nil {
+		return err
+	}
+	spec.Python = session.PythonOptional
+	// -- CMD is held before its exec and released once the programs are
+	// attached: its requests are counted from its first instruction.
+	spec.Hold = len(spec.Argv) > 0
+	s, err := session.Open(ctx, spec)
 	if err != nil {
 		return err
 	}
@@ -148,6 +157,11 @@ func runRed(cmd *cobra.Command, g *globals, f *redFlags, args []string) error {
 	}
 	if err != nil {
 		abort(s)
+		var xe *session.ExecError
+		if errors.As(err, &xe) {
+			fmt.Fprintln(os.Stderr, "pyobs: "+oneLine(xe.Error()))
+			return exitStatus{xe.Code()}
+		}
 		return err
 	}
 	if s.Running() && ctx.Err() == nil && opt.Duration > 0 {

@@ -50,6 +50,18 @@ type Event struct {
 	Data   [PrefixLen]byte
 }
 
+// evPort (EV_PORT): an accept's event carries the listening socket's
+// local port in Data[0:2], read by the kernel at the accept.
+const evPort = 2
+
+// ListenPort is the port the kernel read at an accept (0: none).
+func (e *Event) ListenPort() int {
+	if e.Flags&evPort == 0 {
+		return 0
+	}
+	return int(e.Data[0]) | int(e.Data[1])<<8
+}
+
 var errDecode = errors.New("red: bad event")
 
 // decodeEvent parses one ring record (bpf2go's struct event); short

@@ -145,6 +145,12 @@ func open(s *session.Session, opt Options) (*engine, error) {
 		e.closeSampler()
 		return nil, fmt.Errorf("pid %d: %w", s.Pid, err)
 	}
+	// A command held before its exec runs now: everything it does is seen.
+	if err := s.Release(); err != nil {
+		p.Close()
+		e.closeSampler()
+		return nil, err
+	}
 	e.started = clock.MonoNow()
 	if nconns > 0 {
 		e.notes = append(e.notes, fmt.Sprintf("%d connection(s) were open at the start: their queue time is unknown and a request already in progress on them is not counted", nconns))

@@ -48,6 +48,66 @@ struct enter {
 
 // event.flags
 #define EV_NO_ENTER 1 // the entry was not seen (attached mid-call, or map full)
+#define EV_PORT 2     // accept: data[0..1] is the listening socket's local port (host order)
+
+// Only the fields read (CO-RE, flavoured names: pyobs.h's task_struct
+// stays the one the other programs see): the listening socket behind an
+// fd, for its port at accept — known at the instant, even for a process
+// gone before user space could look at its /proc.
+struct sock_common___red {
+	u16 skc_num;
+} __attribute__((preserve_access_index));
+struct sock___red {
+	struct sock_common___red __sk_common;
+} __attribute__((preserve_access_index));
+struct socket___red {
+	struct sock___red *sk;
+} __attribute__((preserve_access_index));
+struct file___red {
+	void *private_data;
+} __attribute__((preserve_access_index));
+struct fdtable___red {
+	unsigned int max_fds;
+	struct file___red **fd;
+} __attribute__((preserve_access_index));
+struct files_struct___red {
+	struct fdtable___red *fdt;
+} __attribute__((preserve_access_index));
+struct task_struct___red {
+	struct files_struct___red *files;
+} __attribute__((preserve_access_index));
+
+static u64 (*red_current_task)(void) = (void *)35; // bpf_get_current_task
+
+// listen_port is the local port of the current task's socket fd (0: not
+// read). Called at a successful accept's exit: fd is a listening socket.
+static __always_inline u16 listen_port(s32 fd)
+{
+	struct task_struct___red *t = (struct task_struct___red *)red_current_task();
+	struct files_struct___red *files = 0;
+	struct fdtable___red *fdt = 0;
+	struct file___red **arr = 0, *f = 0;
+	struct socket___red *so = 0;
+	struct sock___red *sk = 0;
+	unsigned int max = 0;
+	u16 port = 0;
+	if (fd < 0 || bpf_probe_read_kernel(&files, sizeof(files), &t->files) || !files)
+		return 0;
+	if (bpf_probe_read_kernel(&fdt, sizeof(fdt), &files->fdt) || !fdt)
+		return 0;
+	if (bpf_probe_read_kernel(&max, sizeof(max), &fdt->max_fds) || (unsigned int)fd >= max)
+		return 0;
+	if (bpf_probe_read_kernel(&arr, sizeof(arr), &fdt->fd) || !arr)
+		return 0;
+	if (bpf_probe_read_kernel(&f, sizeof(f), &arr[fd]) || !f)
+		return 0;
+	if (bpf_probe_read_kernel(&so, sizeof(so), &f->private_data) || !so)
+		return 0;
+	if (bpf_probe_read_kernel(&sk, sizeof(sk), &so->sk) || !sk)
+		return 0;
+	bpf_probe_read_kernel(&port, sizeof(port), &sk->__sk_common.skc_num);
+	return port;
+}
 
 struct event {
 	u64 t_enter;
@@ -208,6 +268,14 @@ int red_exit(struct raw_args *ctx)
 	ev->len = 0;
 	ev->flags = flags;
 	ev->pad = 0;
+	if (ret >= 0 && (nr == NR_accept || nr == NR_accept4)) {
+		u16 port = listen_port(e.fd);
+		if (port) {
+			ev->data[0] = (u8)port;
+			ev->data[1] = (u8)(port >> 8);
+			ev->flags |= EV_PORT;
+		}
+	}
 	if (ret > 0 && nr != NR_accept && nr != NR_accept4 && nr != NR_sendfile &&
 	    nr != NR_close && nr != NR_shutdown) {
 		s64 n = ret;

@@ -285,6 +285,12 @@ func (t *Tracker) Handle(ev *Event) {
 			return
 		}
 		port, ok := t.listen[fd]
+		if kp := ev.ListenPort(); kp != 0 && (!ok || kp != port) {
+			// The kernel's word at the accept: right even for a process
+			// gone before its /proc could be read.
+			t.AddListener(fd, kp)
+			port, ok = kp, true
+		}
 		if !ok && t.resolve != nil && !t.other[fd] {
 			t.Resolves++
 			if kind, p := t.resolve(fd); kind == FdListen {

@@ -286,3 +286,22 @@ func TestTrackerInherited(t *testing.T) {
 		t.Fatalf("ports %+v", ps)
 	}
 }
+
+// TestTrackerAcceptPort: an accept on an fd nobody resolved (its process
+// gone before /proc was read) is counted under the port the kernel read
+// at the accept.
+func TestTrackerAcceptPort(t *testing.T) {
+	tr := NewTracker(func(FD) (FdKind, int) { return FdOther, 0 }, 0)
+	ev := Event{TExit: 1e6, Nr: nrAccept4, Fd: 4, Ret: 6, Tid: 9, Pid: 9, Flags: evPort}
+	ev.Data[0], ev.Data[1] = 0x90, 0x1f // 8080
+	tr.Handle(&ev)
+	e := &evs{tr: tr}
+	e.at(2).evp(9, nrRecvfrom, 6, 40, "GET /a/1 HTTP/1.1\r\nHost: x\r\n\r\n")
+	e.at(3).evp(9, nrSendto, 6, 100, "HTTP/1.1 200 OK\r\n")
+	e.at(4).evp(9, nrClose, 6, 0, "")
+	tr.FlushResponded(1 << 62)
+	ps, _, _ := tr.TakeWindow()
+	if len(ps) != 1 || ps[0].Port != 8080 || ps[0].Requests != 1 {
+		t.Fatalf("ports %+v, want one request on 8080", ps)
+	}
+}
