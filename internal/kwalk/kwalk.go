@@ -228,7 +228,9 @@ type procAddrs struct {
 
 // SetAddrs makes the kernel walk pid with l's addresses instead of the
 // target's (the rest of the layout must be the target's: SameBuild).
-func (w *Walker) SetAddrs(pid int, l *pyframes.KernelLayout) error { return PutAddrs(w.objs.PyAddrs, pid, l) }
+func (w *Walker) SetAddrs(pid int, l *pyframes.KernelLayout) error {
+	return PutAddrs(w.objs.PyAddrs, pid, l)
+}
 
 // PutAddrs is SetAddrs for the pyaddrs map of another program that
 // includes pywalk.h.
