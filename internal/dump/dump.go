@@ -157,6 +157,16 @@ func Run(_ context.Context, s *session.Session, opt Options) (*Dump, error) {
 	d.Read.TornRetries = s.Py.Stats.TornRetries - before.TornRetries
 	tids, _ := s.FS.Tasks(s.Pid)
 	ns := s.HostTids()
+	// The states not read before (--lock reads them first), side by side.
+	var need []int
+	for _, t := range threads {
+		if tid := s.HostTid(t.NativeID, t.ThreadID, tids, ns); tid > 0 {
+			if _, ok := states[tid]; !ok {
+				need = append(need, tid)
+			}
+		}
+	}
+	more := statesOf(s, need)
 	for _, t := range threads {
 		td := ThreadDump{ThreadID: t.ThreadID, Name: t.Name, HoldsGIL: t.HoldsGIL, Interp: t.Interp,
 			Consistent: t.Consistent, Tid: s.HostTid(t.NativeID, t.ThreadID, tids, ns), Frames: []FrameDump{}}
@@ -166,10 +176,8 @@ func Run(_ context.Context, s *session.Session, opt Options) (*Dump, error) {
 		}
 		if st, ok := states[td.Tid]; ok {
 			td.State = st
-		} else if td.Tid > 0 {
-			if st, err := s.FS.TaskState(s.Pid, td.Tid); err == nil {
-				td.State = st.Describe()
-			}
+		} else if st, ok := more[td.Tid]; ok {
+			td.State = st
 		}
 		for _, f := range t.Frames {
 			td.Frames = append(td.Frames, FrameDump{Function: f.Function, File: f.File, Line: f.Line, Entry: f.Entry, Locals: f.Locals})
