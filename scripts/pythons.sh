@@ -289,6 +289,27 @@ for minor in "${SID_MINORS[@]}"; do
 	missing+=("$label")
 done
 
+# --- sid's C headers (libpython3.X-dev), for the tests' C extensions --------
+# Not part of the interpreter's run: unpacked into its root, where its
+# sysconfig looks (prefix/include/python3.X, the arch's pyconfig.h under
+# include/<triplet>); a failure is said, and the tests that need the
+# headers say what is missing.
+for minor in "${SID_MINORS[@]}"; do
+	root=$CACHE/sid-$minor/root
+	[[ -d $root && ! -r $root/usr/include/python$minor/Python.h ]] || continue
+	if ! sid_apt_setup; then
+		log "sid-$minor: headers not fetched (no sid index)"
+		continue
+	fi
+	tmp=$(mktemp -d)
+	if (cd "$tmp" && apt-get download -qq "libpython$minor-dev" >&2) && dpkg -x "$tmp"/libpython"$minor"-dev_*.deb "$root"; then
+		log "sid-$minor: headers unpacked into $root/usr/include"
+	else
+		log "sid-$minor: libpython$minor-dev download or unpack failed: no headers"
+	fi
+	rm -rf "$tmp"
+done
+
 # --- free-threaded 3.14t / 3.13t, built from Debian's source package ---------
 # ft_build MINOR DIR: fetch python3.X's upstream tarball from sid's source
 # package (newest version the mirror serves first) and build it into DIR/root.

@@ -140,6 +140,10 @@ func buildLeakExt(t *testing.T, in testutil.Interp, dir string) {
 		t.Fatalf("%s: can't ask for its include directory: %v", in.Label, err)
 	}
 	inc := strings.TrimSpace(string(out))
+	// Debian's builds keep the arch's pyconfig.h under include/<triplet>,
+	// found from include/ (sid's headers are unpacked into its root by
+	// scripts/pythons.sh).
+	incs := []string{"-I", inc, "-I", filepath.Dir(inc)}
 	if _, err := os.Stat(filepath.Join(inc, "Python.h")); err != nil {
 		testutil.Skip(t, in.Label+": no Python.h in "+inc+": can't build the test's C extension")
 	}
@@ -147,7 +151,8 @@ func buildLeakExt(t *testing.T, in testutil.Interp, dir string) {
 	if err := os.WriteFile(src, []byte(leakExt), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(gcc, "-shared", "-fPIC", "-O2", "-g", "-fno-omit-frame-pointer", "-I", inc, "-o", filepath.Join(dir, "leakext.so"), src)
+	args := append([]string{"-shared", "-fPIC", "-O2", "-g", "-fno-omit-frame-pointer"}, incs...)
+	cmd := exec.Command(gcc, append(args, "-o", filepath.Join(dir, "leakext.so"), src)...)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("gcc: %v\n%s", err, b)
 	}
@@ -199,13 +204,14 @@ func nativeUnder(growth []mem.Site, fn, caller string, line int) *mem.Site {
 // With --native, a leak inside a C extension shows the C function under
 // the Python line that called it, at its rate; the churner is absent. The
 // pyenv builds (libpython, no frame pointers, pymalloc's own functions
-// probed), whose headers come with them, and Debian's static LTO 3.11,
-// probed at its exported entry points (headers: libpython3.11-dev, which
-// .ci/run installs; sid's builds have no headers here).
+// probed), whose headers come with them, Debian's static LTO 3.11 and
+// sid's 3.14, probed at their exported entry points (headers:
+// libpython3.11-dev, which .ci/run installs, and sid's libpython3.14-dev,
+// which scripts/pythons.sh unpacks into the interpreter's root).
 func TestMemProbeNativeExtension(t *testing.T) {
 	testutil.RequireRoot(t)
 	memLine, objLine := markLine(extTarget, "# MEM LINE"), markLine(extTarget, "# OBJ LINE")
-	for _, label := range []string{"pyenv-3.11", "pyenv-3.12", "pyenv-3.13", "debian-3.11"} {
+	for _, label := range []string{"pyenv-3.11", "pyenv-3.12", "pyenv-3.13", "debian-3.11", "sid-3.14"} {
 		t.Run(label, func(t *testing.T) {
 			in := testutil.Find(t, label)
 			dir := t.TempDir()
@@ -267,8 +273,12 @@ func TestMemProbeNativeExtension(t *testing.T) {
 					}
 				}
 			}
-			if nat.Copies == 0 || nat.Full == 0 || nat.Merged == 0 {
-				t.Errorf("native account: %+v", nat)
+			// sid's binaries are stripped: the eval loop has no symbol to
+			// glue Python frames at, so the stacks are shown apart under a
+			// marker (documented), never merged by guess.
+			stripped := strings.HasPrefix(label, "sid-")
+			if nat.Copies == 0 || nat.Full == 0 || (nat.Merged == 0) != stripped {
+				t.Errorf("native account: %+v (stripped build: %v)", nat, stripped)
 			}
 		})
 	}
