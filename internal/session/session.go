@@ -201,7 +201,11 @@ func (s *Session) WaitPython(ctx context.Context, after time.Duration) error {
 		}
 		if s.Py == nil {
 			if err := s.openPython(); err != nil {
-				lastErr = err
+				// A read that failed because the program just exited says
+				// nothing of what it ran: the last real answer stands.
+				if !errors.Is(err, ErrExited) && !errors.Is(err, ErrNoProcess) {
+					lastErr = err
+				}
 				var ge *capability.GateError
 				var ue *pyframes.UnsupportedVersionError
 				if errors.As(err, &ge) || errors.As(err, &ue) {
