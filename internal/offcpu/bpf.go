@@ -139,7 +139,7 @@ func RunBPF(ctx context.Context, s *session.Session, opt Options) (*Result, erro
 		deadline = t.C
 	}
 	lastSweep, lastCheck, lastScan := time.Now(), time.Now(), time.Now()
-	every := sweepEvery
+	every := sweepChurn // the first sweep soon: a churning target is told at once
 	drain := opt.Drain
 	if e.kp != nil && e.bres.SyscallHints && drain < kernelWalkLook {
 		// Every switch-out has its Python stack from the kernel and its
