@@ -118,6 +118,3 @@ func (c *cpuRec) cut() (*flame.Profile, error) {
 	}
 	return p, nil
 }
-
-// wait blocks until the recording has ended (ctx ended or the target exited).
-func (c *cpuRec) wait() { <-c.done }
