@@ -5,7 +5,12 @@
 // Truth it reads: the observed processes' own socket syscalls, seen by an
 // eBPF program on the raw_syscalls sys_enter/sys_exit tracepoints (raw_tp:
 // attached by name, no tracefs, no kprobes) filtered in the kernel by the
-// set's members (procset.h: one seeded tgid, or a set that grows at fork): accept/accept4 (which listening fd a connection came from),
+// set's members (procset.h: one seeded tgid, or a set that grows at fork;
+// a spawned command held before its exec until the programs are on):
+// accept/accept4 (which listening fd a connection came from, and that
+// socket's local port, read by the kernel at the accept through the
+// task's fd table — right even for a process gone before its /proc could
+// be read),
 // read/readv/recvfrom/recvmsg and write/writev/sendto/sendmsg/sendfile
 // (when, how many bytes, and a copy of the first 128 bytes of each),
 // close and shutdown. Listening sockets and connections that were open
