@@ -15,7 +15,7 @@ func TestParseCmdline(t *testing.T) {
 	}{
 		{"python3\x00app.py\x00-v\x00", []string{"python3", "app.py", "-v"}},
 		{"python3\x00\x00x\x00", []string{"python3", "", "x"}}, // an empty argument stays
-		{"rewritten title", []string{"rewritten title"}},     // setproctitle: one string
+		{"rewritten title", []string{"rewritten title"}},       // setproctitle: one string
 		{"", nil},
 		{"\x00\x00", nil},
 	} {
