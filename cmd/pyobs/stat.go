@@ -113,12 +113,16 @@ func runStat(cmd *cobra.Command, g *globals, f *statFlags, args []string) error 
 		if errors.Is(err, unix.EPIPE) {
 			return nil
 		}
+		if err != nil {
+			abort(s)
+		}
 		return err
 	}
 	if explicitSet {
 		s.EndOnInterrupt(ctx)
 		res, err := stat.RunSet(ctx, s, opt)
 		if err != nil {
+			abort(s) // a spawned command is not left behind
 			return err
 		}
 		err = output.Write(g.output, 0o644, func(w io.Writer) error {

@@ -36,6 +36,11 @@ type cpuRec struct {
 	last     map[*flame.Stack]int64
 	lastProg record.Progress
 	done     chan struct{}
+	// remap: the recording's frame id -> pending's (+1; 0: not yet
+	// interned), for the pending profile it was built for.
+	remap         []int
+	remapOf, from *flame.Profile
+	ids           []int
 }
 
 func startCPU(ctx context.Context, s *session.Session, opt record.Options, window time.Duration) *cpuRec {
@@ -86,18 +91,27 @@ func (c *cpuRec) fold(p *flame.Profile, pr record.Progress) {
 	q.Meta.Lost += dLost
 	q.Meta.Torn += dTorn
 	q.Meta.Late += dLate
-	var frames []flame.Frame
+	if c.remapOf != q || c.from != p {
+		c.remap, c.remapOf, c.from = c.remap[:0], q, p
+	}
+	// Frames are interned into pending once each, not per look.
 	p.EachStack(func(s *flame.Stack) {
 		d := s.Weight - c.last[s]
 		if d <= 0 {
 			return
 		}
 		c.last[s] = s.Weight
-		frames = frames[:0]
+		c.ids = c.ids[:0]
 		for _, id := range s.Frames {
-			frames = append(frames, p.Frame(id))
+			for id >= len(c.remap) {
+				c.remap = append(c.remap, 0)
+			}
+			if c.remap[id] == 0 {
+				c.remap[id] = q.Intern(p.Frame(id)) + 1
+			}
+			c.ids = append(c.ids, c.remap[id]-1)
 		}
-		q.Add(frames, d)
+		q.AddIDsN(c.ids, d, d)
 	})
 }
 

@@ -144,6 +144,9 @@ type Walker struct {
 	Set *procset.Set
 
 	deadline time.Time
+	// DrainCounts' batch buffers, kept across drains.
+	countKeys []kwalkCountKey
+	countVals []uint64
 }
 
 // Config builds the program's read-only configuration.
@@ -440,7 +443,10 @@ func (w *Walker) DrainCounts(fn func(Count)) error {
 	if cur == 1 {
 		m = w.objs.Counts1
 	}
-	keys, vals := make([]kwalkCountKey, 512), make([]uint64, 512)
+	if w.countKeys == nil {
+		w.countKeys, w.countVals = make([]kwalkCountKey, 512), make([]uint64, 512)
+	}
+	keys, vals := w.countKeys, w.countVals
 	var cursor ebpf.MapBatchCursor
 	for {
 		n, err := m.BatchLookupAndDelete(&cursor, keys, vals, nil)
