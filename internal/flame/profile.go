@@ -108,6 +108,9 @@ type Meta struct {
 	NoFrames        uint64  `json:"no_frames,omitempty"`
 	BPFNSPerSample  float64 `json:"bpf_ns_per_sample,omitempty"`
 	BPFStats        string  `json:"bpf_stats,omitempty"`
+	// MapOnly: the kernel found thread states through user space's tid map
+	// alone (the threads agreed on no TLS offset).
+	MapOnly bool `json:"tstate_map_only,omitempty"`
 	// Mixed: the native and kernel frames' account (record --native and
 	// --kernel; offcpu's kernel symbols), nil when the profile has none. Its
 	// fields sit at the top level of the JSON meta.

@@ -3,6 +3,7 @@ package pyframes
 import (
 	"fmt"
 	"sort"
+	"time"
 )
 
 // KernelLayout is what an in-kernel stack walker (internal/kwalk) needs to
@@ -191,45 +192,162 @@ const tlsWindow = 4096
 // autoTSSkey (3.10–3.14, set for the thread's whole life) or a static TLS
 // variable (_Py_tss_gilstate 3.15; _Py_tss_tstate 3.12+, set only while the
 // thread is attached). It reads the memory around every thread's fsbase and
-// keeps the 8-aligned offsets that hold that thread's own thread state in
-// every thread: nearest to fsbase first. None (nil, nil) when the threads
-// disagree, e.g. a dlopen'ed libpython whose TLS blocks are allocated per
-// thread; an in-kernel reader then relies on user space's tid map alone.
+// lets the threads vote (tlsVote). None (nil, nil) when they do not agree,
+// e.g. a dlopen'ed libpython whose TLS blocks are allocated per thread; an
+// in-kernel reader then relies on user space's tid map alone. A wrong offset
+// costs the kernel one read: it checks every candidate against the thread
+// (thread_id == fsbase, native_thread_id == tid) before it uses it.
 func (p *Process) TLSOffsets() ([]int64, error) {
+	// The thread list is read while threads come and go: a torn read
+	// (freed thread states, no main thread in it) is tried again, since the
+	// answer stands for the whole recording.
+	var offs []int64
+	var err error
+	for try := 0; try < 5; try++ {
+		var settled bool
+		if offs, settled, err = p.tlsOffsets(); settled {
+			return offs, nil
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return offs, err
+}
+
+// tlsOffsets is one try of TLSOffsets; settled when the main thread was
+// read and voted.
+func (p *Process) tlsOffsets() ([]int64, bool, error) {
 	refs, err := p.ThreadRefs()
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	var cand map[int64]bool
+	main := mainThreadRef(refs, p.Pid)
+	var mainView []int64
+	var others [][]int64
+	mainRead := false
 	buf := make([]byte, 2*tlsWindow)
-	for _, r := range refs {
+	for i, r := range refs {
 		if r.ThreadID < tlsWindow || r.Addr == 0 {
-			continue
+			continue // not yet bound to an OS thread
 		}
-		base := r.ThreadID - tlsWindow
-		if err := p.objs.mem.Read(base, buf); err != nil {
+		if !readPages(p.objs.mem, r.ThreadID-tlsWindow, buf) {
 			continue // a thread that just ended: the others decide
 		}
-		found := map[int64]bool{}
-		for o := 0; o+8 <= len(buf); o += 8 {
-			if le64(buf, uint64(o)) == r.Addr {
-				off := int64(o) - tlsWindow
-				if cand == nil || cand[off] {
-					found[off] = true
-				}
+		if v := ownOffsets(buf, r.Addr); i == main {
+			mainView, mainRead = v, true
+		} else {
+			others = append(others, v)
+		}
+	}
+	offs := tlsVote(mainView, main >= 0, others)
+	return offs, mainRead && len(offs) > 0, nil
+}
+
+// mainThreadRef is the index of the main thread's reference: the one whose
+// native id is the pid, or (3.10, no native id) the main interpreter's
+// oldest thread state, last in its list. -1: none.
+func mainThreadRef(refs []ThreadRef, pid int) int {
+	last := -1
+	for i, r := range refs {
+		if r.NativeID != 0 {
+			if r.NativeID == pid {
+				return i
+			}
+			continue
+		}
+		if r.Interp == 0 {
+			last = i
+		}
+	}
+	return last
+}
+
+// readPages reads buf from addr page by page, zeroing the pages that
+// cannot be read: the window around a spawned thread's fsbase ends in the
+// next mapping (often a guard page) a little above its struct pthread. It
+// says whether any page was read.
+func readPages(mem Memory, addr uint64, buf []byte) bool {
+	const page = 4096
+	ok := false
+	for off := 0; off < len(buf); {
+		end := min(len(buf), off+int(page-(addr+uint64(off))%page))
+		if err := mem.Read(addr+uint64(off), buf[off:end]); err != nil {
+			clear(buf[off:end])
+		} else {
+			ok = true
+		}
+		off = end
+	}
+	return ok
+}
+
+// ownOffsets lists the 8-aligned offsets from fsbase (buf starts tlsWindow
+// below it) that hold addr.
+func ownOffsets(buf []byte, addr uint64) []int64 {
+	var out []int64
+	for o := 0; o+8 <= len(buf); o += 8 {
+		if le64(buf, uint64(o)) == addr {
+			out = append(out, int64(o)-tlsWindow)
+		}
+	}
+	return out
+}
+
+// tlsVote picks the offsets of a thread's own thread-state pointer from
+// each thread's list of offsets holding it, nearest to fsbase first.
+//
+// Neither unanimity nor a majority will do. Below a spawned thread's fsbase
+// lies its own stack, and threads running the same code (being born, being
+// torn down) hold copies of their thread state at the same stack offsets; a
+// thread being born has its thread_id before its slot, one being torn down
+// loses the slot before it leaves the list, and a thread-per-request server
+// always has some of both (a unanimous vote once left the kernel walker
+// without TLS for a whole recording). The main thread's thread control
+// block is not on a stack, so its offsets are the candidates (hasMain), and
+// the other threads rank them: those most of them share are kept. Without
+// a main thread, an offset is kept only when at least half the threads
+// hold it and no other offset is held as often.
+func tlsVote(mainView []int64, hasMain bool, others [][]int64) []int64 {
+	votes := map[int64]int{}
+	for _, v := range others {
+		for _, o := range v {
+			votes[o]++
+		}
+	}
+	var out []int64
+	if hasMain {
+		best := -1
+		for _, o := range mainView {
+			best = max(best, votes[o])
+		}
+		for _, o := range mainView {
+			if votes[o] == best {
+				out = append(out, o)
 			}
 		}
-		cand = found
-		if len(cand) == 0 {
-			return nil, nil
+	} else {
+		best := 0
+		for _, n := range votes {
+			best = max(best, n)
+		}
+		if best == 0 || 2*best < len(others) {
+			return nil
+		}
+		for o, n := range votes {
+			if n == best {
+				out = append(out, o)
+			}
+		}
+		if len(out) > 1 {
+			return nil // stack copies as common as the slot: no telling
 		}
 	}
-	out := make([]int64, 0, len(cand))
-	for o := range cand {
-		out = append(out, o)
-	}
-	sort.Slice(out, func(i, j int) bool { return abs64(out[i]) < abs64(out[j]) })
-	return out, nil
+	sort.Slice(out, func(i, j int) bool {
+		if abs64(out[i]) != abs64(out[j]) {
+			return abs64(out[i]) < abs64(out[j])
+		}
+		return out[i] < out[j]
+	})
+	return out
 }
 
 func abs64(x int64) int64 {

@@ -2,6 +2,7 @@ package pyframes_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/pyobs/pyobs/internal/pyframes"
 	"github.com/pyobs/pyobs/internal/testutil"
@@ -56,6 +57,47 @@ func TestKernelLayoutLive(t *testing.T) {
 			}
 			if minor == 15 && (o >= 0 || o < -4096) {
 				t.Errorf("3.15: offset %d is not in the static TLS block below fsbase", o)
+			}
+		})
+	}
+}
+
+// TestTLSOffsetsThreadChurn: with threads being born and torn down all the
+// time (8 alive, each living ~1 ms), every call still finds the offset the
+// settled threads agree on. A unanimous vote once failed here, and a
+// thread-per-request server's new threads then had no stack in the kernel.
+func TestTLSOffsetsThreadChurn(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, in := range testutil.Interpreters(t) {
+		t.Run(in.Label, func(t *testing.T) {
+			tg := testutil.Start(t, in, "offcpu_churn.py", "8")
+			p, err := pyframes.Open(tg.Pid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var first []int64
+			empty := 0
+			const calls = 100
+			for range calls {
+				time.Sleep(2 * time.Millisecond) // about two thread lifetimes apart
+				offs, err := p.TLSOffsets()
+				if err != nil {
+					continue // the thread list changed under the read: the caller retries
+				}
+				if len(offs) == 0 {
+					empty++
+					continue
+				}
+				if first == nil {
+					first = offs
+				}
+				if offs[0] != first[0] {
+					t.Errorf("offset %v, earlier %v", offs, first)
+				}
+			}
+			t.Logf("%s: offsets %v; %d of %d calls found none", in.Label, first, empty, calls)
+			if empty > 0 || first == nil {
+				t.Errorf("%d of %d calls found no offset", empty, calls)
 			}
 		})
 	}

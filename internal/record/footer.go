@@ -70,8 +70,12 @@ func engineNote(m flame.Meta) string {
 	if m.Samples > 0 {
 		per = 1e6 * m.ObserverCPUS / float64(m.Samples)
 	}
-	return fmt.Sprintf(" (bpf engine: stacks walked in the kernel at each sample: exact %d (%.2f %% of walks), truncated %d, faulted %d, invalid %d, not Python %d, no frames %d; BPF run time per sample %s, bpf stats %s; observer CPU %.1f µs per sample)",
-		m.Exact, pct, m.KernelTruncated, m.KernelFaulted, m.KernelInvalid, m.NotPython, m.NoFrames, bpf, m.BPFStats, per)
+	mapOnly := ""
+	if m.MapOnly {
+		mapOnly = " (thread states from the tid map alone: the threads agreed on no TLS offset, so a thread is walked only once user space has mapped it)"
+	}
+	return fmt.Sprintf(" (bpf engine: stacks walked in the kernel at each sample: exact %d (%.2f %% of walks), truncated %d, faulted %d, invalid %d, not Python %d%s, no frames %d; BPF run time per sample %s, bpf stats %s; observer CPU %.1f µs per sample)",
+		m.Exact, pct, m.KernelTruncated, m.KernelFaulted, m.KernelInvalid, m.NotPython, mapOnly, m.NoFrames, bpf, m.BPFStats, per)
 }
 
 // AsyncFooter is record --async's account: how many samples were rooted at

@@ -33,6 +33,7 @@ type kernelRec struct {
 	defs    map[uint64]kwalk.Sample
 	orphans []kwalk.Count
 	unsent  uint64
+	mapOnly bool // no TLS offset: thread states from the tid map alone
 }
 
 // openKernel loads the walker for the session's target and starts it on
@@ -46,7 +47,7 @@ func (r *Recorder) openKernel() (*kernelRec, error) {
 	if err != nil {
 		tls = nil // threads are then found through the map user space fills
 	}
-	k := &kernelRec{ids: map[[2]uint64]int{}}
+	k := &kernelRec{ids: map[[2]uint64]int{}, mapOnly: len(tls) == 0}
 	k.stats, k.note = bpfload.EnableRunStats()
 	// Counted in the kernel: user space pays per distinct stack and per
 	// drain, not per sample.
@@ -292,6 +293,7 @@ func (r *Recorder) kernelAccount(k *kernelRec) {
 	m.Exact, m.KernelTruncated, m.KernelFaulted, m.KernelInvalid = k.exact, k.trunc, k.fault, k.invalid
 	m.NotPython, m.NoFrames = k.nopy, k.empty
 	m.BPFStats = k.note
+	m.MapOnly = k.mapOnly
 	cnt, err := k.w.Counters()
 	if err == nil {
 		r.lost = cnt[kwalk.CLost]
