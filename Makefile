@@ -28,6 +28,7 @@ bench: build pythons
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./...
 	scripts/bench-dump.sh
 	scripts/bench-record.sh
+	scripts/bench-slowdown.sh
 	scripts/bench-native.sh
 	scripts/bench-dump-native.sh
 	scripts/bench-red.sh

@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/pyobs/pyobs/internal/pyframes"
 	"github.com/pyobs/pyobs/internal/session"
 )
 
@@ -29,7 +30,7 @@ const (
 	exitUsage      = 2
 	exitNoTarget   = 3 // no such pid, zombie, kernel thread, exited mid-read
 	exitPermission = 4
-	exitNotPython  = 5 // not Python, or a version pyobs does not support
+	exitNotPython  = 5 // not Python, a version pyobs does not support, or no interpreter (before init, after finalise)
 )
 
 // global flags shared by every command (DESIGN.md CLI contract).
@@ -138,7 +139,7 @@ func exitCode(err error) int {
 	case errors.Is(err, session.ErrNoProcess), errors.Is(err, session.ErrZombie),
 		errors.Is(err, session.ErrKernelThread), errors.Is(err, session.ErrExited), errors.Is(err, session.ErrReplaced):
 		return exitNoTarget
-	case errors.Is(err, session.ErrNotPython), errors.As(err, &ve):
+	case errors.Is(err, session.ErrNotPython), errors.As(err, &ve), errors.Is(err, pyframes.ErrNoInterpreter):
 		return exitNotPython
 	case isUnknownCommand(err):
 		return exitUsage

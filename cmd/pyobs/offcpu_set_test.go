@@ -24,37 +24,9 @@ import (
 // attached after the pool started, with a CPU hog beside. Truth: each
 // worker's own timing of its sleeps and of its acquire.
 
-// waitTruth is pool_wait.py's own account: pid -> seconds slept, seconds
-// blocked on the lock.
-type waitTruth struct {
-	parent  int
-	workers map[int][2]float64
-}
-
-func readWaitTruth(t *testing.T, path string) waitTruth {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("the target wrote no truth: %v", err)
-	}
-	tr := waitTruth{workers: map[int][2]float64{}}
-	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		f := strings.Fields(l)
-		switch {
-		case len(f) == 2 && f[0] == "PARENT":
-			tr.parent, _ = strconv.Atoi(f[1])
-		case len(f) == 4 && f[0] == "WORKER":
-			pid, _ := strconv.Atoi(f[1])
-			s, _ := strconv.ParseFloat(f[2], 64)
-			l, _ := strconv.ParseFloat(f[3], 64)
-			tr.workers[pid] = [2]float64{s, l}
-		}
-	}
-	if tr.parent == 0 || len(tr.workers) != 3 {
-		t.Fatalf("bad truth file: %q", b)
-	}
-	return tr
-}
+// readWaitTruth is pool_wait.py's account: per worker, seconds slept and
+// seconds blocked on the lock.
+func readWaitTruth(t *testing.T, path string) workerTruth { return readWorkerTruth(t, path, 2) }
 
 // blockedUnder is perProcess for a folded offcpu profile (µs): per
 // process, the seconds of the stacks that hold fn.
@@ -69,7 +41,7 @@ func blockedUnder(t *testing.T, folded, fn string) map[int]float64 {
 
 // checkWaits: per worker, the blocked time under wait_here and under
 // lock_wait within ±15 % of what it timed, rooted at its own [pid N].
-func checkWaits(t *testing.T, name string, tr waitTruth, folded string) {
+func checkWaits(t *testing.T, name string, tr workerTruth, folded string) {
 	t.Helper()
 	sleep, lock := blockedUnder(t, folded, "wait_here"), blockedUnder(t, folded, "lock_wait")
 	for pid, w := range tr.workers {

@@ -29,28 +29,33 @@ import (
 
 const setFreq = 199
 
-// poolTruth is pool_target.py's own account.
-type poolTruth struct {
+// workerTruth is a pool target's own account (pool_target.py,
+// pool_wait.py): its parent, and per worker pid the values it measured.
+type workerTruth struct {
 	parent  int
-	workers map[int]float64 // pid -> CPU seconds in burn
+	workers map[int][]float64
 }
 
-func readPoolTruth(t *testing.T, path string) poolTruth {
+// readWorkerTruth reads "PARENT pid" and "WORKER pid v1 … vn" lines; three
+// workers are expected.
+func readWorkerTruth(t *testing.T, path string, n int) workerTruth {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatalf("the target wrote no truth: %v", err)
 	}
-	tr := poolTruth{workers: map[int]float64{}}
+	tr := workerTruth{workers: map[int][]float64{}}
 	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
 		f := strings.Fields(l)
 		switch {
 		case len(f) == 2 && f[0] == "PARENT":
 			tr.parent, _ = strconv.Atoi(f[1])
-		case len(f) == 3 && f[0] == "WORKER":
+		case len(f) == 2+n && f[0] == "WORKER":
 			pid, _ := strconv.Atoi(f[1])
-			cpu, _ := strconv.ParseFloat(f[2], 64)
-			tr.workers[pid] = cpu
+			for _, v := range f[2:] {
+				x, _ := strconv.ParseFloat(v, 64)
+				tr.workers[pid] = append(tr.workers[pid], x)
+			}
 		}
 	}
 	if tr.parent == 0 || len(tr.workers) != 3 {
@@ -58,6 +63,9 @@ func readPoolTruth(t *testing.T, path string) poolTruth {
 	}
 	return tr
 }
+
+// readPoolTruth is pool_target.py's account: per worker, CPU seconds in burn.
+func readPoolTruth(t *testing.T, path string) workerTruth { return readWorkerTruth(t, path, 1) }
 
 // perProcess sums a folded profile by its "[pid N] argv" roots: all
 // weight, and the weight of the stacks that hold fn.
@@ -94,12 +102,13 @@ func perProcess(t *testing.T, folded, fn string) map[int]procSamples {
 
 // checkPool: each worker in the stacks, the workers' samples within ±15 %
 // of their CPU seconds × F, ≥ 90 % of them in burn.
-func checkPool(t *testing.T, name string, tr poolTruth, folded string) {
+func checkPool(t *testing.T, name string, tr workerTruth, folded string) {
 	t.Helper()
 	per := perProcess(t, folded, "burn")
 	var samples, inBurn int64
 	var cpu float64
-	for pid, c := range tr.workers {
+	for pid, w := range tr.workers {
+		c := w[0]
 		p, ok := per[pid]
 		if !ok || p.inFn == 0 {
 			t.Errorf("%s: worker %d not in the stacks (%+v)", name, pid, per)
@@ -204,7 +213,7 @@ func TestRecordSetPoolSpawn(t *testing.T) {
 	}
 }
 
-func firstKey(m map[int]float64) int {
+func firstKey[V any](m map[int]V) int {
 	for k := range m {
 		return k
 	}

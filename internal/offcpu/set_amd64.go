@@ -250,10 +250,11 @@ func (e *bpfEngine) account() {
 		return
 	}
 	st := e.set.set.Stats()
-	c := &SetCounts{Seen: st.Seen, Late: st.Late, Exited: st.Exited, EventsLost: st.Lost, MapFull: st.Full}
+	c := new(SetCounts)
+	*c = procset.CountsOf(st)
 	var procs []ProcessAccount
 	for _, m := range e.set.set.Members() {
-		pa := ProcessAccount{Pid: m.Pid, Parent: m.Parent, How: string(m.How), Argv: m.Argv, JoinedNS: m.Joined, Exited: m.Exited}
+		pa := ProcessAccount{Account: procset.AccountOf(m)}
 		if p := e.set.procs[m.Pid]; p != nil {
 			pa.Python, pa.Refused = p.python, p.refused
 			if p.refused != "" {

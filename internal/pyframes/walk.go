@@ -74,6 +74,10 @@ type Options struct {
 
 var ErrTorn = errors.New("stack changed while it was read")
 
+// ErrNoInterpreter: the runtime lists no interpreter, as before
+// Py_Initialize and after Py_Finalize.
+var ErrNoInterpreter = errors.New("no interpreter state: the interpreter is not initialised yet, or already finalised")
+
 // Threads walks every interpreter's thread states and their stacks.
 func (p *Process) Threads(opt Options) ([]Thread, error) {
 	l, r := p.Layout, &p.objs
@@ -117,7 +121,7 @@ func (p *Process) interps(fn func(id int64, interp uint64) error) error {
 		return fmt.Errorf("can't read the interpreter list: %w", err)
 	}
 	if interp == 0 {
-		return errors.New("interpreter not initialised (or finalised): no interpreter state")
+		return ErrNoInterpreter
 	}
 	seen := map[uint64]bool{}
 	for pos := int64(0); interp != 0 && pos < maxInterps && !seen[interp]; pos++ {

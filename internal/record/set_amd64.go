@@ -190,10 +190,9 @@ func (sr *setRec) cpuSum() float64 {
 // account is the set's account at the end.
 func (sr *setRec) account() *SetAccount {
 	st := sr.set.Stats()
-	a := &SetAccount{Counts: SetCounts{Seen: st.Seen, Late: st.Late, Exited: st.Exited, Unreadable: sr.unread,
-		EventsLost: st.Lost, MapFull: st.Full}}
+	a := &SetAccount{Counts: SetCounts{Counts: procset.CountsOf(st), Unreadable: sr.unread}}
 	for _, m := range sr.set.Members() {
-		pa := ProcessAccount{Pid: m.Pid, Parent: m.Parent, How: string(m.How), Argv: m.Argv, JoinedNS: m.Joined, Exited: m.Exited}
+		pa := ProcessAccount{Account: procset.AccountOf(m)}
 		if p := sr.procs[m.Pid]; p != nil {
 			pa.Samples, pa.Python, pa.Refused = p.samples, p.python, p.refused
 			if p.readCPU && p.cpu > p.cpu0 {

@@ -123,6 +123,17 @@ func (s *Session) explain(op string, err error) error {
 	if errors.Is(err, syscall.ESRCH) || !s.Alive() {
 		return fmt.Errorf("pid %d %w: %v", s.Pid, ErrExited, err)
 	}
+	if errors.Is(err, pyframes.ErrNoInterpreter) {
+		// Finalised, most often: the process is about to exit. Say so if
+		// it does within a moment; else the interpreter is not (yet) there.
+		for i := 0; i < 20 && s.Alive(); i++ {
+			time.Sleep(5 * time.Millisecond)
+		}
+		if !s.Alive() {
+			return fmt.Errorf("pid %d %w: %v", s.Pid, ErrExited, err)
+		}
+		return fmt.Errorf("%s of pid %d: %w", op, s.Pid, err)
+	}
 	return err
 }
 
