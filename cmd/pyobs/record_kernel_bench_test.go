@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -38,8 +39,26 @@ type window struct{ obs, tgt float64 }
 func recordWindows(t *testing.T, pid, freq int, total time.Duration, engine string, at []time.Duration) ([]window, map[string]any) {
 	t.Helper()
 	out := t.TempDir() + "/p.json"
-	cmd := exec.Command(testutil.Binary(t), "record", "-p", fmt.Sprint(pid), "-F", fmt.Sprint(freq), "-d", total.String(),
+	ws, stderr := profWindows(t, pid, at, testutil.Binary(t), "record", "-p", fmt.Sprint(pid), "-F", fmt.Sprint(freq), "-d", total.String(),
 		"--engine", engine, "--format", "json", "-o", out)
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct{ Meta map[string]any }
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s", strings.TrimSpace(stderr))
+	return ws, doc.Meta
+}
+
+// profWindows runs a profiler (argv) on the target and measures its CPU
+// and the target's (schedstat) over [at[i], at[i+1]] after it started; the
+// profiler must end by itself. It returns the windows and its stderr.
+func profWindows(t *testing.T, pid int, at []time.Duration, argv ...string) ([]window, string) {
+	t.Helper()
+	cmd := exec.Command(argv[0], argv[1:]...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	start := time.Now()
@@ -52,22 +71,13 @@ func recordWindows(t *testing.T, pid, freq int, total time.Duration, engine stri
 		marks = append(marks, window{schedNS(cmd.Process.Pid), schedNS(pid)})
 	}
 	if err := cmd.Wait(); err != nil {
-		t.Fatalf("record: %v\n%s", err, stderr.String())
+		t.Fatalf("%s: %v\n%s", argv[0], err, stderr.String())
 	}
 	var ws []window
 	for i := 1; i < len(marks); i++ {
 		ws = append(ws, window{marks[i].obs - marks[i-1].obs, marks[i].tgt - marks[i-1].tgt})
 	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var doc struct{ Meta map[string]any }
-	if err := json.Unmarshal(b, &doc); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("%s", strings.TrimSpace(stderr.String()))
-	return ws, doc.Meta
+	return ws, stderr.String()
 }
 
 // perSample is pyobs's CPU per sample over a window, the samples being
@@ -83,8 +93,9 @@ func perSample(w window, freq int) float64 {
 // run time per sample of the bpf engine at 1 kHz and 20 kHz on
 // kwalk_deep.py's 12-deep chain, and over a 60 s `record -F 999` on
 // many_paths.py (300 functions, random 3–12-deep chains) in the first vs
-// the last 10 s, for the bpf engine and (PYOBS_BENCH_PERF=1) the perf
-// engine.
+// the last 10 s (PYOBS_BENCH_MINUTES=10: a 10-minute run, first vs last
+// minute), for the bpf engine, (PYOBS_BENCH_PERF=1) the perf engine and
+// (PYOBS_BENCH_PYSPY=PATH) py-spy --nonblocking.
 func TestRecordKernelCost(t *testing.T) {
 	if os.Getenv("PYOBS_BENCH") != "1" {
 		t.Skip("a benchmark (~3 min), not a test: set PYOBS_BENCH=1 to measure")
@@ -103,6 +114,19 @@ func TestRecordKernelCost(t *testing.T) {
 				m["bpf_ns_per_sample"].(float64)/1e3, m["bpf_stats"], m["exact"], m["samples"])
 		}
 	})
+	// The long run: PYOBS_BENCH_MINUTES (1), first vs last 10 s; from 2
+	// minutes on, first vs last minute. py-spy (PYOBS_BENCH_PYSPY: its
+	// path) runs the same length on its own target, --nonblocking.
+	minutes := 1
+	if m, err := strconv.Atoi(os.Getenv("PYOBS_BENCH_MINUTES")); err == nil && m > 0 {
+		minutes = m
+	}
+	span := 10 * time.Second
+	if minutes > 1 {
+		span = time.Minute
+	}
+	total := time.Duration(minutes)*time.Minute + 2*time.Second
+	at := []time.Duration{1500 * time.Millisecond, 1500*time.Millisecond + span, total - 500*time.Millisecond - span, total - 500*time.Millisecond}
 	engines := []string{"bpf"}
 	if os.Getenv("PYOBS_BENCH_PERF") == "1" {
 		engines = append(engines, "perf")
@@ -110,11 +134,20 @@ func TestRecordKernelCost(t *testing.T) {
 	for _, engine := range engines {
 		t.Run("many_paths/"+engine, func(t *testing.T) {
 			tg := testutil.Start(t, in, "many_paths.py")
-			ws, m := recordWindows(t, tg.Pid, 999, 62*time.Second, engine,
-				[]time.Duration{1500 * time.Millisecond, 11500 * time.Millisecond, 51500 * time.Millisecond, 61500 * time.Millisecond})
+			ws, m := recordWindows(t, tg.Pid, 999, total, engine, at)
 			first, last := perSample(ws[0], 999), perSample(ws[2], 999)
-			t.Logf("BENCH many_paths %s %s -F 999 60 s: observer %.2f µs per sample in the first 10 s, %.2f µs in the last 10 s (%+.0f %%); %.1f %% of a core then %.1f %%; samples %v, bpf %v ns per sample",
-				in.Label, engine, first, last, 100*(last-first)/first, 100*ws[0].obs/10e9, 100*ws[2].obs/10e9, m["samples"], m["bpf_ns_per_sample"])
+			t.Logf("BENCH many_paths %s %s -F 999 %d min: observer %.2f µs per sample in the first %v, %.2f µs in the last %v (%+.0f %%); %.1f %% of a core then %.1f %%; samples %v, bpf %v ns per sample",
+				in.Label, engine, minutes, first, span, last, span, 100*(last-first)/first, 100*ws[0].obs/float64(span), 100*ws[2].obs/float64(span), m["samples"], m["bpf_ns_per_sample"])
+		})
+	}
+	if spy := os.Getenv("PYOBS_BENCH_PYSPY"); spy != "" {
+		t.Run("many_paths/py-spy", func(t *testing.T) {
+			tg := testutil.Start(t, in, "many_paths.py")
+			ws, _ := profWindows(t, tg.Pid, at, spy, "record", "--pid", fmt.Sprint(tg.Pid), "--rate", "999", "--nonblocking",
+				"--duration", fmt.Sprint(int(total/time.Second)), "--format", "raw", "-o", t.TempDir()+"/spy.txt")
+			first, last := perSample(ws[0], 999), perSample(ws[2], 999)
+			t.Logf("BENCH many_paths %s py-spy --nonblocking --rate 999 %d min: %.2f µs per sample (target CPU × 999) in the first %v, %.2f µs in the last %v (%+.0f %%); %.1f %% of a core then %.1f %%",
+				in.Label, minutes, first, span, last, span, 100*(last-first)/first, 100*ws[0].obs/float64(span), 100*ws[2].obs/float64(span))
 		})
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"unsafe"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/rlimit"
 	"golang.org/x/sys/unix"
 
 	"github.com/pyobs/pyobs/internal/capability"
@@ -19,12 +18,23 @@ import (
 
 var memlock sync.Once
 
+// RemoveMemlock lifts RLIMIT_MEMLOCK for kernels that still charge BPF
+// memory to it (before 5.11; later ones charge the memory cgroup). Once;
+// a refusal is left for the load to report. Not cilium/ebpf's rlimit
+// package: its init probes the kernel with a BPF map in every run of
+// pyobs, whatever the command.
+func RemoveMemlock() {
+	memlock.Do(func() {
+		_ = unix.Setrlimit(unix.RLIMIT_MEMLOCK, &unix.Rlimit{Cur: unix.RLIM_INFINITY, Max: unix.RLIM_INFINITY})
+	})
+}
+
 // Load loads spec into obj, a bpf2go objects struct (or any struct of
 // *ebpf.Map, *ebpf.Program and *ebpf.Variable fields tagged `ebpf:"name"`):
 // only what obj names is loaded. what names the programs for the error
 // ("trace's BPF programs"): see Explain.
 func Load(what string, spec *ebpf.CollectionSpec, obj any) error {
-	memlock.Do(func() { _ = rlimit.RemoveMemlock() })
+	RemoveMemlock()
 	if err := spec.LoadAndAssign(obj, nil); err != nil {
 		return Explain("load "+what, err)
 	}

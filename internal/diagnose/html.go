@@ -6,6 +6,7 @@ import (
 	"html/template"
 	"io"
 	"strings"
+	"sync"
 
 	"github.com/pyobs/pyobs/internal/flame"
 )
@@ -46,7 +47,7 @@ func WriteHTML(w io.Writer, rep *Report) error {
 		d.Flames = append(d.Flames, f)
 	}
 	var buf bytes.Buffer
-	if err := htmlPage.Execute(&buf, d); err != nil {
+	if err := htmlPage().Execute(&buf, d); err != nil {
 		return fmt.Errorf("can't render the html report: %w", err)
 	}
 	_, err := w.Write(buf.Bytes())
@@ -63,28 +64,30 @@ type htmlFlame struct {
 	SVG                template.HTML
 }
 
-var htmlPage = template.Must(template.New("diagnose").Funcs(template.FuncMap{
-	"evidence": evidenceText,
-	"inc":      func(i int) int { return i + 1 },
-	"where": func(file string, line int) string {
-		if file == "" {
-			return ""
-		}
-		return fmt.Sprintf("%s:%d", file, line)
-	},
-	"pct": func(a, b float64) string {
-		if b <= 0 {
-			return "0"
-		}
-		return fmt.Sprintf("%.2f", 100*a/b)
-	},
-	"first": func(fs []string) string {
-		if len(fs) == 0 {
-			return "(no frames)"
-		}
-		return fs[0]
-	},
-}).Parse(`<!DOCTYPE html>
+// htmlPage is parsed at its first use, not in every run of pyobs.
+var htmlPage = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("diagnose").Funcs(template.FuncMap{
+		"evidence": evidenceText,
+		"inc":      func(i int) int { return i + 1 },
+		"where": func(file string, line int) string {
+			if file == "" {
+				return ""
+			}
+			return fmt.Sprintf("%s:%d", file, line)
+		},
+		"pct": func(a, b float64) string {
+			if b <= 0 {
+				return "0"
+			}
+			return fmt.Sprintf("%.2f", 100*a/b)
+		},
+		"first": func(fs []string) string {
+			if len(fs) == 0 {
+				return "(no frames)"
+			}
+			return fs[0]
+		},
+	}).Parse(`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <title>pyobs diagnose: pid {{.R.Pid}} — {{.R.Verdict}}</title>
 <style>
@@ -142,3 +145,4 @@ code{font-size:.92em}.none{color:#777}
 {{if .SVG}}{{.SVG}}{{else}}<p class="none">{{.Missing}}</p>{{end}}</section>
 {{end}}</body></html>
 `))
+})

@@ -8,7 +8,6 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
-	"github.com/cilium/ebpf/rlimit"
 	"golang.org/x/sys/unix"
 
 	"github.com/pyobs/pyobs/internal/bpfload"
@@ -79,7 +78,7 @@ func Open(pid int, walkCfg any, hz int, set map[string]*ebpf.Map, o procset.Opti
 
 // loadShared loads spec into obj with the set's maps in place of its own.
 func loadShared(what string, spec *ebpf.CollectionSpec, obj any, maps map[string]*ebpf.Map) error {
-	_ = rlimit.RemoveMemlock()
+	bpfload.RemoveMemlock()
 	if err := spec.LoadAndAssign(obj, &ebpf.CollectionOptions{MapReplacements: maps}); err != nil {
 		return bpfload.Explain("load "+what, err)
 	}
