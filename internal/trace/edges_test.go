@@ -11,7 +11,7 @@ import (
 // is the table's; exits the table does not count are said, with why.
 func TestTextHeaderOneCount(t *testing.T) {
 	r := &Result{Account: Account{Pid: 7, Engine: "ptrace", Wall: time.Second, Calls: 2409, Restarted: 150, Threads: 1},
-		Syscalls: []SyscallJSON{{Name: "futex", Calls: 2217, TotalS: 0.5}}}
+		Syscalls: []SyscallJSON{{Name: "futex", CallStats: CallStats{Calls: 2217, TotalS: 0.5}}}}
 	var b bytes.Buffer
 	if err := WriteText(&b, r, false); err != nil {
 		t.Fatal(err)
@@ -34,7 +34,7 @@ func TestTextHeaderOneCount(t *testing.T) {
 // them) can pass 100: the table says so; one thread needs no legend.
 func TestTextWallLegend(t *testing.T) {
 	r := &Result{Account: Account{Pid: 7, Engine: "tracepoint", Wall: time.Second, Calls: 10, Threads: 3},
-		Syscalls: []SyscallJSON{{Name: "futex", Calls: 10, TotalS: 2.4, PctWall: 240}}}
+		Syscalls: []SyscallJSON{{Name: "futex", CallStats: CallStats{Calls: 10, TotalS: 2.4}, PctWall: 240}}}
 	var b bytes.Buffer
 	_ = WriteText(&b, r, false)
 	if !strings.Contains(b.String(), "%wall: time in the call over the 1.00s window, summed over the 3 threads (so up to 300 %)") {

@@ -4,13 +4,8 @@ import "time"
 
 // SyscallJSON is one row of `pyobs trace --format json` (DESIGN.md).
 type SyscallJSON struct {
-	Name     string            `json:"name"`
-	Calls    uint64            `json:"calls"`
-	Errors   uint64            `json:"errors"`
-	TotalS   float64           `json:"total_s"`
-	P50US    float64           `json:"p50_us"`
-	P99US    float64           `json:"p99_us"`
-	MaxUS    float64           `json:"max_us"`
+	Name string `json:"name"`
+	CallStats
 	PctWall  float64           `json:"pct_wall"`
 	Errnos   map[string]uint64 `json:"errnos"`
 	TopSites []SiteCount       `json:"top_sites"`
@@ -21,15 +16,28 @@ type SyscallJSON struct {
 	LateReads    uint64      `json:"late_reads,omitempty"`
 }
 
+// CallStats is a set of calls in numbers: a syscall's row, a process's line.
+type CallStats struct {
+	Calls  uint64  `json:"calls"`
+	Errors uint64  `json:"errors"`
+	TotalS float64 `json:"total_s"`
+	P50US  float64 `json:"p50_us"`
+	P99US  float64 `json:"p99_us"`
+	MaxUS  float64 `json:"max_us"`
+}
+
+func callStats(calls, errors uint64, total time.Duration, h *Hist) CallStats {
+	return CallStats{Calls: calls, Errors: errors, TotalS: total.Seconds(),
+		P50US: float64(h.Quantile(0.5)) / 1e3, P99US: float64(h.Quantile(0.99)) / 1e3, MaxUS: float64(h.Max) / 1e3}
+}
+
 // Rows renders every syscall's account; wall is the observed window
 // (%-of-wall is the call's summed time over it, so it can pass 100 with threads).
 func (a *Agg) Rows(wall time.Duration, topSites int) []SyscallJSON {
 	var out []SyscallJSON
 	for _, s := range a.Stats() {
 		r := SyscallJSON{
-			Name: s.Name, Calls: s.Calls, Errors: s.Errors, TotalS: s.Total.Seconds(),
-			P50US: float64(s.Hist.Quantile(0.5)) / 1e3, P99US: float64(s.Hist.Quantile(0.99)) / 1e3,
-			MaxUS: float64(s.Hist.Max) / 1e3, Errnos: s.Errnos, TopSites: s.TopSites(topSites),
+			Name: s.Name, CallStats: callStats(s.Calls, s.Errors, s.Total, &s.Hist), Errnos: s.Errnos, TopSites: s.TopSites(topSites),
 			TopPaths:     s.TopPaths(topSites),
 			Unattributed: s.Unattributed(), LateReads: s.Late,
 		}

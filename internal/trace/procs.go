@@ -12,19 +12,9 @@ import (
 // account) and its own calls (counted in the kernel, all syscalls or the
 // -e ones).
 type ProcessJSON struct {
-	Pid      int      `json:"pid"`
-	Parent   int      `json:"parent,omitempty"`
-	How      string   `json:"how"` // seed, fork, cgroup
-	Argv     []string `json:"argv,omitempty"`
-	JoinedNs uint64   `json:"joined_ns,omitempty"`
-	Execs    int      `json:"execs,omitempty"`
-	Exited   bool     `json:"exited"`
-	Calls    uint64   `json:"calls"`
-	Errors   uint64   `json:"errors"`
-	TotalS   float64  `json:"total_s"`
-	P50US    float64  `json:"p50_us"`
-	P99US    float64  `json:"p99_us"`
-	MaxUS    float64  `json:"max_us"`
+	procset.Account
+	Execs int `json:"execs,omitempty"`
+	CallStats
 }
 
 // ProcessAccount is the set's account: processes seen, joined late,
@@ -56,15 +46,14 @@ func processes(set *procset.Set, per map[int]tracepoint.PidStat, dropped uint64)
 			// it ran its parent's program.
 			m.Argv = argv[m.Parent]
 		}
-		p := ProcessJSON{Pid: m.Pid, Parent: m.Parent, How: string(m.How), Argv: m.Argv, JoinedNs: m.Joined, Execs: m.Execs, Exited: m.Exited}
+		p := ProcessJSON{Account: procset.AccountOf(m), Execs: m.Execs}
 		if k, ok := per[m.Pid]; ok {
 			h := Hist{Counts: map[int]uint64{}, N: 0, Max: uint64(k.Max)}
 			for b, n := range k.Hist {
 				h.Counts[b] += n
 				h.N += n
 			}
-			p.Calls, p.Errors, p.TotalS = k.Calls, k.Errors, k.Total.Seconds()
-			p.P50US, p.P99US, p.MaxUS = float64(h.Quantile(0.5))/1e3, float64(h.Quantile(0.99))/1e3, float64(k.Max)/1e3
+			p.CallStats = callStats(k.Calls, k.Errors, k.Total, &h)
 		}
 		out = append(out, p)
 	}
