@@ -26,10 +26,10 @@ func AccountOf(m Member) Account {
 
 // Counts is the set's account in numbers, as the engines print it.
 type Counts struct {
-	Seen       int    `json:"seen"`        // processes that were members
-	Late       int    `json:"joined_late"` // joined after the start (forked, entered the cgroup)
-	Exited     int    `json:"exited"`      // exited while observed
-	Refused    int    `json:"refused"`     // members whose Python stacks were not walked or named (Account.Refused says why)
+	Seen       int    `json:"seen"`             // processes that were members
+	Late       int    `json:"joined_late"`      // joined after the start (forked, entered the cgroup)
+	Exited     int    `json:"exited"`           // exited while observed
+	Refused    int    `json:"refused"`          // members whose Python stacks were not walked or named (Account.Refused says why)
 	EventsLost uint64 `json:"events_lost"`      // join/exit events the kernel had no room for
 	MapFull    uint64 `json:"refused_map_full"` // processes that could not join: the kernel's map was full
 }
