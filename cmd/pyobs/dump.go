@@ -125,7 +125,7 @@ func runDump(cmd *cobra.Command, g *globals, f *dumpFlags, args []string) error 
 	spec.After = f.after
 	// A set the user asked for is printed as a set; -- CMD's implicit
 	// --children only when CMD has children at the dump's instant.
-	explicitSet := len(g.pids) > 0 || g.cgroup != "" || g.all || cmd.Flags().Changed("children") && g.children
+	explicitSet := setAsked(cmd, g)
 	if explicitSet && (f.green || f.tasks) {
 		return usagef("dump: --tasks and --greenlets read one process: give one -p PID without --children, --cgroup or --all")
 	}

@@ -193,6 +193,13 @@ func targetSpec(cmd *cobra.Command, g *globals, args []string) (session.Spec, er
 	return spec, nil
 }
 
+// setAsked says whether the user asked for a set (several -p, --cgroup,
+// --all, or --children given explicitly), not only -- CMD's implicit
+// --children.
+func setAsked(cmd *cobra.Command, g *globals) bool {
+	return len(g.pids) > 0 || g.cgroup != "" || g.all || (g.children && cmd.Flags().Changed("children"))
+}
+
 // oneProcess refuses a set for the commands that do not parse a target
 // with targetSpec.
 func oneProcess(cmd *cobra.Command, g *globals) error {

@@ -141,7 +141,7 @@ func runOffcpu(cmd *cobra.Command, g *globals, f *offcpuFlags, args []string) er
 		return usageError{err}
 	}
 	// A set asked for (not just -- CMD's children, followed by default).
-	opt.SetAsked = len(g.pids) > 0 || g.cgroup != "" || g.all || (g.children && cmd.Flags().Changed("children"))
+	opt.SetAsked = setAsked(cmd, g)
 	if f.green && opt.SetAsked {
 		return usagef("offcpu: --greenlets observes one process: give no several -p, --children, --cgroup or --all with it")
 	}

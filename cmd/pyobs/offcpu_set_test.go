@@ -62,22 +62,6 @@ func poolWaitArgv(py testutil.Interp, args ...string) []string {
 	return append(append(append([]string{}, py.Argv...), filepath.Join(testutil.Repo(), "testdata", "targets", "pool_wait.py")), args...)
 }
 
-// runUntil waits for cmd (pyobs) and fails the test on an error or after
-// 90 s.
-func runUntil(t *testing.T, cmd *exec.Cmd, se *strings.Builder) {
-	t.Helper()
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("pyobs: %v\n%s", err, se.String())
-		}
-	case <-time.After(90 * time.Second):
-		t.Fatalf("pyobs did not end\n%s", se.String())
-	}
-}
-
 // TestOffcpuSetPoolSpawn: offcpu -- python3 pool_wait.py follows the
 // pool's workers, forked after the attach (they join late): start method
 // fork (3.11), and spawn (3.12: each worker execs a new interpreter,
@@ -132,38 +116,16 @@ func TestOffcpuSetAttachChildren(t *testing.T) {
 	py := testutil.Find(t, "pyenv-3.11")
 	dir := t.TempDir()
 	truth := filepath.Join(dir, "truth")
-	argv := poolWaitArgv(py, truth, "fork", "1.0", "1.5", "stdin")
-	tg := exec.Command(argv[0], argv[1:]...)
-	tg.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	tg.Stderr = os.Stderr
-	in, _ := tg.StdinPipe()
-	so, _ := tg.StdoutPipe()
-	if err := tg.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = tg.Process.Kill(); _ = tg.Wait() })
-	readLines(so).expect(t, "POOL")
-
 	folded := filepath.Join(dir, "o.folded")
-	cmd := exec.Command(testutil.Binary(t), "offcpu", "--engine", "bpf", "-p", strconv.Itoa(tg.Process.Pid), "--children", "--format", "folded", "-o", folded)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	var se strings.Builder
-	cmd.Stderr = &se
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	testutil.WaitBPFLink(t, cmd.Process.Pid, 30*time.Second)
-	time.Sleep(200 * time.Millisecond)
-	fmt.Fprintln(in, "go")
-	runUntil(t, cmd, &se)
+	se := attachToPool(t, poolWaitArgv(py, truth, "fork", "1.0", "1.5", "stdin"),
+		"offcpu", "--engine", "bpf", "--children", "--format", "folded", "-o", folded)
 	b, err := os.ReadFile(folded)
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkWaits(t, "-p PARENT --children", readWaitTruth(t, truth), string(b))
-	if !strings.Contains(se.String(), "pyobs offcpu: processes: 4 seen") {
-		t.Errorf("no account of the set in the footer:\n%s", se.String())
+	if !strings.Contains(se, "pyobs offcpu: processes: 4 seen") {
+		t.Errorf("no account of the set in the footer:\n%s", se)
 	}
 }
 

@@ -112,7 +112,7 @@ func runRecord(cmd *cobra.Command, g *globals, f *recordFlags, args []string) er
 	// A set asked for (not just -- CMD's children, followed by default):
 	// refused by the engines that read one process from user space.
 	var set record.SetAccount
-	opt.SetRequired = len(g.pids) > 0 || g.cgroup != "" || g.all || (g.children && cmd.Flags().Changed("children"))
+	opt.SetRequired = setAsked(cmd, g)
 	opt.SetAccount = &set
 	var green *record.GreenletStats
 	if f.green {

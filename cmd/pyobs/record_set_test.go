@@ -190,16 +190,7 @@ func TestRecordSetPoolSpawn(t *testing.T) {
 			testutil.WaitBPFLink(t, cmd.Process.Pid, 30*time.Second)
 			time.Sleep(100 * time.Millisecond) // the seeds go in right after the links
 			fmt.Fprintln(in, "go")
-			done := make(chan error, 1)
-			go func() { done <- cmd.Wait() }()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Fatalf("pyobs: %v\n%s", err, se.String())
-				}
-			case <-time.After(90 * time.Second):
-				t.Fatalf("pyobs did not end\n%s", se.String())
-			}
+			runUntil(t, cmd, &se)
 			b, err := os.ReadFile(out)
 			if err != nil {
 				t.Fatal(err)
@@ -210,6 +201,53 @@ func TestRecordSetPoolSpawn(t *testing.T) {
 				t.Errorf("no account of the set in the footer:\n%s", se.String())
 			}
 		})
+	}
+}
+
+// attachToPool starts a pool target (argv) that waits on stdin after
+// printing POOL, attaches `pyobs ARGS -p ITS_PID` once its workers run,
+// lets the pool go once the programs are linked, and waits for pyobs to
+// end; it returns pyobs's stderr.
+func attachToPool(t *testing.T, argv []string, args ...string) string {
+	t.Helper()
+	tg := exec.Command(argv[0], argv[1:]...)
+	tg.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	tg.Stderr = os.Stderr
+	in, _ := tg.StdinPipe()
+	so, _ := tg.StdoutPipe()
+	if err := tg.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tg.Process.Kill(); _ = tg.Wait() })
+	readLines(so).expect(t, "POOL")
+	cmd := exec.Command(testutil.Binary(t), append(args, "-p", strconv.Itoa(tg.Process.Pid))...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	var se strings.Builder
+	cmd.Stderr = &se
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	testutil.WaitBPFLink(t, cmd.Process.Pid, 30*time.Second)
+	time.Sleep(200 * time.Millisecond) // the seeds and the existing children go in right after the links
+	fmt.Fprintln(in, "go")
+	runUntil(t, cmd, &se)
+	return se.String()
+}
+
+// runUntil waits for cmd (pyobs) and fails the test on an error or after
+// 90 s.
+func runUntil(t *testing.T, cmd *exec.Cmd, se *strings.Builder) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("pyobs: %v\n%s", err, se.String())
+		}
+	case <-time.After(90 * time.Second):
+		t.Fatalf("pyobs did not end\n%s", se.String())
 	}
 }
 
@@ -228,39 +266,8 @@ func TestRecordSetAttachChildren(t *testing.T) {
 	py := testutil.Find(t, "pyenv-3.12")
 	dir := t.TempDir()
 	truth, out := filepath.Join(dir, "truth"), filepath.Join(dir, "p.folded")
-	argv := poolArgv(py, truth, "fork", "1.0", "stdin")
-	tg := exec.Command(argv[0], argv[1:]...)
-	tg.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	tg.Stderr = os.Stderr
-	in, _ := tg.StdinPipe()
-	so, _ := tg.StdoutPipe()
-	if err := tg.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = tg.Process.Kill(); _ = tg.Wait() })
-	readLines(so).expect(t, "POOL")
-
-	cmd := exec.Command(testutil.Binary(t), "record", "-p", strconv.Itoa(tg.Process.Pid), "--children", "-F", strconv.Itoa(setFreq), "--format", "folded", "-o", out)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	var se strings.Builder
-	cmd.Stderr = &se
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	testutil.WaitBPFLink(t, cmd.Process.Pid, 30*time.Second)
-	time.Sleep(200 * time.Millisecond) // the seeds and the existing children go in right after the links
-	fmt.Fprintln(in, "go")
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("pyobs: %v\n%s", err, se.String())
-		}
-	case <-time.After(90 * time.Second):
-		t.Fatalf("pyobs did not end\n%s", se.String())
-	}
+	attachToPool(t, poolArgv(py, truth, "fork", "1.0", "stdin"),
+		"record", "--children", "-F", strconv.Itoa(setFreq), "--format", "folded", "-o", out)
 	b, err := os.ReadFile(out)
 	if err != nil {
 		t.Fatal(err)

@@ -83,7 +83,7 @@ func runStat(cmd *cobra.Command, g *globals, f *statFlags, args []string) error 
 	// A set the user asked for gets a line per process; -- CMD alone
 	// keeps the one-process report (wait4's totals count the children
 	// it waited for).
-	explicitSet := len(g.pids) > 0 || g.cgroup != "" || g.all || cmd.Flags().Changed("children") && g.children
+	explicitSet := setAsked(cmd, g)
 	ctx := cmd.Context()
 	spec, err := targetSpec(cmd, g, args)
 	if err != nil {

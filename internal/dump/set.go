@@ -7,7 +7,6 @@ import (
 	"sort"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/pyobs/pyobs/internal/procfs"
 	"github.com/pyobs/pyobs/internal/procset"
@@ -187,34 +186,6 @@ func runOne(ctx context.Context, s *session.Session, pid int, opt Options) (*Dum
 // gone: the error says the process is no more.
 func gone(err error) bool {
 	return errors.Is(err, session.ErrNoProcess) || errors.Is(err, session.ErrZombie) || errors.Is(err, session.ErrExited)
-}
-
-// ShortArgv is a command line on one line (control characters escaped)
-// in at most n characters, the rest elided with "…".
-func ShortArgv(argv []string, n int) string {
-	var b strings.Builder
-	for i, a := range argv {
-		if i > 0 {
-			b.WriteByte(' ')
-		}
-		for _, r := range a {
-			switch {
-			case r == '\n':
-				b.WriteString(`\n`)
-			case r == '\t':
-				b.WriteString(`\t`)
-			case unicode.IsControl(r):
-				fmt.Fprintf(&b, "\\x%02x", r)
-			default:
-				b.WriteRune(r)
-			}
-		}
-	}
-	s := strings.TrimSpace(b.String())
-	if r := []rune(s); len(r) > n {
-		s = string(r[:n-1]) + "…"
-	}
-	return s
 }
 
 // One is the set's only process as a one-process dump (nil when the set

@@ -2,25 +2,8 @@ package dump
 
 import (
 	"bytes"
-	"strings"
 	"testing"
 )
-
-func TestShortArgv(t *testing.T) {
-	for _, c := range []struct {
-		argv []string
-		want string
-	}{
-		{[]string{"python3", "-c", "import time\ntime.sleep(1)"}, `python3 -c import time\ntime.sleep(1)`},
-		{[]string{"a\x01b"}, `a\x01b`},
-		{[]string{strings.Repeat("x", 70)}, strings.Repeat("x", 59) + "…"},
-		{nil, ""},
-	} {
-		if got := ShortArgv(c.argv, 60); got != c.want {
-			t.Errorf("ShortArgv(%q) = %q, want %q", c.argv, got, c.want)
-		}
-	}
-}
 
 func setFixture() *SetDump {
 	return &SetDump{Schema: Version, Kind: "process-set", DurationUS: 1234, Processes: []ProcessDump{

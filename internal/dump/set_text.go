@@ -58,7 +58,7 @@ func argvText(argv []string) string {
 	if len(argv) == 0 {
 		return "(no command line)"
 	}
-	return ShortArgv(argv, argvWidth)
+	return procset.ShortArgv(argv, argvWidth)
 }
 
 func plural(n int, one, many string) string {

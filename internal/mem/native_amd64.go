@@ -21,18 +21,8 @@ func nativeBytes(opt Options) int {
 // natRegs are a copy's registers by DWARF number; rip in the return
 // address column (the leaf's pc: the probed function's first instruction).
 func natRegs(h probebpf.NatHead) unwind.Regs {
-	var r unwind.Regs
-	for _, v := range []struct {
-		reg int
-		v   uint64
-	}{{unwind.RegRAX, h.Ax}, {unwind.RegRDX, h.Dx}, {unwind.RegRCX, h.Cx}, {unwind.RegRBX, h.Bx},
-		{unwind.RegRSI, h.Si}, {unwind.RegRDI, h.Di}, {unwind.RegRBP, h.Bp}, {unwind.RegRSP, h.Sp},
-		{unwind.RegR8, h.R8}, {unwind.RegR8 + 1, h.R9}, {unwind.RegR8 + 2, h.R10}, {unwind.RegR8 + 3, h.R11},
-		{unwind.RegR8 + 4, h.R12}, {unwind.RegR8 + 5, h.R13}, {unwind.RegR8 + 6, h.R14}, {unwind.RegR15, h.R15},
-		{unwind.RegRA, h.Ip}} {
-		r.Set(v.reg, v.v)
-	}
-	return r
+	return unwind.RegsOf(unwind.GPRs{AX: h.Ax, DX: h.Dx, CX: h.Cx, BX: h.Bx, SI: h.Si, DI: h.Di, BP: h.Bp, SP: h.Sp,
+		R8: h.R8, R9: h.R9, R10: h.R10, R11: h.R11, R12: h.R12, R13: h.R13, R14: h.R14, R15: h.R15, IP: h.Ip})
 }
 
 // readNative unwinds the copies as they come (a copy lives only in its

@@ -64,7 +64,7 @@ func Footer(engine string, c Counts, extra string, procs []Account, what func(i 
 			b.WriteString("; refused: " + p.Refused)
 		}
 		if len(p.Argv) > 0 {
-			b.WriteString("; " + ShortArgv(p.Argv, 60))
+			b.WriteString("; " + ShortArgv(p.Argv, 61))
 		}
 	}
 	return b.String()

@@ -548,20 +548,16 @@ func writeProcesses(b *strings.Builder, r *Result) {
 	}
 }
 
-// ShortArgv joins argv (the program by its base name), cut to about n
-// characters.
+// ShortArgv is procset.ShortArgv with the program by its base name, "?"
+// for no command line.
 func ShortArgv(argv []string, n int) string {
 	if len(argv) > 0 {
 		argv = append([]string{filepath.Base(argv[0])}, argv[1:]...)
 	}
-	s := strings.Join(argv, " ")
-	if s == "" {
-		return "?"
+	if s := procset.ShortArgv(argv, n); s != "" {
+		return s
 	}
-	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
-	}
-	return s
+	return "?"
 }
 
 // EndedNote is the stderr line when -d ended the measurement of a spawned

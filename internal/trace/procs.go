@@ -65,17 +65,13 @@ func processes(set *procset.Set, per map[int]tracepoint.PidStat, dropped uint64)
 	return out, a
 }
 
-// argvShort is a process's command line for its line: at most about 60
-// characters.
+// argvShort is a process's command line for its line: at most 60
+// characters, "?" when it has none.
 func argvShort(argv []string) string {
-	s := strings.Join(argv, " ")
-	if s == "" {
-		return "?"
+	if s := procset.ShortArgv(argv, 60); s != "" {
+		return s
 	}
-	if r := []rune(s); len(r) > 60 {
-		return string(r[:59]) + "…"
-	}
-	return s
+	return "?"
 }
 
 // processText is the per-process table of a set (text format). Its lines

@@ -261,3 +261,18 @@ func Step(row *Row, regs *Regs, mem StackCopy) (Regs, error) {
 	out.Set(RegRSP, cfa)
 	return out, nil
 }
+
+// GPRs are x86_64's general registers and rip by name, as a stopped
+// thread's or a probe's copy has them.
+type GPRs struct {
+	AX, DX, CX, BX, SI, DI, BP, SP       uint64
+	R8, R9, R10, R11, R12, R13, R14, R15 uint64
+	IP                                   uint64
+}
+
+// RegsOf numbers g as DWARF does (rip in the return address column: the
+// leaf's pc), every register known.
+func RegsOf(g GPRs) Regs {
+	return Regs{V: [NumRegs]uint64{g.AX, g.DX, g.CX, g.BX, g.SI, g.DI, g.BP, g.SP,
+		g.R8, g.R9, g.R10, g.R11, g.R12, g.R13, g.R14, g.R15, g.IP}, Have: 1<<NumRegs - 1}
+}
