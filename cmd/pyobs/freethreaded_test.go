@@ -37,6 +37,13 @@ func TestFreeThreadedDumpMatchesCurrentFrames(t *testing.T) {
 // procCPUSeconds is utime+stime of pid, from /proc/PID/stat (clock ticks of 1/100 s).
 func procCPUSeconds(t *testing.T, pid int) float64 {
 	t.Helper()
+	u, s := procUserSys(t, pid)
+	return u + s
+}
+
+// procUserSys is pid's user and system CPU seconds, from /proc/PID/stat.
+func procUserSys(t *testing.T, pid int) (user, sys float64) {
+	t.Helper()
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		t.Fatal(err)
@@ -45,7 +52,7 @@ func procCPUSeconds(t *testing.T, pid int) float64 {
 	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
 	ut, _ := strconv.ParseFloat(f[11], 64)
 	st, _ := strconv.ParseFloat(f[12], 64)
-	return (ut + st) / 100
+	return ut / 100, st / 100
 }
 
 // taskCPUSeconds maps each thread of pid to its utime+stime in seconds.

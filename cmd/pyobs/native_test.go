@@ -312,6 +312,66 @@ func TestRecordKernelIO(t *testing.T) {
 	}
 }
 
+// TestRecordKernelBPF: --kernel alone stays on the bpf engine, and each
+// sample taken in the kernel carries its kernel call chain under its
+// Python frame: iomix (…);entry_SYSCALL_64…_[k];…;vfs_read/vfs_write_[k].
+// The target spends part of its time in the kernel, part in Python: the
+// share of samples with kernel frames is its own share of system time
+// over the recording (/proc/PID/stat), within 15 points.
+func TestRecordKernelBPF(t *testing.T) {
+	testutil.RequireRoot(t)
+	requireKernelWalker(t)
+	if b, err := os.ReadFile("/proc/sys/kernel/kptr_restrict"); err == nil && strings.TrimSpace(string(b)) == "2" {
+		testutil.Skip(t, "kernel.kptr_restrict=2 hides kernel symbols")
+	}
+	for _, label := range []string{"pyenv-3.12", "pyenv-3.13"} {
+		t.Run(label, func(t *testing.T) {
+			in := testutil.Find(t, label)
+			tg := testutil.Start(t, in, "native_mixed.py", "iomix")
+			out := filepath.Join(t.TempDir(), "k.folded")
+			u0, s0 := procUserSys(t, tg.Pid)
+			r := testutil.Run(t, 60*time.Second, "record", "--kernel", "-p", fmt.Sprint(tg.Pid), "-d", "3s", "-F", "499", "-o", out)
+			u1, s1 := procUserSys(t, tg.Pid)
+			if r.Code != 0 {
+				t.Fatalf("exit %d: %s", r.Code, r.Stderr)
+			}
+			if !strings.Contains(r.Stderr, "bpf engine") || !strings.Contains(r.Stderr, "kernel stacks: ") {
+				t.Fatalf("want the bpf engine and its kernel-stack account: %s", r.Stderr)
+			}
+			lines, weights := foldedLines(t, out)
+			var good, inKernel, total int64
+			for i, fr := range lines {
+				total += weights[i]
+				if index(fr, 0, func(s string) bool { return strings.HasSuffix(s, "_[k]") }) >= 0 {
+					inKernel += weights[i]
+				}
+				ri := index(fr, 0, prefix("iomix ("))
+				ei := index(fr, ri+1, prefix("entry_SYSCALL_64"))
+				vi := index(fr, ei+1, oneOf("vfs_read_[k]", "vfs_write_[k]"))
+				if ri >= 0 && ei == ri+1 && vi > ei {
+					good += weights[i]
+				}
+			}
+			share := (s1 - s0) / max(u1-u0+s1-s0, 0.01)
+			got := float64(inKernel) / float64(max(total, 1))
+			t.Logf("%d samples, %d with kernel frames (%.2f), %d iomix;entry_SYSCALL_64…;vfs_*; target's system share %.2f (user %.2fs, sys %.2fs)",
+				total, inKernel, got, good, share, u1-u0, s1-s0)
+			if total < 500 {
+				t.Fatalf("%d samples in 3 s at 499 Hz of a busy target", total)
+			}
+			if share < 0.15 || share > 0.85 {
+				t.Fatalf("the target spent %.2f of its CPU time in the kernel: not the mix this test needs", share)
+			}
+			if good < inKernel*3/4 {
+				t.Errorf("%d of %d kernel samples show iomix (…);entry_SYSCALL_64…_[k];…;vfs_read/vfs_write_[k]", good, inKernel)
+			}
+			if got < share-0.15 || got > share+0.15 {
+				t.Errorf("%.2f of the samples have kernel frames; the target spent %.2f of its CPU time in the kernel", got, share)
+			}
+		})
+	}
+}
+
 // TestRecordNativeTruncated: --stack-size 512 on a 60-deep Python stack
 // with a C call at each level: the copies end long before the root, the
 // footer counts them truncated, the folded stacks carry the marker and

@@ -83,8 +83,8 @@ func runRecord(cmd *cobra.Command, g *globals, f *recordFlags, args []string) er
 	if f.engine != "auto" && f.engine != "bpf" && f.engine != "perf" {
 		return usagef("record: unknown --engine %q (auto, bpf, perf)", f.engine)
 	}
-	if f.engine == "bpf" && (f.native || f.kernel || f.async || f.mode != "cpu") {
-		return usagef("record: --engine bpf is plain cpu mode's; --native, --kernel, --async, wall and gil read stacks from user space")
+	if f.engine == "bpf" && (f.native || f.async || f.mode != "cpu") {
+		return usagef("record: --engine bpf is cpu mode's (with or without --kernel); --native, --async, wall and gil read stacks from user space")
 	}
 	if f.stack <= 0 || f.stack > 61440 || f.stack%8 != 0 {
 		return usagef("record: --stack-size %d is not a multiple of 8 in 8..61440", f.stack)

@@ -67,12 +67,18 @@ func statRow(t *testing.T, out *pathsOut) int {
 // the JSON, the footer and the target's own counts (from its file).
 func runPaths(t *testing.T, py testutil.Interp, na, nb int, extra ...string) (*pathsOut, string, map[string]float64) {
 	t.Helper()
+	return runPathsWith(t, "tracepoint", py, na, nb, extra...)
+}
+
+// runPathsWith is runPaths under the given engine.
+func runPathsWith(t *testing.T, engine string, py testutil.Interp, na, nb int, extra ...string) (*pathsOut, string, map[string]float64) {
+	t.Helper()
 	dir := t.TempDir()
 	counts := filepath.Join(dir, "counts")
 	tg := testutil.Start(t, py, "trace_paths.py", "--a", strconv.Itoa(na), "--b", strconv.Itoa(nb), "--out", counts, "--wait-usr1")
 	o := filepath.Join(dir, "t.json")
-	argv := append([]string{testutil.Binary(t), "trace", "--engine", "tracepoint", "-p", strconv.Itoa(tg.Pid), "-d", "30s", "--sites", "5", "--format", "json", "-o", o}, extra...)
-	r := traceGated(t, tg, "tracepoint", false, argv...)
+	argv := append([]string{testutil.Binary(t), "trace", "--engine", engine, "-p", strconv.Itoa(tg.Pid), "-d", "30s", "--sites", "5", "--format", "json", "-o", o}, extra...)
+	r := traceGated(t, tg, engine, false, argv...)
 	if r.Code != 0 {
 		t.Fatalf("exit %d: %s", r.Code, r.Stderr)
 	}
@@ -118,6 +124,7 @@ func TestTraceBPFWholePaths(t *testing.T) {
 			if truth["a"] != 3000 || truth["b"] != 2000 {
 				t.Fatalf("target counts %v", truth)
 			}
+			checkPaths(t, out, truth, want, io)
 			if w := out.PythonWalk; w == nil || !w.On || w.Walked < 5000 || w.Distinct < 2 || w.RingLost != 0 || w.Unnamed != 0 {
 				t.Errorf("python_walk %+v; want on, ≥ 5000 walked, ≥ 2 distinct, nothing lost", w)
 			}
@@ -127,38 +134,73 @@ func TestTraceBPFWholePaths(t *testing.T) {
 			if !strings.Contains(footer, "Python stacks walked whole in the kernel at the call") {
 				t.Errorf("footer without the walk's account: %s", footer)
 			}
-			row := out.Syscalls[statRow(t, out)]
-			got := map[string]uint64{}
-			for _, p := range row.TopPaths {
-				var labels []string
-				for i := len(p.Frames) - 1; i >= 0; i-- {
-					f := p.Frames[i]
-					if !strings.HasSuffix(f.File, script) {
-						continue // the stdlib's frames would be a bug here: caught below by the count
-					}
-					labels = append(labels, fmt.Sprintf("%s:%d", f.Function, f.Line))
-				}
-				if n := len(p.Frames); n == 0 || p.Frames[n-1].Function != "<module>" || p.Truncated {
-					t.Errorf("path without its outermost frame: %+v", p)
-				}
-				got[strings.Join(labels, " ")] += p.Calls
-			}
-			for k, path := range want {
-				n, tr := float64(got[path]), truth[k]
-				if n < 0.99*tr || n > 1.01*tr {
-					t.Errorf("path %s: %v calls, the target counted %v (paths %v; site error %q)", path, n, tr, got, out.SiteError)
-				}
-			}
-			var atIO uint64
-			for _, s := range row.TopSites {
-				if s.Function == "io" && s.Line == io {
-					atIO += s.Calls
-				}
-			}
-			if atIO != got[want["a"]]+got[want["b"]] {
-				t.Errorf("top_sites %+v: io:%d has %d calls, the paths through it %d", row.TopSites, io, atIO, got[want["a"]]+got[want["b"]])
-			}
 		})
+	}
+}
+
+// TestTracePtraceWholePaths: the ptrace engine reads a failing call's
+// whole stack at its exit stop, the thread stopped: the same two paths,
+// with the target's own counts, exactly (every call stops).
+func TestTracePtraceWholePaths(t *testing.T) {
+	testutil.RequireRoot(t)
+	const script = "trace_paths.py"
+	io, aL, midL, bL := markerLine(t, script, "PATHS_IO_LINE"), markerLine(t, script, "PATHS_A_LINE"), markerLine(t, script, "PATHS_MID_LINE"), markerLine(t, script, "PATHS_B_LINE")
+	runA, runB, mainL := markerLine(t, script, "PATHS_RUN_A_LINE"), markerLine(t, script, "PATHS_RUN_B_LINE"), markerLine(t, script, "PATHS_MAIN_LINE")
+	want := map[string]string{
+		"a": fmt.Sprintf("<module>:%d run:%d a:%d io:%d", mainL, runA, aL, io),
+		"b": fmt.Sprintf("<module>:%d run:%d b:%d mid:%d io:%d", mainL, runB, bL, midL, io),
+	}
+	for _, label := range []string{"pyenv-3.10", "pyenv-3.13"} {
+		t.Run(label, func(t *testing.T) {
+			py := testutil.Find(t, label)
+			out, footer, truth := runPathsWith(t, "ptrace", py, 300, 200)
+			if truth["a"] != 300 || truth["b"] != 200 {
+				t.Fatalf("target counts %v", truth)
+			}
+			if !strings.Contains(footer, "whole Python stacks read at the exit stop") {
+				t.Errorf("footer: %s", footer)
+			}
+			checkPaths(t, out, truth, want, io)
+		})
+	}
+}
+
+// checkPaths: the stat row's paths are want's (script frames, root
+// first), each with the target's own count (within 1 %), whole (ending at
+// <module>), and their leaves are top_sites' io line.
+func checkPaths(t *testing.T, out *pathsOut, truth map[string]float64, want map[string]string, io int) {
+	t.Helper()
+	const script = "trace_paths.py"
+	row := out.Syscalls[statRow(t, out)]
+	got := map[string]uint64{}
+	for _, p := range row.TopPaths {
+		var labels []string
+		for i := len(p.Frames) - 1; i >= 0; i-- {
+			f := p.Frames[i]
+			if !strings.HasSuffix(f.File, script) {
+				continue // the stdlib's frames would be a bug here: caught below by the count
+			}
+			labels = append(labels, fmt.Sprintf("%s:%d", f.Function, f.Line))
+		}
+		if n := len(p.Frames); n == 0 || p.Frames[n-1].Function != "<module>" || p.Truncated {
+			t.Errorf("path without its outermost frame: %+v", p)
+		}
+		got[strings.Join(labels, " ")] += p.Calls
+	}
+	for k, path := range want {
+		n, tr := float64(got[path]), truth[k]
+		if n < 0.99*tr || n > 1.01*tr {
+			t.Errorf("path %s: %v calls, the target counted %v (paths %v; site error %q)", path, n, tr, got, out.SiteError)
+		}
+	}
+	var atIO uint64
+	for _, s := range row.TopSites {
+		if s.Function == "io" && s.Line == io {
+			atIO += s.Calls
+		}
+	}
+	if atIO != got[want["a"]]+got[want["b"]] {
+		t.Errorf("top_sites %+v: io:%d has %d calls, the paths through it %d", row.TopSites, io, atIO, got[want["a"]]+got[want["b"]])
 	}
 }
 

@@ -137,6 +137,11 @@ type Mixed struct {
 	// KernelSymbols: with --kernel, a note when kernel frames can't be
 	// named (kptr_restrict hides /proc/kallsyms addresses).
 	KernelSymbols string `json:"kernel_symbols,omitempty"`
+	// KernelStacks (bpf engine, --kernel): samples taken in kernel mode
+	// whose kernel stack was kept; KernelStacksLost: kernel-mode samples
+	// whose stack the kernel's stack map could not keep (marked).
+	KernelStacks     uint64 `json:"kernel_stacks,omitempty"`
+	KernelStacksLost uint64 `json:"kernel_stacks_lost,omitempty"`
 }
 
 // MixedMeta returns m's Mixed account, creating it for an engine to fill.
@@ -160,8 +165,16 @@ type Profile struct {
 	Meta   Meta
 	frames []Frame
 	index  map[Frame]int
-	stacks map[uint64][]*Stack // by hash of the frame ids; collisions chained
-	nstack int
+	// The stacks, kept for the collector: a long recording holds hundreds
+	// of thousands, and a garbage collection scans what points. They live
+	// in fixed chunks (a *Stack stays put: callers key maps by it), their
+	// frame ids in shared arenas, their hash chains as handles in a map
+	// of plain integers: one pointer per stack, not three objects.
+	heads  map[uint64]int32 // hash of the frame ids -> the chain's newest stack + 1
+	chunks [][]Stack
+	arena  []int // where new stacks' frame ids go; full arenas stay with their stacks
+	nrec   int   // stacks stored, removed ones included
+	nstack int   // stacks alive
 }
 
 // Stack is one unique stack and its total weight.
@@ -169,11 +182,43 @@ type Stack struct {
 	Frames []int // indices into the profile's frame table, root first
 	Weight int64
 	Count  int64 // number of samples folded in
+	next   int32 // the next stack of its hash chain + 1 (0: none)
+	gone   bool  // removed (Profile.Remove)
 }
+
+const (
+	stackChunk = 1024    // stacks per chunk
+	arenaInts  = 1 << 16 // frame ids per arena
+)
 
 // New returns an empty profile.
 func New(meta Meta) *Profile {
-	return &Profile{Meta: meta, index: map[Frame]int{}, stacks: map[uint64][]*Stack{}}
+	return &Profile{Meta: meta, index: map[Frame]int{}, heads: map[uint64]int32{}}
+}
+
+func (p *Profile) stack(handle int32) *Stack {
+	i := int(handle) - 1
+	return &p.chunks[i/stackChunk][i%stackChunk]
+}
+
+// keep copies ids into the arena; the slice's capacity ends with it, so
+// a caller's append never writes into the next stack's ids.
+func (p *Profile) keep(ids []int) []int {
+	if cap(p.arena)-len(p.arena) < len(ids) {
+		p.arena = make([]int, 0, max(arenaInts, len(ids)))
+	}
+	n := len(p.arena)
+	p.arena = append(p.arena, ids...)
+	return p.arena[n : n+len(ids) : n+len(ids)]
+}
+
+func hashIDs(ids []int) uint64 {
+	h := uint64(14695981039346656037) // FNV-1a over the ids
+	for _, id := range ids {
+		h ^= uint64(id)
+		h *= 1099511628211
+	}
+	return h
 }
 
 // Intern returns the index of f in the frame table.
@@ -195,21 +240,24 @@ func (p *Profile) AddIDs(ids []int, weight int64) { p.AddIDsN(ids, weight, 1) }
 
 // AddIDsN is AddIDs for count samples at once (counted in the kernel).
 func (p *Profile) AddIDsN(ids []int, weight, count int64) {
-	h := uint64(14695981039346656037) // FNV-1a over the ids
-	for _, id := range ids {
-		h ^= uint64(id)
-		h *= 1099511628211
-	}
-	for _, s := range p.stacks[h] {
+	h := hashIDs(ids)
+	head := p.heads[h]
+	for i := head; i != 0; {
+		s := p.stack(i)
 		if slices.Equal(s.Frames, ids) {
 			s.Weight += weight
 			s.Count += count
 			return
 		}
+		i = s.next
 	}
-	s := &Stack{Frames: append([]int(nil), ids...), Weight: weight, Count: count}
-	p.stacks[h] = append(p.stacks[h], s)
+	if p.nrec%stackChunk == 0 {
+		p.chunks = append(p.chunks, make([]Stack, stackChunk))
+	}
+	p.nrec++
 	p.nstack++
+	*p.stack(int32(p.nrec)) = Stack{Frames: p.keep(ids), Weight: weight, Count: count, next: head}
+	p.heads[h] = int32(p.nrec)
 }
 
 // Add folds a stack of frames (root first).
@@ -249,20 +297,31 @@ func (p *Profile) FoldedKey(s *Stack) string {
 // weight and the number of stacks dropped (for filters that must say how
 // much they took out).
 func (p *Profile) Remove(drop func(*Stack) bool) (weight int64, stacks int) {
-	for h, chain := range p.stacks {
-		kept := chain[:0]
-		for _, s := range chain {
-			if drop(s) {
-				weight += s.Weight
-				stacks++
-				continue
-			}
-			kept = append(kept, s)
+	for i := 1; i <= p.nrec; i++ {
+		s := p.stack(int32(i))
+		if s.gone || !drop(s) {
+			continue
 		}
-		if len(kept) == 0 {
-			delete(p.stacks, h)
-		} else {
-			p.stacks[h] = kept
+		weight += s.Weight
+		stacks++
+		s.gone = true
+		// Unlink it from its chain: an equal stack added later is new.
+		h := hashIDs(s.Frames)
+		if p.heads[h] == int32(i) {
+			if s.next == 0 {
+				delete(p.heads, h)
+			} else {
+				p.heads[h] = s.next
+			}
+			continue
+		}
+		for j := p.heads[h]; j != 0; {
+			prev := p.stack(j)
+			if prev.next == int32(i) {
+				prev.next = s.next
+				break
+			}
+			j = prev.next
 		}
 	}
 	p.nstack -= stacks
@@ -286,8 +345,8 @@ func (p *Profile) NumStacks() int { return p.nstack }
 // the cheap alternative to Stacks for renderers that impose their own order.
 // fn must not modify the profile.
 func (p *Profile) EachStack(fn func(*Stack)) {
-	for _, chain := range p.stacks {
-		for _, s := range chain {
+	for i := 1; i <= p.nrec; i++ {
+		if s := p.stack(int32(i)); !s.gone {
 			fn(s)
 		}
 	}

@@ -68,3 +68,42 @@ func TestProfileRemove(t *testing.T) {
 		t.Fatalf("after re-add: %d stacks, total %d", p.NumStacks(), p.Total())
 	}
 }
+
+// TestProfileStacksStay: stacks live in chunks and their frame ids in
+// shared arenas: a *Stack handed out stays the stack (callers key maps by
+// it) while thousands more are added, appending to its Frames never
+// touches the next stack's ids, and removing some keeps the rest findable.
+func TestProfileStacksStay(t *testing.T) {
+	p := New(Meta{})
+	ids := func(i int) []int { return []int{i % 7, i, i + 1} }
+	const n = 5000
+	for i := range n {
+		p.AddIDs(ids(i), int64(i))
+	}
+	held := map[int]*Stack{}
+	p.EachStack(func(s *Stack) { held[s.Frames[1]] = s })
+	for i := range n {
+		p.AddIDs(ids(i), 1)          // again: the held stack gains
+		p.AddIDs(ids(n+i), int64(i)) // new ones: more chunks, more arenas
+	}
+	for i, s := range held {
+		if s.Weight != int64(i)+1 || s.Count != 2 {
+			t.Fatalf("stack %v: weight %d count %d, want %d and 2", s.Frames, s.Weight, s.Count, i+1)
+		}
+	}
+	_ = append(held[0].Frames, -1) // a caller's append must not reach stack 1's ids
+	if f := held[1].Frames; f[0] != 1 || f[1] != 1 || f[2] != 2 {
+		t.Fatalf("stack 1's ids became %v", f)
+	}
+	w, k := p.Remove(func(s *Stack) bool { return s.Frames[1]%2 == 0 })
+	if k != n || p.NumStacks() != n {
+		t.Fatalf("removed %d (weight %d), %d left; want %d and %d", k, w, p.NumStacks(), n, n)
+	}
+	for i := 1; i < 2*n; i += 2 {
+		before := p.Total()
+		p.AddIDs(ids(i), 1)
+		if p.NumStacks() != n || p.Total() != before+1 {
+			t.Fatalf("stack %d not found after the removal: %d stacks", i, p.NumStacks())
+		}
+	}
+}

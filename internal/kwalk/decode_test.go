@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"testing"
+	"unsafe"
 )
 
 // TestDecodeTgid: a record as pywalk.h lays it out (header, then frames)
@@ -34,5 +35,12 @@ func TestDecodeTgid(t *testing.T) {
 	}
 	if _, err := Decode(b.Bytes()[:hdrSize+frameSize]); err == nil {
 		t.Error("a record one frame short decoded without an error")
+	}
+}
+
+// Walker.Read peeks a record's stack id at bytes 8..16 without decoding it.
+func TestSampleIDOffset(t *testing.T) {
+	if off := unsafe.Offsetof(kwalkSampleHdr{}.Id); off != 8 {
+		t.Fatalf("struct sample_hdr's id at byte %d; Walker.Read peeks it at 8", off)
 	}
 }

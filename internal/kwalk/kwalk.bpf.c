@@ -40,6 +40,8 @@ enum {
 	C_TLSBAD,      // a TLS/TSD candidate that failed its check
 	C_MAPSTALE,    // a map entry whose thread state belongs to another thread
 	C_AGGFULL,     // aggregating: the count map was full, the sample not counted
+	C_KSTACK,      // kernel stacks taken (samples in kernel mode, kstacks on)
+	C_KLOST,       // a kernel-mode sample whose stack did not fit the map (bucket taken)
 	C_NCOUNTERS,
 };
 
@@ -65,8 +67,24 @@ struct count_key {
 	u32 tgid;
 	u32 tid;
 	u32 flags; // the walk's verdict (S_COMPLETE … S_EMPTY)
-	u32 pad;
+	u32 kstack; // kstacks on: the kernel stack's id + 1; 0: none (user mode); KSTACK_LOST
 };
+
+// Kernel stacks (`record --kernel`): each sample's kernel call chain, by
+// id in a stack-trace map (a bucket taken by another stack is not
+// replaced: that sample's kernel stack is lost, counted). Off: the map
+// is one entry and never used.
+const volatile u32 kstacks_on = 0;
+#ifndef EEXIST
+#define EEXIST 17
+#endif
+#define KSTACK_LOST 0xffffffff
+struct {
+	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(max_entries, 8192);
+	__uint(key_size, sizeof(u32));
+	__uint(value_size, 64 * sizeof(u64));
+} kstacks SEC(".maps");
 
 #define COUNT_MAP(name)                                  \
 	struct {                                         \
@@ -181,6 +199,16 @@ int kwalk_sample(void *ctx)
 	}
 	struct count_key k = {.tgid = s->h.tgid, .tid = tid,
 			      .flags = flags & (S_COMPLETE | S_TRUNCATED | S_FAULT | S_INVALID | S_NOPY | S_EMPTY)};
+	if (kstacks_on) {
+		long kid = bpf_get_stackid(ctx, &kstacks, 0);
+		if (kid >= 0) {
+			k.kstack = (u32)kid + 1;
+			count(C_KSTACK);
+		} else if (kid == -EEXIST) {
+			k.kstack = KSTACK_LOST;
+			count(C_KLOST);
+		} // -EFAULT: the sample hit user mode, no kernel frames
+	}
 	if (s->h.depth > 0) {
 		k.id = s->h.id;
 		if (!bpf_map_lookup_elem(&sent, &k.id)) {

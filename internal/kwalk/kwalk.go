@@ -3,6 +3,7 @@
 package kwalk
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -65,6 +66,9 @@ type Options struct {
 	// once, as it is first seen) and DrainCounts the counts. User space
 	// then pays per distinct stack, not per sample.
 	Aggregate bool
+	// KernelStacks (with Aggregate): each sample's kernel call chain, by
+	// id (Count.KStack, Walker.KernelStack).
+	KernelStacks bool
 }
 
 // Sample flags (S_ in kwalk.bpf.c).
@@ -125,6 +129,8 @@ const (
 	CTLSBad
 	CMapStale
 	CAggFull // aggregating: a sample not counted, the count map full
+	CKStack  // kernel stacks taken (KernelStacks: samples in kernel mode)
+	CKLost   // kernel-mode samples whose stack's bucket held another stack
 	NCounters
 )
 
@@ -144,6 +150,12 @@ type Walker struct {
 	Set *procset.Set
 
 	deadline time.Time
+	// Known, when set, names the stacks user space holds already: Read
+	// passes over their records (an aggregating walker sends a stack
+	// again once its `sent` entry was evicted) without decoding them;
+	// Skipped counts those.
+	Known   func(id uint64) bool
+	Skipped uint64
 	// DrainCounts' batch buffers, kept across drains.
 	countKeys []kwalkCountKey
 	countVals []uint64
@@ -292,7 +304,10 @@ func Open(pid int, l *pyframes.KernelLayout, opt Options) (*Walker, error) {
 	if opt.Set != nil {
 		cfg.Tgid = 0 // the program filters by the set's members
 	}
-	o, err := load(cfg, uint32(opt.RingBytes), opt.Set, opt.Aggregate)
+	if opt.KernelStacks && !opt.Aggregate {
+		return nil, fmt.Errorf("pid %d: the walker takes kernel stacks only when it aggregates", pid)
+	}
+	o, err := load(cfg, uint32(opt.RingBytes), opt.Set, opt.Aggregate, opt.KernelStacks)
 	if err != nil {
 		return nil, fmt.Errorf("pid %d: %w", pid, err)
 	}
@@ -386,7 +401,7 @@ func (w *Walker) SetDeadline(t time.Time) { w.deadline = t }
 func (w *Walker) Read() (Sample, error) {
 	for {
 		d := w.deadline
-		if w.Opts.Latency > 0 {
+		if w.Opts.Latency > 0 && w.ring.Pending() == 0 {
 			// The poll period: samples the kernel did not wake us for are
 			// read at least this often.
 			if p := time.Now().Add(w.Opts.Latency); d.IsZero() || p.Before(d) {
@@ -401,6 +416,13 @@ func (w *Walker) Read() (Sample, error) {
 			return Sample{}, fmt.Errorf("pid %d: %w", w.Pid, err)
 		}
 		if ok {
+			if w.Known != nil && len(b) >= hdrSize {
+				// The id is the header's second word (struct sample_hdr).
+				if id := binary.NativeEndian.Uint64(b[8:16]); id != 0 && w.Known(id) {
+					w.Skipped++
+					continue
+				}
+			}
 			return Decode(b)
 		}
 		if !w.deadline.IsZero() && !time.Now().Before(w.deadline) {
@@ -416,6 +438,33 @@ type Count struct {
 	Tid   int
 	Flags uint32 // the walk's verdict (FlagComplete … FlagEmpty)
 	N     uint64 // samples
+	// KStack (Options.KernelStacks): the kernel stack's id + 1; 0: the
+	// samples hit user mode; KStackLost: in kernel mode, stack not kept.
+	KStack uint32
+}
+
+// KStackLost is Count.KStack of kernel-mode samples whose stack the map
+// could not keep (its bucket held another stack).
+const KStackLost = ^uint32(0)
+
+// kstackDepth is a kernel stack's depth in the map (kwalk.bpf.c kstacks).
+const kstackDepth = 64
+
+// KernelStack is the kernel call chain of Count.KStack k (k > 0, not
+// KStackLost), innermost first.
+func (w *Walker) KernelStack(k uint32) ([]uint64, error) {
+	if k == 0 || k == KStackLost {
+		return nil, fmt.Errorf("pid %d: no kernel stack %#x", w.Pid, k)
+	}
+	var st [kstackDepth]uint64
+	if err := w.objs.KStacks.Lookup(k-1, &st); err != nil {
+		return nil, fmt.Errorf("pid %d: kernel stack %d: %w", w.Pid, k-1, err)
+	}
+	n := 0
+	for n < len(st) && st[n] != 0 {
+		n++
+	}
+	return append([]uint64(nil), st[:n]...), nil
 }
 
 // drainSettle is how long DrainCounts waits after the flip: a program that
@@ -452,7 +501,7 @@ func (w *Walker) DrainCounts(fn func(Count)) error {
 		n, err := m.BatchLookupAndDelete(&cursor, keys, vals, nil)
 		for i := range n {
 			k := keys[i]
-			fn(Count{ID: k.Id, Tgid: int(k.Tgid), Tid: int(k.Tid), Flags: k.Flags, N: vals[i]})
+			fn(Count{ID: k.Id, Tgid: int(k.Tgid), Tid: int(k.Tid), Flags: k.Flags, N: vals[i], KStack: k.Kstack})
 		}
 		if errors.Is(err, ebpf.ErrKeyNotExist) {
 			return nil

@@ -49,12 +49,12 @@ type kwalkConfig struct {
 }
 
 type kwalkCountKey struct {
-	_     structs.HostLayout
-	Id    uint64
-	Tgid  uint32
-	Tid   uint32
-	Flags uint32
-	Pad   uint32
+	_      structs.HostLayout
+	Id     uint64
+	Tgid   uint32
+	Tid    uint32
+	Flags  uint32
+	Kstack uint32
 }
 
 type kwalkFrame struct {
@@ -115,6 +115,7 @@ const (
 	kwalkMapCounters        = "counters"
 	kwalkMapCounts0         = "counts0"
 	kwalkMapCounts1         = "counts1"
+	kwalkMapKstacks         = "kstacks"
 	kwalkMapProcs           = "procs"
 	kwalkMapProcsetCounters = "procset_counters"
 	kwalkMapProcsetEvents   = "procset_events"
@@ -131,6 +132,7 @@ const (
 	kwalkProgProcsetFork    = "procset_fork"
 	kwalkVarAggregate       = "aggregate"
 	kwalkVarCfg             = "cfg"
+	kwalkVarKstacksOn       = "kstacks_on"
 	kwalkVarProcsetCgroup   = "procset_cgroup"
 	kwalkVarProcsetFollow   = "procset_follow"
 )
@@ -191,6 +193,7 @@ type kwalkMapSpecs struct {
 	Counters        *ebpf.MapSpec `ebpf:"counters"`
 	Counts0         *ebpf.MapSpec `ebpf:"counts0"`
 	Counts1         *ebpf.MapSpec `ebpf:"counts1"`
+	Kstacks         *ebpf.MapSpec `ebpf:"kstacks"`
 	Procs           *ebpf.MapSpec `ebpf:"procs"`
 	ProcsetCounters *ebpf.MapSpec `ebpf:"procset_counters"`
 	ProcsetEvents   *ebpf.MapSpec `ebpf:"procset_events"`
@@ -209,6 +212,7 @@ type kwalkMapSpecs struct {
 type kwalkVariableSpecs struct {
 	Aggregate     *ebpf.VariableSpec `ebpf:"aggregate"`
 	Cfg           *ebpf.VariableSpec `ebpf:"cfg"`
+	KstacksOn     *ebpf.VariableSpec `ebpf:"kstacks_on"`
 	ProcsetCgroup *ebpf.VariableSpec `ebpf:"procset_cgroup"`
 	ProcsetFollow *ebpf.VariableSpec `ebpf:"procset_follow"`
 }
@@ -237,6 +241,7 @@ type kwalkMaps struct {
 	Counters        *ebpf.Map `ebpf:"counters"`
 	Counts0         *ebpf.Map `ebpf:"counts0"`
 	Counts1         *ebpf.Map `ebpf:"counts1"`
+	Kstacks         *ebpf.Map `ebpf:"kstacks"`
 	Procs           *ebpf.Map `ebpf:"procs"`
 	ProcsetCounters *ebpf.Map `ebpf:"procset_counters"`
 	ProcsetEvents   *ebpf.Map `ebpf:"procset_events"`
@@ -255,6 +260,7 @@ func (m *kwalkMaps) Close() error {
 		m.Counters,
 		m.Counts0,
 		m.Counts1,
+		m.Kstacks,
 		m.Procs,
 		m.ProcsetCounters,
 		m.ProcsetEvents,
@@ -274,6 +280,7 @@ func (m *kwalkMaps) Close() error {
 type kwalkVariables struct {
 	Aggregate     *ebpf.Variable `ebpf:"aggregate"`
 	Cfg           *ebpf.Variable `ebpf:"cfg"`
+	KstacksOn     *ebpf.Variable `ebpf:"kstacks_on"`
 	ProcsetCgroup *ebpf.Variable `ebpf:"procset_cgroup"`
 	ProcsetFollow *ebpf.Variable `ebpf:"procset_follow"`
 }

@@ -32,6 +32,7 @@ type objects struct {
 	Counts1  *ebpf.Map     `ebpf:"counts1"`
 	Sel      *ebpf.Map     `ebpf:"sel"`
 	Sent     *ebpf.Map     `ebpf:"sent"`
+	KStacks  *ebpf.Map     `ebpf:"kstacks"`
 
 	// procset.h's, used with Options.Set.
 	Procs           *ebpf.Map     `ebpf:"procs"`
@@ -44,7 +45,7 @@ type objects struct {
 
 func (o *objects) Close() {
 	for _, c := range []interface{ Close() error }{o.Prog, o.Tstates, o.Counters, o.Samples, o.Scratch, o.CodesOK, o.Win, o.PyAddrs,
-		o.Counts0, o.Counts1, o.Sel, o.Sent,
+		o.Counts0, o.Counts1, o.Sel, o.Sent, o.KStacks,
 		o.Procs, o.ProcsetEvents, o.ProcsetCounters, o.ProcsetFork, o.ProcsetExec, o.ProcsetExit} {
 		if c != nil {
 			c.Close()
@@ -55,7 +56,7 @@ func (o *objects) Close() {
 // load fixes cfg in the object's read-only data (the verifier sees the
 // layout as constants) and loads program and maps; set configures
 // procset.h (nil: one process, cfg.tgid).
-func load(cfg kwalkConfig, ringBytes uint32, set *procset.Options, aggregate bool) (*objects, error) {
+func load(cfg kwalkConfig, ringBytes uint32, set *procset.Options, aggregate, kstacks bool) (*objects, error) {
 	if err := bpfload.CheckPidNS(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
@@ -68,7 +69,14 @@ func load(cfg kwalkConfig, ringBytes uint32, set *procset.Options, aggregate boo
 	if aggregate {
 		agg = 1
 	}
-	if err := bpfload.SetVars(bpfload.Var{Spec: specs.Cfg, Value: cfg}, bpfload.Var{Spec: specs.Aggregate, Value: agg}); err != nil {
+	ks := uint32(0)
+	if kstacks {
+		ks = 1
+	} else {
+		specs.Kstacks.MaxEntries = 1 // never used: no memory for it
+	}
+	if err := bpfload.SetVars(bpfload.Var{Spec: specs.Cfg, Value: cfg}, bpfload.Var{Spec: specs.Aggregate, Value: agg},
+		bpfload.Var{Spec: specs.KstacksOn, Value: ks}); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	if set != nil {

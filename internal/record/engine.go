@@ -20,7 +20,7 @@ const (
 const UserSpaceNote = "stacks read from user space after the sample"
 
 // engineWant validates opt.Engine against the mode and the options that
-// keep the user-space reader (--native, --kernel, --async, wall, gil).
+// keep the user-space reader (--native, --async, --greenlets, wall, gil).
 func engineWant(opt *Options) (fallback.Want, error) {
 	switch opt.Engine {
 	case "", EngineAuto:
@@ -35,8 +35,6 @@ func engineWant(opt *Options) (fallback.Want, error) {
 		keep = "--mode " + opt.Mode
 	case opt.Native:
 		keep = "--native"
-	case opt.Kernel:
-		keep = "--kernel"
 	case opt.Async:
 		keep = "--async"
 	case opt.Greenlets:

@@ -14,7 +14,7 @@ const Help = `record samples the target and writes a flame graph or profile.
   frames come out as [truncated stack] with their innermost frames; a frame
   on a page not present in memory can't be read there ([faulted: page not
   present]); each is counted, never guessed. With --engine perf, and always
-  with --native, --kernel, --async, --greenlets, --mode wall and gil:
+  with --native, --async, --greenlets, --mode wall and gil:
   ` + UserSpaceNote + ` (perf engine: one ring per
   thread, then a read of that thread's Python stack; a thread may have moved
   on: [late read], torn reads counted).
@@ -34,7 +34,9 @@ const Help = `record samples the target and writes a flame graph or profile.
   read]. Stacks deeper than the copy end in [truncated native stack];
   samples whose native and Python stacks disagree are kept unmerged under
   [merge mismatch] and counted.
---kernel (cpu mode): kernel frames (SYMBOL_[k]) from the sample's callchain.
+--kernel (cpu mode): kernel frames (SYMBOL_[k]) from the sample's callchain;
+  on the bpf engine the same program takes it (a stack the kernel's stack
+  map had no room for is [kernel stack lost], counted).
 --async (CPython 3.14+): a sample of a thread that is running an asyncio task
   is rooted at "[task] NAME" frames, the tasks awaiting it first (outermost
   awaiter first; the lowest-addressed one when several await a task), then

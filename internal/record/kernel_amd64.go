@@ -30,10 +30,35 @@ type kernelRec struct {
 	// Aggregated in the kernel (kwalk.Options.Aggregate): each distinct
 	// stack as the ring brought it, counts whose stack had not come yet
 	// (read at the next drain), and samples whose stack never came.
-	defs    map[uint64]kwalk.Sample
+	defs    map[uint64]kdef
+	frames  []kwalk.Frame // the defs' frames, one after another
+	fids    []int         // the defs' interned Python frames, one after another
 	orphans []kwalk.Count
 	unsent  uint64
-	mapOnly bool // no TLS offset: thread states from the tid map alone
+	mapOnly bool      // no TLS offset: thread states from the tid map alone
+	now     time.Time // this drain's clock
+
+	// --kernel: each kernel stack's frames, root first, by the kernel's id.
+	kstacks             map[uint32][]int
+	kstackN, kstackLost uint64
+}
+
+// kdef is one distinct stack as the ring brought it, and (one process)
+// its Python frames interned once: a stack counted again is folded
+// without naming its code objects again. The names are reused while the
+// symbolizer would trust them (3.14+: the id holds the code-object
+// generation; ≤3.13: for Revalidate after they were read).
+//
+// A long recording holds hundreds of thousands of them: the value is
+// pointer-free (its frames and ids are offsets into two arenas), so the
+// collector never scans the map.
+type kdef struct {
+	gen    uint64
+	named  int64  // when fids were interned (k.now, Unix ns); 0: not yet
+	frame  uint32 // its frames: k.frames[frame : frame+n], innermost first
+	fid    uint32 // its Python frames' ids: k.fids[fid : fid+n], root first
+	n      uint32
+	hasFid bool
 }
 
 // openKernel loads the walker for the session's target and starts it on
@@ -51,8 +76,11 @@ func (r *Recorder) openKernel() (*kernelRec, error) {
 	k.stats, k.note = bpfload.EnableRunStats()
 	// Counted in the kernel: user space pays per distinct stack and per
 	// drain, not per sample.
-	wo := kwalk.Options{Freq: r.opt.Freq, TLS: tls, Latency: r.look(), Aggregate: true}
-	k.defs = map[uint64]kwalk.Sample{}
+	wo := kwalk.Options{Freq: r.opt.Freq, TLS: tls, Latency: r.look(), Aggregate: true, KernelStacks: r.opt.Kernel}
+	if r.opt.Kernel {
+		k.kstacks = map[uint32][]int{}
+	}
+	k.defs = map[uint64]kdef{}
 	if r.s.Set.Many() {
 		so := r.s.Options()
 		wo.Set = &so
@@ -68,11 +96,22 @@ func (r *Recorder) openKernel() (*kernelRec, error) {
 		return nil, err
 	}
 	k.sym = kwalk.NewSymbolizer(r.s.Py, kl)
+	k.w.Known = k.has
 	if k.w.Set != nil {
 		k.set = newSetRec(k, r, kl)
 		r.setCPU = k.set.cpuSum
 	}
 	return k, nil
+}
+
+// tick reads the clock once for a batch of samples: the symbolizers'
+// re-validation and the defs' reuse go by it.
+func (k *kernelRec) tick(now time.Time) {
+	k.now = now
+	k.sym.Tick(now)
+	if k.set != nil {
+		k.set.tick(now)
+	}
 }
 
 func (k *kernelRec) close() {
@@ -102,17 +141,20 @@ func (r *Recorder) runKernel(ctx context.Context, deadline <-chan time.Time, k *
 			}
 			if k.defs != nil {
 				if s.ID != 0 {
-					k.defs[s.ID] = s
+					k.defs[s.ID] = kdef{gen: s.CodeGen, frame: uint32(len(k.frames)), n: uint32(len(s.Frames))}
+					k.frames = append(k.frames, s.Frames...)
 				}
 				continue
 			}
-			r.kernelSample(k, &s, 1)
+			k.tick(time.Now())
+			r.kernelSample(k, &s, 1, nil)
 		}
 	}
 	drain := func(final bool) error {
 		if k.defs == nil {
 			return nil
 		}
+		k.tick(time.Now())
 		pend := k.orphans
 		k.orphans = nil
 		err := k.w.DrainCounts(func(c kwalk.Count) { pend = append(pend, c) })
@@ -174,7 +216,7 @@ func (r *Recorder) runKernel(ctx context.Context, deadline <-chan time.Time, k *
 // kernelSample folds n samples of one stack (n > 1: counted in the kernel): the stack walked at the sample when the
 // walk was complete; the frames read under [truncated stack] when callers
 // are missing; a marker when nothing usable was read.
-func (r *Recorder) kernelSample(k *kernelRec, s *kwalk.Sample, n uint64) {
+func (r *Recorder) kernelSample(k *kernelRec, s *kwalk.Sample, n uint64, def *kdef) {
 	w := int64(n)
 	sym, ids := k.sym, k.ids
 	if k.set != nil {
@@ -232,6 +274,14 @@ func (r *Recorder) kernelSample(k *kernelRec, s *kwalk.Sample, n uint64) {
 		k.trunc += n
 		fids = append(fids, r.prof.Intern(flame.Frame{Kind: flame.State, Function: "[truncated stack]"}))
 	}
+	if def != nil && def.hasFid && k.set == nil && r.fresh(k, def) {
+		r.samples += n
+		fids = append(append(fids, k.fids[def.fid:def.fid+def.n]...), r.kern...)
+		r.prof.AddIDsN(fids, w, w)
+		r.ids = fids
+		return
+	}
+	py := len(fids)
 	for i := len(s.Frames) - 1; i >= 0; i-- {
 		f := s.Frames[i]
 		cs, err := sym.Code(f.Code, s.CodeGen)
@@ -254,9 +304,27 @@ func (r *Recorder) kernelSample(k *kernelRec, s *kwalk.Sample, n uint64) {
 		}
 		fids = append(fids, id)
 	}
+	if def != nil && k.set == nil && uint32(len(fids)-py) == def.n {
+		if !def.hasFid {
+			def.fid, def.hasFid = uint32(len(k.fids)), true
+			k.fids = append(k.fids, fids[py:]...)
+		} else {
+			copy(k.fids[def.fid:def.fid+def.n], fids[py:]) // named again: same frames, same room
+		}
+		def.named = k.now.UnixNano()
+	}
+	fids = append(fids, r.kern...)
 	r.samples += n
 	r.prof.AddIDsN(fids, w, w)
 	r.ids = fids
+}
+
+// fresh: def's interned frames may stand for its code objects now.
+func (r *Recorder) fresh(k *kernelRec, def *kdef) bool {
+	if k.sym.Generations() {
+		return true // the stack's id holds the code-object generation
+	}
+	return k.now.UnixNano()-def.named < int64(k.sym.Revalidate)
 }
 
 // look is the bpf engine's look period (Options.Look).
@@ -272,19 +340,56 @@ func (r *Recorder) look() time.Duration {
 // (final: it never came, its samples are lost and counted).
 func (r *Recorder) foldCount(k *kernelRec, c kwalk.Count, final bool) {
 	s := kwalk.Sample{Tid: c.Tid, Tgid: c.Tgid, Flags: c.Flags}
-	if c.ID != 0 {
-		def, ok := k.defs[c.ID]
-		if !ok {
-			if final {
-				k.unsent += c.N
-			} else {
-				k.orphans = append(k.orphans, c)
-			}
-			return
-		}
-		s.ID, s.Frames, s.CodeGen = c.ID, def.Frames, def.CodeGen
+	if k.kstacks != nil && c.KStack != 0 && (c.ID == 0 || k.has(c.ID)) {
+		r.kern = r.kernelFrames(k, c.KStack, c.N)
+		defer func() { r.kern = nil }()
 	}
-	r.kernelSample(k, &s, c.N)
+	if c.ID == 0 {
+		r.kernelSample(k, &s, c.N, nil)
+		return
+	}
+	def, ok := k.defs[c.ID]
+	if !ok {
+		if final {
+			k.unsent += c.N
+		} else {
+			k.orphans = append(k.orphans, c)
+		}
+		return
+	}
+	s.ID, s.Frames, s.CodeGen = c.ID, k.frames[def.frame:def.frame+def.n], def.gen
+	before := def
+	r.kernelSample(k, &s, c.N, &def)
+	if def != before {
+		k.defs[c.ID] = def
+	}
+}
+
+func (k *kernelRec) has(id uint64) bool { _, ok := k.defs[id]; return ok }
+
+// kernelFrames is kernel stack ks's frames, root first (the syscall
+// entry, down to where the sample hit), named once per stack; n samples
+// are counted against it.
+func (r *Recorder) kernelFrames(k *kernelRec, ks uint32, n uint64) []int {
+	if ks == kwalk.KStackLost {
+		k.kstackLost += n
+		return []int{r.prof.Intern(flame.Frame{Kind: flame.State, Function: "[kernel stack lost]"})}
+	}
+	k.kstackN += n
+	if ids, ok := k.kstacks[ks]; ok {
+		return ids
+	}
+	pcs, err := k.w.KernelStack(ks)
+	var ids []int
+	if err != nil || len(pcs) == 0 {
+		ids = []int{r.prof.Intern(flame.Frame{Kind: flame.State, Function: "[kernel stack unreadable]"})}
+	} else {
+		for i := len(pcs) - 1; i >= 0; i-- {
+			ids = append(ids, r.nat.kernelFrame(r.prof, pcs[i]))
+		}
+	}
+	k.kstacks[ks] = ids
+	return ids
 }
 
 // kernelAccount copies the walker's counts into the profile's account.
@@ -294,6 +399,10 @@ func (r *Recorder) kernelAccount(k *kernelRec) {
 	m.NotPython, m.NoFrames = k.nopy, k.empty
 	m.BPFStats = k.note
 	m.MapOnly = k.mapOnly
+	if k.kstacks != nil {
+		x := m.MixedMeta()
+		x.KernelStacks, x.KernelStacksLost = k.kstackN, k.kstackLost
+	}
 	cnt, err := k.w.Counters()
 	if err == nil {
 		r.lost = cnt[kwalk.CLost]

@@ -82,6 +82,7 @@ type Recorder struct {
 	names    map[uint64]string
 	namesAt  time.Time         // last refresh of names
 	ids      []int             // scratch for one stack's frame ids
+	kern     []int             // bpf engine, --kernel: the sample's kernel frames, root first, appended to its stack
 	frameIDs map[[2]uint64]int // (code object, line) -> interned frame
 	start    time.Time
 	cpu0     time.Duration
@@ -172,7 +173,7 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*flame.Profile, 
 		return nil, err
 	}
 	if opt.SetRequired && (opt.Mode != "cpu" || want == fallback.NoBPF) {
-		return nil, errors.New("several processes (several -p, --children, --cgroup, --all) are recorded by cpu mode's bpf engine; --native, --kernel, --async, --greenlets, --engine perf, wall and gil read one process from user space")
+		return nil, errors.New("several processes (several -p, --children, --cgroup, --all) are recorded by cpu mode's bpf engine; --native, --async, --greenlets, --engine perf, wall and gil read one process from user space")
 	}
 	r.opt.Engine = opt.Engine
 	r.tids.Refresh()
@@ -493,6 +494,7 @@ func (r *Recorder) marker(tid int, what string, weight int64) {
 		ids = append(ids, r.threadFrame(ref))
 	}
 	ids = append(ids, r.prof.Intern(flame.Frame{Kind: flame.State, Function: what}))
+	ids = append(ids, r.kern...)        // bpf engine, --kernel: where in the kernel
 	r.prof.AddIDsN(ids, weight, weight) // a sample weighs one: weight samples
 	r.ids = ids
 }

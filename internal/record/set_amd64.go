@@ -206,3 +206,12 @@ func (sr *setRec) account() *SetAccount {
 	}
 	return a
 }
+
+// tick hands one clock reading to every open member's symbolizer.
+func (sr *setRec) tick(now time.Time) {
+	for _, p := range sr.procs {
+		if p.sym != nil {
+			p.sym.Tick(now)
+		}
+	}
+}

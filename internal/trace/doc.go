@@ -48,7 +48,8 @@
 // result), and for slow or failing calls the Python stack — walked whole
 // by the BPF program while the thread is still in the kernel (or, as the
 // fallback where the kernel refuses the walk, its innermost frame alone),
-// or the innermost frame from the stopped thread at its exit stop. A site read after the call had returned
+// or the whole stack from the stopped thread at its exit stop (ptrace).
+// A site read after the call had returned
 // (the tracepoint engine's fallback for threads the kernel could not read)
 // is counted as late and never attributed, as record counts its late reads.
 // Calls still blocked when a tracepoint trace ends are listed with the site
@@ -57,8 +58,9 @@
 // Aggregation: per syscall counts, errors by errno name, a log-linear
 // latency histogram (p50, p99, max; the buckets of internal/trace/bucket),
 // share of wall time, the Python call sites of the calls whose site was
-// read and, for stacks walked in the kernel, the whole call paths (each
-// path's leaf is its call's site: the two views count the same calls).
+// read and, for stacks walked in the kernel or read at a ptrace exit
+// stop, the whole call paths (each path's leaf is its call's site: the
+// two views count the same calls).
 // Two ways in: Add takes one finished call at a time (ptrace); AddKernel
 // takes a syscall's account already aggregated in the kernel and AddPath
 // (a walked stack) or AddSite (a frame, or none) each slow or failing call

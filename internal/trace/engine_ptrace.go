@@ -33,7 +33,11 @@ func (r *sites) onExit(c *tptrace.Syscall) {
 	}
 	if c.Dur >= r.slow || call.Errno != "" {
 		call.SiteTried = true
-		call.Site = r.site(c.Tid)
+		// The thread is stopped at its exit: its whole stack is the
+		// call's path, read at the call.
+		if path := r.site(c.Tid); len(path) > 0 {
+			call.Site, call.Path = &path[0], path
+		}
 		r.siteTried++
 		if call.Site == nil {
 			r.siteFail++

@@ -90,7 +90,7 @@ func (b *bpfRun) onEvent(e tracepoint.Event) {
 				// No thread state in the map nor the thread's TLS: read
 				// the live stack now, labelled late (as without the walk).
 				b.stale = true
-				if lateSite = r.site(e.Tid); lateSite != nil {
+				if lateSite = r.innermost(e.Tid); lateSite != nil {
 					b.late++
 				}
 			case f&walkEmpty != 0:
@@ -144,7 +144,7 @@ func (b *bpfRun) onEvent(e tracepoint.Event) {
 		if e.Py == tracepoint.PyNoThreadState {
 			b.stale = true // the walk did not find it either (3.10, another pid namespace)
 		}
-		lateSite = r.site(e.Tid)
+		lateSite = r.innermost(e.Tid)
 		if lateSite != nil {
 			b.late++
 		}
@@ -218,7 +218,7 @@ func (b *bpfRun) inProgress(slow time.Duration) ([]BlockedCall, int) {
 		if dur < slow {
 			continue
 		}
-		site := b.run.site(tid)
+		site := b.run.innermost(tid)
 		if again, ok := b.tp.InProgress()[tid]; site == nil || !ok || again != c {
 			continue // returned meanwhile: the stack may be elsewhere already
 		}

@@ -273,6 +273,6 @@ func (r *Result) Footer(where string) string {
 	if a.TargetExited {
 		end = "target exited"
 	}
-	return fmt.Sprintf("pyobs trace: engine ptrace%s; %d events, lost 0; %d threads, %d signals passed through, %d interrupted calls restarted by the kernel (not counted); sites read for %d calls (%d found none; slow ≥ %s or failing); observer CPU %.2fs%s; target stopped %.3fs (summed over threads); %s; %s; wrote %s",
+	return fmt.Sprintf("pyobs trace: engine ptrace%s; %d events, lost 0; %d threads, %d signals passed through, %d interrupted calls restarted by the kernel (not counted); whole Python stacks read at the exit stop for %d calls (%d found none; slow ≥ %s or failing); observer CPU %.2fs%s; target stopped %.3fs (summed over threads); %s; %s; wrote %s",
 		note, a.Calls, a.Threads, a.Signals, a.Restarted, a.SiteReads, a.SiteReadsFailed, slow, a.ObserverCPU.Seconds(), obs, a.Stopped.Seconds(), a.Slowdown, end, where)
 }

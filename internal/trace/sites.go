@@ -43,8 +43,9 @@ func (r *sites) siteErr(format string, a ...any) {
 	}
 }
 
-// site reads the innermost Python frame of tid now; nil when it cannot.
-func (r *sites) site(tid int) *Site {
+// site reads the Python stack of tid now (innermost first); nil when it
+// cannot.
+func (r *sites) site(tid int) []Site {
 	if r.sess == nil {
 		if time.Since(r.lastTry) < 5*time.Millisecond {
 			return nil
@@ -73,8 +74,18 @@ func (r *sites) site(tid int) *Site {
 		r.siteErr("tid %d: %v", tid, err)
 		return nil
 	}
-	if len(frames) == 0 {
-		return nil
+	out := make([]Site, len(frames))
+	for i, f := range frames {
+		out[i] = Site{Function: f.Function, File: f.File, Line: f.Line}
 	}
-	return &Site{Function: frames[0].Function, File: frames[0].File, Line: frames[0].Line}
+	return out
+}
+
+// innermost is the innermost frame of tid's stack now; nil when it cannot
+// be read.
+func (r *sites) innermost(tid int) *Site {
+	if path := r.site(tid); len(path) > 0 {
+		return &path[0]
+	}
+	return nil
 }

@@ -24,6 +24,10 @@ type Call struct {
 	Site  *Site  // nil when not read or not found
 	// SiteTried: a site read was attempted (and failed when Site is nil).
 	SiteTried bool
+	// Path: the whole Python stack at the call, innermost first (Path[0]
+	// is Site), when it was read with the thread stopped (ptrace's exit
+	// stop); nil otherwise.
+	Path []Site
 }
 
 // Hist is a log-linear histogram of nanoseconds: values below 2^bucket.SubBits
@@ -232,6 +236,15 @@ func (a *Agg) Add(c Call) {
 		} else {
 			s.Sites[*c.Site]++
 		}
+	}
+	if len(c.Path) > 0 {
+		k := pathKey(c.Path, false)
+		p := s.Paths[k]
+		if p == nil {
+			p = &PathCount{Frames: c.Path}
+			s.Paths[k] = p
+		}
+		p.Calls++
 	}
 }
 

@@ -7,6 +7,8 @@ qsort's libc frames → libffi/_ctypes callback frames → compare.
 in zlib's C code (deflate, longest_match, …) under compressor.
 "sha": hasher() calls hashlib.sha256 on a large buffer.
 "io": rw() writes and reads a pipe in large blocks: kernel time under rw.
+"iomix": iomix() alternates pipe writes and reads with a pure-Python loop:
+part of its CPU time in the kernel, part in user space.
 "deep N": recurse N levels, each through a C call (map/list), then spin:
 the native stack is deep.
 Prints READY once running.
@@ -69,6 +71,18 @@ def rw():
         os.read(r, 65536)
 
 
+def iomix():
+    r, w = os.pipe()
+    block = b"x" * 65536
+    while True:
+        for _ in range(60):
+            os.write(w, block)
+            os.read(r, 65536)
+        x = 0
+        for i in range(20000):
+            x += i
+
+
 def deep(n):
     if n == 0:
         while True:
@@ -84,6 +98,8 @@ elif mode == "sha":
     sha_forever()
 elif mode == "io":
     rw()
+elif mode == "iomix":
+    iomix()
 elif mode == "deep":
     sys.setrecursionlimit(10000)
     deep(int(sys.argv[2]))
