@@ -40,7 +40,9 @@ func newAgent(g *globals) *cobra.Command {
 (--window, 15 s): a CPU profile at a low rate (-F, 19 Hz; record's cpu mode),
 stat's counters and verdicts, and with --offcpu an off-CPU profile. Each
 window is exported, then dropped: memory stays bounded however long it runs.
-Ctrl-C or SIGTERM cuts the window in the making and exports it.
+Ctrl-C or SIGTERM cuts the window in the making and exports it. With
+--children, several -p, --cgroup or --all it observes the set: stacks start
+at their process ([pid N] argv), stat's counters are the set's totals.
 
 Exporters (each may repeat):
   --otlp URL       OTLP profiles to an OpenTelemetry Collector: OTLP/HTTP
@@ -68,10 +70,11 @@ load: ~0.1 s of CPU per window); stat is free.
 Cannot see: the few ms (perf) to ~0.1 s (bpf) between two windows; what
 record, stat and offcpu cannot.`,
 		Example: `  pyobs agent -p 4242 --metrics 127.0.0.1:9464
+  pyobs agent -p 4242 --children --pyroscope http://127.0.0.1:4040
   pyobs agent -p 4242 --otlp http://127.0.0.1:4318 --label env=prod
   pyobs agent -p 4242 --pyroscope http://127.0.0.1:4040 --window 10s`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error { return runAgent(cmd, g, &f) },
+		RunE: func(cmd *cobra.Command, args []string) error { return runAgent(cmd, g, &f, args) },
 	}
 	fl := c.Flags()
 	fl.DurationVar(&f.window, "window", agent.DefaultWindow, "length of each exported window")
@@ -113,12 +116,9 @@ func parseLabels(in []string) ([]export.Label, error) {
 	return out, nil
 }
 
-func runAgent(cmd *cobra.Command, g *globals, f *agentFlags) error {
-	if err := oneProcess(cmd, g); err != nil {
-		return err
-	}
+func runAgent(cmd *cobra.Command, g *globals, f *agentFlags, args []string) error {
 	switch {
-	case g.pid == 0:
+	case g.pid == 0 && len(g.pids) == 0 && g.cgroup == "" && !g.all:
 		return usagef("agent: no target: give -p PID")
 	case g.pid < 0:
 		return usagef("invalid pid %d", g.pid)
@@ -161,20 +161,28 @@ func runAgent(cmd *cobra.Command, g *globals, f *agentFlags) error {
 		}
 		sinks = append(sinks, s)
 	}
+	spec, err := targetSpec(cmd, g, args)
+	if err != nil {
+		return err
+	}
 	ctx := cmd.Context()
-	s, err := session.Open(ctx, session.Spec{Pid: g.pid})
+	s, err := session.Open(ctx, spec)
 	if err != nil {
 		return err
 	}
 	logf := func(l string) { fmt.Fprintln(os.Stderr, "pyobs agent:", l) }
 	a, err := agent.Start(s, agent.Options{Window: f.window, Freq: f.freq, Engine: f.engine, OffCPU: f.offcpu, OffWindow: f.offWindow, RED: f.red, NoStat: f.noStat,
 		Duration: f.duration, ServiceName: f.service, Labels: labels, Sinks: sinks, Queue: export.QueueOptions{Len: f.queue},
-		Metrics: f.metrics, Log: logf})
+		Metrics: f.metrics, Log: logf, SetAsked: setAsked(cmd, g)})
 	if err != nil {
 		return err
 	}
 	r := a.Resource()
-	logf(fmt.Sprintf("pid %d (service.name %s, Python %s): %v windows at %d Hz", s.Pid, r.ServiceName, r.RuntimeVersion, f.window, f.freq))
+	who := fmt.Sprintf("pid %d", s.Pid)
+	if s.Set.Many() {
+		who = fmt.Sprintf("pid %d and the rest of its set (%s; stacks rooted at their process)", s.Pid, setWords(s.Set))
+	}
+	logf(fmt.Sprintf("%s (service.name %s, Python %s): %v windows at %d Hz", who, r.ServiceName, r.RuntimeVersion, f.window, f.freq))
 	if addr := a.MetricsAddr(); addr != "" {
 		logf("serving /metrics on http://" + addr + "/metrics")
 	}
@@ -187,4 +195,20 @@ func runAgent(cmd *cobra.Command, g *globals, f *agentFlags) error {
 		logf(line)
 	}
 	return err
+}
+
+// setWords names what a set holds beyond its first pid, for the agent's
+// start line.
+func setWords(set session.SetSpec) string {
+	var w []string
+	if n := len(set.Pids); n > 0 {
+		w = append(w, fmt.Sprintf("%d more pid(s)", n))
+	}
+	if set.Children {
+		w = append(w, "children")
+	}
+	if set.Cgroup != "" {
+		w = append(w, "cgroup "+set.Cgroup)
+	}
+	return strings.Join(w, ", ")
 }

@@ -213,6 +213,7 @@ func oneProcess(cmd *cobra.Command, g *globals) error {
 // (session.SetSpec); the others refuse several -p, --children, --cgroup
 // and --all in one line.
 var setCommands = map[string]bool{
+	"agent":  true,
 	"dump":   true,
 	"offcpu": true,
 	"record": true,

@@ -62,6 +62,10 @@ type Options struct {
 	OnWindow func(*export.Window)
 	// Log receives one-line notes (engine fallbacks, sink errors).
 	Log func(string)
+	// SetAsked: the session's set was asked for (several -p, --children,
+	// --cgroup, --all): the CPU profile needs the bpf engine, which
+	// observes sets (the perf engine would see the first process alone).
+	SetAsked bool
 }
 
 // Stats is the agent's account of a run.
@@ -229,7 +233,7 @@ func (a *Agent) Wait(ctx context.Context) (*Stats, error) {
 	if a.opt.OffCPU {
 		a.off = startOff(runCtx, a.s, a.opt.OffWindow)
 	}
-	a.cpu = startCPU(runCtx, a.s, record.Options{Mode: "cpu", Freq: a.opt.Freq, Engine: a.opt.Engine,
+	a.cpu = startCPU(runCtx, a.s, record.Options{Mode: "cpu", Freq: a.opt.Freq, Engine: a.opt.Engine, SetRequired: a.opt.SetAsked,
 		OnFallback: func(l string) { a.logf("record: %s", l) }}, a.opt.Window)
 	var err error
 	for seq := uint64(1); ; seq++ {
@@ -326,11 +330,20 @@ func (a *Agent) window(ctx context.Context, seq uint64) (*export.Window, error) 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var r *stat.Result
 			// Thread states polled three times a window (each poll reads
 			// every thread's stat and status).
-			r, statErr = stat.Run(ctx, a.s, stat.Options{Duration: dur, Poll: max(time.Second, a.opt.Window/3)})
-			if r != nil {
+			so := stat.Options{Duration: dur, Poll: max(time.Second, a.opt.Window/3)}
+			if a.s.Set.Many() {
+				// The set measured as one process: counters summed over
+				// its members, every thread.
+				var r *stat.SetStat
+				if r, statErr = stat.RunSet(ctx, a.s, so); r != nil {
+					st = r.Total
+				}
+				return
+			}
+			var r *stat.Result
+			if r, statErr = stat.Run(ctx, a.s, so); r != nil {
 				st = r.Stat
 			}
 		}()

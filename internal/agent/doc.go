@@ -1,4 +1,6 @@
-// Package agent is pyobs's always-on mode: it observes a process in
+// Package agent is pyobs's always-on mode: it observes a process (or a
+// set of them: children, several pids, a cgroup — the CPU profile's
+// stacks rooted at their process, stat's counters summed over the set) in
 // rolling windows (15 s by default) — a low-rate CPU profile (19 Hz, the
 // record engine's cpu mode), stat's counters and verdicts, and on request
 // an off-CPU profile and red's metrics — and hands each finished window to

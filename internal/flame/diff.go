@@ -18,7 +18,7 @@ import (
 // format by content: gzip or protocol buffer bytes are pprof, text is
 // folded stacks ("FRAME;FRAME WEIGHT" lines). From pprof the weight is the
 // "samples" value when the profile has one, else its default sample type;
-// a sample's "thread" label becomes its root frame and its "state" label
+// a sample's "process" and "thread" labels become its root frames and its "state" label
 // its leaf, as WritePprof wrote them. Errors name what both readings said
 // (never a partial profile).
 func ReadProfile(r io.Reader) (*Profile, error) {
@@ -84,6 +84,9 @@ func readPprof(data []byte) (*Profile, error) {
 			continue
 		}
 		ids = ids[:0]
+		for _, t := range s.Label["process"] {
+			ids = append(ids, p.Intern(Frame{Kind: Thread, Function: t}))
+		}
 		for _, t := range s.Label["thread"] {
 			ids = append(ids, p.Intern(Frame{Kind: Thread, Function: t}))
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strings"
 
 	"github.com/google/pprof/profile"
 )
@@ -21,8 +22,9 @@ import (
 // executing line in Line; native and kernel frames keep their address and,
 // when File is set, a Mapping for that file; kernel functions are named
 // "SYMBOL_[k]" as in the folded format. Thread and State frames are not
-// locations: they become the sample labels "thread" and "state". Meta goes
-// into the profile's comments.
+// locations: they become the sample labels "thread" and "state" — and a
+// set's process root ("[pid N] argv", IsProcessRoot) the label "process".
+// Meta goes into the profile's comments.
 func WritePprof(w io.Writer, p *Profile) error {
 	pp, err := toPprof(p)
 	if err != nil {
@@ -144,7 +146,11 @@ func toPprof(p *Profile) (*profile.Profile, error) {
 			id := s.Frames[i]
 			switch f := p.Frame(id); f.Kind {
 			case Thread:
-				addLabel(sm, "thread", f.Function)
+				if IsProcessRoot(f) {
+					addLabel(sm, "process", f.Function)
+				} else {
+					addLabel(sm, "thread", f.Function)
+				}
 			case State:
 				addLabel(sm, "state", f.Function)
 			default:
@@ -177,4 +183,11 @@ func addLabel(s *profile.Sample, key, value string) {
 		s.Label = map[string][]string{}
 	}
 	s.Label[key] = append(s.Label[key], value)
+}
+
+// IsProcessRoot: f is the root frame a set's stacks start with, naming
+// their process ("[pid N] argv", procset.Label); a thread frame is named
+// by the thread.
+func IsProcessRoot(f Frame) bool {
+	return f.Kind == Thread && strings.HasPrefix(f.Function, "[pid ")
 }

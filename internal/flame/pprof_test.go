@@ -179,3 +179,32 @@ func TestPprofBytes(t *testing.T) {
 		t.Errorf("bytes: types %v default %q values %v", pp.SampleType, pp.DefaultSampleType, pp.Sample[0].Value)
 	}
 }
+
+// TestPprofProcessRoot: a set's process root becomes the sample's
+// "process" label (its thread the "thread" label), and reading the pprof
+// back puts both first again, in that order.
+func TestPprofProcessRoot(t *testing.T) {
+	p := New(Meta{Command: "record", Mode: "cpu", Unit: "samples", RequestedHz: 99})
+	p.Add([]Frame{{Kind: Thread, Function: "[pid 42] python3 app.py"}, {Kind: Thread, Function: "MainThread"},
+		{Kind: Python, Function: "main", File: "app.py", Line: 3}}, 5)
+	var b bytes.Buffer
+	if err := WritePprof(&b, p); err != nil {
+		t.Fatal(err)
+	}
+	pp, err := profile.Parse(bytes.NewReader(b.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pp.Sample) != 1 || pp.Sample[0].Label["process"][0] != "[pid 42] python3 app.py" || pp.Sample[0].Label["thread"][0] != "MainThread" {
+		t.Fatalf("labels %v", pp.Sample[0].Label)
+	}
+	back, err := ReadProfile(bytes.NewReader(b.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got string
+	back.EachStack(func(s *Stack) { got = back.FoldedKey(s) })
+	if want := "[pid 42] python3 app.py;MainThread;main (app.py:3)"; got != want {
+		t.Errorf("read back %q, want %q", got, want)
+	}
+}
