@@ -103,6 +103,19 @@ func runPathsWith(t *testing.T, engine string, py testutil.Interp, na, nb int, e
 	return &out, r.Stderr, truth
 }
 
+// pathsWant is trace_paths.py's io line and its two paths as checkPaths
+// compares them ("a" and "b": the script's frames, root first).
+func pathsWant(t *testing.T) (io int, want map[string]string) {
+	t.Helper()
+	const script = "trace_paths.py"
+	io, aL, midL, bL := markerLine(t, script, "PATHS_IO_LINE"), markerLine(t, script, "PATHS_A_LINE"), markerLine(t, script, "PATHS_MID_LINE"), markerLine(t, script, "PATHS_B_LINE")
+	runA, runB, mainL := markerLine(t, script, "PATHS_RUN_A_LINE"), markerLine(t, script, "PATHS_RUN_B_LINE"), markerLine(t, script, "PATHS_MAIN_LINE")
+	return io, map[string]string{
+		"a": fmt.Sprintf("<module>:%d run:%d a:%d io:%d", mainL, runA, aL, io),
+		"b": fmt.Sprintf("<module>:%d run:%d b:%d mid:%d io:%d", mainL, runB, bL, midL, io),
+	}
+}
+
 // TestTraceBPFWholePaths: failing calls from two call paths through the
 // same innermost function (a → io, b → mid → io): --sites ranks the two
 // whole paths, each from <module> down to io's os.stat, with the target's
@@ -110,13 +123,7 @@ func runPathsWith(t *testing.T, engine string, py testutil.Interp, na, nb int, e
 // both paths' calls).
 func TestTraceBPFWholePaths(t *testing.T) {
 	testutil.RequireRoot(t)
-	const script = "trace_paths.py"
-	io, aL, midL, bL := markerLine(t, script, "PATHS_IO_LINE"), markerLine(t, script, "PATHS_A_LINE"), markerLine(t, script, "PATHS_MID_LINE"), markerLine(t, script, "PATHS_B_LINE")
-	runA, runB, mainL := markerLine(t, script, "PATHS_RUN_A_LINE"), markerLine(t, script, "PATHS_RUN_B_LINE"), markerLine(t, script, "PATHS_MAIN_LINE")
-	want := map[string]string{
-		"a": fmt.Sprintf("<module>:%d run:%d a:%d io:%d", mainL, runA, aL, io),
-		"b": fmt.Sprintf("<module>:%d run:%d b:%d mid:%d io:%d", mainL, runB, bL, midL, io),
-	}
+	io, want := pathsWant(t)
 	for _, label := range []string{"pyenv-3.11", "pyenv-3.12", "pyenv-3.13", "sid-3.14"} {
 		t.Run(label, func(t *testing.T) {
 			py := testutil.Find(t, label)
@@ -143,13 +150,7 @@ func TestTraceBPFWholePaths(t *testing.T) {
 // with the target's own counts, exactly (every call stops).
 func TestTracePtraceWholePaths(t *testing.T) {
 	testutil.RequireRoot(t)
-	const script = "trace_paths.py"
-	io, aL, midL, bL := markerLine(t, script, "PATHS_IO_LINE"), markerLine(t, script, "PATHS_A_LINE"), markerLine(t, script, "PATHS_MID_LINE"), markerLine(t, script, "PATHS_B_LINE")
-	runA, runB, mainL := markerLine(t, script, "PATHS_RUN_A_LINE"), markerLine(t, script, "PATHS_RUN_B_LINE"), markerLine(t, script, "PATHS_MAIN_LINE")
-	want := map[string]string{
-		"a": fmt.Sprintf("<module>:%d run:%d a:%d io:%d", mainL, runA, aL, io),
-		"b": fmt.Sprintf("<module>:%d run:%d b:%d mid:%d io:%d", mainL, runB, bL, midL, io),
-	}
+	io, want := pathsWant(t)
 	for _, label := range []string{"pyenv-3.10", "pyenv-3.13"} {
 		t.Run(label, func(t *testing.T) {
 			py := testutil.Find(t, label)

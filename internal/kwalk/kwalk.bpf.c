@@ -79,12 +79,7 @@ const volatile u32 kstacks_on = 0;
 #define EEXIST 17
 #endif
 #define KSTACK_LOST 0xffffffff
-struct {
-	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
-	__uint(max_entries, 8192);
-	__uint(key_size, sizeof(u32));
-	__uint(value_size, 64 * sizeof(u64));
-} kstacks SEC(".maps");
+KSTACKS_MAP(kstacks);
 
 #define COUNT_MAP(name)                                  \
 	struct {                                         \

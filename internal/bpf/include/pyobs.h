@@ -70,6 +70,16 @@ struct pt_regs {
 
 // Counters: a per-CPU array of u64 slots (no atomics needed); user space
 // sums each slot over the CPUs (internal/bpfload: Counters).
+// A kernel-stack map (bpf_get_stackid): 8192 buckets of 64 return
+// addresses; a bucket holding another stack is not replaced (-EEXIST).
+#define KSTACKS_MAP(name)                              \
+	struct {                                       \
+		__uint(type, BPF_MAP_TYPE_STACK_TRACE);\
+		__uint(max_entries, 8192);             \
+		__uint(key_size, sizeof(u32));         \
+		__uint(value_size, 64 * sizeof(u64));  \
+	} name SEC(".maps")
+
 #define PERCPU_COUNTERS(name, slots)                 \
 	struct {                                     \
 		__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY); \

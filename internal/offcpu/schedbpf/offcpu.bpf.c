@@ -188,12 +188,7 @@ struct {
 	__type(value, struct wval);
 } offwake SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
-	__uint(max_entries, 8192);
-	__uint(key_size, sizeof(u32));
-	__uint(value_size, 64 * sizeof(u64));
-} kstacks SEC(".maps");
+KSTACKS_MAP(kstacks);
 
 PERCPU_COUNTERS(counters, C_NCOUNTERS);
 
