@@ -180,7 +180,7 @@ func runAgent(cmd *cobra.Command, g *globals, f *agentFlags, args []string) erro
 	r := a.Resource()
 	who := fmt.Sprintf("pid %d", s.Pid)
 	if s.Set.Many() {
-		who = fmt.Sprintf("pid %d and the rest of its set (%s; stacks rooted at their process)", s.Pid, setWords(s.Set))
+		who = fmt.Sprintf("pid %d and the rest of its set (%s; stacks rooted at their process)", s.Pid, s.Set.Describe())
 	}
 	logf(fmt.Sprintf("%s (service.name %s, Python %s): %v windows at %d Hz", who, r.ServiceName, r.RuntimeVersion, f.window, f.freq))
 	if addr := a.MetricsAddr(); addr != "" {
@@ -195,20 +195,4 @@ func runAgent(cmd *cobra.Command, g *globals, f *agentFlags, args []string) erro
 		logf(line)
 	}
 	return err
-}
-
-// setWords names what a set holds beyond its first pid, for the agent's
-// start line.
-func setWords(set session.SetSpec) string {
-	var w []string
-	if n := len(set.Pids); n > 0 {
-		w = append(w, fmt.Sprintf("%d more pid(s)", n))
-	}
-	if set.Children {
-		w = append(w, "children")
-	}
-	if set.Cgroup != "" {
-		w = append(w, "cgroup "+set.Cgroup)
-	}
-	return strings.Join(w, ", ")
 }

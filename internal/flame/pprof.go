@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"strings"
 
 	"github.com/google/pprof/profile"
 )
@@ -183,11 +182,4 @@ func addLabel(s *profile.Sample, key, value string) {
 		s.Label = map[string][]string{}
 	}
 	s.Label[key] = append(s.Label[key], value)
-}
-
-// IsProcessRoot: f is the root frame a set's stacks start with, naming
-// their process ("[pid N] argv", procset.Label); a thread frame is named
-// by the thread.
-func IsProcessRoot(f Frame) bool {
-	return f.Kind == Thread && strings.HasPrefix(f.Function, "[pid ")
 }

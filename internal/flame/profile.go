@@ -177,6 +177,16 @@ type Profile struct {
 	nstack int   // stacks alive
 }
 
+// ProcessFrame is the root frame a set's stacks start with: a Thread
+// frame naming their process, label "[pid N] argv" (procset.Label).
+func ProcessFrame(label string) Frame { return Frame{Kind: Thread, Function: label} }
+
+// IsProcessRoot: f is a ProcessFrame (a thread frame is named by the
+// thread, never "[pid …").
+func IsProcessRoot(f Frame) bool {
+	return f.Kind == Thread && strings.HasPrefix(f.Function, "[pid ")
+}
+
 // Stack is one unique stack and its total weight.
 type Stack struct {
 	Frames []int // indices into the profile's frame table, root first

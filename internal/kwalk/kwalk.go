@@ -152,10 +152,8 @@ type Walker struct {
 	deadline time.Time
 	// Known, when set, names the stacks user space holds already: Read
 	// passes over their records (an aggregating walker sends a stack
-	// again once its `sent` entry was evicted) without decoding them;
-	// Skipped counts those.
-	Known   func(id uint64) bool
-	Skipped uint64
+	// again once its `sent` entry was evicted) without decoding them.
+	Known func(id uint64) bool
 	// DrainCounts' batch buffers, kept across drains.
 	countKeys []kwalkCountKey
 	countVals []uint64
@@ -419,7 +417,6 @@ func (w *Walker) Read() (Sample, error) {
 			if w.Known != nil && len(b) >= hdrSize {
 				// The id is the header's second word (struct sample_hdr).
 				if id := binary.NativeEndian.Uint64(b[8:16]); id != 0 && w.Known(id) {
-					w.Skipped++
 					continue
 				}
 			}

@@ -185,7 +185,7 @@ func (e *bpfEngine) rootFrame(tid int) int {
 	}
 	pid := e.pidOfTid(tid)
 	if pid == 0 {
-		return e.prof.Intern(flame.Frame{Kind: flame.Thread, Function: "[pid ?]"})
+		return e.prof.Intern(flame.ProcessFrame("[pid ?]"))
 	}
 	p := e.set.procs[pid]
 	if p == nil {
@@ -198,7 +198,7 @@ func (e *bpfEngine) rootFrame(tid int) int {
 		if len(argv) == 0 {
 			argv, _ = procfs.Default().Cmdline(pid)
 		}
-		p.root = e.prof.Intern(flame.Frame{Kind: flame.Thread, Function: procset.Label(pid, argv)})
+		p.root = e.prof.Intern(flame.ProcessFrame(procset.Label(pid, argv)))
 	}
 	return p.root
 }

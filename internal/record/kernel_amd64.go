@@ -96,7 +96,7 @@ func (r *Recorder) openKernel() (*kernelRec, error) {
 		return nil, err
 	}
 	k.sym = kwalk.NewSymbolizer(r.s.Py, kl)
-	k.w.Known = k.has
+	k.w.Known = func(id uint64) bool { _, ok := k.defs[id]; return ok }
 	if k.w.Set != nil {
 		k.set = newSetRec(k, r, kl)
 		r.setCPU = k.set.cpuSum
@@ -139,21 +139,15 @@ func (r *Recorder) runKernel(ctx context.Context, deadline <-chan time.Time, k *
 			if err != nil {
 				return err
 			}
-			if k.defs != nil {
-				if s.ID != 0 {
-					k.defs[s.ID] = kdef{gen: s.CodeGen, frame: uint32(len(k.frames)), n: uint32(len(s.Frames))}
-					k.frames = append(k.frames, s.Frames...)
-				}
-				continue
+			// The ring brings each distinct stack once (the counts come
+			// from DrainCounts).
+			if s.ID != 0 {
+				k.defs[s.ID] = kdef{gen: s.CodeGen, frame: uint32(len(k.frames)), n: uint32(len(s.Frames))}
+				k.frames = append(k.frames, s.Frames...)
 			}
-			k.tick(time.Now())
-			r.kernelSample(k, &s, 1, nil)
 		}
 	}
 	drain := func(final bool) error {
-		if k.defs == nil {
-			return nil
-		}
 		k.tick(time.Now())
 		pend := k.orphans
 		k.orphans = nil
@@ -213,7 +207,8 @@ func (r *Recorder) runKernel(ctx context.Context, deadline <-chan time.Time, k *
 	return err
 }
 
-// kernelSample folds n samples of one stack (n > 1: counted in the kernel): the stack walked at the sample when the
+// kernelSample folds n samples of one stack (counted in the kernel; def:
+// its definition, nil for a count without frames): the stack walked at the sample when the
 // walk was complete; the frames read under [truncated stack] when callers
 // are missing; a marker when nothing usable was read.
 func (r *Recorder) kernelSample(k *kernelRec, s *kwalk.Sample, n uint64, def *kdef) {
@@ -274,7 +269,7 @@ func (r *Recorder) kernelSample(k *kernelRec, s *kwalk.Sample, n uint64, def *kd
 		k.trunc += n
 		fids = append(fids, r.prof.Intern(flame.Frame{Kind: flame.State, Function: "[truncated stack]"}))
 	}
-	if def != nil && def.hasFid && k.set == nil && r.fresh(k, def) {
+	if def != nil && def.hasFid && k.set == nil && k.fresh(def) {
 		r.samples += n
 		fids = append(append(fids, k.fids[def.fid:def.fid+def.n]...), r.kern...)
 		r.prof.AddIDsN(fids, w, w)
@@ -320,7 +315,7 @@ func (r *Recorder) kernelSample(k *kernelRec, s *kwalk.Sample, n uint64, def *kd
 }
 
 // fresh: def's interned frames may stand for its code objects now.
-func (r *Recorder) fresh(k *kernelRec, def *kdef) bool {
+func (k *kernelRec) fresh(def *kdef) bool {
 	if k.sym.Generations() {
 		return true // the stack's id holds the code-object generation
 	}
@@ -340,7 +335,20 @@ func (r *Recorder) look() time.Duration {
 // (final: it never came, its samples are lost and counted).
 func (r *Recorder) foldCount(k *kernelRec, c kwalk.Count, final bool) {
 	s := kwalk.Sample{Tid: c.Tid, Tgid: c.Tgid, Flags: c.Flags}
-	if k.kstacks != nil && c.KStack != 0 && (c.ID == 0 || k.has(c.ID)) {
+	var def kdef
+	if c.ID != 0 {
+		var ok bool
+		if def, ok = k.defs[c.ID]; !ok {
+			if final {
+				k.unsent += c.N
+			} else {
+				k.orphans = append(k.orphans, c)
+			}
+			return
+		}
+		s.ID, s.Frames, s.CodeGen = c.ID, k.frames[def.frame:def.frame+def.n], def.gen
+	}
+	if k.kstacks != nil && c.KStack != 0 {
 		r.kern = r.kernelFrames(k, c.KStack, c.N)
 		defer func() { r.kern = nil }()
 	}
@@ -348,16 +356,6 @@ func (r *Recorder) foldCount(k *kernelRec, c kwalk.Count, final bool) {
 		r.kernelSample(k, &s, c.N, nil)
 		return
 	}
-	def, ok := k.defs[c.ID]
-	if !ok {
-		if final {
-			k.unsent += c.N
-		} else {
-			k.orphans = append(k.orphans, c)
-		}
-		return
-	}
-	s.ID, s.Frames, s.CodeGen = c.ID, k.frames[def.frame:def.frame+def.n], def.gen
 	before := def
 	r.kernelSample(k, &s, c.N, &def)
 	if def != before {
@@ -365,18 +363,21 @@ func (r *Recorder) foldCount(k *kernelRec, c kwalk.Count, final bool) {
 	}
 }
 
-func (k *kernelRec) has(id uint64) bool { _, ok := k.defs[id]; return ok }
-
 // kernelFrames is kernel stack ks's frames, root first (the syscall
 // entry, down to where the sample hit), named once per stack; n samples
 // are counted against it.
 func (r *Recorder) kernelFrames(k *kernelRec, ks uint32, n uint64) []int {
 	if ks == kwalk.KStackLost {
 		k.kstackLost += n
-		return []int{r.prof.Intern(flame.Frame{Kind: flame.State, Function: "[kernel stack lost]"})}
+	} else {
+		k.kstackN += n
 	}
-	k.kstackN += n
 	if ids, ok := k.kstacks[ks]; ok {
+		return ids
+	}
+	if ks == kwalk.KStackLost {
+		ids := []int{r.prof.Intern(flame.Frame{Kind: flame.State, Function: "[kernel stack lost]"})}
+		k.kstacks[ks] = ids
 		return ids
 	}
 	pcs, err := k.w.KernelStack(ks)
@@ -405,13 +406,10 @@ func (r *Recorder) kernelAccount(k *kernelRec) {
 	}
 	cnt, err := k.w.Counters()
 	if err == nil {
-		r.lost = cnt[kwalk.CLost]
-		if k.defs != nil {
-			// Aggregated: the ring's losses are stacks, not samples; the
-			// samples lost are those whose stack never came and those the
-			// full count map could not hold.
-			r.lost = k.unsent + cnt[kwalk.CAggFull]
-		}
+		// Aggregated: the ring's losses are stacks, not samples; the
+		// samples lost are those whose stack never came and those the
+		// full count map could not hold.
+		r.lost = k.unsent + cnt[kwalk.CAggFull]
 	}
 	if rt, runs, err := k.w.RunStats(); err == nil && runs > 0 && cnt[kwalk.CSamples] > 0 {
 		m.BPFNSPerSample = float64(rt.Nanoseconds()) / float64(cnt[kwalk.CSamples])

@@ -137,7 +137,7 @@ func (sr *setRec) gone(pid int) bool { return sr.set.Gone(pid) }
 func (sr *setRec) rootFrame(r *Recorder, p *procRec) int {
 	if p.root < 0 {
 		m, _ := sr.set.Member(p.pid)
-		p.root = r.prof.Intern(flame.Frame{Kind: flame.Thread, Function: procset.Label(p.pid, m.Argv)})
+		p.root = r.prof.Intern(flame.ProcessFrame(procset.Label(p.pid, m.Argv)))
 	}
 	return p.root
 }

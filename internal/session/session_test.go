@@ -35,3 +35,13 @@ func TestHostTidsSameNamespace(t *testing.T) {
 		t.Errorf("hostTids of ourselves = %v, want nil", m)
 	}
 }
+
+// TestSetSpecDescribe: the words of an agent's start line for a set.
+func TestSetSpecDescribe(t *testing.T) {
+	if got, want := (SetSpec{Pids: []int{7, 8}, Children: true, Cgroup: "/sys/fs/cgroup/app"}).Describe(), "2 more pid(s), children, cgroup /sys/fs/cgroup/app"; got != want {
+		t.Errorf("Describe() = %q, want %q", got, want)
+	}
+	if got := (SetSpec{}).Describe(); got != "" {
+		t.Errorf("empty spec: %q", got)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/pyobs/pyobs/internal/procfs"
 	"github.com/pyobs/pyobs/internal/procset"
@@ -23,6 +24,25 @@ type SetSpec struct {
 // Many reports whether the spec asks for more than one process.
 func (s SetSpec) Many() bool {
 	return len(s.Pids) > 0 || s.Children || s.Cgroup != "" || s.All
+}
+
+// Describe names what the spec holds beyond the session's target, for a
+// start line: "2 more pid(s), children, cgroup /sys/fs/cgroup/app".
+func (s SetSpec) Describe() string {
+	var w []string
+	if n := len(s.Pids); n > 0 {
+		w = append(w, fmt.Sprintf("%d more pid(s)", n))
+	}
+	if s.Children {
+		w = append(w, "children")
+	}
+	if s.Cgroup != "" {
+		w = append(w, "cgroup "+s.Cgroup)
+	}
+	if s.All {
+		w = append(w, "every Python process")
+	}
+	return strings.Join(w, ", ")
 }
 
 // Options are the set as internal/procset takes it, seeded with the

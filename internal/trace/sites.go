@@ -46,6 +46,30 @@ func (r *sites) siteErr(format string, a ...any) {
 // site reads the Python stack of tid now (innermost first); nil when it
 // cannot.
 func (r *sites) site(tid int) []Site {
+	frames := r.stack(tid)
+	if len(frames) == 0 {
+		return nil
+	}
+	out := make([]Site, len(frames))
+	for i, f := range frames {
+		out[i] = Site{Function: f.Function, File: f.File, Line: f.Line}
+	}
+	return out
+}
+
+// innermost is the innermost frame of tid's stack now; nil when it cannot
+// be read.
+func (r *sites) innermost(tid int) *Site {
+	frames := r.stack(tid)
+	if len(frames) == 0 {
+		return nil
+	}
+	return &Site{Function: frames[0].Function, File: frames[0].File, Line: frames[0].Line}
+}
+
+// stack reads tid's Python frames now (innermost first), keeping the
+// first reason a read failed; nil when it cannot.
+func (r *sites) stack(tid int) []pyframes.Frame {
 	if r.sess == nil {
 		if time.Since(r.lastTry) < 5*time.Millisecond {
 			return nil
@@ -74,18 +98,5 @@ func (r *sites) site(tid int) []Site {
 		r.siteErr("tid %d: %v", tid, err)
 		return nil
 	}
-	out := make([]Site, len(frames))
-	for i, f := range frames {
-		out[i] = Site{Function: f.Function, File: f.File, Line: f.Line}
-	}
-	return out
-}
-
-// innermost is the innermost frame of tid's stack now; nil when it cannot
-// be read.
-func (r *sites) innermost(tid int) *Site {
-	if path := r.site(tid); len(path) > 0 {
-		return &path[0]
-	}
-	return nil
+	return frames
 }

@@ -238,13 +238,7 @@ func (a *Agg) Add(c Call) {
 		}
 	}
 	if len(c.Path) > 0 {
-		k := pathKey(c.Path, false)
-		p := s.Paths[k]
-		if p == nil {
-			p = &PathCount{Frames: c.Path}
-			s.Paths[k] = p
-		}
-		p.Calls++
+		s.countPath(pathKey(c.Path, false), c.Path, false)
 	}
 }
 
@@ -312,6 +306,11 @@ func (a *Agg) addPath(name, k string, frames []Site, truncated bool) {
 	s := a.stat(name)
 	s.SiteTried++
 	s.Sites[frames[0]]++
+	s.countPath(k, frames, truncated)
+}
+
+// countPath counts one call under its whole path (key k).
+func (s *Stat) countPath(k string, frames []Site, truncated bool) {
 	p := s.Paths[k]
 	if p == nil {
 		p = &PathCount{Truncated: truncated, Frames: frames}
