@@ -11,7 +11,7 @@
 //     thread's Python stack in the kernel at the sample's instant — every
 //     thread, also ones born during the recording (their thread state is
 //     found through their TLS from the first sample; the tid map is
-//     refreshed every 200 ms for the rest). User space reads the ring
+//     refreshed at each look — every 200 ms, up to 1 s above 4 kHz — for the rest). User space reads the ring
 //     buffer, names code objects (kwalk.Symbolizer: cached, re-validated by
 //     code-object generation on 3.14+, by age before) and folds (code
 //     object, instruction) → frame ids: labels `QUALNAME (FILE:LINE)`,

@@ -322,12 +322,27 @@ func (k *kernelRec) fresh(def *kdef) bool {
 	return k.now.UnixNano()-def.named < int64(k.sym.Revalidate)
 }
 
-// look is the bpf engine's look period (Options.Look).
+// look is the bpf engine's look period (Options.Look): by default 200 ms,
+// longer above 4 kHz (up to 1 s at 20 kHz). A look's price is mostly
+// fixed (the thread map, the CPU readings, the drain's syscalls) and a
+// fast sampler's counts repeat within a second: at 20 kHz, looks every
+// 200 ms cost 0.60 µs of pyobs's CPU per sample, every second 0.10-0.17
+// µs (steady state, BENCHMARKS.md). New stacks are still read as soon as
+// the ring's wake mark is reached, and the counts maps (65,536 entries
+// each) hold a second's distinct stacks.
 func (r *Recorder) look() time.Duration {
 	if r.opt.Look > 0 {
 		return r.opt.Look
 	}
-	return 200 * time.Millisecond
+	return lookFor(r.opt.Freq)
+}
+
+func lookFor(freq int) time.Duration {
+	const base, perHz = 200 * time.Millisecond, 4000
+	if freq <= perHz {
+		return base
+	}
+	return min(time.Duration(freq)*base/perHz, time.Second)
 }
 
 // foldCount folds one of the kernel's counts under its stack; a count

@@ -45,7 +45,7 @@ type Options struct {
 	// Stream: see stream.go.
 	Stream func(*flame.Profile, Progress)
 	// Look is how often the bpf engine reads its ring and counts and
-	// refreshes its thread map (default 200 ms; Progress and Stream come
+	// refreshes its thread map (default 200 ms, up to 1 s above 4 kHz: lookFor; Progress and Stream come
 	// as often). A slow sampler (the agent's 19 Hz) needs fewer looks.
 	Look time.Duration
 
