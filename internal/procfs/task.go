@@ -91,22 +91,24 @@ type TaskState struct {
 
 // TaskState reads task/TID/{stat,wchan,syscall}.
 func (f FS) TaskState(pid, tid int) (TaskState, error) {
-	t, err := f.fs.Thread(pid, tid)
+	var buf [512]byte
+	path := f.taskPath(pid, tid, "stat")
+	b, err := readSmall(path, buf[:])
 	if err != nil {
-		return TaskState{}, fmt.Errorf("pid %d tid %d: %w", pid, tid, err)
+		return TaskState{}, fmt.Errorf("pid %d tid %d: can't read %s: %w", pid, tid, path, err)
 	}
-	st, err := t.Stat()
+	comm, state, err := statCommState(b)
 	if err != nil {
-		return TaskState{}, fmt.Errorf("can't read /proc/%d/task/%d/stat: %w", pid, tid, err)
+		return TaskState{}, fmt.Errorf("pid %d tid %d: %s: %w", pid, tid, path, err)
 	}
-	ts := TaskState{Tid: tid, Comm: st.Comm, State: st.State, Syscall: -2}
+	ts := TaskState{Tid: tid, Comm: comm, State: state, Syscall: -2}
 	if ts.State != "R" {
-		if w, err := t.Wchan(); err == nil && w != "0" {
-			ts.Wchan = w
+		if w, err := readSmall(f.taskPath(pid, tid, "wchan"), buf[:]); err == nil && string(w) != "0" {
+			ts.Wchan = string(w)
 		}
 	}
-	if sc, err := f.TaskSyscall(pid, tid); err == nil {
-		ts.Syscall = sc.Nr
+	if b, err := readSmall(f.taskPath(pid, tid, "syscall"), buf[:]); err == nil {
+		ts.Syscall = ParseSyscallFile(string(b))
 	}
 	return ts, nil
 }

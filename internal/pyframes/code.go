@@ -111,9 +111,10 @@ func (ci *codeInfo) line310(byteOff int) int {
 	return l
 }
 
-// codesOf resolves the code objects of a stack: each distinct cached one
-// is re-validated (its identifying fields) in one vectored read; the others
-// are read in full.
+// codesOf resolves the code objects of a stack: the header of each
+// distinct one is read in one vectored read; a cached one whose
+// identifying fields are unchanged is a hit, the others are loaded from
+// the header just read.
 func (p *Process) codesOf(addrs []uint64, out []*codeInfo) error {
 	l := p.Layout
 	segs := p.scratch.segs[:0]
@@ -136,20 +137,34 @@ func (p *Process) codesOf(addrs []uint64, out []*codeInfo) error {
 				break
 			}
 		}
-		if _, ok := p.codes[a]; ok && !p.NoCache && !dup {
+		if !dup {
 			segs = append(segs, Seg{Addr: a, Buf: buf[len(segs)*hsize : (len(segs)+1)*hsize]})
 			idx = append(idx, i)
 		}
 	}
 	n := readV(p.objs.mem, segs)
-	for j := 0; j < n; j++ {
+	var err error
+	for j := 0; j < n && err == nil; j++ {
 		hdr := segs[j].Buf
 		a := addrs[idx[j]]
-		if ci := p.codes[a]; le64(hdr, l.ObType) == p.objs.types.code && ci.key == p.codeKeyOf(hdr) {
-			for i := range addrs {
-				if addrs[i] == a {
+		if le64(hdr, l.ObType) != p.objs.types.code {
+			continue // read alone below: the error names it
+		}
+		key := p.codeKeyOf(hdr)
+		ci := p.codes[a]
+		hit := ci != nil && ci.key == key && !p.NoCache
+		if !hit {
+			// loadCode keeps the header: a copy, the buffer is reused.
+			ci, err = p.loadCode(a, append([]byte(nil), hdr...), key)
+			if err != nil {
+				ci = nil
+			}
+		}
+		for i := idx[j]; i < len(addrs) && ci != nil; i++ {
+			if addrs[i] == a {
+				out[i] = ci
+				if hit {
 					p.Stats.CodeHits++
-					out[i] = ci
 				}
 			}
 		}
@@ -163,7 +178,11 @@ func (p *Process) codesOf(addrs []uint64, out []*codeInfo) error {
 		if err != nil {
 			return err
 		}
-		out[i] = ci
+		for k := i; k < len(addrs); k++ {
+			if addrs[k] == a {
+				out[k] = ci
+			}
+		}
 	}
 	return nil
 }

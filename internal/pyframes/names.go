@@ -7,7 +7,9 @@ import "fmt"
 // Thread's _name attribute. Threads not started through threading (or in a
 // process that never imported it) have no name here.
 func (p *Process) threadNames(interp uint64) (map[uint64]string, error) {
-	l, r := p.Layout, &p.objs
+	// Every Thread shares its class's header and keys: read them once.
+	l, r := p.Layout, p.objs
+	r.memo = newObjMemo()
 	if l.InterpModules == 0 {
 		return nil, fmt.Errorf("no sys.modules offset for %s", l.Version)
 	}
@@ -31,9 +33,24 @@ func (p *Process) threadNames(interp uint64) (map[uint64]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	names := make(map[uint64]string, len(items))
-	for _, e := range items {
-		ident, err := r.ulong(e.key)
+	// Every ident in one vectored read, every name in another.
+	n := int(l.LongDigits + 12)
+	buf := make([]byte, n*len(items))
+	segs := make([]Seg, len(items))
+	for i, e := range items {
+		segs[i] = Seg{Addr: e.key, Buf: buf[i*n : (i+1)*n]}
+	}
+	got := readV(r.mem, segs)
+	idents := make([]uint64, 0, len(items))
+	nameObjs := make([]uint64, 0, len(items))
+	for i, e := range items {
+		var ident uint64
+		var err error
+		if i < got {
+			ident, err = r.ulongFrom(segs[i].Buf)
+		} else {
+			ident, err = r.ulong(e.key)
+		}
 		if err != nil {
 			continue
 		}
@@ -41,8 +58,13 @@ func (p *Process) threadNames(interp uint64) (map[uint64]string, error) {
 		if err != nil {
 			continue
 		}
-		if s, err := r.str(nameObj, maxNameChars); err == nil {
-			names[ident] = s
+		idents, nameObjs = append(idents, ident), append(nameObjs, nameObj)
+	}
+	texts, errs := r.strs(nameObjs, maxNameChars)
+	names := make(map[uint64]string, len(idents))
+	for i, ident := range idents {
+		if errs[i] == nil {
+			names[ident] = texts[i]
 		}
 	}
 	return names, nil

@@ -20,21 +20,109 @@ type objReader struct {
 	reader
 	l     *Layout
 	types typeAddrs
+	memo  *objMemo // nil: every object read anew
+}
+
+// objMemo keeps, for one pass over many objects of the same classes
+// (threadNames: every Thread's _name), what they share: their type's
+// header and shared keys, and the dict keys compared by text. Only for a
+// pass that takes a few milliseconds; a long-lived memo would outlive the
+// objects it describes.
+type objMemo struct {
+	keys    map[uint64]string      // str keys, read up to strAhead characters
+	types   map[uint64][]byte      // type objects' headers (getAttr's)
+	entries map[uint64][]dictEntry // shared keys tables' entries
+	cached  map[uint64]uint64      // a type's shared keys table
+}
+
+func newObjMemo() *objMemo {
+	return &objMemo{keys: map[uint64]string{}, types: map[uint64][]byte{}, entries: map[uint64][]dictEntry{}, cached: map[uint64]uint64{}}
+}
+
+// keyTexts reads the str keys at addrs (up to strAhead characters each)
+// in one vectored read, through the memo when there is one; a key that
+// can't be read maps to a text no key has.
+func (o *objReader) keyTexts(addrs []uint64) map[uint64]string {
+	out := make(map[uint64]string, len(addrs))
+	var todo []uint64
+	for _, a := range addrs {
+		if o.memo != nil {
+			if s, ok := o.memo.keys[a]; ok {
+				out[a] = s
+				continue
+			}
+		}
+		todo = append(todo, a)
+	}
+	texts, errs := o.strs(todo, strAhead)
+	for i, a := range todo {
+		if errs[i] != nil {
+			texts[i] = unreadableKey
+		}
+		out[a] = texts[i]
+		if o.memo != nil {
+			o.memo.keys[a] = texts[i]
+		}
+	}
+	return out
+}
+
+// unreadableKey stands for a key whose text could not be read.
+const unreadableKey = "\x00unreadable"
+
+// strs reads several strs, their headers and first characters in one
+// vectored read; one that fails there (or needs more) is read alone.
+func (o *objReader) strs(addrs []uint64, maxChars int) ([]string, []error) {
+	out, errs := make([]string, len(addrs)), make([]error, len(addrs))
+	n := int(o.l.ASCIISize) + min(maxChars, strAhead)
+	buf := make([]byte, n*len(addrs))
+	segs := make([]Seg, 0, len(addrs))
+	for i, a := range addrs {
+		segs = append(segs, Seg{Addr: a, Buf: buf[i*n : (i+1)*n]})
+	}
+	got := 0
+	if len(segs) > 0 {
+		got = readV(o.mem, segs)
+	}
+	for i, a := range addrs {
+		if i < got && a != 0 {
+			out[i], errs[i] = o.strFrom(a, segs[i].Buf, maxChars)
+		} else {
+			out[i], errs[i] = o.str(a, maxChars)
+		}
+	}
+	return out, errs
 }
 
 func (o *objReader) typeOf(addr uint64) (uint64, error) {
 	return o.u64(addr + o.l.ObType)
 }
 
+// strAhead is how many characters str reads with the header.
+const strAhead = 64
+
 // str reads a str object, checking its type, capping its length.
 func (o *objReader) str(addr uint64, maxChars int) (string, error) {
 	if addr == 0 {
 		return "", errors.New("NULL str")
 	}
-	hdr := make([]byte, o.l.ASCIISize)
+	// The header and, in the same read, the first characters of a compact
+	// ASCII str (identifiers, file names): one syscall instead of two. A
+	// read that runs past the mapping is retried with the header alone.
+	hdr := make([]byte, int(o.l.ASCIISize)+min(maxChars, strAhead))
 	if err := o.mem.Read(addr, hdr); err != nil {
-		return "", err
+		hdr = hdr[:o.l.ASCIISize]
+		if err := o.mem.Read(addr, hdr); err != nil {
+			return "", err
+		}
 	}
+	return o.strFrom(addr, hdr, maxChars)
+}
+
+// strFrom decodes the str at addr from hdr, its header and the
+// characters read with it (more are read when they are not all there).
+func (o *objReader) strFrom(addr uint64, hdr []byte, maxChars int) (string, error) {
+	ahead := len(hdr) - int(o.l.ASCIISize)
 	if o.types.unicode != 0 && le64(hdr, o.l.ObType) != o.types.unicode {
 		return "", fmt.Errorf("str at 0x%x: %w", addr, errWrongType)
 	}
@@ -49,6 +137,15 @@ func (o *objReader) str(addr uint64, maxChars int) (string, error) {
 	}
 	var data uint64
 	switch {
+	case compact && ascii && length <= uint64(ahead):
+		s, err := DecodeUnicodeData(hdr[o.l.ASCIISize:o.l.ASCIISize+length], 1, int(length))
+		if err != nil {
+			return "", fmt.Errorf("str at 0x%x: %w", addr, err)
+		}
+		if truncated {
+			s += "…"
+		}
+		return s, nil
 	case compact && ascii:
 		data = addr + o.l.ASCIISize
 	case compact:
@@ -143,6 +240,11 @@ func (o *objReader) ulong(addr uint64) (uint64, error) {
 	if err := o.mem.Read(addr, hdr); err != nil {
 		return 0, err
 	}
+	return o.ulongFrom(hdr)
+}
+
+// ulongFrom decodes an int from its first LongDigits+12 bytes.
+func (o *objReader) ulongFrom(hdr []byte) (uint64, error) {
 	tag := le64(hdr, o.l.LongTag)
 	var n uint64
 	if o.l.Version.atLeast(12) {
@@ -289,9 +391,13 @@ func (o *objReader) dictGetStr(dict uint64, key string) (uint64, error) {
 }
 
 func (o *objReader) findStrKey(items []dictEntry, key string) (uint64, error) {
+	addrs := make([]uint64, len(items))
+	for i, e := range items {
+		addrs[i] = e.key
+	}
+	texts := o.keyTexts(addrs)
 	for _, e := range items {
-		s, err := o.str(e.key, len(key)+1)
-		if err == nil && s == key {
+		if texts[e.key] == key {
 			return e.value, nil
 		}
 	}
@@ -304,6 +410,51 @@ const (
 	tpflagsManagedDict  = 1 << 4 // 3.11+
 )
 
+// typeHeader reads what getAttr needs of a type object.
+func (o *objReader) typeHeader(tp uint64) ([]byte, error) {
+	if o.memo != nil {
+		if b, ok := o.memo.types[tp]; ok {
+			return b, nil
+		}
+	}
+	thdr := make([]byte, max(o.l.TypeDictOffset, o.l.TypeFlags, o.l.TypeBasicSize)+8)
+	if err := o.mem.Read(tp, thdr); err != nil {
+		return nil, err
+	}
+	if o.memo != nil {
+		o.memo.types[tp] = thdr
+	}
+	return thdr, nil
+}
+
+// cachedKeys reads a heap type's shared keys table pointer.
+func (o *objReader) cachedKeys(tp uint64) (uint64, error) {
+	if o.memo != nil {
+		if k, ok := o.memo.cached[tp]; ok {
+			return k, nil
+		}
+	}
+	k, err := o.u64(tp + o.l.HeapCachedKeys)
+	if err == nil && o.memo != nil {
+		o.memo.cached[tp] = k
+	}
+	return k, err
+}
+
+// sharedEntries reads a shared keys table's entries.
+func (o *objReader) sharedEntries(keys uint64) ([]dictEntry, error) {
+	if o.memo != nil {
+		if e, ok := o.memo.entries[keys]; ok {
+			return e, nil
+		}
+	}
+	e, err := o.dictKeysEntries(keys)
+	if err == nil && o.memo != nil {
+		o.memo.entries[keys] = e
+	}
+	return e, err
+}
+
 // getAttr reads an instance attribute from the object's __dict__ or, on
 // 3.11+, its managed dict / inline values.
 func (o *objReader) getAttr(obj uint64, name string) (uint64, error) {
@@ -311,8 +462,8 @@ func (o *objReader) getAttr(obj uint64, name string) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	thdr := make([]byte, max(o.l.TypeDictOffset, o.l.TypeFlags, o.l.TypeBasicSize)+8)
-	if err := o.mem.Read(tp, thdr); err != nil {
+	thdr, err := o.typeHeader(tp)
+	if err != nil {
 		return 0, err
 	}
 	flags := le64(thdr, o.l.TypeFlags)
@@ -327,17 +478,24 @@ func (o *objReader) getAttr(obj uint64, name string) (uint64, error) {
 		}
 		return o.dictGetStr(d, name)
 	}
-	cached, err := o.u64(tp + o.l.HeapCachedKeys)
+	cached, err := o.cachedKeys(tp)
 	if err != nil {
 		return 0, err
 	}
 	fromValues := func(values uint64) (uint64, error) {
-		ents, err := o.dictKeysEntries(cached)
+		ents, err := o.sharedEntries(cached)
 		if err != nil {
 			return 0, err
 		}
+		addrs := make([]uint64, 0, len(ents))
+		for _, e := range ents {
+			if e.key != 0 {
+				addrs = append(addrs, e.key)
+			}
+		}
+		texts := o.keyTexts(addrs)
 		for i, e := range ents {
-			if s, err := o.str(e.key, len(name)+1); err == nil && s == name {
+			if e.key != 0 && texts[e.key] == name {
 				return o.u64(o.valuesBase(values) + 8*uint64(i))
 			}
 		}
