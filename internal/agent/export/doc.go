@@ -6,8 +6,10 @@
 //     /v1development/profiles;
 //   - Pyroscope (pyroscope.go): gzipped pprof to /ingest with
 //     name{labels}, from, until and format=pprof;
-//   - Prometheus (prom.go): a /metrics endpoint (client_golang) with stat's
-//     counters, the verdicts as gauges and pyobs's own cost.
+//   - Prometheus (prom.go): a /metrics endpoint in the text exposition
+//     format (promtext.go, written here) with stat's counters, the
+//     verdicts as gauges, red's counters and histograms, pyobs's own cost
+//     and its process_/go_ figures.
 //
 // A Queue sits between the agent and each push sink: bounded (a few
 // windows), one goroutine per sink that retries with exponential backoff,

@@ -1,10 +1,9 @@
 package export
 
 import (
+	"sort"
 	"strconv"
 	"sync"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pyobs/pyobs/internal/red"
 )
@@ -29,52 +28,69 @@ type redSeries struct {
 	sumS                        float64
 }
 
-// redCollector serves red's counters and duration histograms, summed over
+// redCollector keeps red's counters and duration histograms, summed over
 // the windows red reported (each report is one interval's).
 type redCollector struct {
-	mu                   sync.Mutex
-	series               map[redKey]*redSeries
-	routes               map[int]int // distinct routes per port
-	reqs, errs, cli, dur *prometheus.Desc
-	boundsNs             []uint64
+	mu       sync.Mutex
+	series   map[redKey]*redSeries
+	routes   map[int]int // distinct routes per port
+	boundsNs []uint64
 }
 
-func newRedCollector(cl prometheus.Labels) *redCollector {
-	d := func(name, help string) *prometheus.Desc {
-		return prometheus.NewDesc(name, help, []string{"port", "route"}, cl)
-	}
-	c := &redCollector{series: map[redKey]*redSeries{}, routes: map[int]int{},
-		reqs: d("pyobs_red_requests_total", "red: requests answered or aborted, per listening port and route (method + path)"),
-		errs: d("pyobs_red_errors_total", "red: requests that failed (5xx, or aborted by the server)"),
-		cli:  d("pyobs_red_client_errors_total", "red: requests answered with a 4xx status"),
-		dur:  d("pyobs_red_request_duration_seconds", "red: request duration, from the request's first byte read to the response's last byte written")}
+func newRedCollector() *redCollector {
+	c := &redCollector{series: map[redKey]*redSeries{}, routes: map[int]int{}}
 	for _, b := range RedBounds {
 		c.boundsNs = append(c.boundsNs, uint64(b*1e9))
 	}
 	return c
 }
 
-func (c *redCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- c.reqs
-	ch <- c.errs
-	ch <- c.cli
-	ch <- c.dur
+var redHelp = []struct{ name, help string }{
+	{"pyobs_red_requests_total", "red: requests answered or aborted, per listening port and route (method + path)"},
+	{"pyobs_red_errors_total", "red: requests that failed (5xx, or aborted by the server)"},
+	{"pyobs_red_client_errors_total", "red: requests answered with a 4xx status"},
 }
 
-func (c *redCollector) Collect(ch chan<- prometheus.Metric) {
+const redDuration = "pyobs_red_request_duration_seconds"
+
+// write renders the series, by port then route.
+func (c *redCollector) write(t *promText) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for k, s := range c.series {
-		port := strconv.Itoa(k.port)
-		ch <- prometheus.MustNewConstMetric(c.reqs, prometheus.CounterValue, float64(s.requests), port, k.route)
-		ch <- prometheus.MustNewConstMetric(c.errs, prometheus.CounterValue, float64(s.errors), port, k.route)
-		ch <- prometheus.MustNewConstMetric(c.cli, prometheus.CounterValue, float64(s.client4xx), port, k.route)
-		if s.buckets != nil {
-			b := make(map[float64]uint64, len(RedBounds))
-			for i, le := range RedBounds {
-				b[le] = s.buckets[i]
-			}
-			ch <- prometheus.MustNewConstHistogram(c.dur, s.buckets[len(RedBounds)], s.sumS, b, port, k.route)
+	if len(c.series) == 0 {
+		return
+	}
+	keys := make([]redKey, 0, len(c.series))
+	for k := range c.series {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].port != keys[j].port {
+			return keys[i].port < keys[j].port
+		}
+		return keys[i].route < keys[j].route
+	})
+	labels := func(k redKey) []promLabel {
+		return []promLabel{{"port", strconv.Itoa(k.port)}, {"route", k.route}}
+	}
+	for i, h := range redHelp {
+		t.family(h.name, h.help, "counter")
+		for _, k := range keys {
+			s := c.series[k]
+			t.sample(h.name, float64([...]uint64{s.requests, s.errors, s.client4xx}[i]), labels(k)...)
+		}
+	}
+	hist := false
+	for _, s := range c.series {
+		hist = hist || s.buckets != nil
+	}
+	if !hist {
+		return
+	}
+	t.family(redDuration, "red: request duration, from the request's first byte read to the response's last byte written", "histogram")
+	for _, k := range keys {
+		if s := c.series[k]; s.buckets != nil {
+			t.histogram(redDuration, RedBounds, s.buckets, s.sumS, labels(k)...)
 		}
 	}
 }
