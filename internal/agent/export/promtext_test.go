@@ -26,7 +26,7 @@ func TestPromTextGolden(t *testing.T) {
 		st := &report.Stat{}
 		st.CPU.Utilization, st.CPU.UserS, st.CPU.SystemS = 0.5, 1.25, 0.25
 		st.Sched.RunqueueShare, st.Sched.Voluntary, st.Sched.Nonvoluntary, st.Sched.RunqueueWaitS = 0.1, 10, 2, 0.5
-		st.Memory.RSSBytes, st.Memory.MinorFaults = 1 << 20, 7
+		st.Memory.RSSBytes, st.Memory.MinorFaults = 1<<20, 7
 		st.Counters = []report.Counter{{Event: "cycles", Supported: true, Value: &v}, {Event: "instructions"}}
 		st.Verdicts = verdicts
 		p.Observe(&Window{Start: t0.Add(time.Duration(i) * 15 * time.Second), End: t0.Add(time.Duration(i+1) * 15 * time.Second), Stat: st})
