@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -79,6 +81,11 @@ one ring write (perf), plus one Python stack read per wait longer than
 ~1 ms; the bpf program also runs (a compare) on every switch of the machine. The footer reports the switch rates, drops or lost
 records and pyobs's own CPU. The target is never stopped.
 
+-- CMD (bpf engine) is held before its exec while the program loads, and
+observed from its first instruction: its waits before its interpreter is
+up keep their time, class and kernel stack under [before the interpreter]
+(a wait still going on once it is up gets its Python stack then).
+
 Sets (bpf engine): -- CMD follows what CMD forks or spawns (default);
 -p PID --children, -p A,B, --cgroup DIR and --all observe several
 processes; each stack is rooted at "[pid N] argv…" and stderr accounts
@@ -146,13 +153,28 @@ func runOffcpu(cmd *cobra.Command, g *globals, f *offcpuFlags, args []string) er
 		return usagef("offcpu: --greenlets observes one process: give no several -p, --children, --cgroup or --all with it")
 	}
 	ctx := cmd.Context()
-	s, err := openTarget(cmd, g, args, session.PythonRequired)
+	spec, err := targetSpec(cmd, g, args)
+	if err != nil {
+		return err
+	}
+	spec.Python = session.PythonRequired
+	// -- CMD is held before its exec while the eBPF program loads and
+	// attaches, then released: its waits are observed from its first
+	// instruction (the Python walk starts once its interpreter is up).
+	// The perf engine needs the interpreter first: not held.
+	spec.Hold = len(spec.Argv) > 0 && f.engine != offcpu.EnginePerf && !f.green
+	s, err := session.Open(ctx, spec)
 	if err != nil {
 		return err
 	}
 	res, err := offcpu.Run(ctx, s, opt)
 	if err != nil && res == nil {
-		abort(s)
+		abort(s) // a held command that never ran is let go unrun
+		var xe *session.ExecError
+		if errors.As(err, &xe) {
+			fmt.Fprintln(os.Stderr, "pyobs: "+oneLine(xe.Error()))
+			return exitStatus{xe.Code()}
+		}
 		return err
 	}
 	werr := output.Write(g.output, 0o644, func(w io.Writer) error { return offcpu.Write(w, format, res, f.wall, f.icicle) })

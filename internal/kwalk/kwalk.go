@@ -272,6 +272,17 @@ func ProgramConfig(pid int, l *pyframes.KernelLayout, maxFrames int, tls []int64
 	return cfg, nil
 }
 
+// Dormant is a ProgramConfig value with its version zeroed: a program
+// that reads it walks nothing (written first when a running program's
+// configuration is set, so that no walk sees half of it).
+func Dormant(cfg any) any {
+	if c, ok := cfg.(kwalkConfig); ok {
+		c.Minor = 0
+		return c
+	}
+	return cfg
+}
+
 // Open loads the walker for pid and starts sampling on every CPU. Fill
 // the thread-state map with SetThreads: threads it does not know are
 // counted as not-Python.

@@ -17,8 +17,10 @@ import (
 	"github.com/pyobs/pyobs/internal/bpfload"
 	"github.com/pyobs/pyobs/internal/clock"
 	"github.com/pyobs/pyobs/internal/flame"
+	"github.com/pyobs/pyobs/internal/kwalk"
 	"github.com/pyobs/pyobs/internal/offcpu/schedbpf"
 	"github.com/pyobs/pyobs/internal/procfs"
+	"github.com/pyobs/pyobs/internal/pyframes"
 	"github.com/pyobs/pyobs/internal/session"
 	"github.com/pyobs/pyobs/internal/unwind"
 )
@@ -77,27 +79,17 @@ type kstack struct {
 
 // RunBPF is Run on the eBPF engine. An error wrapping
 // schedbpf.ErrUnavailable (nil result) means nothing was attached: the
-// caller may fall back to Run.
+// caller may fall back to Run (a held command is still held then).
 func RunBPF(ctx context.Context, s *session.Session, opt Options) (*Result, error) {
-	e := &bpfEngine{engine: newEngine(s, opt, EngineBPF),
-		ths: map[int]*bthr{}, recIdx: map[string]uint32{}, kcache: map[int32]kstack{}, ucache: map[uint64]int{}}
-	opt = e.opt
-	e.refreshNames()
+	if s.Held() {
+		return runHeld(ctx, s, opt)
+	}
+	e := newBPFEngine(s, opt)
 	e.gilLo, e.gilHi = s.Py.GILRange()
-
-	if c, note := bpfload.EnableRunStats(); c != nil {
-		defer c.Close()
-		e.bres.BPFStats = note
-	} else {
-		e.bres.BPFStats = note
-	}
+	stats := e.enableStats()
+	defer stats()
 	walk, kl, why := e.walkConfig()
-	cfg := schedbpf.Config{Tgid: uint32(s.Pid), GILLo: e.gilLo, GILHi: e.gilHi, Walk: walk,
-		MinBlockNS: uint64(max(e.minNS, 0)), MapEntries: opt.MapEntries, ReuseNS: uint64(reuseKernelStack), Waker: opt.Waker}
-	if s.Set.Many() {
-		so := s.Options()
-		cfg.Tgid, cfg.Set = 0, &so
-	}
+	cfg := e.loadConfig(walk)
 	attached := func() int64 {
 		e.t0 = clock.MonoNow()
 		e.schedRun(func(th *bthr, v int64) { th.run0, th.haveRun0 = v, true })
@@ -116,10 +108,107 @@ func RunBPF(ctx context.Context, s *session.Session, opt Options) (*Result, erro
 	}
 	e.tr = tr
 	defer tr.Close()
+	return e.run(ctx, cfg.Walk != nil, kl, why, true)
+}
+
+// runHeld observes a command held before its exec from its first
+// instruction: the program is loaded and attached while it is held, armed
+// by its exec (nothing of the holder is recorded), and the walk configured
+// once its interpreter is up — the waits before that keep their time,
+// class and kernel stack, and carry [before the interpreter] (or their
+// stack read from user space, when they are still going on once it is
+// up).
+func runHeld(ctx context.Context, s *session.Session, opt Options) (*Result, error) {
+	cfg := schedbpf.Config{Tgid: uint32(s.Pid), MinBlockNS: uint64(max(opt.MinBlock.Nanoseconds(), 0)), MapEntries: opt.MapEntries,
+		ReuseNS: uint64(reuseKernelStack), Waker: opt.Waker, Late: !opt.NoKernelWalk, HeldPid: uint32(s.Pid)}
+	if s.Set.Many() {
+		so := s.Options()
+		cfg.Tgid, cfg.Set = 0, &so
+	}
+	c, statsNote := bpfload.EnableRunStats()
+	if c != nil {
+		defer c.Close()
+	}
+	why := ""
+	tr, err := schedbpf.Load(cfg, nil)
+	if err != nil && cfg.Late {
+		cfg.Late = false
+		why = fmt.Sprintf("the kernel refused the program with the stack walk (%v)", err)
+		tr, err = schedbpf.Load(cfg, nil)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("pid %d: %w", s.Pid, err)
+	}
+	defer tr.Close()
+	if err := s.Release(); err != nil {
+		return nil, err
+	}
+	t0, ok := tr.Attached()
+	if !ok {
+		return nil, fmt.Errorf("pid %d: the offcpu program saw no exec of the released command", s.Pid)
+	}
+	if err := s.WaitPython(ctx, 0); err != nil {
+		return nil, err
+	}
+	e := newBPFEngine(s, opt)
+	e.bres.BPFStats = statsNote
+	e.t0, e.tr = t0, tr
+	e.gilLo, e.gilHi = s.Py.GILRange()
+	if err := tr.SetGIL(e.gilLo, e.gilHi); err != nil {
+		return nil, fmt.Errorf("pid %d: %w", s.Pid, err)
+	}
+	var walk any
+	var kl *pyframes.KernelLayout
+	if cfg.Late {
+		if walk, kl, why = e.walkConfig(); walk != nil {
+			if err := tr.SetWalk(walk, kwalk.Dormant); err != nil {
+				return nil, fmt.Errorf("pid %d: %w", s.Pid, err)
+			}
+		}
+	}
+	return e.run(ctx, walk != nil, kl, why, false)
+}
+
+func newBPFEngine(s *session.Session, opt Options) *bpfEngine {
+	e := &bpfEngine{engine: newEngine(s, opt, EngineBPF),
+		ths: map[int]*bthr{}, recIdx: map[string]uint32{}, kcache: map[int32]kstack{}, ucache: map[uint64]int{}}
+	e.refreshNames()
+	return e
+}
+
+// enableStats turns on the kernel's BPF run-time stats for the run (the
+// returned func turns them off again).
+func (e *bpfEngine) enableStats() func() {
+	c, note := bpfload.EnableRunStats()
+	e.bres.BPFStats = note
+	if c == nil {
+		return func() {}
+	}
+	return func() { c.Close() }
+}
+
+// loadConfig is the program's configuration for the engine's target.
+func (e *bpfEngine) loadConfig(walk any) schedbpf.Config {
+	cfg := schedbpf.Config{Tgid: uint32(e.s.Pid), GILLo: e.gilLo, GILHi: e.gilHi, Walk: walk,
+		MinBlockNS: uint64(max(e.minNS, 0)), MapEntries: e.opt.MapEntries, ReuseNS: uint64(reuseKernelStack), Waker: e.opt.Waker}
+	if e.s.Set.Many() {
+		so := e.s.Options()
+		cfg.Tgid, cfg.Set = 0, &so
+	}
+	return cfg
+}
+
+// run reads the loaded program until the window ends: walked says
+// whether switch-outs walk the Python stack (kl its layout; why, when
+// not); before: read the threads off CPU at the attach (not for a held
+// command: nothing of it began before).
+func (e *bpfEngine) run(ctx context.Context, walked bool, kl *pyframes.KernelLayout, why string, before bool) (*Result, error) {
+	s, opt, tr := e.s, e.opt, e.tr
+	var err error
 	if tr.Set != nil {
 		e.newSet(tr.Set, kl)
 	}
-	if cfg.Walk != nil {
+	if walked {
 		if err := e.openKernelWalk(kl); err != nil {
 			return nil, err
 		}
@@ -131,7 +220,9 @@ func RunBPF(ctx context.Context, s *session.Session, opt Options) (*Result, erro
 	}
 
 	cpu0 := clock.ObserverCPU()
-	e.readBefore()
+	if before {
+		e.readBefore()
+	}
 	var deadline <-chan time.Time
 	if opt.Duration > 0 {
 		t := time.NewTimer(opt.Duration - time.Duration(clock.MonoNow()-e.t0))
@@ -611,7 +702,12 @@ func (e *bpfEngine) fold(th *bthr, k schedbpf.Wkey, ns int64, count uint64, tail
 		a.classNS[class] += ns
 	}
 	kernelPy := k.Pyk != 0 && e.kp != nil
-	if rec == nil && !kernelPy {
+	prePy := rec == nil && !kernelPy && k.Flags&schedbpf.FlagPrePy != 0
+	switch {
+	case prePy:
+		e.bres.BeforePythonN += count
+		e.bres.BeforePythonS += float64(ns) / 1e9
+	case rec == nil && !kernelPy:
 		a.shortN += count
 		a.shortNS += ns
 	}
@@ -632,7 +728,11 @@ func (e *bpfEngine) fold(th *bthr, k schedbpf.Wkey, ns int64, count uint64, tail
 		if e.opt.Threads {
 			ids = append(ids, e.threadFrame(th.tid))
 		}
-		ids = append(ids, e.prof.Intern(flame.Frame{Kind: flame.State, Function: "[short waits: not read]"}))
+		what := "[short waits: not read]"
+		if prePy {
+			what = "[before the interpreter]"
+		}
+		ids = append(ids, e.prof.Intern(flame.Frame{Kind: flame.State, Function: what}))
 	}
 	if k.Uip != 0 {
 		ids = append(ids, e.userFrame(k.Uip))

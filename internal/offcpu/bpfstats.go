@@ -35,6 +35,11 @@ type BPFStats struct {
 	BPFStats    string  `json:"bpf_stats"`
 	// KernelWalk: the Python stacks walked at each switch-out, or why not.
 	KernelWalk *KernelWalk `json:"python_walk,omitempty"`
+	// BeforePython: with -- CMD (held before its exec, observed from its
+	// first instruction), the waits that began and ended before its
+	// interpreter was up (no Python stack: [before the interpreter]).
+	BeforePythonN uint64  `json:"waits_before_python,omitempty"`
+	BeforePythonS float64 `json:"waits_before_python_s,omitempty"`
 }
 
 // BPFDrops counts what the bounded maps or the stack walker lost.

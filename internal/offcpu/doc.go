@@ -85,6 +85,17 @@
 // than a look (under [short waits: not read]); a hub blocked in its loop
 // while a callback, not the loop, blocks (same class: attributed too).
 //
+// -- CMD (bpf.go runHeld): the command is held before its exec while the
+// program loads and attaches unarmed; a program on sched_process_exec
+// arms it at that process's exec (its attach time from then on), so the
+// holder's wait and its runtime's threads are not the target's, and
+// everything the command does is observed. The walk's configuration
+// (pywalk.h cfg, writable in this program) is written once the
+// interpreter is up, dormant first; a wait that began before carries
+// FlagPrePy and is folded under [before the interpreter] unless it was
+// still going on then (a look reads its stack). No schedstat check of
+// on-CPU time for these threads (no reading at the exec).
+//
 // Sets (the session's SetSpec: several -p, --children, --cgroup, --all,
 // -- CMD and what it forks; the eBPF engine only, set_amd64.go): the
 // program filters by the set's members in the kernel (schedbpf, procset.h),

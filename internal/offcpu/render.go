@@ -215,6 +215,9 @@ func Footer(r *Result, where string) string {
 			py += " (Python stacks read from user space: " + k.Why + ")"
 		}
 		py += fmt.Sprintf("; %d blocked waits ended by a waking: %.3fs from the waking to the CPU counted as run-queue", b.Woken, b.WokenS)
+		if b.BeforePythonN > 0 {
+			py += fmt.Sprintf("; observed from the command's first instruction: %d waits, %.3fs, before its interpreter was up ([before the interpreter])", b.BeforePythonN, b.BeforePythonS)
+		}
 		if b.BPFRuns > 0 {
 			py += fmt.Sprintf("; BPF %.3fs of CPU (%.0f ns per run, %d runs)", b.BPFCPUS, b.BPFNSPerRun, b.BPFRuns)
 		}

@@ -47,6 +47,16 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*Result, error) 
 				opt.OnFallback(line)
 			}
 		}
+		if s.Held() {
+			// The perf engine reads a running interpreter: the held
+			// command runs now, observed once its interpreter is up.
+			if err := s.Release(); err != nil {
+				return nil, err
+			}
+			if err := s.WaitPython(ctx, 0); err != nil {
+				return nil, err
+			}
+		}
 		if s.Set.Many() && opt.SetAsked {
 			l := fmt.Sprintf("the perf engine observes pid %d alone: the set's other processes and children are not observed (the bpf engine observes sets)", s.Pid)
 			if line != "" {

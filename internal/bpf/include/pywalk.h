@@ -4,7 +4,8 @@
 //
 // The including program declares nothing of it; it gets the read-only
 // `cfg` (struct config, fixed at load by user space from internal/pyframes'
-// kernel layout: the verifier sees the offsets as constants), the maps
+// kernel layout: the verifier sees the offsets as constants; a program that
+// defines PYWALK_CFG_MUTABLE gets it writable, set after the load), the maps
 // tstates (tid or fsbase -> PyThreadState*, filled by user space), pyaddrs
 // (a process's own addresses where they are not cfg's), scratch, codes_ok
 // and win, pywalk(), and pywalk_send() to send each distinct
@@ -126,7 +127,13 @@ struct sample {
 
 // ---- Maps and globals ----
 
+#ifdef PYWALK_CFG_MUTABLE
+// Written by user space after the load (a program attached before the
+// interpreter is up: its walk starts once cfg.minor is set).
+volatile struct config cfg = {};
+#else
 const volatile struct config cfg = {};
+#endif
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);

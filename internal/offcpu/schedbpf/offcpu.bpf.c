@@ -23,6 +23,9 @@
 //
 // Build: make generate (bpf2go + clang -target bpf); the object is committed.
 
+// cfg is written after the load when the command is held before its exec
+// (Config.Late): the walk starts once its interpreter is up.
+#define PYWALK_CFG_MUTABLE
 #include "pywalk.h"
 #include "procset.h"
 
@@ -39,6 +42,7 @@
 #define F_NEW 0x20   // a new thread's first wait for a CPU (no stacks)
 #define F_FILTERED 0x40 // shorter than min_block_ns: totals only
 #define F_WOKEN 0x80    // the part of a blocked wait after its waking: runnable, waiting for a CPU
+#define F_PREPY 0x100   // began before the walk was configured (a held command's interpreter not up yet)
 
 struct start {
 	u64 ts;  // switch-out time
@@ -201,8 +205,9 @@ PYWALK_SEND_MAPS(pyseen, pystacks, 1 << 21);
 // the members of procset.h's set (seeds, forks of members, a cgroup's).
 const volatile u32 target_tgid = 0;
 const volatile u8 use_set = 0;
-const volatile u64 gil_lo = 0;
-const volatile u64 gil_hi = 0;
+// The walk's configuration comes after the load (cfg.minor 0 until then):
+// waits that begin before it are flagged F_PREPY.
+const volatile u8 walk_late = 0;
 const volatile u8 use_regs = 0;
 const volatile u64 min_block_ns = 0;
 // A thread that blocks again in the same syscall on the same first
@@ -212,8 +217,18 @@ const volatile u64 reuse_ns = 0;
 // --waker: join each wait to who woke it.
 const volatile u8 waker = 0;
 
-// Set by user space right before attaching.
+// Set by user space right before attaching (or arming).
 volatile u64 attach_ns = 0;
+// Nothing is recorded until the program is armed: a command held before
+// its exec (held_pid) arms it at that exec (offcpu_exec), so nothing of
+// the holder — its wait for the release, its runtime's threads — is the
+// target's; attach_ns is then the exec's time.
+volatile u8 armed = 1;
+const volatile u32 held_pid = 0;
+// The GIL state's address range (syscall hints); written after the load:
+// a held command's interpreter is mapped after the program attaches.
+volatile u64 gil_lo = 0;
+volatile u64 gil_hi = 0;
 // Bumped after every target switch-out is recorded: user space reads it
 // from memory (no syscall) and looks at the start map only when it moved.
 volatile u64 out_seq = 0;
@@ -320,6 +335,8 @@ static __always_inline void switch_out(void *ctx, struct task_struct *prev, u32 
 	}
 	if (cfg.minor)
 		s.pyk = pywalk_send(tid, now, 0, &pyseen, &pystacks, BPF_RB_NO_WAKEUP, &counters, C_PY_WALKED);
+	else if (walk_late)
+		s.flags |= F_PREPY;
 	if (bpf_map_update_elem(&starts, &tid, &s, BPF_ANY))
 		count(C_DROP_START, 1);
 	__sync_fetch_and_add(&out_seq, 1);
@@ -454,7 +471,7 @@ static __always_inline int on_switch(u64 *ctx)
 	u64 now = bpf_ktime_get_ns();
 	u64 pt = bpf_get_current_pid_tgid();
 	u64 stop = stop_ns;
-	if (stop && now >= stop)
+	if (!armed || (stop && now >= stop))
 		return 0;
 	count(C_SWITCHES, 1);
 	if (target_tgid == 0 && !use_set)
@@ -481,7 +498,7 @@ static __always_inline int on_waking(u64 *ctx)
 {
 	struct task_struct *p = (struct task_struct *)ctx[0];
 	int tgid = 0, pid = 0;
-	if (target_tgid == 0 && !use_set)
+	if ((target_tgid == 0 && !use_set) || !armed)
 		return 0;
 	bpf_probe_read_kernel(&tgid, sizeof(tgid), &p->tgid);
 	if (!observed((u32)tgid))
@@ -511,5 +528,19 @@ int waking_btf(u64 *ctx) { return on_waking(ctx); }
 
 SEC("raw_tp/sched_waking")
 int waking_raw(u64 *ctx) { return on_waking(ctx); }
+
+// args: struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm;
+// current is the task that exec'd (its other threads are gone by now).
+SEC("raw_tp/sched_process_exec")
+int offcpu_exec(u64 *ctx)
+{
+	if (!held_pid || armed)
+		return 0;
+	if ((u32)(bpf_get_current_pid_tgid() >> 32) != held_pid)
+		return 0;
+	attach_ns = bpf_ktime_get_ns();
+	armed = 1;
+	return 0;
+}
 
 char LICENSE[] SEC("license") = "GPL";

@@ -193,16 +193,19 @@ const (
 	offcpuMapWakes           = "wakes"
 	offcpuMapWin             = "win"
 	offcpuProgOffcpuBtf      = "offcpu_btf"
+	offcpuProgOffcpuExec     = "offcpu_exec"
 	offcpuProgOffcpuRaw      = "offcpu_raw"
 	offcpuProgProcsetExec    = "procset_exec"
 	offcpuProgProcsetExit    = "procset_exit"
 	offcpuProgProcsetFork    = "procset_fork"
 	offcpuProgWakingBtf      = "waking_btf"
 	offcpuProgWakingRaw      = "waking_raw"
+	offcpuVarArmed           = "armed"
 	offcpuVarAttachNs        = "attach_ns"
 	offcpuVarCfg             = "cfg"
 	offcpuVarGilHi           = "gil_hi"
 	offcpuVarGilLo           = "gil_lo"
+	offcpuVarHeldPid         = "held_pid"
 	offcpuVarMinBlockNs      = "min_block_ns"
 	offcpuVarOutSeq          = "out_seq"
 	offcpuVarProcsetCgroup   = "procset_cgroup"
@@ -213,6 +216,7 @@ const (
 	offcpuVarUseRegs         = "use_regs"
 	offcpuVarUseSet          = "use_set"
 	offcpuVarWaker           = "waker"
+	offcpuVarWalkLate        = "walk_late"
 )
 
 // loadOffcpu returns the embedded CollectionSpec for offcpu.
@@ -258,6 +262,7 @@ type offcpuSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type offcpuProgramSpecs struct {
 	OffcpuBtf   *ebpf.ProgramSpec `ebpf:"offcpu_btf"`
+	OffcpuExec  *ebpf.ProgramSpec `ebpf:"offcpu_exec"`
 	OffcpuRaw   *ebpf.ProgramSpec `ebpf:"offcpu_raw"`
 	ProcsetExec *ebpf.ProgramSpec `ebpf:"procset_exec"`
 	ProcsetExit *ebpf.ProgramSpec `ebpf:"procset_exit"`
@@ -294,10 +299,12 @@ type offcpuMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type offcpuVariableSpecs struct {
+	Armed         *ebpf.VariableSpec `ebpf:"armed"`
 	AttachNs      *ebpf.VariableSpec `ebpf:"attach_ns"`
 	Cfg           *ebpf.VariableSpec `ebpf:"cfg"`
 	GilHi         *ebpf.VariableSpec `ebpf:"gil_hi"`
 	GilLo         *ebpf.VariableSpec `ebpf:"gil_lo"`
+	HeldPid       *ebpf.VariableSpec `ebpf:"held_pid"`
 	MinBlockNs    *ebpf.VariableSpec `ebpf:"min_block_ns"`
 	OutSeq        *ebpf.VariableSpec `ebpf:"out_seq"`
 	ProcsetCgroup *ebpf.VariableSpec `ebpf:"procset_cgroup"`
@@ -308,6 +315,7 @@ type offcpuVariableSpecs struct {
 	UseRegs       *ebpf.VariableSpec `ebpf:"use_regs"`
 	UseSet        *ebpf.VariableSpec `ebpf:"use_set"`
 	Waker         *ebpf.VariableSpec `ebpf:"waker"`
+	WalkLate      *ebpf.VariableSpec `ebpf:"walk_late"`
 }
 
 // offcpuObjects contains all objects after they have been loaded into the kernel.
@@ -377,10 +385,12 @@ func (m *offcpuMaps) Close() error {
 //
 // It can be passed to loadOffcpuObjects or ebpf.CollectionSpec.LoadAndAssign.
 type offcpuVariables struct {
+	Armed         *ebpf.Variable `ebpf:"armed"`
 	AttachNs      *ebpf.Variable `ebpf:"attach_ns"`
 	Cfg           *ebpf.Variable `ebpf:"cfg"`
 	GilHi         *ebpf.Variable `ebpf:"gil_hi"`
 	GilLo         *ebpf.Variable `ebpf:"gil_lo"`
+	HeldPid       *ebpf.Variable `ebpf:"held_pid"`
 	MinBlockNs    *ebpf.Variable `ebpf:"min_block_ns"`
 	OutSeq        *ebpf.Variable `ebpf:"out_seq"`
 	ProcsetCgroup *ebpf.Variable `ebpf:"procset_cgroup"`
@@ -391,6 +401,7 @@ type offcpuVariables struct {
 	UseRegs       *ebpf.Variable `ebpf:"use_regs"`
 	UseSet        *ebpf.Variable `ebpf:"use_set"`
 	Waker         *ebpf.Variable `ebpf:"waker"`
+	WalkLate      *ebpf.Variable `ebpf:"walk_late"`
 }
 
 // offcpuPrograms contains all programs after they have been loaded into the kernel.
@@ -398,6 +409,7 @@ type offcpuVariables struct {
 // It can be passed to loadOffcpuObjects or ebpf.CollectionSpec.LoadAndAssign.
 type offcpuPrograms struct {
 	OffcpuBtf   *ebpf.Program `ebpf:"offcpu_btf"`
+	OffcpuExec  *ebpf.Program `ebpf:"offcpu_exec"`
 	OffcpuRaw   *ebpf.Program `ebpf:"offcpu_raw"`
 	ProcsetExec *ebpf.Program `ebpf:"procset_exec"`
 	ProcsetExit *ebpf.Program `ebpf:"procset_exit"`
@@ -409,6 +421,7 @@ type offcpuPrograms struct {
 func (p *offcpuPrograms) Close() error {
 	return _OffcpuClose(
 		p.OffcpuBtf,
+		p.OffcpuExec,
 		p.OffcpuRaw,
 		p.ProcsetExec,
 		p.ProcsetExit,

@@ -18,14 +18,15 @@ import (
 
 // Flags of a wait (the F_ bits of offcpu.bpf.c).
 const (
-	FlagRunQueue = 0x1  // preempted: runnable, not blocked
-	FlagD        = 0x2  // uninterruptible sleep
-	FlagRegs     = 0x4  // Sysnr and FlagGIL are valid
-	FlagGIL      = 0x8  // the syscall's first argument lies in the GIL state
-	FlagBefore   = 0x10 // off CPU since before the attach (no stacks)
-	FlagNew      = 0x20 // a new thread's wait for its first CPU (no stacks)
-	FlagFiltered = 0x40 // shorter than Config.MinBlockNS
-	FlagWoken    = 0x80 // with FlagRunQueue: a blocked wait's time after its waking
+	FlagRunQueue = 0x1   // preempted: runnable, not blocked
+	FlagD        = 0x2   // uninterruptible sleep
+	FlagRegs     = 0x4   // Sysnr and FlagGIL are valid
+	FlagGIL      = 0x8   // the syscall's first argument lies in the GIL state
+	FlagBefore   = 0x10  // off CPU since before the attach (no stacks)
+	FlagNew      = 0x20  // a new thread's wait for its first CPU (no stacks)
+	FlagFiltered = 0x40  // shorter than Config.MinBlockNS
+	FlagWoken    = 0x80  // with FlagRunQueue: a blocked wait's time after its waking
+	FlagPrePy    = 0x100 // began before the walk was configured (Config.Late)
 )
 
 // Counter slots (C_ in offcpu.bpf.c).
@@ -86,6 +87,13 @@ type Config struct {
 	// config, from kwalk.Config): each switch-out then walks the thread's
 	// Python stack (maps Tstates, Pystacks).
 	Walk any
+	// Late: the walk's configuration comes after the load (SetWalk; the
+	// maps are sized for it); waits that begin before carry FlagPrePy.
+	Late bool
+	// HeldPid: a command held before its exec: nothing is recorded until
+	// that process execs (its holder's threads and wait are not the
+	// target's); Attached then says when.
+	HeldPid uint32
 	// Set, when not nil, observes a set of processes (procset.h: seeds,
 	// forks of members, a cgroup's) instead of Tgid alone (Tgid must be
 	// 0); Tracer.Set keeps its account.
@@ -113,9 +121,15 @@ type Tracer struct {
 	lnk      link.Link
 	wprog    *ebpf.Program
 	wlnk     link.Link
+	eprog    *ebpf.Program // HeldPid: arms the program at the exec
+	elnk     link.Link
 	attachNS *ebpf.Variable
 	outSeq   *ebpf.Variable
 	stopNS   *ebpf.Variable
+	cfg      *ebpf.Variable // the walk's configuration (pywalk.h struct config)
+	gilLo    *ebpf.Variable
+	gilHi    *ebpf.Variable
+	armed    *ebpf.Variable
 	others   closers         // the walker's maps nobody reads from Go
 	progs    []*ebpf.Program // the set's programs
 }
@@ -136,6 +150,7 @@ type loaded struct {
 	offcpuVariables
 	Switch *ebpf.Program `ebpf:"switch"`
 	Waking *ebpf.Program `ebpf:"waking"`
+	Exec   *ebpf.Program `ebpf:"offcpu_exec"`
 }
 
 // setProgs are procset.h's programs, loaded with a set only.
@@ -195,22 +210,24 @@ func load(cfg Config, progName string, regs bool, attachNS func() int64) (*Trace
 	if cfg.Waker {
 		wk = 1
 	}
-	if err := bpfload.SetVars(bpfload.Var{Spec: s.TargetTgid, Value: cfg.Tgid}, bpfload.Var{Spec: s.GilLo, Value: cfg.GILLo},
-		bpfload.Var{Spec: s.GilHi, Value: cfg.GILHi}, bpfload.Var{Spec: s.UseRegs, Value: u8}, bpfload.Var{Spec: s.Waker, Value: wk}, bpfload.Var{Spec: s.UseSet, Value: set},
+	var late, armed uint8 = 0, 1
+	if cfg.Late {
+		late = 1
+	}
+	if cfg.HeldPid != 0 {
+		armed = 0
+	}
+	if err := bpfload.SetVars(bpfload.Var{Spec: s.TargetTgid, Value: cfg.Tgid}, bpfload.Var{Spec: s.WalkLate, Value: late}, bpfload.Var{Spec: s.HeldPid, Value: cfg.HeldPid},
+		bpfload.Var{Spec: s.Armed, Value: armed}, bpfload.Var{Spec: s.UseRegs, Value: u8}, bpfload.Var{Spec: s.Waker, Value: wk}, bpfload.Var{Spec: s.UseSet, Value: set},
 		bpfload.Var{Spec: s.MinBlockNs, Value: cfg.MinBlockNS}, bpfload.Var{Spec: s.ReuseNs, Value: cfg.ReuseNS}); err != nil {
 		return nil, err
-	}
-	if cfg.Walk != nil {
-		if err := bpfload.SetVars(bpfload.Var{Spec: s.Cfg, Value: cfg.Walk}); err != nil {
-			return nil, err
-		}
 	}
 	if cfg.MapEntries > 0 {
 		for _, m := range []*ebpf.MapSpec{s.Starts, s.Waits, s.Threads, s.Pyids, s.Wakes, s.Offwake} {
 			m.MaxEntries = cfg.MapEntries
 		}
 	}
-	if cfg.Walk == nil {
+	if cfg.Walk == nil && !cfg.Late {
 		// Unused: the smallest the kernel takes.
 		s.Tstates.MaxEntries, s.Pyseen.MaxEntries, s.Pystacks.MaxEntries = 1, 1, uint32(os.Getpagesize())
 	}
@@ -226,7 +243,8 @@ func load(cfg Config, progName string, regs bool, attachNS func() int64) (*Trace
 		sw, wake = s.OffcpuBtf, s.WakingBtf
 	}
 	// Only this variant's programs are loaded.
-	spec.Programs = map[string]*ebpf.ProgramSpec{"switch": sw, "waking": wake}
+	// (offcpu_exec, a few instructions, is attached with HeldPid only.)
+	spec.Programs = map[string]*ebpf.ProgramSpec{"switch": sw, "waking": wake, "offcpu_exec": s.OffcpuExec}
 	if cfg.Set != nil {
 		spec.Programs["procset_fork"], spec.Programs["procset_exec"], spec.Programs["procset_exit"] = s.ProcsetFork, s.ProcsetExec, s.ProcsetExit
 	} else {
@@ -247,16 +265,40 @@ func load(cfg Config, progName string, regs bool, attachNS func() int64) (*Trace
 	}
 	t := &Tracer{Regs: regs, Starts: o.Starts, Waits: o.Waits, Threads: o.Threads, Pyids: o.Pyids,
 		Kstacks: o.Kstacks, Counters: o.Counters, Tstates: o.Tstates, Pystacks: o.Pystacks,
-		PyAddrs: o.Pyaddrs, others: closers{o.CodesOk, o.Pyseen, o.Scratch, o.Win, o.Procs, o.ProcsetEvents, o.ProcsetCounters}, prog: o.Switch, wprog: o.Waking, attachNS: o.AttachNs, outSeq: o.OutSeq, stopNS: o.StopNs}
+		PyAddrs: o.Pyaddrs, others: closers{o.CodesOk, o.Pyseen, o.Scratch, o.Win, o.Procs, o.ProcsetEvents, o.ProcsetCounters}, prog: o.Switch, wprog: o.Waking, attachNS: o.AttachNs, outSeq: o.OutSeq, stopNS: o.StopNs,
+		cfg: o.Cfg, gilLo: o.GilLo, gilHi: o.GilHi, armed: o.Armed}
+	if cfg.HeldPid != 0 {
+		t.eprog = o.Exec
+	} else {
+		o.Exec.Close()
+	}
 	t.Wakes = o.Wakes
 	if cfg.Waker {
 		t.Offwake = o.Offwake
 	} else {
 		o.Offwake.Close()
 	}
-	if err := t.attachNS.Set(uint64(attachNS())); err != nil {
+	if err := t.SetGIL(cfg.GILLo, cfg.GILHi); err != nil {
 		t.Close()
-		return nil, fmt.Errorf("set attach_ns: %w", err)
+		return nil, err
+	}
+	if cfg.Walk != nil {
+		if err := t.cfg.Set(cfg.Walk); err != nil {
+			t.Close()
+			return nil, fmt.Errorf("set the walk's configuration: %w", err)
+		}
+	}
+	if t.eprog != nil {
+		// Before the switch program: it records nothing until the exec.
+		if t.elnk, _, err = bpfload.Attach(t.eprog, "sched_process_exec"); err != nil {
+			t.Close()
+			return nil, err
+		}
+	} else {
+		if err := t.attachNS.Set(uint64(attachNS())); err != nil {
+			t.Close()
+			return nil, fmt.Errorf("set attach_ns: %w", err)
+		}
 	}
 	if cfg.Set != nil {
 		t.progs = []*ebpf.Program{sp.Fork, sp.Exec, sp.Exit}
@@ -284,6 +326,43 @@ func load(cfg Config, progName string, regs bool, attachNS func() int64) (*Trace
 	return t, nil
 }
 
+// SetGIL gives the program the GIL state's address range (the syscall
+// hints' GIL class); at load with Config.GILLo/GILHi, or after it.
+func (t *Tracer) SetGIL(lo, hi uint64) error {
+	if err := t.gilLo.Set(lo); err != nil {
+		return fmt.Errorf("set gil_lo: %w", err)
+	}
+	if err := t.gilHi.Set(hi); err != nil {
+		return fmt.Errorf("set gil_hi: %w", err)
+	}
+	return nil
+}
+
+// Attached says when a HeldPid program was armed (CLOCK_MONOTONIC: the
+// held process's exec); ok false while it was not.
+func (t *Tracer) Attached() (ns int64, ok bool) {
+	var a uint8
+	var v uint64
+	if t.armed.Get(&a) != nil || a == 0 || t.attachNS.Get(&v) != nil {
+		return 0, false
+	}
+	return int64(v), true
+}
+
+// SetWalk configures a Late program's walk (walk: kwalk.ProgramConfig's
+// value). The program reads the configuration while it runs: it is
+// written dormant first (dormant: the same with its version zeroed, so
+// the walk stays off), then whole, so no switch-out walks with half of it.
+func (t *Tracer) SetWalk(walk any, dormant func(any) any) error {
+	if err := t.cfg.Set(dormant(walk)); err != nil {
+		return fmt.Errorf("set the walk's configuration: %w", err)
+	}
+	if err := t.cfg.Set(walk); err != nil {
+		return fmt.Errorf("set the walk's configuration: %w", err)
+	}
+	return nil
+}
+
 // OutSeq counts the target switch-outs recorded so far, read from the
 // program's memory (no syscall); ok false when it can't be read.
 func (t *Tracer) OutSeq() (n uint64, ok bool) {
@@ -301,6 +380,10 @@ func (t *Tracer) Stop(ns int64) error {
 
 // Detach stops the program; the maps stay readable.
 func (t *Tracer) Detach() {
+	if t.elnk != nil {
+		t.elnk.Close()
+		t.elnk = nil
+	}
 	if t.wlnk != nil {
 		t.wlnk.Close()
 		t.wlnk = nil
@@ -322,7 +405,7 @@ func (t *Tracer) Close() {
 		p.Close()
 	}
 	t.progs = nil
-	for _, c := range []interface{ Close() error }{t.prog, t.wprog, t.Starts, t.Waits, t.Threads, t.Pyids, t.Kstacks, t.Counters, t.Wakes, t.Offwake,
+	for _, c := range []interface{ Close() error }{t.prog, t.wprog, t.eprog, t.Starts, t.Waits, t.Threads, t.Pyids, t.Kstacks, t.Counters, t.Wakes, t.Offwake,
 		t.Tstates, t.Pystacks, t.PyAddrs, t.others} {
 		if c != nil && !isNil(c) {
 			c.Close()

@@ -1,0 +1,83 @@
+//go:build amd64
+
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pyobs/pyobs/internal/testutil"
+)
+
+// TestOffcpuHeldFirstInstruction: offcpu -- CMD holds the command before
+// its exec while the program loads and attaches, so its first acts are
+// observed: held_start.py burns 80 ms of its thread's CPU and then sleeps
+// 0.3 s as soon as it starts. Truth: the program's own timing of its
+// sleep and its thread's CPU time at its end. Before the hold, pyobs
+// attached once the interpreter ran Python code, plus the program's load:
+// most of that CPU and the start of that sleep were missed.
+func TestOffcpuHeldFirstInstruction(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.CPUHog(t, 2)
+	for _, label := range []string{"pyenv-3.11", "pyenv-3.13"} {
+		t.Run(label, func(t *testing.T) {
+			py := testutil.Find(t, label)
+			dir := t.TempDir()
+			truthPath, out := filepath.Join(dir, "truth"), filepath.Join(dir, "o.json")
+			args := append([]string{"offcpu", "--engine", "bpf", "--format", "json", "-o", out, "--"}, py.Argv...)
+			r := testutil.Run(t, 60*time.Second, append(args, filepath.Join(testutil.Repo(), "testdata", "targets", "held_start.py"), truthPath)...)
+			if r.Code != 0 {
+				t.Fatalf("exit %d: %s", r.Code, r.Stderr)
+			}
+			var truth struct{ Slept, CPU float64 }
+			b, err := os.ReadFile(truthPath)
+			if err != nil || json.Unmarshal(b, &truth) != nil {
+				t.Fatalf("no truth from the program (%v): %s", err, b)
+			}
+			var doc struct {
+				Result struct {
+					Threads []struct {
+						Name string  `json:"name"`
+						On   float64 `json:"on_cpu_s"`
+					} `json:"threads"`
+				} `json:"result"`
+				Top []struct {
+					Stack string `json:"stack"`
+					Class string `json:"class"`
+					US    int64  `json:"us"`
+				} `json:"top"`
+			}
+			if b, err = os.ReadFile(out); err != nil || json.Unmarshal(b, &doc) != nil {
+				t.Fatalf("offcpu's JSON (%v): %s", err, b)
+			}
+			var slept float64
+			for _, s := range doc.Top {
+				if strings.Contains(s.Stack, "first_wait (") && s.Class == "sleep" {
+					slept += float64(s.US) / 1e6
+				}
+			}
+			t.Logf("%s: %.3fs asleep under first_wait, the program timed %.3fs", label, slept, truth.Slept)
+			if slept < 0.95*truth.Slept || slept > truth.Slept+0.01 {
+				t.Errorf("%.3fs asleep under first_wait, want the program's %.3fs (-5 %%, +10 ms)", slept, truth.Slept)
+			}
+			if len(doc.Result.Threads) != 1 {
+				t.Fatalf("threads %+v: want the program's one thread (not the holder's)", doc.Result.Threads)
+			}
+			// The thread's CPU from the exec on: the program's own count
+			// includes the holder's few ms before the exec, pyobs's its
+			// exit after the count.
+			on := doc.Result.Threads[0].On
+			t.Logf("%s: on CPU %.3fs, the thread's own CPU time %.3fs", label, on, truth.CPU)
+			if on < truth.CPU-0.02 || on > truth.CPU+0.02 {
+				t.Errorf("on CPU %.3fs, want the thread's %.3fs ± 20 ms", on, truth.CPU)
+			}
+			if !strings.Contains(r.Stderr, "observed from the command's first instruction") && !strings.Contains(r.Stderr, "0 stack reads") {
+				t.Logf("footer: %s", r.Stderr)
+			}
+		})
+	}
+}
