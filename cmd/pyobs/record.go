@@ -83,8 +83,11 @@ func runRecord(cmd *cobra.Command, g *globals, f *recordFlags, args []string) er
 	if f.engine != "auto" && f.engine != "bpf" && f.engine != "perf" {
 		return usagef("record: unknown --engine %q (auto, bpf, perf)", f.engine)
 	}
-	if f.engine == "bpf" && (f.native || f.async || f.mode != "cpu") {
-		return usagef("record: --engine bpf is cpu mode's (with or without --kernel); --native, --async, wall and gil read stacks from user space")
+	if f.engine == "bpf" && (f.async || f.mode != "cpu") {
+		return usagef("record: --engine bpf is cpu mode's (with or without --kernel and --native); --async, wall and gil read stacks from user space")
+	}
+	if f.engine == "bpf" && f.native && f.stack > record.BPFMaxStackSize {
+		return usagef("record: --engine bpf copies at most %d bytes of user stack per sample (--stack-size %d): use --engine perf for more", record.BPFMaxStackSize, f.stack)
 	}
 	if f.stack <= 0 || f.stack > 61440 || f.stack%8 != 0 {
 		return usagef("record: --stack-size %d is not a multiple of 8 in 8..61440", f.stack)

@@ -131,8 +131,15 @@ type Mixed struct {
 	// MergeLinked: samples glued by C-stack address (3.11+); MergeGone: of
 	// those, samples whose innermost interpreter frames had returned before
 	// the Python stack was read (shown as [Python frames returned before read]).
-	MergeLinked    uint64 `json:"merge_linked,omitempty"`
-	MergeGone      uint64 `json:"merge_gone,omitempty"`
+	MergeLinked uint64 `json:"merge_linked,omitempty"`
+	MergeGone   uint64 `json:"merge_gone,omitempty"`
+	// MergeCounted (bpf engine, --native): samples glued by counting the
+	// walk's entry frames (no C-stack links: 3.10, 3.11); MergeTransit:
+	// samples, glued either way, whose innermost interpreter frames had no
+	// Python frame at the sample — a call being entered or left (shown as
+	// [Python frame entering or leaving]).
+	MergeCounted   uint64 `json:"merge_counted,omitempty"`
+	MergeTransit   uint64 `json:"merge_in_transit,omitempty"`
 	StackUserBytes int    `json:"stack_user_bytes,omitempty"` // user stack copied per sample
 	// KernelSymbols: with --kernel, a note when kernel frames can't be
 	// named (kptr_restrict hides /proc/kallsyms addresses).

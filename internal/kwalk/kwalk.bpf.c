@@ -24,6 +24,7 @@
 
 #include "pywalk.h"
 #include "procset.h"
+#include "natcopy.h"
 
 // Counter slots (per CPU; user space sums them).
 enum {
@@ -42,6 +43,9 @@ enum {
 	C_AGGFULL,     // aggregating: the count map was full, the sample not counted
 	C_KSTACK,      // kernel stacks taken (samples in kernel mode, kstacks on)
 	C_KLOST,       // a kernel-mode sample whose stack did not fit the map (bucket taken)
+	C_NATSENT,     // native_bytes: samples sent with their native stack copy
+	C_NATLOST,     // native_bytes: the natstacks ring was full, the sample lost
+	C_NATBYTES,    // native_bytes: stack bytes copied, summed
 	C_NCOUNTERS,
 };
 
@@ -105,6 +109,17 @@ struct {
 	__type(key, u64);
 	__type(value, u8);
 } sent SEC(".maps");
+
+// Native stacks (`record --native`): each sample sends its count key, the
+// thread's user registers and up to native_bytes of its user stack
+// (natcopy.h) instead of adding to the count maps; user space unwinds the
+// copy with CFI and glues the walked Python frames in. 0: off (the ring is
+// one page, never used).
+const volatile u32 native_bytes = 0;
+// Wake the reader once this much waits in natstacks (0: never; it reads
+// on its own timer).
+const volatile u32 nat_wake = 0;
+NATCOPY_MAPS(natstacks, 1 << 24, natbuf);
 
 static __always_inline void count(u32 slot)
 {
@@ -214,6 +229,34 @@ int kwalk_sample(void *ctx)
 				bpf_map_update_elem(&sent, &k.id, &one, BPF_ANY);
 			}
 		}
+	}
+	if (native_bytes) {
+		struct natrec *r = bpf_map_lookup_elem(&natbuf, &zero);
+		if (!r)
+			return 0;
+		// The user registers: at the sample if it hit user mode, else
+		// where the thread entered the kernel (the top of its kernel
+		// stack) — either way task_pt_regs.
+		struct uregs u = {};
+		bpf_probe_read_kernel(&u, sizeof(u), (void *)bpf_task_pt_regs(bpf_get_current_task_btf()));
+		r->id = k.id;
+		r->tid = tid;
+		r->tgid = k.tgid;
+		r->flags = k.flags;
+		r->kstack = k.kstack;
+		r->nlinks = s->h.nlinks < NAT_LINKS ? s->h.nlinks : NAT_LINKS;
+		__builtin_memcpy(r->links, s->links, sizeof(r->links));
+		u32 n = nat_copy(r, &u, native_bytes);
+		u64 wake = BPF_RB_NO_WAKEUP;
+		if (nat_wake && bpf_ringbuf_query(&natstacks, BPF_RB_AVAIL_DATA) + nat_size(n) >= nat_wake)
+			wake = BPF_RB_FORCE_WAKEUP;
+		if (bpf_ringbuf_output(&natstacks, r, nat_size(n), wake)) {
+			count(C_NATLOST);
+			return 0;
+		}
+		count(C_NATSENT);
+		counter_add(&counters, C_NATBYTES, n);
+		return 0;
 	}
 	u32 *which = bpf_map_lookup_elem(&sel, &zero);
 	if (which && *which)

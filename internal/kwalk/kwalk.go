@@ -69,6 +69,12 @@ type Options struct {
 	// KernelStacks (with Aggregate): each sample's kernel call chain, by
 	// id (Count.KStack, Walker.KernelStack).
 	KernelStacks bool
+	// NativeBytes (with Aggregate): each sample instead sends its count
+	// key, the thread's user registers and up to this much of its user
+	// stack (rounded up to bpfload.NatChunk, at most bpfload.NatMaxBytes)
+	// for user space to unwind (ReadNative); nothing is counted in the
+	// maps. Distinct Python stacks still come through Read.
+	NativeBytes int
 }
 
 // Sample flags (S_ in kwalk.bpf.c).
@@ -128,9 +134,12 @@ const (
 	CByTLS
 	CTLSBad
 	CMapStale
-	CAggFull // aggregating: a sample not counted, the count map full
-	CKStack  // kernel stacks taken (KernelStacks: samples in kernel mode)
-	CKLost   // kernel-mode samples whose stack's bucket held another stack
+	CAggFull  // aggregating: a sample not counted, the count map full
+	CKStack   // kernel stacks taken (KernelStacks: samples in kernel mode)
+	CKLost    // kernel-mode samples whose stack's bucket held another stack
+	CNatSent  // NativeBytes: samples sent with their native stack copy
+	CNatLost  // NativeBytes: samples lost, the native ring full
+	CNatBytes // NativeBytes: stack bytes copied, summed
 	NCounters
 )
 
@@ -144,6 +153,7 @@ type Walker struct {
 	Opts   Options
 	objs   *objects
 	ring   *bpfload.Ring
+	nat    *bpfload.Ring // NativeBytes: the samples with their native stack copies
 	fds    []int
 	CPUs   int // per-CPU events opened
 	// Set: the observed processes with Options.Set (nil otherwise).
@@ -313,10 +323,14 @@ func Open(pid int, l *pyframes.KernelLayout, opt Options) (*Walker, error) {
 	if opt.Set != nil {
 		cfg.Tgid = 0 // the program filters by the set's members
 	}
-	if opt.KernelStacks && !opt.Aggregate {
-		return nil, fmt.Errorf("pid %d: the walker takes kernel stacks only when it aggregates", pid)
+	if (opt.KernelStacks || opt.NativeBytes > 0) && !opt.Aggregate {
+		return nil, fmt.Errorf("pid %d: the walker takes kernel and native stacks only when it aggregates", pid)
 	}
-	o, err := load(cfg, uint32(opt.RingBytes), opt.Set, opt.Aggregate, opt.KernelStacks)
+	nb := uint32(0)
+	if opt.NativeBytes > 0 {
+		nb = uint32(min((opt.NativeBytes+bpfload.NatChunk-1)/bpfload.NatChunk*bpfload.NatChunk, bpfload.NatMaxBytes))
+	}
+	o, err := load(cfg, uint32(opt.RingBytes), opt.Set, opt.Aggregate, opt.KernelStacks, nb)
 	if err != nil {
 		return nil, fmt.Errorf("pid %d: %w", pid, err)
 	}
@@ -324,6 +338,12 @@ func Open(pid int, l *pyframes.KernelLayout, opt Options) (*Walker, error) {
 	if w.ring, err = bpfload.NewRing("samples", o.Samples); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("pid %d: %w", pid, err)
+	}
+	if nb > 0 {
+		if w.nat, err = bpfload.NewRing("natstacks", o.NatRing); err != nil {
+			w.Close()
+			return nil, fmt.Errorf("pid %d: %w", pid, err)
+		}
 	}
 	if opt.Set != nil {
 		// Seeded and following forks before the first sample: a member
@@ -520,6 +540,41 @@ func (w *Walker) DrainCounts(fn func(Count)) error {
 	}
 }
 
+// NativeSample is one sample with its native stack copy (NativeBytes):
+// its count key, as DrainCounts would have counted it, and the copy.
+type NativeSample struct {
+	Count // N is 1
+	Head  bpfload.NatHead
+	Stack []byte   // aliases the ring's record: valid during the callback only
+	Links []uint64 // the Python runs' C-stack links (3.12+), innermost first
+}
+
+// ReadNative hands fn every sample waiting with its native stack copy,
+// without waiting; it returns how many.
+func (w *Walker) ReadNative(fn func(*NativeSample)) (int, error) {
+	if w.nat == nil {
+		return 0, fmt.Errorf("pid %d: the walker copies no native stacks", w.Pid)
+	}
+	past := time.Unix(0, 0)
+	n := 0
+	for {
+		b, ok, err := w.nat.Next(past)
+		if err != nil {
+			return n, fmt.Errorf("pid %d: read the native stacks: %w", w.Pid, err)
+		}
+		if !ok {
+			return n, nil
+		}
+		h, stack, err := bpfload.DecodeNat(b)
+		if err != nil {
+			return n, fmt.Errorf("pid %d: %w", w.Pid, err)
+		}
+		n++
+		fn(&NativeSample{Count: Count{ID: h.Id, Tgid: int(h.Tgid), Tid: int(h.Tid), Flags: h.Flags, N: 1, KStack: h.Kstack}, Head: h, Stack: stack,
+			Links: h.Links[:h.Nlinks]})
+	}
+}
+
 // Pending is how many bytes of samples wait in the ring.
 func (w *Walker) Pending() int { return w.ring.Pending() }
 
@@ -589,6 +644,9 @@ func (w *Walker) Close() error {
 	w.fds = nil
 	if w.ring != nil {
 		w.ring.Close()
+	}
+	if w.nat != nil {
+		w.nat.Close()
 	}
 	if w.objs != nil {
 		w.objs.Close()

@@ -64,6 +64,36 @@ type kwalkFrame struct {
 	Flags uint32
 }
 
+type kwalkNatrec struct {
+	_      structs.HostLayout
+	Id     uint64
+	Tid    uint32
+	Len    uint32
+	Tgid   uint32
+	Flags  uint32
+	Kstack uint32
+	Nlinks uint32
+	Ip     uint64
+	Sp     uint64
+	Bp     uint64
+	Bx     uint64
+	R12    uint64
+	R13    uint64
+	R14    uint64
+	R15    uint64
+	Ax     uint64
+	Cx     uint64
+	Dx     uint64
+	Si     uint64
+	Di     uint64
+	R8     uint64
+	R9     uint64
+	R10    uint64
+	R11    uint64
+	Links  [32]uint64
+	Stack  [16384]uint8
+}
+
 type kwalkProcAddrs struct {
 	_           structs.HostLayout
 	CodeType    uint64
@@ -84,6 +114,7 @@ type kwalkSample struct {
 	_      structs.HostLayout
 	H      kwalkSampleHdr
 	Frames [128]kwalkFrame
+	Links  [32]uint64
 }
 
 type kwalkSampleHdr struct {
@@ -99,7 +130,7 @@ type kwalkSampleHdr struct {
 	Hops    uint16
 	Cpu     uint32
 	Tgid    uint32
-	Pad     uint32
+	Nlinks  uint32
 }
 
 type kwalkWindow struct {
@@ -116,6 +147,8 @@ const (
 	kwalkMapCounts0         = "counts0"
 	kwalkMapCounts1         = "counts1"
 	kwalkMapKstacks         = "kstacks"
+	kwalkMapNatbuf          = "natbuf"
+	kwalkMapNatstacks       = "natstacks"
 	kwalkMapProcs           = "procs"
 	kwalkMapProcsetCounters = "procset_counters"
 	kwalkMapProcsetEvents   = "procset_events"
@@ -133,6 +166,9 @@ const (
 	kwalkVarAggregate       = "aggregate"
 	kwalkVarCfg             = "cfg"
 	kwalkVarKstacksOn       = "kstacks_on"
+	kwalkVarNatWake         = "nat_wake"
+	kwalkVarNativeBytes     = "native_bytes"
+	kwalkVarNatrecType      = "natrec_type"
 	kwalkVarProcsetCgroup   = "procset_cgroup"
 	kwalkVarProcsetFollow   = "procset_follow"
 )
@@ -194,6 +230,8 @@ type kwalkMapSpecs struct {
 	Counts0         *ebpf.MapSpec `ebpf:"counts0"`
 	Counts1         *ebpf.MapSpec `ebpf:"counts1"`
 	Kstacks         *ebpf.MapSpec `ebpf:"kstacks"`
+	Natbuf          *ebpf.MapSpec `ebpf:"natbuf"`
+	Natstacks       *ebpf.MapSpec `ebpf:"natstacks"`
 	Procs           *ebpf.MapSpec `ebpf:"procs"`
 	ProcsetCounters *ebpf.MapSpec `ebpf:"procset_counters"`
 	ProcsetEvents   *ebpf.MapSpec `ebpf:"procset_events"`
@@ -213,6 +251,9 @@ type kwalkVariableSpecs struct {
 	Aggregate     *ebpf.VariableSpec `ebpf:"aggregate"`
 	Cfg           *ebpf.VariableSpec `ebpf:"cfg"`
 	KstacksOn     *ebpf.VariableSpec `ebpf:"kstacks_on"`
+	NatWake       *ebpf.VariableSpec `ebpf:"nat_wake"`
+	NativeBytes   *ebpf.VariableSpec `ebpf:"native_bytes"`
+	NatrecType    *ebpf.VariableSpec `ebpf:"natrec_type"`
 	ProcsetCgroup *ebpf.VariableSpec `ebpf:"procset_cgroup"`
 	ProcsetFollow *ebpf.VariableSpec `ebpf:"procset_follow"`
 }
@@ -242,6 +283,8 @@ type kwalkMaps struct {
 	Counts0         *ebpf.Map `ebpf:"counts0"`
 	Counts1         *ebpf.Map `ebpf:"counts1"`
 	Kstacks         *ebpf.Map `ebpf:"kstacks"`
+	Natbuf          *ebpf.Map `ebpf:"natbuf"`
+	Natstacks       *ebpf.Map `ebpf:"natstacks"`
 	Procs           *ebpf.Map `ebpf:"procs"`
 	ProcsetCounters *ebpf.Map `ebpf:"procset_counters"`
 	ProcsetEvents   *ebpf.Map `ebpf:"procset_events"`
@@ -261,6 +304,8 @@ func (m *kwalkMaps) Close() error {
 		m.Counts0,
 		m.Counts1,
 		m.Kstacks,
+		m.Natbuf,
+		m.Natstacks,
 		m.Procs,
 		m.ProcsetCounters,
 		m.ProcsetEvents,
@@ -281,6 +326,9 @@ type kwalkVariables struct {
 	Aggregate     *ebpf.Variable `ebpf:"aggregate"`
 	Cfg           *ebpf.Variable `ebpf:"cfg"`
 	KstacksOn     *ebpf.Variable `ebpf:"kstacks_on"`
+	NatWake       *ebpf.Variable `ebpf:"nat_wake"`
+	NativeBytes   *ebpf.Variable `ebpf:"native_bytes"`
+	NatrecType    *ebpf.Variable `ebpf:"natrec_type"`
 	ProcsetCgroup *ebpf.Variable `ebpf:"procset_cgroup"`
 	ProcsetFollow *ebpf.Variable `ebpf:"procset_follow"`
 }

@@ -8,6 +8,7 @@ package kwalk
 import (
 	"errors"
 	"fmt"
+	"os"
 
 	"github.com/cilium/ebpf"
 
@@ -33,6 +34,8 @@ type objects struct {
 	Sel      *ebpf.Map     `ebpf:"sel"`
 	Sent     *ebpf.Map     `ebpf:"sent"`
 	KStacks  *ebpf.Map     `ebpf:"kstacks"`
+	NatRing  *ebpf.Map     `ebpf:"natstacks"`
+	NatBuf   *ebpf.Map     `ebpf:"natbuf"`
 
 	// procset.h's, used with Options.Set.
 	Procs           *ebpf.Map     `ebpf:"procs"`
@@ -45,7 +48,7 @@ type objects struct {
 
 func (o *objects) Close() {
 	for _, c := range []interface{ Close() error }{o.Prog, o.Tstates, o.Counters, o.Samples, o.Scratch, o.CodesOK, o.Win, o.PyAddrs,
-		o.Counts0, o.Counts1, o.Sel, o.Sent, o.KStacks,
+		o.Counts0, o.Counts1, o.Sel, o.Sent, o.KStacks, o.NatRing, o.NatBuf,
 		o.Procs, o.ProcsetEvents, o.ProcsetCounters, o.ProcsetFork, o.ProcsetExec, o.ProcsetExit} {
 		if c != nil {
 			c.Close()
@@ -56,7 +59,7 @@ func (o *objects) Close() {
 // load fixes cfg in the object's read-only data (the verifier sees the
 // layout as constants) and loads program and maps; set configures
 // procset.h (nil: one process, cfg.tgid).
-func load(cfg kwalkConfig, ringBytes uint32, set *procset.Options, aggregate, kstacks bool) (*objects, error) {
+func load(cfg kwalkConfig, ringBytes uint32, set *procset.Options, aggregate, kstacks bool, nativeBytes uint32) (*objects, error) {
 	if err := bpfload.CheckPidNS(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
@@ -75,8 +78,15 @@ func load(cfg kwalkConfig, ringBytes uint32, set *procset.Options, aggregate, ks
 	} else {
 		specs.Kstacks.MaxEntries = 1 // never used: no memory for it
 	}
+	natWake := uint32(0)
+	if nativeBytes > 0 {
+		natWake = specs.Natstacks.MaxEntries / 4
+	} else {
+		specs.Natstacks.MaxEntries = uint32(os.Getpagesize()) // never used
+	}
 	if err := bpfload.SetVars(bpfload.Var{Spec: specs.Cfg, Value: cfg}, bpfload.Var{Spec: specs.Aggregate, Value: agg},
-		bpfload.Var{Spec: specs.KstacksOn, Value: ks}); err != nil {
+		bpfload.Var{Spec: specs.KstacksOn, Value: ks}, bpfload.Var{Spec: specs.NativeBytes, Value: nativeBytes},
+		bpfload.Var{Spec: specs.NatWake, Value: natWake}); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	if set != nil {

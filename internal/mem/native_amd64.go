@@ -18,13 +18,6 @@ func nativeBytes(opt Options) int {
 	return 0
 }
 
-// natRegs are a copy's registers by DWARF number; rip in the return
-// address column (the leaf's pc: the probed function's first instruction).
-func natRegs(h probebpf.NatHead) unwind.Regs {
-	return unwind.RegsOf(unwind.GPRs{AX: h.Ax, DX: h.Dx, CX: h.Cx, BX: h.Bx, SI: h.Si, DI: h.Di, BP: h.Bp, SP: h.Sp,
-		R8: h.R8, R9: h.R9, R10: h.R10, R11: h.R11, R12: h.R12, R13: h.R13, R14: h.R14, R15: h.R15, IP: h.Ip})
-}
-
 // readNative unwinds the copies as they come (a copy lives only in its
 // record; the target's mappings are the ones it ran with) until done is
 // closed and the ring is drained; it owns nat until it returns.
@@ -47,13 +40,13 @@ func readNative(ring *bpfload.Ring, nat *natStacks, pid int, done <-chan struct{
 	}
 	var pcs []uint64
 	one := func(b []byte) {
-		h, stack, err := probebpf.DecodeNat(b)
+		h, stack, err := bpfload.DecodeNat(b)
 		if err != nil {
 			nat.stats.Undecoded++
 			return
 		}
 		var st unwind.Status
-		pcs, st, err = proc.Unwind(natRegs(h), unwind.StackCopy{Base: h.Sp, Data: stack}, pcs[:0])
+		pcs, st, err = proc.Unwind(h.Regs(), h.Stack(stack), pcs[:0])
 		nat.stats.Unwound++
 		ns := natStack{complete: st == unwind.Full}
 		switch st {

@@ -28,6 +28,17 @@ type Python struct {
 // first, then the trunc marker. It reports false, appending nothing, when
 // the counts disagree.
 func Stacks(dst []int, nat []Native, py []Python, complete bool, trunc int) ([]int, bool) {
+	dst, _, ok := StacksGone(dst, nat, py, complete, trunc, -1)
+	return dst, ok
+}
+
+// StacksGone is Stacks where the innermost interpreter frames may be
+// without their run (gone >= 0): Python frames are pushed and popped at
+// the top of the chain, so when nat holds more eval frames than py has
+// runs, the runs go to the outermost ones and each innermost one left
+// over — its Python frame being entered or left at the sample, or gone
+// before a later read — becomes gone; n counts them.
+func StacksGone(dst []int, nat []Native, py []Python, complete bool, trunc, gone int) (_ []int, n int, _ bool) {
 	evals, runs := 0, 0
 	for _, f := range nat {
 		if f.Eval {
@@ -39,8 +50,12 @@ func Stacks(dst []int, nat []Native, py []Python, complete bool, trunc int) ([]i
 			runs++
 		}
 	}
-	if evals > runs || (complete && evals != runs) {
-		return dst, false
+	missing := 0
+	switch {
+	case evals > runs && gone >= 0:
+		missing = evals - runs
+	case evals > runs || (complete && evals != runs):
+		return dst, 0, false
 	}
 	i := len(py) - 1
 	run := func() {
@@ -49,20 +64,27 @@ func Stacks(dst []int, nat []Native, py []Python, complete bool, trunc int) ([]i
 			dst = append(dst, py[i].ID)
 		}
 	}
-	for k := 0; k < runs-evals; k++ {
+	for k := 0; k < runs-(evals-missing); k++ {
 		run()
 	}
 	if !complete {
 		dst = append(dst, trunc)
 	}
+	e := 0
 	for _, f := range nat {
-		if f.Eval {
-			run()
-		} else {
+		switch {
+		case !f.Eval:
 			dst = append(dst, f.ID)
+		case e < evals-missing:
+			run()
+			e++
+		default:
+			dst = append(dst, gone)
+			n++
+			e++
 		}
 	}
-	return dst, true
+	return dst, n, true
 }
 
 // Linkable: every run of py has its C-stack link (3.11+ with Links), so

@@ -43,6 +43,34 @@ func TestStacks(t *testing.T) {
 	}
 }
 
+// The innermost interpreter frames without a run become the gone marker;
+// the outer runs keep their frames.
+func TestStacksGone(t *testing.T) {
+	const trunc, gone = 99, 98
+	nat := []Native{nf(1, false, true), nf(2, true, true), nf(3, false, true), nf(4, true, true), nf(5, false, true)}
+	py := []Python{{13, true, 0}, {12, false, 0}, {11, true, 0}}
+	for _, c := range []struct {
+		name     string
+		nat      []Native
+		py       []Python
+		complete bool
+		want     []int
+		n        int
+		ok       bool
+	}{
+		{"all runs", nat, py, true, []int{1, 11, 12, 3, 13, 5}, 0, true},
+		{"innermost run popped", nat, py[1:], true, []int{1, 11, 12, 3, gone, 5}, 1, true},
+		{"no run at all", nat, nil, true, []int{1, gone, 3, gone, 5}, 2, true},
+		{"complete, fewer evals", nat[:3], py, true, nil, 0, false},
+		{"truncated: outer runs first", nat[2:], py, false, []int{11, 12, trunc, 3, 13, 5}, 0, true},
+	} {
+		got, n, ok := StacksGone(nil, c.nat, c.py, c.complete, trunc, gone)
+		if ok != c.ok || n != c.n || !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s: got %v gone %d %v, want %v gone %d %v", c.name, got, n, ok, c.want, c.n, c.ok)
+		}
+	}
+}
+
 type linkedCase struct {
 	name     string
 	nat      []Native

@@ -90,7 +90,8 @@
 // arms it at that process's exec (its attach time from then on), so the
 // holder's wait and its runtime's threads are not the target's, and
 // everything the command does is observed. The walk's configuration
-// (pywalk.h cfg, writable in this program) is written once the
+// (pywalk.h cfg, writable in the program built with OFFCPU_HELD, used only
+// here: the verifier checks it for every layout) is written once the
 // interpreter is up, dormant first; a wait that began before carries
 // FlagPrePy and is folded under [before the interpreter] unless it was
 // still going on then (a look reads its stack). No schedstat check of

@@ -16,15 +16,23 @@
 //     code-object generation on 3.14+, by age before) and folds (code
 //     object, instruction) → frame ids: labels `QUALNAME (FILE:LINE)`,
 //     caller lines the line of the call, as the user-space reader gives.
-//     With --kernel (and not --native) the same program takes each
-//     sample's kernel call chain into a stack-trace map (bpf_get_stackid)
-//     and counts by it; a chain whose bucket holds another is counted lost
-//     and marked [kernel stack lost].
+//     With --kernel the same program takes each sample's kernel call
+//     chain into a stack-trace map (bpf_get_stackid) and counts by it; a
+//     chain whose bucket holds another is counted lost and marked [kernel
+//     stack lost]. With --native each sample is sent instead of counted:
+//     its count key, the runs' C-stack links the walk found (3.12+), the
+//     thread's user registers (task_pt_regs) and the top of its user stack
+//     (natcopy.h); user space unwinds the copy with CFI at once and glues
+//     the walked Python frames in by address, else by counting
+//     (kernel_amd64.go drainNative; one process: the unwinder reads its
+//     mappings).
 //   - perf (record.go runCPU): a perf ring per thread (threads found by a
 //     scan every 50 ms), each sample followed by a read of the thread's
 //     stack from user space: a thread may have moved on by then (late,
-//     moved, torn: counted). --native, --async, wall and gil always use
-//     this user-space reader (so does --kernel when the bpf engine is refused).
+//     moved, torn: counted). --async, wall and gil always use this
+//     user-space reader (so do --native and --kernel when the bpf engine
+//     is refused, and --native on a 3.10/3.11 binary without the eval
+//     loop's symbol).
 //
 // Sets (set.go, set_amd64.go; bpf engine only): with a session that
 // observes several processes (session.SetSpec) the walker filters by

@@ -20,7 +20,7 @@ const (
 const UserSpaceNote = "stacks read from user space after the sample"
 
 // engineWant validates opt.Engine against the mode and the options that
-// keep the user-space reader (--native, --async, --greenlets, wall, gil).
+// keep the user-space reader (--async, --greenlets, wall, gil).
 func engineWant(opt *Options) (fallback.Want, error) {
 	switch opt.Engine {
 	case "", EngineAuto:
@@ -33,8 +33,6 @@ func engineWant(opt *Options) (fallback.Want, error) {
 	switch {
 	case opt.Mode != "cpu":
 		keep = "--mode " + opt.Mode
-	case opt.Native:
-		keep = "--native"
 	case opt.Async:
 		keep = "--async"
 	case opt.Greenlets:

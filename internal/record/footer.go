@@ -34,7 +34,11 @@ func Footer(p *flame.Profile, out string) string {
 		n := x.NativeFull + x.NativeTruncated + x.NativeFailed
 		nat = fmt.Sprintf("; native stacks: %d unwound fully (%.1f %%), %d truncated, %d failed, %d merge mismatches",
 			x.NativeFull, 100*float64(x.NativeFull)/float64(n), x.NativeTruncated, x.NativeFailed, x.MergeMismatch)
-		if x.MergeLinked > 0 {
+		switch {
+		case m.Engine == EngineBPF:
+			nat += fmt.Sprintf(", %d glued by C-stack address, %d by counting the walk's entry frames (%d with an interpreter frame entering or leaving its Python frame at the sample)",
+				x.MergeLinked, x.MergeCounted, x.MergeTransit)
+		case x.MergeLinked > 0:
 			nat += fmt.Sprintf(", %d glued by C-stack address (%d with Python frames returned before read)", x.MergeLinked, x.MergeGone)
 		}
 	}

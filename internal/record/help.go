@@ -10,11 +10,11 @@ const Help = `record samples the target and writes a flame graph or profile.
   the kernel at the sample's instant: every thread, also ones born during
   the recording, from their first sample; pyobs only names the code objects
   (cached, re-checked). Price: ~2-5 µs of kernel time per sample, in the
-  target's context. It cannot see native frames; stacks deeper than 128
+  target's context. Native frames only with --native; stacks deeper than 128
   frames come out as [truncated stack] with their innermost frames; a frame
   on a page not present in memory can't be read there ([faulted: page not
   present]); each is counted, never guessed. With --engine perf, and always
-  with --native, --async, --greenlets, --mode wall and gil:
+  with --async, --greenlets, --mode wall and gil:
   ` + UserSpaceNote + ` (perf engine: one ring per
   thread, then a read of that thread's Python stack; a thread may have moved
   on: [late read], torn reads counted).
@@ -27,13 +27,17 @@ const Help = `record samples the target and writes a flame graph or profile.
 --native (cpu mode): each sample also copies the thread's user registers and
   --stack-size bytes of its stack; pyobs unwinds them with the ELF files'
   .eh_frame CFI and replaces each _PyEval_EvalFrameDefault frame with the
-  Python frames it runs: on 3.11+ by address (each run of Python frames
-  links to a struct on its eval loop's C stack), on 3.10 by count. The
-  Python stack is read just after the sample: frames entered since are left
-  out, eval loops that returned since show [Python frames returned before
-  read]. Stacks deeper than the copy end in [truncated native stack];
-  samples whose native and Python stacks disagree are kept unmerged under
-  [merge mismatch] and counted.
+  Python frames it runs: by address where each run of Python frames links
+  to its eval loop's C stack (3.12+ on the bpf engine, 3.11+ on perf),
+  else by count. On the bpf engine the copy is taken by the same program,
+  at the same instant, as the Python walk: an eval loop whose Python frame
+  is being entered or left shows [Python frame entering or leaving] (3.10
+  and 3.11 binaries without the eval loop's symbol go to the perf engine,
+  saying so). On the perf engine the Python stack is read just after the
+  sample: frames entered since are left out, eval loops that returned since
+  show [Python frames returned before read]. Stacks deeper than the copy end
+  in [truncated native stack]; samples whose native and Python stacks
+  disagree are kept unmerged under [merge mismatch] and counted.
 --kernel (cpu mode): kernel frames (SYMBOL_[k]) from the sample's callchain;
   on the bpf engine the same program takes it (a stack the kernel's stack
   map had no room for is [kernel stack lost], counted).

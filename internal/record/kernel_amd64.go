@@ -12,7 +12,9 @@ import (
 	"github.com/pyobs/pyobs/internal/bpfload"
 	"github.com/pyobs/pyobs/internal/flame"
 	"github.com/pyobs/pyobs/internal/kwalk"
+	"github.com/pyobs/pyobs/internal/mixed"
 	"github.com/pyobs/pyobs/internal/pyframes"
+	"github.com/pyobs/pyobs/internal/unwind"
 )
 
 // kernelRec is cpu mode's bpf engine: internal/kwalk walks each sample's
@@ -41,6 +43,19 @@ type kernelRec struct {
 	// --kernel: each kernel stack's frames, root first, by the kernel's id.
 	kstacks             map[uint32][]int
 	kstackN, kstackLost uint64
+
+	// --native: samples whose native stack was unwound but whose Python
+	// stack had not come through the ring yet (folded at the next drain).
+	natOrphans []natOrphan
+}
+
+// natOrphan is a native sample waiting for its stack's definition.
+type natOrphan struct {
+	c      kwalk.Count
+	pcs    []uint64
+	sps    []uint64
+	links  []uint64
+	status unwind.Status
 }
 
 // kdef is one distinct stack as the ring brought it, and (one process)
@@ -80,8 +95,16 @@ func (r *Recorder) openKernel() (*kernelRec, error) {
 	if r.opt.Kernel {
 		k.kstacks = map[uint32][]int{}
 	}
+	if r.opt.Native {
+		// Each sample also copies the thread's registers and user stack,
+		// unwound here: the native frames of the same instant as the
+		// Python ones.
+		wo.NativeBytes = r.opt.StackSize
+		r.nat.interpBin = r.s.Py.Info.Binary
+		r.nat.instant = true
+	}
 	k.defs = map[uint64]kdef{}
-	if r.s.Set.Many() {
+	if r.s.Set.Many() && !r.opt.Native {
 		so := r.s.Options()
 		wo.Set = &so
 	}
@@ -149,6 +172,9 @@ func (r *Recorder) runKernel(ctx context.Context, deadline <-chan time.Time, k *
 	}
 	drain := func(final bool) error {
 		k.tick(time.Now())
+		if r.opt.Native {
+			return r.drainNative(k, final)
+		}
 		pend := k.orphans
 		k.orphans = nil
 		err := k.w.DrainCounts(func(c kwalk.Count) { pend = append(pend, c) })
@@ -162,7 +188,11 @@ func (r *Recorder) runKernel(ctx context.Context, deadline <-chan time.Time, k *
 		// Each look at the ring is a wake-up (a VM exit here): every
 		// 200 ms, or at the end of the recording, or when the kernel says
 		// a sixteenth of the ring is waiting.
-		until := time.Now().Add(r.look())
+		look := r.look()
+		if k.set != nil && k.set.openPending(r) {
+			look = min(look, pendingLook)
+		}
+		until := time.Now().Add(look)
 		if r.opt.Duration > 0 {
 			if end := r.start.Add(r.opt.Duration); end.Before(until) {
 				until = end
@@ -205,6 +235,37 @@ func (r *Recorder) runKernel(ctx context.Context, deadline <-chan time.Time, k *
 		r.setAcct = k.set.account()
 	}
 	return err
+}
+
+// drainNative folds the samples that came with their native stack copy:
+// each unwound now (the copy lives in its ring record), then folded with
+// its Python stack — kept for the next drain when that has not come yet.
+func (r *Recorder) drainNative(k *kernelRec, final bool) error {
+	pend := k.natOrphans
+	k.natOrphans = nil
+	for _, o := range pend {
+		r.nat.slab, r.nat.sps = append(r.nat.slab[:0], o.pcs...), append(r.nat.sps[:0], o.sps...)
+		r.foldNative(k, o.c, nativeSample{n: len(o.pcs), koff: len(o.pcs), status: o.status}, o.links, final)
+	}
+	_, err := k.w.ReadNative(func(s *kwalk.NativeSample) {
+		ns := r.nat.captureCopy(s.Head.Regs(), s.Head.Stack(s.Stack))
+		r.foldNative(k, s.Count, ns, s.Links, final)
+	})
+	return err
+}
+
+// foldNative folds one sample with its unwound native stack (in the
+// slab) and its runs' links, or keeps it while its Python stack has not
+// come.
+func (r *Recorder) foldNative(k *kernelRec, c kwalk.Count, ns nativeSample, links []uint64, final bool) {
+	if _, ok := k.defs[c.ID]; c.ID != 0 && !ok && !final {
+		k.natOrphans = append(k.natOrphans, natOrphan{c: c, pcs: append([]uint64(nil), r.nat.slab[:ns.n]...),
+			sps: append([]uint64(nil), r.nat.sps[:ns.n]...), links: append([]uint64(nil), links...), status: ns.status})
+		return
+	}
+	r.natCur, r.natLinks = &ns, links
+	r.foldCount(k, c, final)
+	r.natCur, r.natLinks = nil, nil
 }
 
 // kernelSample folds n samples of one stack (counted in the kernel; def:
@@ -269,7 +330,7 @@ func (r *Recorder) kernelSample(k *kernelRec, s *kwalk.Sample, n uint64, def *kd
 		k.trunc += n
 		fids = append(fids, r.prof.Intern(flame.Frame{Kind: flame.State, Function: "[truncated stack]"}))
 	}
-	if def != nil && def.hasFid && k.set == nil && k.fresh(def) {
+	if def != nil && def.hasFid && k.set == nil && k.fresh(def) && r.natCur == nil {
 		r.samples += n
 		fids = append(append(fids, k.fids[def.fid:def.fid+def.n]...), r.kern...)
 		r.prof.AddIDsN(fids, w, w)
@@ -308,6 +369,26 @@ func (r *Recorder) kernelSample(k *kernelRec, s *kwalk.Sample, n uint64, def *kd
 		}
 		def.named = k.now.UnixNano()
 	}
+	if r.natCur != nil {
+		// --native: the native stack of the same sample, each eval-loop
+		// frame replaced by the Python frames it runs — glued by the
+		// runs' C-stack links (3.12+), else by counting the walk's entry
+		// frames.
+		pyf := r.nat.py[:0]
+		entries := 0
+		for i, f := range s.Frames { // innermost first
+			p := mixed.Python{ID: fids[len(fids)-1-i], Entry: f.Flags&kwalk.FrameEntry != 0}
+			if p.Entry {
+				if entries < len(r.natLinks) {
+					p.Link = r.natLinks[entries]
+				}
+				entries++
+			}
+			pyf = append(pyf, p)
+		}
+		r.nat.py = pyf
+		fids = r.nat.stack(r.prof, fids[:py], *r.natCur, pyf, -1)
+	}
 	fids = append(fids, r.kern...)
 	r.samples += n
 	r.prof.AddIDsN(fids, w, w)
@@ -333,6 +414,11 @@ func (k *kernelRec) fresh(def *kdef) bool {
 func (r *Recorder) look() time.Duration {
 	if r.opt.Look > 0 {
 		return r.opt.Look
+	}
+	if r.opt.Native {
+		// Each sample carries its stack copy (up to 16 KiB): the ring is
+		// emptied at least ten times a second.
+		return min(lookFor(r.opt.Freq), 100*time.Millisecond)
 	}
 	return lookFor(r.opt.Freq)
 }
@@ -422,9 +508,10 @@ func (r *Recorder) kernelAccount(k *kernelRec) {
 	cnt, err := k.w.Counters()
 	if err == nil {
 		// Aggregated: the ring's losses are stacks, not samples; the
-		// samples lost are those whose stack never came and those the
-		// full count map could not hold.
-		r.lost = k.unsent + cnt[kwalk.CAggFull]
+		// samples lost are those whose stack never came, those the full
+		// count map could not hold, and (--native) those the full native
+		// ring could not.
+		r.lost = k.unsent + cnt[kwalk.CAggFull] + cnt[kwalk.CNatLost]
 	}
 	if rt, runs, err := k.w.RunStats(); err == nil && runs > 0 && cnt[kwalk.CSamples] > 0 {
 		m.BPFNSPerSample = float64(rt.Nanoseconds()) / float64(cnt[kwalk.CSamples])

@@ -5,6 +5,8 @@ package record
 import (
 	"testing"
 	"time"
+
+	"github.com/pyobs/pyobs/internal/bpfload"
 )
 
 func TestLookFor(t *testing.T) {
@@ -16,5 +18,12 @@ func TestLookFor(t *testing.T) {
 		if got := lookFor(c.freq); got != c.want {
 			t.Errorf("lookFor(%d) = %v, want %v", c.freq, got, c.want)
 		}
+	}
+}
+
+// The bpf engine's stack copy limit is the kernel program's.
+func TestBPFMaxStackSize(t *testing.T) {
+	if BPFMaxStackSize != bpfload.NatMaxBytes {
+		t.Fatalf("BPFMaxStackSize %d, natcopy.h's NAT_STACK %d", BPFMaxStackSize, bpfload.NatMaxBytes)
 	}
 }

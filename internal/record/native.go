@@ -13,6 +13,19 @@ import (
 	"github.com/pyobs/pyobs/internal/unwind"
 )
 
+// evalLoop is the interpreter's eval loop, whose native frames run the
+// Python frames.
+const evalLoop = "_PyEval_EvalFrameDefault"
+
+// transitLabel stands, at the sample's instant (bpf engine), for an
+// innermost interpreter frame whose Python frame is being entered or
+// left: it is on the native stack, not (or no longer) on the chain.
+const transitLabel = "[Python frame entering or leaving]"
+
+// BPFMaxStackSize is the most user stack the bpf engine copies per
+// sample (natcopy.h NAT_STACK).
+const BPFMaxStackSize = 16384
+
 // DefaultStackSize is the user stack copied per sample with --native: deep
 // enough for the C frames of nested Python↔C calls (3.11+ keeps Python
 // frames off the C stack); a deeper stack ends in [truncated native stack].
@@ -35,7 +48,12 @@ type native struct {
 	failed       uint64
 	mismatch     uint64
 	linked, gone uint64
-	kernelNote   string
+	// instant (bpf engine): the Python stack is of the sample's instant, so
+	// an innermost interpreter frame without its run is a call being
+	// entered or left (counted in transit), not a mismatch.
+	instant          bool
+	counted, transit uint64
+	kernelNote       string
 	// scratch
 	nat  []mixed.Native
 	lows []uint64
@@ -95,20 +113,7 @@ func (n *native) capture(s *perfevent.Sample) nativeSample {
 				regs.Set(unwind.RegR8+i, s.Regs[perfevent.RegR8+i])
 			}
 		}
-		var err error
-		n.slab, n.sps, ns.status, err = n.proc.UnwindSP(regs, unwind.StackCopy{Base: regs.V[unwind.RegRSP], Data: s.Stack}, n.slab, n.sps)
-		ns.n = len(n.slab) - ns.off
-		switch ns.status {
-		case unwind.Full:
-			n.full++
-		case unwind.Truncated:
-			n.trunc++
-		default:
-			n.failed++
-		}
-		if err != nil {
-			n.stops[unwind.Reason(err)]++
-		}
+		n.unwind(&ns, regs, unwind.StackCopy{Base: regs.V[unwind.RegRSP], Data: s.Stack})
 	}
 	ns.koff = len(n.slab)
 	if n.kernel {
@@ -127,6 +132,35 @@ func (n *native) capture(s *perfevent.Sample) nativeSample {
 	for len(n.sps) < len(n.slab) {
 		n.sps = append(n.sps, 0)
 	}
+	return ns
+}
+
+// unwind appends one stack copy's pcs to the slab under ns, and counts
+// how far it went.
+func (n *native) unwind(ns *nativeSample, regs unwind.Regs, copy unwind.StackCopy) {
+	var err error
+	n.slab, n.sps, ns.status, err = n.proc.UnwindSP(regs, copy, n.slab, n.sps)
+	ns.n = len(n.slab) - ns.off
+	switch ns.status {
+	case unwind.Full:
+		n.full++
+	case unwind.Truncated:
+		n.trunc++
+	default:
+		n.failed++
+	}
+	if err != nil {
+		n.stops[unwind.Reason(err)]++
+	}
+}
+
+// captureCopy unwinds one copy the kernel walker took with its sample
+// (kwalk NativeBytes) into a slab of its own: the sample is folded at once.
+func (n *native) captureCopy(regs unwind.Regs, copy unwind.StackCopy) nativeSample {
+	n.slab, n.sps = n.slab[:0], n.sps[:0]
+	ns := nativeSample{}
+	n.unwind(&ns, regs, copy)
+	ns.koff = len(n.slab)
 	return ns
 }
 
@@ -149,7 +183,7 @@ func (n *native) frame(p *flame.Profile, pc uint64, leaf bool) mixed.Native {
 	name := strings.TrimSuffix(s.Name, ".cold")
 	f := mixed.Native{
 		ID:    p.Intern(flame.Frame{Kind: flame.Native, Function: s.Label(), File: s.Path}),
-		Eval:  s.Known && (name == "_PyEval_EvalFrameDefault" || name == "PyEval_EvalFrameEx"),
+		Eval:  s.Known && (name == evalLoop || name == "PyEval_EvalFrameEx"),
 		Known: s.Known,
 	}
 	if !s.Known && s.Path != "" && s.Path == n.interpBin {
@@ -201,9 +235,15 @@ func (n *native) stack(p *flame.Profile, ids []int, ns nativeSample, py []mixed.
 		trunc := p.Intern(flame.Frame{Kind: flame.State, Function: "[truncated native stack]"})
 		if mixed.Linkable(py) {
 			goneID := p.Intern(flame.Frame{Kind: flame.State, Function: "[Python frames returned before read]"})
+			if n.instant {
+				goneID = p.Intern(flame.Frame{Kind: flame.State, Function: transitLabel})
+			}
 			if ids, gone, ok = n.interp.Linked(ids, nat, lows, py, complete, trunc, goneID); ok {
 				n.linked++
-				if gone > 0 {
+				switch {
+				case gone > 0 && n.instant:
+					n.transit++
+				case gone > 0:
 					n.gone++
 				}
 			}
@@ -211,7 +251,17 @@ func (n *native) stack(p *flame.Profile, ids []int, ns nativeSample, py []mixed.
 			for i := range nat { // count the learned unnamed eval loops too
 				nat[i].Eval = n.interp.IsInterp(nat[i])
 			}
-			ids, ok = mixed.Stacks(ids, nat, py, complete, trunc)
+			if n.instant {
+				transit := p.Intern(flame.Frame{Kind: flame.State, Function: transitLabel})
+				if ids, gone, ok = mixed.StacksGone(ids, nat, py, complete, trunc, transit); ok {
+					n.counted++
+					if gone > 0 {
+						n.transit++
+					}
+				}
+			} else {
+				ids, ok = mixed.Stacks(ids, nat, py, complete, trunc)
+			}
 		}
 		if !ok {
 			n.mismatch++
@@ -321,6 +371,7 @@ func (n *native) finish(meta *flame.Meta, stackSize int) {
 	if n.user {
 		m.NativeFull, m.NativeTruncated, m.NativeFailed, m.MergeMismatch = n.full, n.trunc, n.failed, n.mismatch
 		m.MergeLinked, m.MergeGone = n.linked, n.gone
+		m.MergeCounted, m.MergeTransit = n.counted, n.transit
 		m.StackUserBytes = stackSize
 		if len(n.stops) > 0 {
 			m.NativeStops = n.stops

@@ -96,9 +96,11 @@ type Recorder struct {
 	moved    uint64 // stacks taken from one read while the thread moved on
 	reads    uint64 // stack reads (one per thread per drain of the rings)
 	pending  map[int]pendingSamples
-	nat      *native // with --native/--kernel
-	lastCPU  float64 // last reading of the target's CPU seconds
-	maxLag   int64   // ns between the kernel's sample and our read beyond which the read is "late"
+	nat      *native       // with --native/--kernel
+	natCur   *nativeSample // bpf engine, --native: the sample being folded (its pcs in nat.slab)
+	natLinks []uint64      // and its Python runs' C-stack links, innermost first
+	lastCPU  float64       // last reading of the target's CPU seconds
+	maxLag   int64         // ns between the kernel's sample and our read beyond which the read is "late"
 	lagSum   int64
 	lagN     int64
 
@@ -172,7 +174,27 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*flame.Profile, 
 	if err != nil {
 		return nil, err
 	}
-	if opt.SetRequired && (opt.Mode != "cpu" || want == fallback.NoBPF) {
+	if opt.Native && opt.Mode == "cpu" && want == fallback.Auto && opt.StackSize > BPFMaxStackSize {
+		want = fallback.NoBPF
+		r.prof.Meta.Fallback = fmt.Sprintf("--native --stack-size %d: the bpf engine copies at most %d bytes: using the perf engine, %s", opt.StackSize, BPFMaxStackSize, UserSpaceNote)
+		if opt.OnFallback != nil {
+			opt.OnFallback(r.prof.Meta.Fallback)
+		}
+	}
+	if opt.Native && opt.Mode == "cpu" && want == fallback.Auto && s.Py.Version().Minor < 12 {
+		// Before 3.12 the kernel walk has no C-stack links (3.11's are in
+		// its _PyCFrame chain): its Python runs are glued by counting
+		// named eval-loop frames. A binary stripped of that name needs
+		// the links the user-space reader takes.
+		if found, ok := r.nat.proc.HasSymbol(s.Py.Info.Binary, evalLoop); ok && !found {
+			want = fallback.NoBPF
+			r.prof.Meta.Fallback = fmt.Sprintf("--native: %s names no %s (stripped): using the perf engine, whose %s carry the C-stack links that find it", s.Py.Info.Binary, evalLoop, UserSpaceNote)
+			if opt.OnFallback != nil {
+				opt.OnFallback(r.prof.Meta.Fallback)
+			}
+		}
+	}
+	if opt.SetRequired && (opt.Mode != "cpu" || want == fallback.NoBPF || opt.Native) {
 		return nil, errors.New("several processes (several -p, --children, --cgroup, --all) are recorded by cpu mode's bpf engine; --native, --async, --greenlets, --engine perf, wall and gil read one process from user space")
 	}
 	r.opt.Engine = opt.Engine
@@ -493,7 +515,12 @@ func (r *Recorder) marker(tid int, what string, weight int64) {
 		}
 		ids = append(ids, r.threadFrame(ref))
 	}
-	ids = append(ids, r.prof.Intern(flame.Frame{Kind: flame.State, Function: what}))
+	if r.natCur != nil {
+		// bpf engine, --native: the sample's native stack under the marker.
+		ids = r.nat.stack(r.prof, ids, *r.natCur, nil, r.prof.Intern(flame.Frame{Kind: flame.State, Function: what}))
+	} else {
+		ids = append(ids, r.prof.Intern(flame.Frame{Kind: flame.State, Function: what}))
+	}
 	ids = append(ids, r.kern...)        // bpf engine, --kernel: where in the kernel
 	r.prof.AddIDsN(ids, weight, weight) // a sample weighs one: weight samples
 	r.ids = ids

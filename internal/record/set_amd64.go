@@ -31,6 +31,11 @@ type procRec struct {
 	readCPU bool
 }
 
+// pendingLook is the look period while a member's interpreter is still
+// starting: its samples are invalid until its addresses are in the
+// kernel's map.
+const pendingLook = 20 * time.Millisecond
+
 // maxOpenProcs bounds the member processes whose code-object readers are
 // kept open; past it, the readers of exited members are dropped.
 const maxOpenProcs = 64
@@ -85,6 +90,33 @@ func (sr *setRec) proc(r *Recorder, pid int) *procRec {
 	return p
 }
 
+// openPending opens the members not read yet (a spawned worker's
+// exec'd interpreter, a cgroup's process), so that the kernel walks each
+// with its own addresses as soon as it can be read, not only once a drain
+// brings its first (until then invalid) samples; it reports whether one
+// could not be read yet (its interpreter still starting).
+func (sr *setRec) openPending(r *Recorder) bool {
+	pending := false
+	now := time.Now()
+	for _, m := range sr.set.Members() {
+		if m.Pid == r.s.Pid || sr.gone(m.Pid) {
+			continue
+		}
+		p := sr.procs[m.Pid]
+		switch {
+		case p != nil && p.opened && p.retry.IsZero() && m.Execs == p.execs:
+			continue // read (or refused for good)
+		case p != nil && !p.retry.IsZero() && now.Before(p.retry):
+			pending = true
+			continue
+		}
+		if p = sr.proc(r, m.Pid); !p.retry.IsZero() {
+			pending = true
+		}
+	}
+	return pending
+}
+
 func (sr *setRec) close(p *procRec) {
 	if p.py != nil {
 		sr.open--
@@ -107,7 +139,7 @@ func (sr *setRec) openProc(r *Recorder, p *procRec) {
 		// folded as [unreadable: process exited], counted.
 		return
 	case m.Retry:
-		p.refused, p.retry = m.Refused, time.Now().Add(100*time.Millisecond)
+		p.refused, p.retry = m.Refused, time.Now().Add(pendingLook)
 		return
 	}
 	p.python, p.refused, p.addrs = m.Python, m.Refused, m.Addrs

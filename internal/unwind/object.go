@@ -127,6 +127,17 @@ func loadSymbols(f *elf.File) []symbol {
 
 // Symbol names the function containing vaddr (an address in the file's
 // own terms), or returns false.
+// HasSymbol reports whether the object names a function name (.symtab
+// or .dynsym).
+func (o *Object) HasSymbol(name string) bool {
+	for _, s := range o.syms {
+		if s.name == name {
+			return true
+		}
+	}
+	return false
+}
+
 func (o *Object) Symbol(vaddr uint64) (string, bool) {
 	i := sort.Search(len(o.syms), func(i int) bool { return o.syms[i].addr > vaddr }) - 1
 	if i < 0 {

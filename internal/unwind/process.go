@@ -313,6 +313,30 @@ func (p *Process) Symbolize(pc uint64) Symbol {
 	return s
 }
 
+// HasSymbol reports whether the file mapped at path (as /proc/PID/maps
+// names it) names a function name; ok is false when no executable mapping
+// of it could be read.
+func (p *Process) HasSymbol(path, name string) (found, ok bool) {
+	if p.maps == nil {
+		if err := p.refresh(); err != nil {
+			return false, false
+		}
+	}
+	for i := range p.maps {
+		m := &p.maps[i]
+		if m.Path != path {
+			continue
+		}
+		if !m.attached {
+			p.attach(m)
+		}
+		if m.obj != nil {
+			return m.obj.HasSymbol(name), true
+		}
+	}
+	return false, false
+}
+
 // FuncStart is the start of the function containing pc (pass pc-1 for
 // return addresses) as its CFI knows it: the initial location of the FDE
 // covering pc, in the process's addresses. It identifies a function that

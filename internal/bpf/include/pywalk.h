@@ -117,12 +117,18 @@ struct sample_hdr {
 	u16 hops;    // frames visited (shims included)
 	u32 cpu;
 	u32 tgid;    // the sampled thread's process (a program may observe several)
-	u32 pad;
+	u32 nlinks;  // entries of links (the scratch's; not sent with the stack)
 };
+
+// A run's link: the C-stack address of the shim below it (3.12+: the
+// eval loop's own entry frame, a local of the C function running the
+// run), innermost run first; what glues the run into a native stack.
+#define MAX_LINKS 32
 
 struct sample {
 	struct sample_hdr h;
 	struct frame frames[MAX_FRAMES];
+	u64 links[MAX_LINKS]; // never sent with the stack (its size stops at the frames)
 };
 
 // ---- Maps and globals ----
@@ -205,6 +211,7 @@ struct walk {
 	u32 depth;
 	u32 hops;
 	u32 flags;
+	u32 nlinks;    // links recorded
 	u8 last_shim;  // the last frame visited was a shim
 	u8 last_entry; // the last Python frame recorded was an entry frame
 	u8 last_gen;   // the last Python frame recorded belongs to a generator
@@ -300,9 +307,16 @@ static long step(u32 i, void *vctx)
 		}
 		if (cfg.owner_skip && owner >= cfg.owner_skip) {
 			// A shim (C-stack entry frame, interpreter or base frame): the
-			// Python frame recorded just before it was entered from C.
-			if (w->depth > 0)
-				s->frames[(w->depth - 1) & (MAX_FRAMES - 1)].flags |= FR_ENTRY;
+			// Python frame recorded just before it was entered from C, and
+			// the first shim below it is its run's link.
+			if (w->depth > 0) {
+				struct frame *pf = &s->frames[(w->depth - 1) & (MAX_FRAMES - 1)];
+				if (!(pf->flags & FR_ENTRY) && w->nlinks < MAX_LINKS) {
+					s->links[w->nlinks & (MAX_LINKS - 1)] = addr;
+					w->nlinks++;
+				}
+				pf->flags |= FR_ENTRY;
+			}
 			w->last_shim = 1;
 			w->addr = prev;
 			return 0;
@@ -529,6 +543,7 @@ static __always_inline void pywalk(struct sample *s, u32 tid, struct pywalk_ev *
 	bpf_loop(MAX_HOPS, step, &w, 0);
 	s->h.depth = w.depth;
 	s->h.hops = w.hops;
+	s->h.nlinks = w.nlinks;
 	s->h.last = w.last;
 	u32 flags = w.flags;
 	if (!flags && !w.done)
@@ -557,7 +572,7 @@ static __always_inline void pywalk_reset(struct sample *s, u32 tid, u64 now)
 	s->h.id = 0;
 	s->h.tid = tid;
 	s->h.tgid = (u32)(bpf_get_current_pid_tgid() >> 32);
-	s->h.pad = 0;
+	s->h.nlinks = 0;
 	s->h.cpu = bpf_get_smp_processor_id();
 	s->h.flags = 0;
 	s->h.depth = 0;

@@ -21,15 +21,9 @@
 // Build: make generate (bpf2go + clang -target bpf); the object is committed.
 
 #include "pywalk.h"
+#include "natcopy.h"
 
 static u32 (*bpf_get_prandom_u32)(void) = (void *)7;
-
-// x86_64 user registers at the probe, in the kernel's struct pt_regs order
-// (the uprobe program's context: plain offsets, no CO-RE needed).
-struct uregs {
-	unsigned long r15, r14, r13, r12, bp, bx, r11, r10, r9, r8;
-	unsigned long ax, cx, dx, si, di, orig_ax, ip, cs, flags, sp, ss;
-};
 
 // A call on its way: its size and, when tracked, its estimate and stack.
 struct pend {
@@ -48,24 +42,6 @@ struct live {
 	u64 ts;  // CLOCK_MONOTONIC ns of the allocation
 	u64 nat; // its native stack copy's id, 0: none
 };
-
-// The most user stack one tracked call copies, and the pieces it is read
-// in: a read that crosses the end of the stack's mapping fails whole, so
-// the copy goes on in smaller pieces up to that end.
-#define NAT_STACK 16384
-#define NAT_CHUNK 1024
-
-// A tracked call's registers and user stack (from sp upward), sent to
-// user space through natstacks; only the first len bytes of stack are.
-struct natrec {
-	u64 id;
-	u32 tid;
-	u32 len;
-	u64 ip, sp, bp, bx, r12, r13, r14, r15;
-	u64 ax, cx, dx, si, di, r8, r9, r10, r11;
-	u8 stack[NAT_STACK];
-};
-BTF_KEEP(struct natrec, natrec_type);
 
 enum {
 	C_CALLS = 0,     // allocator calls of the target (entries)
@@ -117,17 +93,7 @@ PYWALK_SEND_MAPS(pyseen, pystacks, 1 << 21);
 
 // The native copies: one per tracked call (user space sizes the ring; a
 // page when native_bytes is 0), built in a per-CPU scratch record.
-struct {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 1 << 23);
-} natstacks SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, u32);
-	__type(value, struct natrec);
-} natbuf SEC(".maps");
+NATCOPY_MAPS(natstacks, 1 << 23, natbuf);
 
 // Per-CPU sequence of the copies: an id is (seq << 16 | cpu), never 0.
 struct {
@@ -207,46 +173,9 @@ static __always_inline u64 native_send(struct uregs *ctx, u32 tid)
 	u64 id = *seq << 16 | (bpf_get_smp_processor_id() & 0xffff);
 	r->id = id;
 	r->tid = tid;
-	r->ip = ctx->ip;
-	r->sp = ctx->sp;
-	r->bp = ctx->bp;
-	r->bx = ctx->bx;
-	r->r12 = ctx->r12;
-	r->r13 = ctx->r13;
-	r->r14 = ctx->r14;
-	r->r15 = ctx->r15;
-	r->ax = ctx->ax;
-	r->cx = ctx->cx;
-	r->dx = ctx->dx;
-	r->si = ctx->si;
-	r->di = ctx->di;
-	r->r8 = ctx->r8;
-	r->r9 = ctx->r9;
-	r->r10 = ctx->r10;
-	r->r11 = ctx->r11;
-	u64 sp = ctx->sp;
-	u32 want = native_bytes;
-	u32 n = 0;
-	for (int i = 0; i < NAT_STACK / NAT_CHUNK; i++) {
-		if ((i + 1) * NAT_CHUNK > want)
-			break;
-		if (bpf_probe_read_user(&r->stack[i * NAT_CHUNK], NAT_CHUNK, (void *)(sp + i * NAT_CHUNK)))
-			break;
-		n = (i + 1) * NAT_CHUNK;
-	}
-	// The stack's mapping ended inside the next piece: halves up to it.
-	if (n < want) {
-		for (u32 sz = NAT_CHUNK / 2; sz >= 64; sz /= 2) {
-			if (n > NAT_STACK - sz)
-				break;
-			if (!bpf_probe_read_user(&r->stack[n], sz, (void *)(sp + n)))
-				n += sz;
-		}
-	}
-	if (n > NAT_STACK)
-		n = NAT_STACK;
-	r->len = n;
-	if (bpf_ringbuf_output(&natstacks, r, __builtin_offsetof(struct natrec, stack) + n, 0)) {
+	r->tgid = r->flags = r->kstack = r->nlinks = 0;
+	u32 n = nat_copy(r, ctx, native_bytes);
+	if (bpf_ringbuf_output(&natstacks, r, nat_size(n), 0)) {
 		count(C_NAT_LOST, 1);
 		return 0;
 	}

@@ -58,28 +58,33 @@ type allocLive struct {
 }
 
 type allocNatrec struct {
-	_     structs.HostLayout
-	Id    uint64
-	Tid   uint32
-	Len   uint32
-	Ip    uint64
-	Sp    uint64
-	Bp    uint64
-	Bx    uint64
-	R12   uint64
-	R13   uint64
-	R14   uint64
-	R15   uint64
-	Ax    uint64
-	Cx    uint64
-	Dx    uint64
-	Si    uint64
-	Di    uint64
-	R8    uint64
-	R9    uint64
-	R10   uint64
-	R11   uint64
-	Stack [16384]uint8
+	_      structs.HostLayout
+	Id     uint64
+	Tid    uint32
+	Len    uint32
+	Tgid   uint32
+	Flags  uint32
+	Kstack uint32
+	Nlinks uint32
+	Ip     uint64
+	Sp     uint64
+	Bp     uint64
+	Bx     uint64
+	R12    uint64
+	R13    uint64
+	R14    uint64
+	R15    uint64
+	Ax     uint64
+	Cx     uint64
+	Dx     uint64
+	Si     uint64
+	Di     uint64
+	R8     uint64
+	R9     uint64
+	R10    uint64
+	R11    uint64
+	Links  [32]uint64
+	Stack  [16384]uint8
 }
 
 type allocPend struct {
@@ -113,7 +118,7 @@ type allocSample struct {
 		Hops    uint16
 		Cpu     uint32
 		Tgid    uint32
-		Pad     uint32
+		Nlinks  uint32
 	}
 	Frames [128]struct {
 		_     structs.HostLayout
@@ -121,6 +126,7 @@ type allocSample struct {
 		Lasti int32
 		Flags uint32
 	}
+	Links [32]uint64
 }
 
 type allocWindow struct {

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -47,38 +46,13 @@ const (
 )
 
 // MaxNativeBytes is the most user stack one tracked call copies (NAT_STACK).
-const MaxNativeBytes = 16384
+const MaxNativeBytes = bpfload.NatMaxBytes
 
 // nativeChunk: the copy is read in pieces of this size (NAT_CHUNK).
 const nativeChunk = 1024
 
 // Live is one tracked allocation still alive (the lives map's value).
 type Live = allocLive
-
-// NatHead is one tracked call's registers at the probe and the length of
-// its copied user stack (from Sp upward), as NatRing sends them (struct
-// natrec without its stack); Id is the Nat of its Live entry.
-type NatHead struct {
-	Id                                   uint64
-	Tid, Len                             uint32
-	Ip, Sp, Bp, Bx, R12, R13, R14, R15   uint64
-	Ax, Cx, Dx, Si, Di, R8, R9, R10, R11 uint64
-}
-
-// natHdr: the bytes of a record before its stack.
-var natHdr = int(unsafe.Offsetof(allocNatrec{}.Stack))
-
-// DecodeNat reads one natstacks record; its stack aliases b.
-func DecodeNat(b []byte) (NatHead, []byte, error) {
-	h, err := bpfload.Decode[NatHead](b)
-	if err != nil {
-		return h, nil, fmt.Errorf("native stack record: %w", err)
-	}
-	if int(h.Len) > len(b)-natHdr {
-		return h, nil, fmt.Errorf("native stack record of tid %d: %d stack bytes announced, %d present", h.Tid, h.Len, len(b)-natHdr)
-	}
-	return h, b[natHdr : natHdr+int(h.Len)], nil
-}
 
 // The allocator functions probed, by role, in one of two layers — never
 // both, a call would be seen twice. Where the symbol table has them (not

@@ -11,6 +11,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/pyobs/pyobs/internal/bpfload"
 	"github.com/pyobs/pyobs/internal/pyframes"
 	"github.com/pyobs/pyobs/internal/testutil"
 )
@@ -84,12 +85,14 @@ func TestLoadRefusesAnELFWithoutAllocators(t *testing.T) {
 	t.Log(err)
 }
 
-// The record's head as DecodeNat reads it is struct natrec's.
+// The record's head as bpfload.DecodeNat reads it is struct natrec's.
 func TestNatHeadLayout(t *testing.T) {
-	if got, want := int(unsafe.Sizeof(NatHead{})), natHdr; got != want {
+	h := bpfload.NatHead{}
+	if got, want := unsafe.Sizeof(h), unsafe.Offsetof(allocNatrec{}.Stack); got != want {
 		t.Fatalf("NatHead is %d bytes, struct natrec's head %d", got, want)
 	}
-	if unsafe.Offsetof(NatHead{}.R11) != unsafe.Offsetof(allocNatrec{}.R11) || unsafe.Offsetof(NatHead{}.Len) != unsafe.Offsetof(allocNatrec{}.Len) {
+	if unsafe.Offsetof(h.R11) != unsafe.Offsetof(allocNatrec{}.R11) || unsafe.Offsetof(h.Len) != unsafe.Offsetof(allocNatrec{}.Len) ||
+		unsafe.Offsetof(h.Kstack) != unsafe.Offsetof(allocNatrec{}.Kstack) {
 		t.Fatal("NatHead's fields are not struct natrec's")
 	}
 }
@@ -125,7 +128,7 @@ func TestNativeCopies(t *testing.T) {
 		if err != nil || !ok {
 			break
 		}
-		h, st, err := DecodeNat(b)
+		h, st, err := bpfload.DecodeNat(b)
 		if err != nil {
 			t.Fatal(err)
 		}

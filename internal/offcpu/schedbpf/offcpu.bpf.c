@@ -23,9 +23,14 @@
 //
 // Build: make generate (bpf2go + clang -target bpf); the object is committed.
 
-// cfg is written after the load when the command is held before its exec
-// (Config.Late): the walk starts once its interpreter is up.
+// Built twice (gen.go): as is, cfg fixed at load (the verifier sees the
+// layout as constants), and with OFFCPU_HELD for a command held before its
+// exec (Config.Late), where cfg is written once its interpreter is up —
+// a program the verifier must check for every layout, so it is used only
+// there.
+#ifdef OFFCPU_HELD
 #define PYWALK_CFG_MUTABLE
+#endif
 #include "pywalk.h"
 #include "procset.h"
 

@@ -101,7 +101,7 @@ type offcpuSample struct {
 		Hops    uint16
 		Cpu     uint32
 		Tgid    uint32
-		Pad     uint32
+		Nlinks  uint32
 	}
 	Frames [128]struct {
 		_     structs.HostLayout
@@ -109,6 +109,7 @@ type offcpuSample struct {
 		Lasti int32
 		Flags uint32
 	}
+	Links [32]uint64
 }
 
 type offcpuStart struct {

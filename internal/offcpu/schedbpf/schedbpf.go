@@ -190,7 +190,11 @@ func Load(cfg Config, attachNS func() int64) (*Tracer, error) {
 
 func load(cfg Config, progName string, regs bool, attachNS func() int64) (*Tracer, error) {
 	var s offcpuSpecs
-	spec, err := bpfload.Spec(loadOffcpu, &s)
+	load := loadOffcpu
+	if cfg.Late {
+		load = loadOffcpuheld // the same program, its cfg writable (offcpu.bpf.c)
+	}
+	spec, err := bpfload.Spec(load, &s)
 	if err != nil {
 		return nil, err
 	}
@@ -225,6 +229,11 @@ func load(cfg Config, progName string, regs bool, attachNS func() int64) (*Trace
 	if cfg.MapEntries > 0 {
 		for _, m := range []*ebpf.MapSpec{s.Starts, s.Waits, s.Threads, s.Pyids, s.Wakes, s.Offwake} {
 			m.MaxEntries = cfg.MapEntries
+		}
+	}
+	if cfg.Walk != nil && !cfg.Late {
+		if err := bpfload.SetVars(bpfload.Var{Spec: s.Cfg, Value: cfg.Walk}); err != nil {
+			return nil, err
 		}
 	}
 	if cfg.Walk == nil && !cfg.Late {
@@ -282,12 +291,7 @@ func load(cfg Config, progName string, regs bool, attachNS func() int64) (*Trace
 		t.Close()
 		return nil, err
 	}
-	if cfg.Walk != nil {
-		if err := t.cfg.Set(cfg.Walk); err != nil {
-			t.Close()
-			return nil, fmt.Errorf("set the walk's configuration: %w", err)
-		}
-	}
+
 	if t.eprog != nil {
 		// Before the switch program: it records nothing until the exec.
 		if t.elnk, _, err = bpfload.Attach(t.eprog, "sched_process_exec"); err != nil {

@@ -96,7 +96,7 @@ type redsampleSample struct {
 		Hops    uint16
 		Cpu     uint32
 		Tgid    uint32
-		Pad     uint32
+		Nlinks  uint32
 	}
 	Frames [128]struct {
 		_     structs.HostLayout
@@ -104,6 +104,7 @@ type redsampleSample struct {
 		Lasti int32
 		Flags uint32
 	}
+	Links [32]uint64
 }
 
 type redsampleWindow struct {

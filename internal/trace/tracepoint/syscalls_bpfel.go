@@ -106,7 +106,7 @@ type syscallsSample struct {
 		Hops    uint16
 		Cpu     uint32
 		Tgid    uint32
-		Pad     uint32
+		Nlinks  uint32
 	}
 	Frames [128]struct {
 		_     structs.HostLayout
@@ -114,6 +114,7 @@ type syscallsSample struct {
 		Lasti int32
 		Flags uint32
 	}
+	Links [32]uint64
 }
 
 type syscallsStart struct {
