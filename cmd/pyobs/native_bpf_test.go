@@ -65,10 +65,7 @@ func TestRecordNativeBPF(t *testing.T) {
 					continue
 				}
 				cmp += weights[i]
-				ci := index(fr, 0, prefix("caller ("))
-				qi := index(fr, ci+1, oneOf("qsort_r", "qsort"))
-				cb := index(fr, qi+1, c.callback)
-				if fr[0] != "[merge mismatch]" && ci >= 0 && qi > ci && cb > qi && ki > cb && index(fr, qi+1, isPythonLabel) == ki {
+				if gluedCompare(fr, ki, c.callback) {
 					glued += weights[i]
 				}
 			}

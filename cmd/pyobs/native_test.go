@@ -190,6 +190,15 @@ func oneOf(names ...string) func(string) bool {
 
 // ctypes callback frames: libffi's closure trampoline and _ctypes'
 // closure_fcn/_CallPythonObject (named from .symtab on pyenv builds).
+// gluedCompare: a sample whose compare frame is at ki reads, root to leaf,
+// caller, qsort's frames, the ctypes callback's frames, then compare.
+func gluedCompare(fr []string, ki int, callback func(string) bool) bool {
+	ci := index(fr, 0, prefix("caller ("))
+	qi := index(fr, ci+1, oneOf("qsort_r", "qsort"))
+	cb := index(fr, qi+1, callback)
+	return fr[0] != "[merge mismatch]" && ci >= 0 && qi > ci && cb > qi && ki > cb && index(fr, qi+1, isPythonLabel) == ki
+}
+
 var ctypesCallback = oneOf("closure_fcn", "_CallPythonObject", "ffi_closure_unix64_inner", "ffi_closure_unix64")
 
 // TestRecordNativeQsort: Python caller → libc qsort (through ctypes) →
@@ -229,10 +238,7 @@ func TestRecordNativeQsort(t *testing.T) {
 						continue
 					}
 					cmp += weights[i]
-					ci := index(fr, 0, prefix("caller ("))
-					qi := index(fr, ci+1, oneOf("qsort_r", "qsort"))
-					cb := index(fr, qi+1, c.callback)
-					if fr[0] != "[merge mismatch]" && ci >= 0 && qi > ci && cb > qi && ki > cb && index(fr, qi+1, isPythonLabel) == ki {
+					if gluedCompare(fr, ki, c.callback) {
 						glued += weights[i]
 					}
 				}

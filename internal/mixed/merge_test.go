@@ -14,12 +14,17 @@ func un(id int, fn uint64) Native { return Native{ID: id, Func: fn, InInterp: tr
 // ext is an unnamed frame of another library (libc's msort, libffi).
 func ext(id int, fn uint64) Native { return Native{ID: id, Func: fn} }
 
+// The stacks of TestStacks and TestStacksGone. Native root→leaf: main(1)
+// eval(2) sort(3) eval(4) leaf(5). Python innermost first: key(13)
+// entered from C; caller(12), module(11) entered from C.
+var (
+	twoRunsNat = []Native{nf(1, false, true), nf(2, true, true), nf(3, false, true), nf(4, true, true), nf(5, false, true)}
+	twoRunsPy  = []Python{{13, true, 0}, {12, false, 0}, {11, true, 0}}
+)
+
 func TestStacks(t *testing.T) {
 	const trunc = 99
-	// Native root→leaf: main(1) eval(2) sort(3) eval(4) leaf(5).
-	// Python innermost first: key(13) entered from C; caller(12), module(11) entered from C.
-	nat := []Native{nf(1, false, true), nf(2, true, true), nf(3, false, true), nf(4, true, true), nf(5, false, true)}
-	py := []Python{{13, true, 0}, {12, false, 0}, {11, true, 0}}
+	nat, py := twoRunsNat, twoRunsPy
 	for _, c := range []struct {
 		name     string
 		nat      []Native
@@ -46,9 +51,7 @@ func TestStacks(t *testing.T) {
 // The innermost interpreter frames without a run become the gone marker;
 // the outer runs keep their frames.
 func TestStacksGone(t *testing.T) {
-	const trunc, gone = 99, 98
-	nat := []Native{nf(1, false, true), nf(2, true, true), nf(3, false, true), nf(4, true, true), nf(5, false, true)}
-	py := []Python{{13, true, 0}, {12, false, 0}, {11, true, 0}}
+	nat, py := twoRunsNat, twoRunsPy
 	for _, c := range []struct {
 		name     string
 		nat      []Native
