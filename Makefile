@@ -33,6 +33,7 @@ bench: build pythons
 	scripts/bench-dump-native.sh
 	scripts/bench-red.sh
 	scripts/bench-trace.sh
+	PYOBS_BENCH=1 $(GO) test -count=1 -run TestSyscallTracepointFloor -v ./internal/trace/tracepoint
 	scripts/bench-offcpu.sh
 	scripts/bench_mem.sh
 

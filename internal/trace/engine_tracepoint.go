@@ -8,7 +8,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/pyobs/pyobs/internal/bpfload"
 	"github.com/pyobs/pyobs/internal/clock"
 	"github.com/pyobs/pyobs/internal/procfs"
 	tptrace "github.com/pyobs/pyobs/internal/trace/ptrace"
@@ -244,13 +243,7 @@ func runTracepoint(ctx context.Context, run *sites, tp *tracepoint.Tracer, opt O
 		}
 		b.res = res
 	}
-	bpfRun := &BPFRun{}
-	if c, note := bpfload.EnableRunStats(); c != nil {
-		defer c.Close()
-		bpfRun.Stats = note
-	} else {
-		bpfRun.Stats = note
-	}
+	bpfRun := &BPFRun{Stats: run.statsNote} // turned on before the attach (Run)
 	cpu0 := clock.ObserverCPU()
 	start := time.Now()
 	b.refresh = time.Now()

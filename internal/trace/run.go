@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pyobs/pyobs/internal/bpfload"
 	"github.com/pyobs/pyobs/internal/capability"
 	"github.com/pyobs/pyobs/internal/fallback"
 	"github.com/pyobs/pyobs/internal/pyframes"
@@ -189,6 +190,13 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*Result, error) 
 	}()
 	acct := Account{Pid: r.pid, Slow: opt.Slow}
 	t0 := time.Now()
+	// The kernel's BPF run-time stats on before the programs attach: the
+	// target's calls count from their first one.
+	stats, statsNote := bpfload.EnableRunStats()
+	if stats != nil {
+		defer stats.Close()
+	}
+	r.statsNote = statsNote
 	tp, err := choose(r, opt, &acct)
 	if err != nil {
 		return nil, err

@@ -14,6 +14,7 @@ import (
 // Python sites.
 type sites struct {
 	pid       int
+	statsNote string // the BPF run-time stats' state (bpfload.EnableRunStats)
 	sess      *session.Session
 	tids      *session.TidMap
 	tidsAt    time.Time
