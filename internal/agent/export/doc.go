@@ -3,7 +3,8 @@
 //
 //   - OTLP (otlp.go): the OpenTelemetry profiles signal (pdata/pprofile at
 //     the collector's v0.165.0 release), protobuf over HTTP POST to
-//     /v1development/profiles;
+//     /v1development/profiles, or (otlpgrpc.go) the profiles service's
+//     Export as one gRPC call written here on HTTP/2;
 //   - Pyroscope (pyroscope.go): gzipped pprof to /ingest with
 //     name{labels}, from, until and format=pprof;
 //   - Prometheus (prom.go): a /metrics endpoint in the text exposition
