@@ -264,6 +264,17 @@ func finish(ctx context.Context, s *session.Session) error {
 	return nil
 }
 
+// execFailed is err, or, when a held command could not be executed
+// (session.ExecError), its one line on stderr and status 127.
+func execFailed(err error) error {
+	var xe *session.ExecError
+	if errors.As(err, &xe) {
+		fmt.Fprintln(os.Stderr, "pyobs: "+oneLine(xe.Error()))
+		return exitStatus{xe.Code()}
+	}
+	return err
+}
+
 // abort ends a spawned program on an error path (or dump --kill); its
 // status is not pyobs's.
 func abort(s *session.Session) { s.Finish(context.Background(), session.Kill) }

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -158,11 +156,7 @@ func runOffcpu(cmd *cobra.Command, g *globals, f *offcpuFlags, args []string) er
 		return err
 	}
 	spec.Python = session.PythonRequired
-	// -- CMD is held before its exec while the eBPF program loads and
-	// attaches, then released: its waits are observed from its first
-	// instruction (the Python walk starts once its interpreter is up).
-	// The perf engine needs the interpreter first: not held.
-	spec.Hold = len(spec.Argv) > 0 && f.engine != offcpu.EnginePerf && !f.green
+	spec.Hold = len(spec.Argv) > 0 && opt.HoldsCommand()
 	s, err := session.Open(ctx, spec)
 	if err != nil {
 		return err
@@ -170,12 +164,7 @@ func runOffcpu(cmd *cobra.Command, g *globals, f *offcpuFlags, args []string) er
 	res, err := offcpu.Run(ctx, s, opt)
 	if err != nil && res == nil {
 		abort(s) // a held command that never ran is let go unrun
-		var xe *session.ExecError
-		if errors.As(err, &xe) {
-			fmt.Fprintln(os.Stderr, "pyobs: "+oneLine(xe.Error()))
-			return exitStatus{xe.Code()}
-		}
-		return err
+		return execFailed(err)
 	}
 	werr := output.Write(g.output, 0o644, func(w io.Writer) error { return offcpu.Write(w, format, res, f.wall, f.icicle) })
 	if werr != nil {

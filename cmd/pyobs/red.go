@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -157,12 +156,7 @@ func runRed(cmd *cobra.Command, g *globals, f *redFlags, args []string) error {
 	}
 	if err != nil {
 		abort(s)
-		var xe *session.ExecError
-		if errors.As(err, &xe) {
-			fmt.Fprintln(os.Stderr, "pyobs: "+oneLine(xe.Error()))
-			return exitStatus{xe.Code()}
-		}
-		return err
+		return execFailed(err)
 	}
 	if s.Running() && ctx.Err() == nil && opt.Duration > 0 {
 		fmt.Fprintln(cmd.ErrOrStderr(), red.EndedNote(s.Pid, opt.Duration, s.Finish(context.Background(), session.Kill))) // -d ended the measurement: end the command too, and say so

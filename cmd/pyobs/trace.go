@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -156,15 +155,10 @@ func runTrace(cmd *cobra.Command, g *globals, f *traceFlags, args []string) erro
 	}
 	res, err := trace.Run(cmd.Context(), s, opt)
 	if err != nil {
-		var xe *session.ExecError
 		if s != nil && s.Spawned() {
 			abort(s) // a held command that never ran is let go unrun
 		}
-		if errors.As(err, &xe) {
-			fmt.Fprintln(os.Stderr, "pyobs: "+oneLine(xe.Error()))
-			return exitStatus{xe.Code()}
-		}
-		return err
+		return execFailed(err)
 	}
 	if log != nil {
 		_ = log.Flush()

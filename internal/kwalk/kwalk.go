@@ -550,13 +550,15 @@ type NativeSample struct {
 }
 
 // ReadNative hands fn every sample waiting with its native stack copy,
-// without waiting; it returns how many.
+// without waiting (the same NativeSample each time: fn must not keep it
+// or its slices); it returns how many.
 func (w *Walker) ReadNative(fn func(*NativeSample)) (int, error) {
 	if w.nat == nil {
 		return 0, fmt.Errorf("pid %d: the walker copies no native stacks", w.Pid)
 	}
 	past := time.Unix(0, 0)
 	n := 0
+	var ns NativeSample // one for every record: fn must not keep it
 	for {
 		b, ok, err := w.nat.Next(past)
 		if err != nil {
@@ -570,8 +572,10 @@ func (w *Walker) ReadNative(fn func(*NativeSample)) (int, error) {
 			return n, fmt.Errorf("pid %d: %w", w.Pid, err)
 		}
 		n++
-		fn(&NativeSample{Count: Count{ID: h.Id, Tgid: int(h.Tgid), Tid: int(h.Tid), Flags: h.Flags, N: 1, KStack: h.Kstack}, Head: h, Stack: stack,
-			Links: h.Links[:h.Nlinks]})
+		ns.Count = Count{ID: h.Id, Tgid: int(h.Tgid), Tid: int(h.Tid), Flags: h.Flags, N: 1, KStack: h.Kstack}
+		ns.Head, ns.Stack = h, stack
+		ns.Links = ns.Head.Links[:h.Nlinks]
+		fn(&ns)
 	}
 }
 

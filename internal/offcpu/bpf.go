@@ -86,10 +86,11 @@ func RunBPF(ctx context.Context, s *session.Session, opt Options) (*Result, erro
 	}
 	e := newBPFEngine(s, opt)
 	e.gilLo, e.gilHi = s.Py.GILRange()
-	stats := e.enableStats()
-	defer stats()
+	stop, note := runStats()
+	defer stop()
+	e.bres.BPFStats = note
 	walk, kl, why := e.walkConfig()
-	cfg := e.loadConfig(walk)
+	cfg := loadConfig(s, e.opt, walk, e.gilLo, e.gilHi)
 	attached := func() int64 {
 		e.t0 = clock.MonoNow()
 		e.schedRun(func(th *bthr, v int64) { th.run0, th.haveRun0 = v, true })
@@ -119,16 +120,10 @@ func RunBPF(ctx context.Context, s *session.Session, opt Options) (*Result, erro
 // stack read from user space, when they are still going on once it is
 // up).
 func runHeld(ctx context.Context, s *session.Session, opt Options) (*Result, error) {
-	cfg := schedbpf.Config{Tgid: uint32(s.Pid), MinBlockNS: uint64(max(opt.MinBlock.Nanoseconds(), 0)), MapEntries: opt.MapEntries,
-		ReuseNS: uint64(reuseKernelStack), Waker: opt.Waker, Late: !opt.NoKernelWalk, HeldPid: uint32(s.Pid)}
-	if s.Set.Many() {
-		so := s.Options()
-		cfg.Tgid, cfg.Set = 0, &so
-	}
-	c, statsNote := bpfload.EnableRunStats()
-	if c != nil {
-		defer c.Close()
-	}
+	cfg := loadConfig(s, opt, nil, 0, 0) // the GIL range and the walk come with the interpreter
+	cfg.Late, cfg.HeldPid = !opt.NoKernelWalk, uint32(s.Pid)
+	stop, statsNote := runStats()
+	defer stop()
 	why := ""
 	tr, err := schedbpf.Load(cfg, nil)
 	if err != nil && cfg.Late {
@@ -161,7 +156,7 @@ func runHeld(ctx context.Context, s *session.Session, opt Options) (*Result, err
 	var kl *pyframes.KernelLayout
 	if cfg.Late {
 		if walk, kl, why = e.walkConfig(); walk != nil {
-			if err := tr.SetWalk(walk, kwalk.Dormant); err != nil {
+			if err := tr.SetWalk(kwalk.Dormant(walk), walk); err != nil {
 				return nil, fmt.Errorf("pid %d: %w", s.Pid, err)
 			}
 		}
@@ -176,23 +171,23 @@ func newBPFEngine(s *session.Session, opt Options) *bpfEngine {
 	return e
 }
 
-// enableStats turns on the kernel's BPF run-time stats for the run (the
-// returned func turns them off again).
-func (e *bpfEngine) enableStats() func() {
+// runStats turns on the kernel's BPF run-time stats for the run (stop
+// turns them off again); note says how they stand.
+func runStats() (stop func(), note string) {
 	c, note := bpfload.EnableRunStats()
-	e.bres.BPFStats = note
 	if c == nil {
-		return func() {}
+		return func() {}, note
 	}
-	return func() { c.Close() }
+	return func() { c.Close() }, note
 }
 
-// loadConfig is the program's configuration for the engine's target.
-func (e *bpfEngine) loadConfig(walk any) schedbpf.Config {
-	cfg := schedbpf.Config{Tgid: uint32(e.s.Pid), GILLo: e.gilLo, GILHi: e.gilHi, Walk: walk,
-		MinBlockNS: uint64(max(e.minNS, 0)), MapEntries: e.opt.MapEntries, ReuseNS: uint64(reuseKernelStack), Waker: e.opt.Waker}
-	if e.s.Set.Many() {
-		so := e.s.Options()
+// loadConfig is the program's configuration for s (its set, when it
+// observes one).
+func loadConfig(s *session.Session, opt Options, walk any, gilLo, gilHi uint64) schedbpf.Config {
+	cfg := schedbpf.Config{Tgid: uint32(s.Pid), GILLo: gilLo, GILHi: gilHi, Walk: walk,
+		MinBlockNS: uint64(max(opt.MinBlock.Nanoseconds(), 0)), MapEntries: opt.MapEntries, ReuseNS: uint64(reuseKernelStack), Waker: opt.Waker}
+	if s.Set.Many() {
+		so := s.Options()
 		cfg.Tgid, cfg.Set = 0, &so
 	}
 	return cfg

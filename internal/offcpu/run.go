@@ -124,6 +124,12 @@ func exclude(p *flame.Profile, res []*regexp.Regexp) *Excluded {
 	return &Excluded{Patterns: patterns, US: us, Stacks: n}
 }
 
+// HoldsCommand says whether a spawned command is held before its exec
+// (session.Spec.Hold): the eBPF engine observes it from its first
+// instruction (runHeld); the perf engine, and --greenlets which runs it,
+// read a running interpreter, so the command just starts.
+func (o Options) HoldsCommand() bool { return o.Engine != EnginePerf && !o.Greenlets }
+
 // Validate checks the options as the command line gave them.
 func (o Options) Validate() error {
 	switch {

@@ -2,7 +2,6 @@ package procfs
 
 import (
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 )
@@ -36,8 +35,9 @@ func ParseSchedstat(s string) (Schedstat, error) {
 
 // TaskSchedstat reads task/TID/schedstat.
 func (f FS) TaskSchedstat(pid, tid int) (Schedstat, error) {
+	var buf [128]byte
 	path := f.taskPath(pid, tid, "schedstat")
-	b, err := os.ReadFile(path)
+	b, err := readSmall(path, buf[:])
 	if err != nil {
 		return Schedstat{}, fmt.Errorf("pid %d tid %d: can't read %s: %w", pid, tid, path, err)
 	}

@@ -103,9 +103,7 @@ func (f FS) TaskState(pid, tid int) (TaskState, error) {
 	}
 	ts := TaskState{Tid: tid, Comm: comm, State: state, Syscall: -2}
 	if ts.State != "R" {
-		if w, err := readSmall(f.taskPath(pid, tid, "wchan"), buf[:]); err == nil && string(w) != "0" {
-			ts.Wchan = string(w)
-		}
+		ts.Wchan, _ = f.TaskWchan(pid, tid)
 	}
 	if b, err := readSmall(f.taskPath(pid, tid, "syscall"), buf[:]); err == nil {
 		ts.Syscall = ParseSyscallFile(string(b))

@@ -2,7 +2,6 @@ package procfs
 
 import (
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 )
@@ -32,8 +31,9 @@ func ParseTaskSyscall(s string) TaskSyscall {
 // TaskSyscall reads task/TID/syscall (root, or the task's owner with
 // ptrace access).
 func (f FS) TaskSyscall(pid, tid int) (TaskSyscall, error) {
+	var buf [256]byte
 	path := f.taskPath(pid, tid, "syscall")
-	b, err := os.ReadFile(path)
+	b, err := readSmall(path, buf[:])
 	if err != nil {
 		return TaskSyscall{Nr: -2}, fmt.Errorf("pid %d tid %d: can't read %s: %w", pid, tid, path, err)
 	}
@@ -43,8 +43,9 @@ func (f FS) TaskSyscall(pid, tid int) (TaskSyscall, error) {
 // TaskWchan reads task/TID/wchan: the kernel function a sleeping thread
 // waits in; "" for a running one (the kernel writes "0").
 func (f FS) TaskWchan(pid, tid int) (string, error) {
+	var buf [128]byte
 	path := f.taskPath(pid, tid, "wchan")
-	b, err := os.ReadFile(path)
+	b, err := readSmall(path, buf[:])
 	if err != nil {
 		return "", fmt.Errorf("pid %d tid %d: can't read %s: %w", pid, tid, path, err)
 	}

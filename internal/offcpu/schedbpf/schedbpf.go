@@ -355,10 +355,10 @@ func (t *Tracer) Attached() (ns int64, ok bool) {
 
 // SetWalk configures a Late program's walk (walk: kwalk.ProgramConfig's
 // value). The program reads the configuration while it runs: it is
-// written dormant first (dormant: the same with its version zeroed, so
+// written dormant first (the same with its version zeroed, kwalk.Dormant:
 // the walk stays off), then whole, so no switch-out walks with half of it.
-func (t *Tracer) SetWalk(walk any, dormant func(any) any) error {
-	if err := t.cfg.Set(dormant(walk)); err != nil {
+func (t *Tracer) SetWalk(dormant, walk any) error {
+	if err := t.cfg.Set(dormant); err != nil {
 		return fmt.Errorf("set the walk's configuration: %w", err)
 	}
 	if err := t.cfg.Set(walk); err != nil {
