@@ -410,7 +410,12 @@ func (e *bpfEngine) poll() error {
 		e.res.Looks++
 		rec := pyRec{}
 		if en.st.Flags&(schedbpf.FlagRegs|schedbpf.FlagRunQueue) == 0 {
-			rec.class = Classify(readWait(e.opt.FS, e.s.Pid, tid), e.gilLo, e.gilHi)
+			w := readWait(e.opt.FS, e.s.Pid, tid)
+			if w.Woken {
+				e.res.LookRetries++ // its wait ended before the read: nothing to class
+				continue
+			}
+			rec.class = Classify(w, e.gilLo, e.gilHi)
 		}
 		rec.ids = e.stack(tid, nil)
 		id := e.intern(rec)

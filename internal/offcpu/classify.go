@@ -28,6 +28,9 @@ type WaitInfo struct {
 	Args    []uint64 // the syscall's arguments
 	Wchan   string
 	FdLink  string // readlink of the fd ARG0 for read-like calls
+	// Woken: the thread was runnable at the read (the kernel shows no
+	// syscall then), so the read says nothing of the wait it left.
+	Woken bool
 }
 
 // readWait reads task/TID/{stat,syscall} (and wchan, fd link when they
@@ -37,7 +40,12 @@ func readWait(fs procfs.FS, pid, tid int) WaitInfo {
 	if st, err := fs.TaskStat(pid, tid); err == nil {
 		w.State = st.State
 	}
-	if sc, err := fs.TaskSyscall(pid, tid); err == nil && sc.Nr >= 0 {
+	sc, err := fs.TaskSyscall(pid, tid)
+	switch {
+	case err == nil && sc.Running:
+		w.Woken = true
+		return w
+	case err == nil && sc.Nr >= 0:
 		w.Syscall = procfs.SyscallName(sc.Nr)
 		w.Args = sc.Args
 	}

@@ -93,7 +93,7 @@ type Result struct {
 	Switches     uint64             `json:"switches"`
 	Lost         uint64             `json:"lost"`
 	Looks        uint64             `json:"stack_reads"`
-	LookRetries  uint64             `json:"reads_discarded"` // reads thrown away: the thread ran during the read
+	LookRetries  uint64             `json:"reads_discarded"` // reads thrown away: the thread ran (or was woken) during the read
 	ShortN       uint64             `json:"short_waits"`
 	ShortS       float64            `json:"short_waits_s"`
 	ShortLongN   uint64             `json:"unread_long_waits"` // waits ≥ 2 drain periods nobody read (drain late, read failed)
@@ -367,7 +367,16 @@ func (e *engine) look() {
 		e.res.Looks++
 		class := ClassRunQueue
 		if !th.preempt {
-			class = Classify(readWait(e.opt.FS, e.s.Pid, tid), e.gilLo, e.gilHi)
+			w := readWait(e.opt.FS, e.s.Pid, tid)
+			if w.Woken {
+				// Woken before the read (on a busy machine it may wait
+				// for a CPU long before its switch-in is written): the
+				// wait's cause is gone. Unread unless a later look still
+				// finds it blocked.
+				e.res.LookRetries++
+				continue
+			}
+			class = Classify(w, e.gilLo, e.gilHi)
 		}
 		ids := e.stack(tid, th.ids[:0])
 		if !e.tr.Quiet(tid) {

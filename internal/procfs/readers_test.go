@@ -155,11 +155,14 @@ func TestTaskFilesFixture(t *testing.T) {
 		t.Errorf("no stack file: %v", err)
 	}
 	sc, err := fs.TaskSyscall(4242, 4242)
-	if err != nil || sc.Nr != 230 || !reflect.DeepEqual(sc.Args, []uint64{1, 0, 0x7ffd, 0, 0, 0}) {
+	if err != nil || sc.Nr != 230 || sc.Running || !reflect.DeepEqual(sc.Args, []uint64{1, 0, 0x7ffd, 0, 0, 0}) {
 		t.Errorf("syscall: %+v %v", sc, err)
 	}
-	if sc, _ := fs.TaskSyscall(4242, 4243); sc.Nr != -1 || sc.Args != nil {
+	if sc, _ := fs.TaskSyscall(4242, 4243); sc.Nr != -1 || !sc.Running || sc.Args != nil {
 		t.Errorf("running: %+v", sc)
+	}
+	if sc := ParseTaskSyscall("-1 0x7ffd1000 0x401000\n"); sc.Nr != -1 || sc.Running {
+		t.Errorf("blocked outside a syscall (a page fault): %+v", sc)
 	}
 	if w, err := fs.TaskWchan(4242, 4242); err != nil || w != "hrtimer_nanosleep" {
 		t.Errorf("wchan: %q %v", w, err)
@@ -188,7 +191,7 @@ func FuzzParseTaskSyscall(f *testing.F) {
 	f.Add("running")
 	f.Fuzz(func(t *testing.T, s string) {
 		sc := ParseTaskSyscall(s)
-		if sc.Nr < 0 && sc.Args != nil || len(sc.Args) > 6 {
+		if sc.Nr < 0 && sc.Args != nil || len(sc.Args) > 6 || sc.Running && sc.Nr != -1 {
 			t.Fatalf("%q: %+v", s, sc)
 		}
 	})

@@ -12,11 +12,16 @@ import (
 type TaskSyscall struct {
 	Nr   int      // -1 running in user space; -2 unknown (unreadable, or garbage)
 	Args []uint64 // the arguments the kernel shows (up to six), when Nr >= 0
+	// Running: the kernel wrote "running" — the thread's state is
+	// runnable (on a CPU, or woken and waiting for one), so whatever it
+	// waited in is over.
+	Running bool
 }
 
 // ParseTaskSyscall parses the file's text.
 func ParseTaskSyscall(s string) TaskSyscall {
 	t := TaskSyscall{Nr: ParseSyscallFile(s)}
+	t.Running = t.Nr == -1 && strings.TrimSpace(s) == "running"
 	if t.Nr < 0 {
 		return t
 	}
