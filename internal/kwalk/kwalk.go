@@ -180,7 +180,7 @@ func Config(pid int, l *pyframes.KernelLayout, maxFrames int) (kwalkConfig, erro
 		FrameOwner: uint32(l.FrameOwner), FrameIsEntry: int32(l.FrameIsEntry), FrameRead: uint32(l.FrameSize),
 		OwnerSkip: uint32(l.OwnerSkip), OwnerMax: uint32(l.OwnerMax),
 		GenStateRel: int32(l.GenStateRel), GenExecuting: int32(l.GenExecuting),
-		FrameGen: uint32(l.FrameGen), CodeFlags: uint32(l.CodeFlags),
+		FrameGen: uint32(l.FrameGen), CodeFlags: uint32(l.CodeFlags), CframePrevious: uint32(l.CFramePrevious),
 	}
 	c.TstateThreadId, c.TstateNativeTid = uint32(l.TstateThreadID), uint32(l.TstateNativeID)
 	if l.FrameObjects {

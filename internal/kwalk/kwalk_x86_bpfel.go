@@ -46,6 +46,8 @@ type kwalkConfig struct {
 	GenExecuting    int32
 	FrameGen        uint32
 	CodeFlags       uint32
+	CframePrevious  uint32
+	_               [4]byte
 }
 
 type kwalkCountKey struct {

@@ -25,6 +25,7 @@ type KernelLayout struct {
 	ObType             uint64
 	TstateFrame        uint64 // 3.10 frame, 3.11/3.12 cframe, 3.13+ current_frame
 	CFrameCurrentFrame int64  // -1: the tstate field is the frame itself
+	CFramePrevious     uint64 // 3.11/3.12: _PyCFrame.previous (an eval loop entering), 0: none
 	TstateBaseFrame    uint64 // 3.15: tstate->base_frame, 0 otherwise
 	TstateThreadID     uint64 // pthread_t (== the thread's fsbase on x86_64)
 	TstateNativeID     uint64 // kernel tid; 0 on 3.10
@@ -91,7 +92,7 @@ func (p *Process) KernelLayout() (*KernelLayout, error) {
 		Version: l.Version, Source: l.Source,
 		CodeType: r.types.code, FrameType: r.types.frame,
 		ObType: l.ObType, TstateFrame: l.TstateFrame, CFrameCurrentFrame: l.CFrameCurrentFrame,
-		TstateThreadID: l.TstateThreadID, TstateNativeID: l.TstateNativeThreadID,
+		CFramePrevious: l.CFramePrevious, TstateThreadID: l.TstateThreadID, TstateNativeID: l.TstateNativeThreadID,
 		FrameObjects: l.FrameObjects, FramePrevious: l.FramePrevious, FrameCode: l.FrameCode,
 		FrameInstr: l.FrameInstr, FrameOwner: l.FrameOwner, FrameIsEntry: l.FrameIsEntry,
 		FrameSize: l.FrameSize, CodeTagged: l.CodeTagged, CodeAdaptive: l.CodeAdaptive,

@@ -51,7 +51,7 @@ type Layout struct {
 	TstateInterp         uint64
 	TstateFrame          uint64 // 3.10: PyFrameObject*; 3.11/3.12: _PyCFrame*; 3.13+: _PyInterpreterFrame*
 	CFrameCurrentFrame   int64  // 3.11/3.12 offset inside _PyCFrame; -1 when there is no cframe
-	CFramePrevious       uint64 // 3.11 offset inside _PyCFrame (links only)
+	CFramePrevious       uint64 // 3.11/3.12 offset inside _PyCFrame (3.11's links; an eval loop entering)
 	TstateThreadID       uint64
 	TstateNativeThreadID uint64 // 0: not recorded (3.10)
 	TstateHoldsGIL       uint64 // 3.15: int holds_gil; 0 when not published
@@ -163,6 +163,7 @@ func staticLayout(v Version) (*Layout, bool) {
 		l.InterpNext, l.InterpThreadsHead, l.InterpModules, l.InterpCevalGIL = 0, 72, 944, 384
 		l.InterpID = 8
 		l.TstateNext, l.TstateInterp, l.TstateFrame, l.CFrameCurrentFrame = 8, 16, 56, 0
+		l.CFramePrevious = 8 // {current_frame; previous}
 		l.TstateThreadID, l.TstateNativeThreadID = 136, 144
 		l.FramePrevious, l.FrameCode, l.FrameInstr, l.FrameOwner = 8, 0, 56, 70
 		l.FrameIsEntry, l.FrameLocalsplus, l.FrameSize = -1, 72, 72

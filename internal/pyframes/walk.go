@@ -276,8 +276,15 @@ func (p *Process) thread(ts, interp uint64, opt Options) (Thread, uint64, error)
 	for attempt := 0; ; attempt++ {
 		var frames []Frame
 		var before frameID
+		walked := top // the frame the walk began at
 		if err == nil {
 			frames, before, err = p.stack(top, tsFrame, base, opt)
+			if err != nil && len(frames) == 0 {
+				if cf, ptop, ok := p.entering(tsFrame); ok {
+					frames, before, err = p.stack(ptop, cf, base, opt)
+					walked = ptop
+				}
+			}
 		}
 		// Consistent means: the thread's top frame is the same frame — same
 		// address, code object and caller — after the walk as before it.
@@ -287,7 +294,7 @@ func (p *Process) thread(ts, interp uint64, opt Options) (Thread, uint64, error)
 		var same bool
 		var nextFrame, nextTop uint64
 		if err == nil {
-			nextFrame, nextTop, same, err = p.recheck(ts, tsFrame, top, before)
+			nextFrame, nextTop, same, err = p.recheck(ts, tsFrame, top, walked, before)
 		}
 		if same {
 			t.Frames, t.Consistent, t.Retries = frames, true, attempt
@@ -325,10 +332,12 @@ func (p *Process) idOf(buf []byte) frameID {
 }
 
 // recheck re-reads, in one vectored read, the tstate's frame field (and on
-// 3.11/3.12 the old cframe's current frame) and the top frame's identity.
-// same: nothing moved. Otherwise it returns the new frame field and, when
-// it can tell without another read, the new top frame (else 0, 0).
-func (p *Process) recheck(ts, tsFrame, top uint64, before frameID) (uint64, uint64, bool, error) {
+// 3.11/3.12 the old cframe's current frame, which was top) and the
+// identity of the frame the walk began at (walked: top, or the outer
+// cframe's frame of an eval loop entering). same: nothing moved.
+// Otherwise it returns the new frame field and, when it can tell without
+// another read, the new top frame (else 0, 0).
+func (p *Process) recheck(ts, tsFrame, top, walked uint64, before frameID) (uint64, uint64, bool, error) {
 	l := p.Layout
 	sc := &p.scratch
 	a, c := sc.re[0:8], sc.re[8:16]
@@ -339,8 +348,8 @@ func (p *Process) recheck(ts, tsFrame, top uint64, before frameID) (uint64, uint
 	if cframe {
 		segs = append(segs, Seg{Addr: tsFrame + uint64(l.CFrameCurrentFrame), Buf: c})
 	}
-	if top != 0 {
-		segs = append(segs, Seg{Addr: top, Buf: fb})
+	if walked != 0 {
+		segs = append(segs, Seg{Addr: walked, Buf: fb})
 	}
 	sc.reSegs = segs
 	if n := readV(p.objs.mem, segs); n < len(segs) {
@@ -354,8 +363,31 @@ func (p *Process) recheck(ts, tsFrame, top uint64, before frameID) (uint64, uint
 		}
 		newTop = le64(c, 0)
 	}
-	same := newTop == top && (top == 0 || p.idOf(fb) == before)
+	same := newTop == top && (walked == 0 || p.idOf(fb) == before)
 	return newFrame, newTop, same, nil
+}
+
+// entering handles 3.11/3.12's eval loop entry: it points the thread
+// state at its new _PyCFrame (cframe.previous set) a few instructions
+// before it sets the cframe's current frame, which holds stack garbage
+// until then. The Python stack of that instant is the outer cframe's:
+// its cframe and frame are returned when cf's frame could not be walked
+// and the outer one is there. (The new run's frame is not linked yet: a
+// native merge shows the new eval loop without Python frames.)
+func (p *Process) entering(cf uint64) (outer, top uint64, ok bool) {
+	l := p.Layout
+	if l.CFrameCurrentFrame < 0 || l.CFramePrevious == 0 || cf == 0 {
+		return 0, 0, false
+	}
+	outer, err := p.objs.u64(cf + l.CFramePrevious)
+	if err != nil || outer == 0 {
+		return 0, 0, false
+	}
+	top, err = p.objs.u64(outer + uint64(l.CFrameCurrentFrame))
+	if err != nil || top == 0 {
+		return 0, 0, false
+	}
+	return outer, top, true
 }
 
 // resolveTop turns the tstate's frame field into the first frame address.

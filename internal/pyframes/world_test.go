@@ -459,3 +459,45 @@ func codeIDs(ths []Thread) map[uint64]uint64 {
 	}
 	return ids
 }
+
+// TestWalkEvalLoopEntering312: 3.12 points the thread state at a new
+// _PyCFrame before it sets that cframe's current frame (stack garbage
+// until then). The walk reads the outer cframe's stack — the Python stack
+// of that instant, with its link — and calls it consistent; a cframe
+// without an outer one stays an error.
+func TestWalkEvalLoopEntering312(t *testing.T) {
+	w := newWorld312(t)
+	simple := goldenCode(t, 12, "simple/simple")
+	c := w.code("simple", "simple.py", simple.FirstLineno, simple.table(t))
+	shim := w.frame(w.code("<interpreter trampoline>", "<shim>", 0, nil), 0, 0, 3)
+	f := w.frame(c, shim, 1, 0)
+	interp := w.alloc(int(w.l.InterpModules) + 8)
+	ts := w.tstate(interp, 0, f, 1, 2)
+	outer := w.alloc(32)
+	w.put64(outer+uint64(w.l.CFrameCurrentFrame), f)
+	inner := w.alloc(32)
+	w.put64(inner+uint64(w.l.CFrameCurrentFrame), 0x3) // not set yet
+	w.put64(inner+w.l.CFramePrevious, outer)
+	w.put64(ts+w.l.TstateFrame, inner)
+	w.put64(w.base+w.l.RuntimeInterpretersHead, interp)
+	w.put64(interp+w.l.InterpThreadsHead, ts)
+	p, err := New(w.snapshot(), 1, w.info())
+	if err != nil {
+		t.Fatal(err)
+	}
+	th, err := p.Threads(Options{Links: true})
+	if err != nil || len(th) != 1 || !th[0].Consistent || th[0].Err != nil || len(th[0].Frames) != 1 {
+		t.Fatalf("entering: got (%+v, %v)", th, err)
+	}
+	if fr := th[0].Frames[0]; fr.Function != "simple" || !fr.Entry || fr.Link != shim {
+		t.Errorf("entering: frame %+v, want simple, entered from C, linked at the shim 0x%x", fr, shim)
+	}
+	w.put64(inner+w.l.CFramePrevious, 0) // garbage and no outer cframe: not a stack
+	p, err = New(w.snapshot(), 1, w.info())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if th, err := p.Threads(Options{}); err != nil || len(th) != 1 || th[0].Consistent || th[0].Err == nil {
+		t.Errorf("garbage without an outer cframe: got (%+v, %v), want an inconsistent thread with its error", th, err)
+	}
+}

@@ -73,6 +73,7 @@ struct config {
 	s32 gen_executing; // FRAME_EXECUTING of this version
 	u32 frame_gen;    // 3.10: offset of PyFrameObject.f_gen, 0: none
 	u32 code_flags;   // 3.10: offset of PyCodeObject.co_flags, 0: none
+	u32 cframe_previous; // 3.11/3.12: offset of _PyCFrame.previous, 0: none
 };
 
 // co_flags of code that runs in a generator's, coroutine's or async
@@ -522,13 +523,13 @@ static __always_inline void pywalk(struct sample *s, u32 tid, struct pywalk_ev *
 	if (codegen)
 		read_u64(&s->h.codegen, codegen);
 
-	u64 top = 0;
+	u64 top = 0, cf = 0;
 	if (read_u64(&top, tstate + cfg.tstate_frame)) {
 		s->h.flags |= S_FAULT;
 		return;
 	}
 	if (cfg.cframe_current >= 0 && top) {
-		u64 cf = top;
+		cf = top;
 		if (read_u64(&top, cf + (u64)cfg.cframe_current)) {
 			s->h.flags |= S_FAULT;
 			return;
@@ -541,6 +542,16 @@ static __always_inline void pywalk(struct sample *s, u32 tid, struct pywalk_ev *
 
 	struct walk w = {.addr = top, .code_type = code_type, .frame_type = frame_type};
 	bpf_loop(MAX_HOPS, step, &w, 0);
+	// 3.11/3.12 set tstate->cframe to an entering eval loop's cframe a
+	// few instructions before its current_frame (stack garbage until
+	// then): the stack of that instant is the outer cframe's.
+	u64 outer = 0;
+	if (!w.depth && (w.flags & (S_FAULT | S_INVALID)) && cf && cfg.cframe_previous &&
+	    !read_u64(&outer, cf + cfg.cframe_previous) && outer &&
+	    !read_u64(&top, outer + (u64)cfg.cframe_current) && top) {
+		w = (struct walk){.addr = top, .code_type = code_type, .frame_type = frame_type};
+		bpf_loop(MAX_HOPS, step, &w, 0);
+	}
 	s->h.depth = w.depth;
 	s->h.hops = w.hops;
 	s->h.nlinks = w.nlinks;
