@@ -100,6 +100,9 @@ func metaSummary(m Meta) string {
 	}
 	add("samples %d", m.Samples)
 	add("duration %.3fs", m.DurationS)
+	if m.UnobservedS > 0 {
+		add("the spawned command's first %.3fs before it", m.UnobservedS)
+	}
 	if m.RequestedHz > 0 || m.AchievedHz > 0 {
 		add("requested %.1f Hz, achieved %.1f Hz", m.RequestedHz, m.AchievedHz)
 	}

@@ -89,6 +89,9 @@ type Meta struct {
 	ObserverCPUS   float64 `json:"observer_cpu_s"`
 	TargetStoppedS float64 `json:"target_stopped_s"`
 	PeriodNS       int64   `json:"period_ns,omitempty"` // nominal time one sample stands for
+	// UnobservedS: a spawned command ran this long (its start-up, the
+	// sampler's loading) before the recording began; not in the profile.
+	UnobservedS float64 `json:"unobserved_start_s,omitempty"`
 	// How record's cpu mode took its stacks (internal/record). Engine:
 	// "bpf" — walked in the kernel at the sample (internal/kwalk), "perf" —
 	// read from user space after the sample; Fallback: why not bpf.

@@ -60,10 +60,14 @@
 // with the Python frames.
 //
 // Cannot see: off-CPU time in cpu mode (by construction: use --mode wall or
-// `pyobs offcpu`). bpf: native frames; frames past kwalk.MaxFrames (128:
-// the sample is folded as [truncated stack] with its innermost frames,
-// counted truncated, like a chain that ended short, e.g. 3.11/3.12's cframe
-// set-up race); a frame on a page not present (the program can't fault it
+// `pyobs offcpu`). With -- CMD, the command's start: it runs unheld and
+// the recording begins once its interpreter is readable and the sampler
+// is on (Meta.UnobservedS, said in the footer). bpf: frames past
+// kwalk.MaxFrames (128: the sample is folded as [truncated stack] with its
+// innermost frames, counted truncated, like a chain that ended short); a
+// sample in 3.11/3.12's eval-loop entry, whose new cframe has no frame
+// yet, is walked from the outer cframe (the stack of that instant); a
+// frame on a page not present (the program can't fault it
 // in: [faulted: page not present], counted); a failed check ([invalid frame
 // chain]); threads whose state is neither in the map nor at the TLS offsets
 // ([no Python thread state]); a code object freed and its address reused

@@ -45,8 +45,12 @@ func Footer(p *flame.Profile, out string) string {
 	if x := m.Mixed; x != nil && m.Engine == EngineBPF && x.KernelStacks+x.KernelStacksLost > 0 {
 		nat += fmt.Sprintf("; kernel stacks: %d samples in the kernel, %d of them without their stack (the kernel's stack map was full)", x.KernelStacks+x.KernelStacksLost, x.KernelStacksLost)
 	}
-	return fmt.Sprintf("pyobs record: %s mode%s, %d samples in %.1fs (%s); lost %d, torn %d, failed %d, throttled %d%s%s; observer CPU %.2fs%s; target stopped 0s; wrote %s",
-		m.Mode, engineNote(m), m.Samples, m.DurationS, rate, m.Lost, m.Torn, m.Failed, m.Throttled, lag, nat, m.ObserverCPUS, obs, where)
+	unobs := ""
+	if m.UnobservedS > 0 {
+		unobs = fmt.Sprintf("; the command's first %.2fs (its start-up, the sampler's loading) ran before the recording began", m.UnobservedS)
+	}
+	return fmt.Sprintf("pyobs record: %s mode%s, %d samples in %.1fs (%s)%s; lost %d, torn %d, failed %d, throttled %d%s%s; observer CPU %.2fs%s; target stopped 0s; wrote %s",
+		m.Mode, engineNote(m), m.Samples, m.DurationS, rate, unobs, m.Lost, m.Torn, m.Failed, m.Throttled, lag, nat, m.ObserverCPUS, obs, where)
 }
 
 // engineNote says how cpu mode took its stacks: walked in the kernel at

@@ -19,3 +19,16 @@ func TestEngineNoteMapOnly(t *testing.T) {
 		t.Errorf("map only, not said: %s", s)
 	}
 }
+
+// TestFooterUnobservedStart: a spawned command's time before the recording
+// began is said; an attached target's footer says nothing of it.
+func TestFooterUnobservedStart(t *testing.T) {
+	p := flame.New(flame.Meta{Command: "record", Mode: "cpu", Samples: 5, DurationS: 1})
+	if s := Footer(p, ""); strings.Contains(s, "before the recording began") {
+		t.Errorf("attached, yet: %s", s)
+	}
+	p.Meta.UnobservedS = 0.314
+	if s := Footer(p, ""); !strings.Contains(s, "the command's first 0.31s (its start-up, the sampler's loading) ran before the recording began") {
+		t.Errorf("spawned, not said: %s", s)
+	}
+}

@@ -226,6 +226,9 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*flame.Profile, 
 		}
 	}
 	r.start = time.Now()
+	if t := s.Started(); !t.IsZero() {
+		r.prof.Meta.UnobservedS = r.start.Sub(t).Seconds()
+	}
 	r.tcpu0 = targetCPU(s.Pid)
 	var deadline <-chan time.Time
 	if opt.Duration > 0 {

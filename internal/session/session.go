@@ -56,6 +56,7 @@ type Session struct {
 	adopted     bool // started by an engine (Adopt); waited for here once handed over
 	adoptedCode int
 	hold        *hold // Spec.Hold: the command waits for Release
+	started     time.Time
 }
 
 // Attach checks pid and finds its interpreter.
@@ -181,13 +182,17 @@ func spawn(argv []string, stdout *os.File) (*Session, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("can't start %s: %w", argv[0], err)
 	}
-	s := &Session{Pid: cmd.Process.Pid, FS: procfs.Default(), cmd: cmd, waited: make(chan struct{})}
+	s := &Session{Pid: cmd.Process.Pid, FS: procfs.Default(), cmd: cmd, waited: make(chan struct{}), started: time.Now()}
 	go func() { waitExited(s.Pid); s.waitErr = cmd.Wait(); close(s.waited) }()
 	return s, nil
 }
 
 // Spawned reports whether the session started the target.
 func (s *Session) Spawned() bool { return s.cmd != nil }
+
+// Started is when a command spawned without a hold began to run (zero
+// otherwise): what ran before an engine was on is not in its results.
+func (s *Session) Started() time.Time { return s.started }
 
 // WaitPython polls until the spawned target's interpreter is up and its
 // main thread runs Python code, then waits `after` more.
