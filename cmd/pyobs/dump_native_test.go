@@ -114,7 +114,7 @@ func TestDumpNativeQsort(t *testing.T) {
 				d := dumpNative(t, tg.Pid)
 				dumps++
 				if d.Native.Mismatch != 0 {
-					t.Errorf("dump %d: %d merge mismatches with the threads stopped: %+v", dumps, d.Native.Mismatch, d.Threads[0].Native)
+					t.Errorf("dump %d: %d merge mismatches with the threads stopped: %+v; Python frames %+v", dumps, d.Native.Mismatch, d.Threads[0].Native, d.Threads[0].Frames)
 				}
 				var main *dump.ThreadDump
 				for i := range d.Threads {
@@ -124,6 +124,13 @@ func TestDumpNativeQsort(t *testing.T) {
 				}
 				if main == nil || main.Native == nil {
 					t.Fatalf("no main thread with native frames in %+v", d.Threads)
+				}
+				if main.Native.Merge == "python-unread" {
+					// The Python read failed (said, not merged): rare,
+					// counted with the failed unwinds, bounded below.
+					failed++
+					t.Logf("dump %d: Python stack unread: %s", dumps, main.Error)
+					continue
 				}
 				if main.Native.Merge != "address" {
 					t.Errorf("dump %d: merge %s, want by address (%s)", dumps, main.Native.Merge, main.Native.Error)
@@ -298,10 +305,11 @@ func TestDumpNativeText(t *testing.T) {
 	py := dump.FrameDump{Function: "caller", File: "app.py", Line: 32, Kind: dump.KindPython}
 	qs := dump.FrameDump{Function: "qsort_r", File: "/usr/lib/x86_64-linux-gnu/libc.so.6", Offset: 0x3fd35, Kind: dump.KindNative}
 	d := &dump.Dump{Pid: 7, Python: dump.PythonInfo{Version: "3.12.1"}, Read: dump.ReadInfo{Method: "ptrace-stopped", StoppedUS: 12},
-		Native: &dump.NativeInfo{StackSize: 65536, Full: 2, Mismatch: 1},
+		Native: &dump.NativeInfo{StackSize: 65536, Full: 3, Mismatch: 1, PythonUnread: 1},
 		Threads: []dump.ThreadDump{
 			{Tid: 7, Consistent: true, Frames: []dump.FrameDump{qs, py}, Native: &dump.ThreadNative{Unwind: "full", Merge: "address"}},
 			{Tid: 8, Consistent: true, Frames: []dump.FrameDump{py}, Native: &dump.ThreadNative{Unwind: "full", Merge: "mismatch", NativeFrames: []dump.FrameDump{qs}}},
+			{Tid: 9, Error: "can't read frame 0x2", Frames: []dump.FrameDump{}, Native: &dump.ThreadNative{Unwind: "full", Merge: "python-unread", NativeFrames: []dump.FrameDump{qs}}},
 		}}
 	var b strings.Builder
 	if err := dump.WriteText(&b, d); err != nil {
@@ -314,6 +322,8 @@ func TestDumpNativeText(t *testing.T) {
 		"  File \"app.py\", line 32, in caller\n  (native) qsort_r  libc.so.6+0x3fd35\n",
 		"[merge mismatch: the native and Python stacks",
 		"  native stack (full unwind), outermost first:\n  (native) qsort_r  libc.so.6+0x3fd35\n  Python stack:\n  File \"app.py\", line 32, in caller\n",
+		"1 threads whose Python stack could not be read (native stack alone)",
+		"  native stack (full unwind), outermost first (the Python stack could not be read: not merged):\n  (native) qsort_r  libc.so.6+0x3fd35\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("text lacks %q:\n%s", want, out)

@@ -23,15 +23,19 @@ const DefaultStackSize = 64 << 10
 // stack were read while it was stopped, like its Python stack, so a merge
 // mismatch is a bug of pyobs (or of its layout knowledge), not a race.
 type NativeInfo struct {
-	StackSize  int     `json:"stack_size"`
-	Unwound    int     `json:"threads_unwound"`
-	Full       int     `json:"full"`
-	Truncated  int     `json:"truncated"`
-	Failed     int     `json:"failed"`
-	Mismatch   int     `json:"merge_mismatches"`
-	NoPython   int     `json:"interpreter_frames_without_python"`
-	UnwindUS   float64 `json:"unwind_us"`
-	KernelNote string  `json:"kernel,omitempty"`
+	StackSize int `json:"stack_size"`
+	Unwound   int `json:"threads_unwound"`
+	Full      int `json:"full"`
+	Truncated int `json:"truncated"`
+	Failed    int `json:"failed"`
+	Mismatch  int `json:"merge_mismatches"`
+	// PythonUnread: threads whose Python stack could not be read (the
+	// thread's error says why): their native stack is shown apart, not
+	// merged, and is no mismatch.
+	PythonUnread int     `json:"python_unread,omitempty"`
+	NoPython     int     `json:"interpreter_frames_without_python"`
+	UnwindUS     float64 `json:"unwind_us"`
+	KernelNote   string  `json:"kernel,omitempty"`
 }
 
 // ThreadNative is one thread's native unwind and how it was glued.
@@ -40,7 +44,9 @@ type ThreadNative struct {
 	Stop   string `json:"stop,omitempty"` // why a truncated or failed unwind stopped
 	// Merge: "address" (by the C-stack links), "count" (3.10: runs counted
 	// against eval frames), "mismatch" (frames holds the Python stack
-	// alone, native_frames the native one) or "none" (no registers).
+	// alone, native_frames the native one), "python-unread" (the Python
+	// stack could not be read: native_frames alone) or "none" (no
+	// registers).
 	Merge        string      `json:"merge"`
 	NativeFrames []FrameDump `json:"native_frames,omitempty"`
 	Error        string      `json:"error,omitempty"`
@@ -223,6 +229,15 @@ func (n *nativeDump) glue(td *ThreadDump, frames []pyframes.Frame) {
 	py := make([]mixed.Python, len(frames))
 	for j, f := range frames {
 		py[j] = mixed.Python{ID: len(pcs) + j, Entry: f.Entry, Link: f.Link}
+	}
+	if td.Error != "" && !td.Consistent {
+		// Nothing to glue to: the thread's error says why its Python
+		// stack could not be read.
+		tn.Merge = "python-unread"
+		tn.NativeFrames = natf
+		n.info.PythonUnread++
+		n.info.UnwindUS += float64(time.Since(start).Nanoseconds()) / 1e3
+		return
 	}
 	var ids []int
 	ok, gone := false, 0

@@ -228,6 +228,9 @@ func writeNativeAccount(w io.Writer, n *NativeInfo) {
 	if n.NoPython > 0 {
 		fmt.Fprintf(w, "; %d interpreter frames without Python frames (stopped entering or leaving the eval loop)", n.NoPython)
 	}
+	if n.PythonUnread > 0 {
+		fmt.Fprintf(w, "; %d threads whose Python stack could not be read (native stack alone)", n.PythonUnread)
+	}
 	fmt.Fprintln(w)
 }
 
@@ -243,6 +246,11 @@ func writeNativeThreadNote(w io.Writer, n *ThreadNative) {
 			writeNativeFrame(w, n.NativeFrames[i])
 		}
 		fmt.Fprintln(w, "  Python stack:")
+	case n.Merge == "python-unread":
+		fmt.Fprintf(w, "  native stack (%s unwind), outermost first (the Python stack could not be read: not merged):\n", n.Unwind)
+		for i := len(n.NativeFrames) - 1; i >= 0; i-- {
+			writeNativeFrame(w, n.NativeFrames[i])
+		}
 	case n.Merge == "none":
 		fmt.Fprintf(w, "  (no native frames: %s)\n", n.Error)
 	case n.Unwind == "failed":
