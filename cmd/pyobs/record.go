@@ -99,6 +99,9 @@ func runRecord(cmd *cobra.Command, g *globals, f *recordFlags, args []string) er
 	if err != nil {
 		return err
 	}
+	// The bpf engine samples a command from its first instruction: held
+	// before its exec while the walker loads.
+	spec.Hold = len(spec.Argv) > 0 && record.Options{Mode: f.mode, Engine: f.engine, Native: f.native, Async: f.async, Greenlets: f.green}.HoldsCommand()
 	ctx := cmd.Context()
 	s, err := session.Open(ctx, spec)
 	if err != nil {
@@ -134,8 +137,8 @@ func runRecord(cmd *cobra.Command, g *globals, f *recordFlags, args []string) er
 		fmt.Fprint(os.Stderr, "\r\x1b[K")
 	}
 	if err != nil {
-		abort(s)
-		return record.WallHint(err, f.mode) // perf refused: --mode wall needs no perf events
+		abort(s)                                        // a held command that never ran is let go unrun
+		return record.WallHint(execFailed(err), f.mode) // perf refused: --mode wall needs no perf events
 	}
 	if note := prof.Meta.KernelNote(); note != "" {
 		fmt.Fprintln(os.Stderr, "pyobs record:", note) // record --kernel: why kernel frames are unnamed

@@ -101,16 +101,19 @@ type Meta struct {
 	// with no Python thread state or no frame. BPFNSPerSample: the walker's
 	// run time per target sample from the kernel's bpf stats (BPFStats says
 	// whether they were on, or why not).
-	Engine          string  `json:"engine,omitempty"`
-	Fallback        string  `json:"fallback,omitempty"`
-	Exact           uint64  `json:"exact,omitempty"`
-	KernelTruncated uint64  `json:"kernel_truncated,omitempty"`
-	KernelFaulted   uint64  `json:"kernel_faulted,omitempty"`
-	KernelInvalid   uint64  `json:"kernel_invalid,omitempty"`
-	NotPython       uint64  `json:"not_python,omitempty"`
-	NoFrames        uint64  `json:"no_frames,omitempty"`
-	BPFNSPerSample  float64 `json:"bpf_ns_per_sample,omitempty"`
-	BPFStats        string  `json:"bpf_stats,omitempty"`
+	Engine          string `json:"engine,omitempty"`
+	Fallback        string `json:"fallback,omitempty"`
+	Exact           uint64 `json:"exact,omitempty"`
+	KernelTruncated uint64 `json:"kernel_truncated,omitempty"`
+	KernelFaulted   uint64 `json:"kernel_faulted,omitempty"`
+	KernelInvalid   uint64 `json:"kernel_invalid,omitempty"`
+	NotPython       uint64 `json:"not_python,omitempty"`
+	NoFrames        uint64 `json:"no_frames,omitempty"`
+	// BeforePython: samples of a held command taken before its
+	// interpreter was up (not walked: [before the interpreter]).
+	BeforePython   uint64  `json:"before_python,omitempty"`
+	BPFNSPerSample float64 `json:"bpf_ns_per_sample,omitempty"`
+	BPFStats       string  `json:"bpf_stats,omitempty"`
 	// MapOnly: the kernel found thread states through user space's tid map
 	// alone (the threads agreed on no TLS offset).
 	MapOnly bool `json:"tstate_map_only,omitempty"`

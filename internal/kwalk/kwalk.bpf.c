@@ -15,6 +15,9 @@
 // Layout offsets come from user space (internal/pyframes: the
 // _Py_DebugOffsets table on 3.13+, per-version tables before) in the
 // read-only `cfg`, fixed at load: the verifier sees them as constants.
+// kwalkheld, the same source with PYWALK_CFG_MUTABLE, takes them after
+// the load: a command held before its exec is sampled from its first
+// instruction, its samples counted as S_PREPY until its interpreter is up.
 //
 // Build: make generate (bpf2go + clang -target bpf, -I internal/bpf/include);
 // the object is committed.
@@ -46,8 +49,14 @@ enum {
 	C_NATSENT,     // native_bytes: samples sent with their native stack copy
 	C_NATLOST,     // native_bytes: the natstacks ring was full, the sample lost
 	C_NATBYTES,    // native_bytes: stack bytes copied, summed
+	C_PREPY,       // before the walk was configured (a held command's interpreter not up yet)
 	C_NCOUNTERS,
 };
+
+// A sample taken before the walk was configured (cfg.minor 0: only in
+// kwalkheld, built with PYWALK_CFG_MUTABLE for a command held before its
+// exec): counted, not walked.
+#define S_PREPY 0x100
 
 // ---- Maps ----
 
@@ -183,7 +192,10 @@ int kwalk_sample(void *ctx)
 		return 0;
 	pywalk_reset(s, tid, bpf_ktime_get_ns());
 	struct pywalk_ev ev = {};
-	pywalk(s, tid, &ev);
+	if (cfg.minor)
+		pywalk(s, tid, &ev);
+	else
+		s->h.flags = S_PREPY;
 	u32 flags = s->h.flags;
 	counter_add(&counters, C_MAPSTALE, ev.mapstale);
 	counter_add(&counters, C_TLSBAD, ev.tlsbad);
@@ -203,12 +215,14 @@ int kwalk_sample(void *ctx)
 		count(C_FAULTED);
 	if (flags & S_INVALID)
 		count(C_INVALID);
+	if (flags & S_PREPY)
+		count(C_PREPY);
 	if (!aggregate) {
 		emit(s);
 		return 0;
 	}
 	struct count_key k = {.tgid = s->h.tgid, .tid = tid,
-			      .flags = flags & (S_COMPLETE | S_TRUNCATED | S_FAULT | S_INVALID | S_NOPY | S_EMPTY)};
+			      .flags = flags & (S_COMPLETE | S_TRUNCATED | S_FAULT | S_INVALID | S_NOPY | S_EMPTY | S_PREPY)};
 	if (kstacks_on) {
 		long kid = bpf_get_stackid(ctx, &kstacks, 0);
 		if (kid >= 0) {

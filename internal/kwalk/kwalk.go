@@ -75,6 +75,11 @@ type Options struct {
 	// for user space to unwind (ReadNative); nothing is counted in the
 	// maps. Distinct Python stacks still come through Read.
 	NativeBytes int
+	// Late: Open is given no layout (a command held before its exec: its
+	// interpreter is not up yet). The program samples the process from
+	// its first instruction and counts each sample with FlagBeforePython,
+	// unwalked, until Configure gives it the layout.
+	Late bool
 }
 
 // Sample flags (S_ in kwalk.bpf.c).
@@ -87,6 +92,9 @@ const (
 	FlagEmpty     = 0x20 // the thread state has no frame
 	FlagByFSBase  = 0x40 // the thread state was found in the map by the thread's fsbase
 	FlagByTLS     = 0x80 // the thread state was found through the thread's TLS/TSD
+	// FlagBeforePython: taken before the walk was configured (Late), not
+	// walked.
+	FlagBeforePython = 0x100
 )
 
 // Frame flags (FR_ in kwalk.bpf.c).
@@ -140,6 +148,7 @@ const (
 	CNatSent  // NativeBytes: samples sent with their native stack copy
 	CNatLost  // NativeBytes: samples lost, the native ring full
 	CNatBytes // NativeBytes: stack bytes copied, summed
+	CPrePy    // Late: samples before Configure (not walked)
 	NCounters
 )
 
@@ -152,6 +161,7 @@ type Walker struct {
 	Layout *pyframes.KernelLayout
 	Opts   Options
 	objs   *objects
+	cfg    *ebpf.Variable // Late: the program's writable configuration
 	ring   *bpfload.Ring
 	nat    *bpfload.Ring // NativeBytes: the samples with their native stack copies
 	fds    []int
@@ -309,20 +319,23 @@ func Open(pid int, l *pyframes.KernelLayout, opt Options) (*Walker, error) {
 	if opt.RingBytes < os.Getpagesize() || opt.RingBytes&(opt.RingBytes-1) != 0 {
 		return nil, fmt.Errorf("ring buffer of %d bytes: must be a power of two of at least a page", opt.RingBytes)
 	}
-	cfg, err := walkConfig(pid, l, opt.MaxFrames, opt.TLS)
-	if err != nil {
-		return nil, err
-	}
-	opt.TLS = opt.TLS[:cfg.TlsN]
 	if opt.Latency == 0 {
 		opt.Latency = 50 * time.Millisecond
 	}
-	if opt.Latency > 0 {
-		cfg.WakeBytes = uint32(opt.RingBytes / 16)
+	var cfg kwalkConfig
+	switch {
+	case l == nil && !opt.Late:
+		return nil, fmt.Errorf("pid %d: no interpreter layout to walk with", pid)
+	case l == nil:
+		cfg = kwalkConfig{Tgid: uint32(pid), MaxFrames: uint32(opt.MaxFrames)} // Minor 0: not walked yet
+	default:
+		var err error
+		if cfg, err = walkConfig(pid, l, opt.MaxFrames, opt.TLS); err != nil {
+			return nil, err
+		}
+		opt.TLS = opt.TLS[:cfg.TlsN]
 	}
-	if opt.Set != nil {
-		cfg.Tgid = 0 // the program filters by the set's members
-	}
+	opt.tune(&cfg)
 	if (opt.KernelStacks || opt.NativeBytes > 0) && !opt.Aggregate {
 		return nil, fmt.Errorf("pid %d: the walker takes kernel and native stacks only when it aggregates", pid)
 	}
@@ -330,11 +343,11 @@ func Open(pid int, l *pyframes.KernelLayout, opt Options) (*Walker, error) {
 	if opt.NativeBytes > 0 {
 		nb = uint32(min((opt.NativeBytes+bpfload.NatChunk-1)/bpfload.NatChunk*bpfload.NatChunk, bpfload.NatMaxBytes))
 	}
-	o, err := load(cfg, uint32(opt.RingBytes), opt.Set, opt.Aggregate, opt.KernelStacks, nb)
+	o, cv, err := load(cfg, uint32(opt.RingBytes), opt.Set, opt.Aggregate, opt.KernelStacks, nb, opt.Late)
 	if err != nil {
 		return nil, fmt.Errorf("pid %d: %w", pid, err)
 	}
-	w := &Walker{Pid: pid, Layout: l, Opts: opt, objs: o}
+	w := &Walker{Pid: pid, Layout: l, Opts: opt, objs: o, cfg: cv}
 	if w.ring, err = bpfload.NewRing("samples", o.Samples); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("pid %d: %w", pid, err)
@@ -360,6 +373,39 @@ func Open(pid int, l *pyframes.KernelLayout, opt Options) (*Walker, error) {
 		return nil, fmt.Errorf("pid %d: %w", pid, err)
 	}
 	return w, nil
+}
+
+// tune sets what of cfg comes from the options, not the layout.
+func (opt *Options) tune(cfg *kwalkConfig) {
+	if opt.Latency > 0 {
+		cfg.WakeBytes = uint32(opt.RingBytes / 16)
+	}
+	if opt.Set != nil {
+		cfg.Tgid = 0 // the program filters by the set's members
+	}
+}
+
+// Configure gives a Late walker its layout (the held command's
+// interpreter is up) and the TLS offsets that find its threads: the
+// samples from then on are walked. The running program reads its
+// configuration: it is written dormant first, then whole.
+func (w *Walker) Configure(l *pyframes.KernelLayout, tls []int64) error {
+	if w.cfg == nil {
+		return fmt.Errorf("pid %d: the walker was loaded with its layout (not Late)", w.Pid)
+	}
+	cfg, err := walkConfig(w.Pid, l, w.Opts.MaxFrames, tls)
+	if err != nil {
+		return err
+	}
+	w.Opts.tune(&cfg)
+	if err := w.cfg.Set(Dormant(cfg)); err != nil {
+		return fmt.Errorf("pid %d: set the walk's configuration: %w", w.Pid, err)
+	}
+	if err := w.cfg.Set(cfg); err != nil {
+		return fmt.Errorf("pid %d: set the walk's configuration: %w", w.Pid, err)
+	}
+	w.Layout, w.Opts.TLS = l, tls[:cfg.TlsN]
+	return nil
 }
 
 // attach opens one sampling event per CPU (any task: the program filters

@@ -58,15 +58,21 @@ func (o *objects) Close() {
 
 // load fixes cfg in the object's read-only data (the verifier sees the
 // layout as constants) and loads program and maps; set configures
-// procset.h (nil: one process, cfg.tgid).
-func load(cfg kwalkConfig, ringBytes uint32, set *procset.Options, aggregate, kstacks bool, nativeBytes uint32) (*objects, error) {
+// procset.h (nil: one process, cfg.tgid). late loads kwalkheld, whose cfg
+// stays writable (the variable returned): the walk waits for its layout
+// (cfg.minor 0).
+func load(cfg kwalkConfig, ringBytes uint32, set *procset.Options, aggregate, kstacks bool, nativeBytes uint32, late bool) (*objects, *ebpf.Variable, error) {
 	if err := bpfload.CheckPidNS(); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return nil, nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	var specs kwalkSpecs
-	spec, err := bpfload.Spec(loadKwalk, &specs)
+	from := loadKwalk
+	if late {
+		from = loadKwalkheld // the same program, its cfg writable
+	}
+	spec, err := bpfload.Spec(from, &specs)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return nil, nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	agg := uint32(0)
 	if aggregate {
@@ -87,19 +93,27 @@ func load(cfg kwalkConfig, ringBytes uint32, set *procset.Options, aggregate, ks
 	if err := bpfload.SetVars(bpfload.Var{Spec: specs.Cfg, Value: cfg}, bpfload.Var{Spec: specs.Aggregate, Value: agg},
 		bpfload.Var{Spec: specs.KstacksOn, Value: ks}, bpfload.Var{Spec: specs.NativeBytes, Value: nativeBytes},
 		bpfload.Var{Spec: specs.NatWake, Value: natWake}); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return nil, nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	if set != nil {
 		if err := procset.Configure(spec, *set); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+			return nil, nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
 	}
 	if ringBytes != 0 {
 		specs.Samples.MaxEntries = ringBytes
 	}
 	var o objects
-	if err := bpfload.Load("the kernel Python walker (perf_event/kwalk_sample)", spec, &o); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	var to any = &o
+	held := struct {
+		*objects
+		Cfg *ebpf.Variable `ebpf:"cfg"`
+	}{objects: &o}
+	if late {
+		to = &held
 	}
-	return &o, nil
+	if err := bpfload.Load("the kernel Python walker (perf_event/kwalk_sample)", spec, to); err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return &o, held.Cfg, nil
 }

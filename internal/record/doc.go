@@ -60,9 +60,14 @@
 // with the Python frames.
 //
 // Cannot see: off-CPU time in cpu mode (by construction: use --mode wall or
-// `pyobs offcpu`). With -- CMD, the command's start: it runs unheld and
-// the recording begins once its interpreter is readable and the sampler
-// is on (Meta.UnobservedS, said in the footer). bpf: frames past
+// `pyobs offcpu`). With -- CMD on the perf engine, --native, --async, wall
+// and gil: the command's start — it runs unheld and the recording begins
+// once its interpreter is readable and the sampler is on (Meta.UnobservedS,
+// said in the footer); the bpf engine holds it before its exec instead
+// (held.go: kwalkheld, whose cfg is written once the interpreter is up;
+// the samples before are [before the interpreter], Meta.BeforePython; the
+// price is the verifier's longer load, ~0.45 s here, while the command
+// waits). bpf: frames past
 // kwalk.MaxFrames (128: the sample is folded as [truncated stack] with its
 // innermost frames, counted truncated, like a chain that ended short); a
 // sample in 3.11/3.12's eval-loop entry, whose new cframe has no frame

@@ -85,8 +85,12 @@ func engineNote(m flame.Meta) string {
 	if m.MapOnly {
 		mapOnly = " (thread states from the tid map alone: the threads agreed on no TLS offset, so a thread is walked only once user space has mapped it)"
 	}
-	return fmt.Sprintf(" (bpf engine: stacks walked in the kernel at each sample: exact %d (%.2f %% of walks), truncated %d, faulted %d, invalid %d, not Python %d%s, no frames %d; BPF run time per sample %s, bpf stats %s; observer CPU %.1f µs per sample)",
-		m.Exact, pct, m.KernelTruncated, m.KernelFaulted, m.KernelInvalid, m.NotPython, mapOnly, m.NoFrames, bpf, m.BPFStats, per)
+	held := ""
+	if m.BeforePython > 0 {
+		held = fmt.Sprintf(", before the interpreter %d (the held command sampled from its exec)", m.BeforePython)
+	}
+	return fmt.Sprintf(" (bpf engine: stacks walked in the kernel at each sample: exact %d (%.2f %% of walks), truncated %d, faulted %d, invalid %d, not Python %d%s, no frames %d%s; BPF run time per sample %s, bpf stats %s; observer CPU %.1f µs per sample)",
+		m.Exact, pct, m.KernelTruncated, m.KernelFaulted, m.KernelInvalid, m.NotPython, mapOnly, m.NoFrames, held, bpf, m.BPFStats, per)
 }
 
 // AsyncFooter is record --async's account: how many samples were rooted at

@@ -14,6 +14,7 @@ import (
 	"github.com/pyobs/pyobs/internal/kwalk"
 	"github.com/pyobs/pyobs/internal/mixed"
 	"github.com/pyobs/pyobs/internal/pyframes"
+	"github.com/pyobs/pyobs/internal/session"
 	"github.com/pyobs/pyobs/internal/unwind"
 )
 
@@ -27,7 +28,7 @@ type kernelRec struct {
 	note  string            // Meta.BPFStats
 	set   *setRec           // observing a set of processes, nil for one
 
-	exact, trunc, fault, invalid, nopy, empty uint64
+	exact, trunc, fault, invalid, nopy, empty, prepy uint64
 
 	// Aggregated in the kernel (kwalk.Options.Aggregate): each distinct
 	// stack as the ring brought it, counts whose stack had not come yet
@@ -43,6 +44,8 @@ type kernelRec struct {
 	// --kernel: each kernel stack's frames, root first, by the kernel's id.
 	kstacks             map[uint32][]int
 	kstackN, kstackLost uint64
+
+	held bool // the walker sampled a held command from its exec (startHeld)
 
 	// --native: samples whose native stack was unwound but whose Python
 	// stack had not come through the ring yet (folded at the next drain).
@@ -76,8 +79,55 @@ type kdef struct {
 	hasFid bool
 }
 
+// heldWalker is the walker loaded for a held command before its release.
+type heldWalker = kwalk.Walker
+
+// walkOptions are the walker's options for this recording; TLS and the
+// layout come from the target's interpreter.
+func walkOptions(s *session.Session, o Options) kwalk.Options {
+	// Counted in the kernel: user space pays per distinct stack and per
+	// drain, not per sample.
+	wo := kwalk.Options{Freq: o.Freq, Latency: lookOf(o), Aggregate: true, KernelStacks: o.Kernel}
+	if o.Native {
+		// Each sample also copies the thread's registers and user stack,
+		// unwound here: the native frames of the same instant as the
+		// Python ones.
+		wo.NativeBytes = o.StackSize
+	}
+	if s.Set.Many() && !o.Native {
+		so := s.Options()
+		wo.Set = &so
+	}
+	return wo
+}
+
+// openHeld loads the walker for a held command with no layout yet
+// (kwalk.Options.Late) and starts it on every CPU: the command is sampled
+// from its exec. nil when the kernel refused it (openKernel then tries
+// again, and the fallback says why).
+func openHeld(s *session.Session, opt Options) *heldWalker {
+	wo := walkOptions(s, opt)
+	wo.Late = true
+	w, err := kwalk.Open(s.Pid, nil, wo)
+	if err != nil {
+		return nil
+	}
+	return w
+}
+
+func (h *heldStart) close() {
+	if h != nil && h.w != nil {
+		h.w.Close()
+		h.w = nil
+	}
+}
+
+// fromExec: the walker sampled a held command from its exec.
+func (k *kernelRec) fromExec() bool { return k.held }
+
 // openKernel loads the walker for the session's target and starts it on
-// every CPU. Any error means the walker is not in use (nothing attached).
+// every CPU (or configures the one a held command's start loaded). Any
+// error means the walker is not in use (nothing attached).
 func (r *Recorder) openKernel() (*kernelRec, error) {
 	kl, err := r.s.Py.KernelLayout()
 	if err != nil {
@@ -89,26 +139,22 @@ func (r *Recorder) openKernel() (*kernelRec, error) {
 	}
 	k := &kernelRec{ids: map[[2]uint64]int{}, mapOnly: len(tls) == 0}
 	k.stats, k.note = bpfload.EnableRunStats()
-	// Counted in the kernel: user space pays per distinct stack and per
-	// drain, not per sample.
-	wo := kwalk.Options{Freq: r.opt.Freq, TLS: tls, Latency: r.look(), Aggregate: true, KernelStacks: r.opt.Kernel}
+	wo := walkOptions(r.s, r.opt)
+	wo.TLS = tls
 	if r.opt.Kernel {
 		k.kstacks = map[uint32][]int{}
 	}
 	if r.opt.Native {
-		// Each sample also copies the thread's registers and user stack,
-		// unwound here: the native frames of the same instant as the
-		// Python ones.
-		wo.NativeBytes = r.opt.StackSize
 		r.nat.interpBin = r.s.Py.Info.Binary
 		r.nat.instant = true
 	}
 	k.defs = map[uint64]kdef{}
-	if r.s.Set.Many() && !r.opt.Native {
-		so := r.s.Options()
-		wo.Set = &so
+	if h := r.held; h != nil && h.w != nil {
+		k.w, h.w, k.held = h.w, nil, true
+		err = k.w.Configure(kl, tls)
+	} else {
+		k.w, err = kwalk.Open(r.s.Pid, kl, wo)
 	}
-	k.w, err = kwalk.Open(r.s.Pid, kl, wo)
 	if err != nil {
 		k.close()
 		return nil, err
@@ -294,6 +340,10 @@ func (r *Recorder) kernelSample(k *kernelRec, s *kwalk.Sample, n uint64, def *kd
 		sym, ids = p.sym, p.ids
 	}
 	switch {
+	case s.Flags&kwalk.FlagBeforePython != 0:
+		k.prepy += n
+		r.marker(s.Tid, "[before the interpreter]", w)
+		return
 	case s.Flags&kwalk.FlagNoPython != 0:
 		k.nopy += n
 		r.marker(s.Tid, "[no Python thread state]", w)
@@ -411,16 +461,18 @@ func (k *kernelRec) fresh(def *kdef) bool {
 // µs (steady state, BENCHMARKS.md). New stacks are still read as soon as
 // the ring's wake mark is reached, and the counts maps (65,536 entries
 // each) hold a second's distinct stacks.
-func (r *Recorder) look() time.Duration {
-	if r.opt.Look > 0 {
-		return r.opt.Look
+func (r *Recorder) look() time.Duration { return lookOf(r.opt) }
+
+func lookOf(o Options) time.Duration {
+	if o.Look > 0 {
+		return o.Look
 	}
-	if r.opt.Native {
+	if o.Native {
 		// Each sample carries its stack copy (up to 16 KiB): the ring is
 		// emptied at least ten times a second.
-		return min(lookFor(r.opt.Freq), 100*time.Millisecond)
+		return min(lookFor(o.Freq), 100*time.Millisecond)
 	}
-	return lookFor(r.opt.Freq)
+	return lookFor(o.Freq)
 }
 
 func lookFor(freq int) time.Duration {
@@ -498,7 +550,7 @@ func (r *Recorder) kernelFrames(k *kernelRec, ks uint32, n uint64) []int {
 func (r *Recorder) kernelAccount(k *kernelRec) {
 	m := &r.prof.Meta
 	m.Exact, m.KernelTruncated, m.KernelFaulted, m.KernelInvalid = k.exact, k.trunc, k.fault, k.invalid
-	m.NotPython, m.NoFrames = k.nopy, k.empty
+	m.NotPython, m.NoFrames, m.BeforePython = k.nopy, k.empty, k.prepy
 	m.BPFStats = k.note
 	m.MapOnly = k.mapOnly
 	if k.kstacks != nil {

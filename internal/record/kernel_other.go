@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pyobs/pyobs/internal/kwalk"
+	"github.com/pyobs/pyobs/internal/session"
 )
 
 // kernelRec: the in-kernel walker reads x86_64 layouts only.
@@ -15,3 +16,13 @@ type kernelRec struct{}
 func (r *Recorder) openKernel() (*kernelRec, error) { return nil, kwalk.ErrUnavailable }
 
 func (r *Recorder) runKernel(context.Context, <-chan time.Time, *kernelRec) error { return nil }
+
+// heldWalker: none here.
+type heldWalker struct{}
+
+func openHeld(*session.Session, Options) *heldWalker { return nil }
+
+func (h *heldStart) close() {}
+
+// fromExec: never here (no walker).
+func (k *kernelRec) fromExec() bool { return false }

@@ -114,6 +114,8 @@ type Recorder struct {
 
 	async *asyncAttr // with Async
 	green *greenAttr // with Greenlets
+
+	held *heldStart // a command held before its exec (session.Spec.Hold)
 }
 
 // Run records until opt.Duration passes, ctx is cancelled (Ctrl-C) or the
@@ -133,10 +135,18 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*flame.Profile, 
 	default:
 		return nil, fmt.Errorf("unknown mode %q (cpu, wall, gil)", opt.Mode)
 	}
+	var held *heldStart
+	if s.Held() {
+		var err error
+		if held, err = startHeld(ctx, s, opt); err != nil {
+			return nil, err
+		}
+		defer held.close() // the walker, unless the bpf engine took it
+	}
 	if opt.Mode == "gil" && s.Py != nil && s.Py.FreeThreaded() {
 		return nil, fmt.Errorf("--mode gil: %w: use --mode cpu or wall", pyframes.ErrNoGIL)
 	}
-	r := &Recorder{s: s, opt: opt, tids: s.NewTidMap(), frameIDs: map[[2]uint64]int{}, pending: map[int]pendingSamples{}}
+	r := &Recorder{s: s, opt: opt, tids: s.NewTidMap(), frameIDs: map[[2]uint64]int{}, pending: map[int]pendingSamples{}, held: held}
 	// Late: more than two sampling periods (at least 5 ms) after the sample.
 	r.maxLag = max(int64(2e9/opt.Freq), int64(5*time.Millisecond))
 	r.prof = flame.New(flame.Meta{Command: "record", Mode: opt.Mode, Unit: "samples", Pid: s.Pid,
@@ -226,13 +236,17 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*flame.Profile, 
 		}
 	}
 	r.start = time.Now()
-	if t := s.Started(); !t.IsZero() {
-		r.prof.Meta.UnobservedS = r.start.Sub(t).Seconds()
-	}
 	r.tcpu0 = targetCPU(s.Pid)
+	switch {
+	case kr != nil && kr.fromExec():
+		// Sampled from the held command's exec: the recording began there.
+		r.start, r.tcpu0, r.cpu0 = held.at, held.tcpu0, held.cpu0
+	case !s.Started().IsZero():
+		r.prof.Meta.UnobservedS = r.start.Sub(s.Started()).Seconds()
+	}
 	var deadline <-chan time.Time
 	if opt.Duration > 0 {
-		t := time.NewTimer(opt.Duration)
+		t := time.NewTimer(max(0, opt.Duration-time.Since(r.start)))
 		defer t.Stop()
 		deadline = t.C
 	}

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/pyobs/pyobs/internal/procfs"
 )
@@ -175,6 +176,7 @@ func (s *Session) Release() error {
 	}
 	s.hold = nil
 	defer h.errs.Close()
+	s.started = time.Now()
 	_, err := h.release.Write([]byte{holdRun})
 	_ = h.release.Close()
 	if err != nil {

@@ -190,8 +190,9 @@ func spawn(argv []string, stdout *os.File) (*Session, error) {
 // Spawned reports whether the session started the target.
 func (s *Session) Spawned() bool { return s.cmd != nil }
 
-// Started is when a command spawned without a hold began to run (zero
-// otherwise): what ran before an engine was on is not in its results.
+// Started is when a spawned command began to run (a held one: its
+// release); zero for an attached process. What ran before an engine was
+// on is not in its results.
 func (s *Session) Started() time.Time { return s.started }
 
 // WaitPython polls until the spawned target's interpreter is up and its

@@ -221,6 +221,7 @@ struct walk {
 	u64 hash;      // of the frames recorded
 	u64 code_type; // cfg's, or the process's own (pyaddrs)
 	u64 frame_type;
+	u64 alt_cf;    // 3.11/3.12: the thread's cframe, for one start over (fail)
 };
 
 // One step of the stack's identity hash (a multiply-xorshift).
@@ -231,6 +232,27 @@ static __always_inline u64 mix(u64 h, u64 x)
 }
 
 #define FBUF_WORDS 16 // 128 bytes: every frame header we read
+
+// fail ends the walk with flag, unless it failed before its first frame
+// inside 3.11/3.12's eval-loop entry: tstate->cframe points at the new
+// cframe a few instructions before its current_frame is set (stack
+// garbage until then). The walk then starts over, once, from the outer
+// cframe's frame: the stack of that instant.
+static __always_inline long fail(struct walk *w, u32 flag)
+{
+#ifndef PYWALK_CFG_MUTABLE
+	u64 cf = w->alt_cf, outer = 0, top = 0;
+	w->alt_cf = 0;
+	if (cf && !w->depth && !read_u64(&outer, cf + cfg.cframe_previous) && outer &&
+	    !read_u64(&top, outer + (u64)(u32)cfg.cframe_current) && top) {
+		w->addr = top;
+		w->last_shim = 0;
+		return 0;
+	}
+#endif
+	w->flags |= flag;
+	return 1;
+}
 
 static long step(u32 i, void *vctx)
 {
@@ -273,8 +295,7 @@ static long step(u32 i, void *vctx)
 		if (n == 0 || n > FBUF_WORDS * 8)
 			n = FBUF_WORDS * 8;
 		if (bpf_probe_read_user(buf, n, (const void *)addr)) {
-			w->flags |= S_FAULT;
-			return 1;
+			return fail(w, S_FAULT);
 		}
 	}
 	w->hops++;
@@ -282,8 +303,7 @@ static long step(u32 i, void *vctx)
 	u64 code = buf[(cfg.frame_code >> 3) & (FBUF_WORDS - 1)];
 	u8 *bytes = (u8 *)buf;
 	if (prev == addr) {
-		w->flags |= S_INVALID;
-		return 1;
+		return fail(w, S_INVALID);
 	}
 	w->last = addr;
 	u32 fflags = 0;
@@ -291,8 +311,7 @@ static long step(u32 i, void *vctx)
 	if (cfg.frame_objects) {
 		// 3.10: a PyFrameObject; every Python call has its own C evaluator.
 		if (w->frame_type && buf[(cfg.ob_type >> 3) & (FBUF_WORDS - 1)] != w->frame_type) {
-			w->flags |= S_INVALID;
-			return 1;
+			return fail(w, S_INVALID);
 		}
 		lasti = ((s32 *)buf)[(cfg.frame_instr >> 2) & (FBUF_WORDS * 2 - 1)];
 		fflags = FR_ENTRY;
@@ -303,8 +322,7 @@ static long step(u32 i, void *vctx)
 		u8 owner = bytes[cfg.frame_owner & (FBUF_WORDS * 8 - 1)];
 		if (owner > cfg.owner_max || owner == 2) {
 			// 2 (FRAME_OBJECT) is a frame copied out after its exit: never on a live chain.
-			w->flags |= S_INVALID;
-			return 1;
+			return fail(w, S_INVALID);
 		}
 		if (cfg.owner_skip && owner >= cfg.owner_skip) {
 			// A shim (C-stack entry frame, interpreter or base frame): the
@@ -339,16 +357,14 @@ static long step(u32 i, void *vctx)
 				if (wb && sa >= w->wbase && sa - w->wbase < WIN) {
 					state = (s8)wb->d[(sa - w->wbase) & (WIN - 1)];
 				} else if (bpf_probe_read_user(&state, 1, (const void *)sa)) {
-					w->flags |= S_FAULT;
-					return 1;
+					return fail(w, S_FAULT);
 				}
 				if (state != cfg.gen_executing && w->hops > 1) {
 					// Reached through a callee's previous but not running:
 					// a torn link. (The thread's current frame itself may
 					// be a generator between its yield and the switch to
 					// its caller: still the stack at this instant.)
-					w->flags |= S_INVALID;
-					return 1;
+					return fail(w, S_INVALID);
 				}
 			}
 		}
@@ -359,8 +375,7 @@ static long step(u32 i, void *vctx)
 		lasti = (off < -1 || off > 0x7fffffff) ? -1 : (s32)off;
 	}
 	if (code == 0) {
-		w->flags |= S_INVALID;
-		return 1;
+		return fail(w, S_INVALID);
 	}
 	if (code != w->code_ok) {
 		u32 slot = (u32)(code >> 4) & (CODE_SLOTS - 1);
@@ -368,12 +383,10 @@ static long step(u32 i, void *vctx)
 		if (!seen || *seen != code) {
 			u64 typ = 0;
 			if (read_u64(&typ, code + cfg.ob_type)) {
-				w->flags |= S_FAULT;
-				return 1;
+				return fail(w, S_FAULT);
 			}
 			if (typ != w->code_type) {
-				w->flags |= S_INVALID;
-				return 1;
+				return fail(w, S_INVALID);
 			}
 			if (seen)
 				*seen = code;
@@ -541,17 +554,14 @@ static __always_inline void pywalk(struct sample *s, u32 tid, struct pywalk_ev *
 	}
 
 	struct walk w = {.addr = top, .code_type = code_type, .frame_type = frame_type};
+#ifndef PYWALK_CFG_MUTABLE
+	// (Not in a program whose cfg is written late: there the verifier,
+	// which cannot take the layout as constants, would explore every
+	// start over too — seconds of load while a command is held.)
+	if (cfg.cframe_previous)
+		w.alt_cf = cf;
+#endif
 	bpf_loop(MAX_HOPS, step, &w, 0);
-	// 3.11/3.12 set tstate->cframe to an entering eval loop's cframe a
-	// few instructions before its current_frame (stack garbage until
-	// then): the stack of that instant is the outer cframe's.
-	u64 outer = 0;
-	if (!w.depth && (w.flags & (S_FAULT | S_INVALID)) && cf && cfg.cframe_previous &&
-	    !read_u64(&outer, cf + cfg.cframe_previous) && outer &&
-	    !read_u64(&top, outer + (u64)cfg.cframe_current) && top) {
-		w = (struct walk){.addr = top, .code_type = code_type, .frame_type = frame_type};
-		bpf_loop(MAX_HOPS, step, &w, 0);
-	}
 	s->h.depth = w.depth;
 	s->h.hops = w.hops;
 	s->h.nlinks = w.nlinks;

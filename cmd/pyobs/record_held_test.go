@@ -1,0 +1,98 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pyobs/pyobs/internal/testutil"
+)
+
+// heldProgram spins 0.2 s, then writes its process CPU seconds (from its
+// start: the interpreter's start-up included) to argv[1] and exits 3.
+const heldProgram = "import sys,time\nt=time.monotonic()+0.2\nwhile time.monotonic()<t: pass\nopen(sys.argv[1],'w').write(repr(time.process_time()))\nsys.exit(3)"
+
+type heldDoc struct {
+	Meta struct {
+		Engine       string
+		Samples      uint64
+		BeforePython uint64  `json:"before_python"`
+		UnobservedS  float64 `json:"unobserved_start_s"`
+		RequestedHz  float64 `json:"requested_hz"`
+	}
+	Top []struct{ Stack string }
+}
+
+func runHeld(t *testing.T, label string, wrap ...string) (heldDoc, float64, testutil.Result) {
+	t.Helper()
+	dir := t.TempDir()
+	truth := filepath.Join(dir, "cpu")
+	argv := append(append([]string{}, wrap...), testutil.Binary(t), "record", "-F", "999", "--format", "json", "--")
+	argv = append(argv, testutil.Find(t, label).Argv...)
+	argv = append(argv, "-c", heldProgram, truth)
+	r := testutil.RunCmd(t, 60*time.Second, exec.Command(argv[0], argv[1:]...))
+	if r.Code != 3 {
+		t.Fatalf("exit %d, want the program's 3: %s", r.Code, r.Stderr)
+	}
+	var doc heldDoc
+	if err := json.Unmarshal([]byte(r.Stdout), &doc); err != nil {
+		t.Fatalf("json: %v\n%s", err, r.Stdout)
+	}
+	b, err := os.ReadFile(truth)
+	if err != nil {
+		t.Fatalf("the program's own CPU reading: %v", err)
+	}
+	cpu, err := strconv.ParseFloat(strings.TrimSpace(string(b)), 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return doc, cpu, r
+}
+
+// TestRecordSpawnFromExec: record -- CMD on the bpf engine holds CMD
+// before its exec while the walker loads, then samples it from its first
+// instruction: the samples are F × the program's own CPU seconds from its
+// start (its process_time, interpreter start-up included; ±25 %), the
+// start-up's imports are in the profile, and nothing is said unobserved.
+// (Unheld, the recording began 0.1–0.3 s into the program: most of it.)
+// With eBPF refused the perf engine records the running program and says
+// how long it ran first.
+func TestRecordSpawnFromExec(t *testing.T) {
+	requireKernelWalker(t)
+	testutil.CPUHog(t, 1)
+	for _, label := range []string{"pyenv-3.12", "sid-3.14"} {
+		t.Run(label, func(t *testing.T) {
+			doc, cpu, r := runHeld(t, label)
+			want := doc.Meta.RequestedHz * cpu
+			t.Logf("%s: %d samples (%d before the interpreter), program CPU %.3fs (× F = %.0f)", label, doc.Meta.Samples, doc.Meta.BeforePython, cpu, want)
+			if doc.Meta.Engine != "bpf" || doc.Meta.UnobservedS != 0 {
+				t.Errorf("engine %q, unobserved start %.3fs: want bpf, held (none)\n%s", doc.Meta.Engine, doc.Meta.UnobservedS, r.Stderr)
+			}
+			if s := float64(doc.Meta.Samples); s < 0.75*want || s > 1.25*want {
+				t.Errorf("%d samples, want F × the program's CPU seconds = %.0f ±25 %%", doc.Meta.Samples, want)
+			}
+			startup := false
+			for _, st := range doc.Top {
+				startup = startup || strings.Contains(st.Stack, "<frozen importlib._bootstrap")
+			}
+			if !startup {
+				t.Errorf("no stack of the interpreter's start-up (importlib) in %+v", doc.Top)
+			}
+		})
+	}
+	t.Run("refused", func(t *testing.T) {
+		setpriv, err := exec.LookPath("setpriv")
+		if err != nil {
+			testutil.Skip(t, "setpriv (util-linux) is not installed: can't drop CAP_BPF to provoke a refusal")
+		}
+		doc, _, r := runHeld(t, "pyenv-3.12", setpriv, "--bounding-set=-bpf,-sys_admin")
+		if doc.Meta.Engine != "perf" || doc.Meta.UnobservedS <= 0 || !strings.Contains(r.Stderr, "ran before the recording began") {
+			t.Errorf("without CAP_BPF: engine %q, unobserved start %.3fs: want perf and the time said\n%s", doc.Meta.Engine, doc.Meta.UnobservedS, r.Stderr)
+		}
+	})
+}
