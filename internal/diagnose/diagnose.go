@@ -278,7 +278,9 @@ func (r *run) onCPU(ctx context.Context, budget time.Duration) error {
 	r.progress("phase 2 on-cpu: sampling for %s (record --mode cpu, %d Hz)", fmtDur(budget), r.opt.Freq)
 	return r.phase(PhaseCPU, "sampling", budget, func(p *Phase) error {
 		p.Mechanism = fmt.Sprintf("record --mode cpu: perf task-clock samples at %d Hz, Python stack per sample", r.opt.Freq)
-		prof, err := record.Run(ctx, r.s, record.Options{Mode: "cpu", Freq: r.opt.Freq, Duration: budget})
+		pctx, cancel := within(ctx, budget)
+		defer cancel()
+		prof, err := record.Run(pctx, r.s, record.Options{Mode: "cpu", Freq: r.opt.Freq, Duration: budget})
 		if prof != nil {
 			r.rep.CPUProfile = prof
 			p.TargetStoppedS = prof.Meta.TargetStoppedS
@@ -306,14 +308,16 @@ func (r *run) offCPU(ctx context.Context, budget time.Duration) (*hypothesis, er
 	err := r.phase(PhaseOffCPU, "tracing context switches", budget, func(p *Phase) error {
 		opt := offcpu.Options{Duration: budget, Threads: true, Waker: true, Exclude: IdleWaits}
 		t0 := time.Now()
-		res, err := offcpu.Run(ctx, r.s, opt)
+		pctx, cancel := within(ctx, budget)
+		defer cancel()
+		res, err := offcpu.Run(pctx, r.s, opt)
 		if res == nil && err != nil && ctx.Err() == nil {
 			// --waker needs eBPF and has no fallback: without it, the
 			// waits still count (auto: eBPF, else perf), waker unnamed.
 			r.rep.Notes = append(r.rep.Notes, "off-CPU phase without wakers: "+oneLine(err.Error()))
 			opt.Waker, opt.Engine = false, offcpu.EngineAuto
 			opt.Duration = budget - time.Since(t0)
-			res, err = offcpu.Run(ctx, r.s, opt)
+			res, err = offcpu.Run(pctx, r.s, opt)
 		}
 		if res == nil {
 			return err
@@ -328,6 +332,13 @@ func (r *run) offCPU(ctx context.Context, budget time.Duration) (*hypothesis, er
 		return err
 	})
 	return hyp, err
+}
+
+// within is ctx ending when a phase's budget is spent: an engine's load
+// (its verifier: up to ~1 s) comes out of its window, not out of the
+// phases after it.
+func within(ctx context.Context, budget time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithDeadline(ctx, time.Now().Add(budget))
 }
 
 func offcpuMechanism(res *offcpu.Result, waker bool) string {
@@ -358,7 +369,9 @@ func (r *run) trace(ctx context.Context, budget time.Duration, hyp *hypothesis) 
 		// eBPF only: a ptrace fallback would stop the target twice per
 		// call, and a spawned target is not the tracer's child.
 		opt := trace.Options{Engine: "tracepoint", Duration: budget, Syscalls: hyp.syscalls, Slow: time.Millisecond, Sites: 3}
-		res, err := trace.Run(ctx, r.s, opt)
+		pctx, cancel := within(ctx, budget)
+		defer cancel()
+		res, err := trace.Run(pctx, r.s, opt)
 		if res == nil {
 			p.Mechanism = "trace -e " + hyp.syscalls + ": not run"
 			r.skip(PhaseTrace, "the eBPF trace engine is unavailable ("+oneLine(fmt.Sprint(err))+"); ptrace is not used here: it stops the target twice per call")

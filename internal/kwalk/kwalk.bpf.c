@@ -25,6 +25,8 @@
 // The walk itself (layout config, maps, frame steps, verdict) is in
 // internal/bpf/include/pywalk.h, shared with offcpu's switch-out.
 
+// Ticks can land in 3.11/3.12's eval-loop entry (pywalk.h).
+#define PYWALK_ENTRY_RESTART
 #include "pywalk.h"
 #include "procset.h"
 #include "natcopy.h"

@@ -670,6 +670,9 @@ func (r *Recorder) achieved() float64 {
 		if c := targetCPU(r.s.Pid); c > r.lastCPU {
 			r.lastCPU = c // keep the last reading: /proc/PID/stat is gone once it exits
 		}
+		if c, ok := r.s.ExitCPU(); ok && c > r.lastCPU {
+			r.lastCPU = c // a spawned program's whole account, read at its exit
+		}
 		cpu := r.lastCPU - r.tcpu0
 		if cpu <= 0 {
 			return 0

@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -103,5 +104,43 @@ func TestHoldFinishUnreleased(t *testing.T) {
 	s.Finish(context.Background(), Wait)
 	if _, err := os.Stat(out); err == nil {
 		t.Error("the command ran")
+	}
+}
+
+// TestExitCPU: a spawned command's CPU seconds come from the kernel's
+// account at its exit, after its /proc entry is gone; the shell measures
+// its own busy loop (the truth: `times`, user + system of the shell).
+func TestExitCPU(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "times")
+	s, err := Open(context.Background(), Spec{Argv: []string{"sh", "-c",
+		`end=$(($(date +%s%N) + 300000000)); while [ "$(date +%s%N)" -lt $end ]; do :; done; times > ` + out}, Python: PythonOptional})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.ExitCPU(); ok {
+		t.Error("an exit account before the exit")
+	}
+	if code := s.Finish(context.Background(), Wait); code != 0 {
+		t.Fatalf("status %d", code)
+	}
+	cpu, ok := s.ExitCPU()
+	if !ok {
+		t.Fatal("no exit account after the exit")
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// `times`: the shell's user and system time, then its children's (the
+	// date commands), each "XmY.YYYs".
+	var sum float64
+	for _, f := range strings.Fields(string(b)) {
+		var m, sec float64
+		if _, err := fmt.Sscanf(f, "%fm%fs", &m, &sec); err == nil {
+			sum += 60*m + sec
+		}
+	}
+	if sum <= 0 || cpu < 0.8*sum-0.02 || cpu > 1.2*sum+0.02 {
+		t.Errorf("exit account %.3fs, the shell's own times %.3fs (%q)", cpu, sum, b)
 	}
 }

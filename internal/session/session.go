@@ -280,6 +280,28 @@ func (s *Session) ExitCode() int {
 	return s.cmd.ProcessState.ExitCode()
 }
 
+// ExitCPU is the CPU seconds (user + system) of a spawned target that has
+// exited and was reaped, from the kernel's account at its exit (its
+// /proc/PID/stat is gone by then); ok false before that.
+func (s *Session) ExitCPU() (float64, bool) {
+	if s.cmd == nil {
+		return 0, false
+	}
+	select {
+	case <-s.waited:
+	default:
+		return 0, false
+	}
+	if s.cmd.ProcessState == nil {
+		return 0, false
+	}
+	ru, ok := s.cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	if !ok || ru == nil {
+		return 0, false
+	}
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9, true
+}
+
 // StatusCode is a wait status as a shell reports it: the exit code, or
 // 128+N when signal N ended the process.
 func StatusCode(ws syscall.WaitStatus) int {

@@ -233,24 +233,28 @@ static __always_inline u64 mix(u64 h, u64 x)
 
 #define FBUF_WORDS 16 // 128 bytes: every frame header we read
 
-// fail ends the walk with flag, unless it failed before its first frame
-// inside 3.11/3.12's eval-loop entry: tstate->cframe points at the new
-// cframe a few instructions before its current_frame is set (stack
-// garbage until then). The walk then starts over, once, from the outer
-// cframe's frame: the stack of that instant.
+// A program whose events can land inside 3.11/3.12's eval-loop entry (a
+// sampling tick: kwalk, red's sampler) defines PYWALK_ENTRY_RESTART: there
+// tstate->cframe points at the new cframe a few instructions before its
+// current_frame is set (stack garbage until then), and a walk that fails
+// before its first frame starts over, once, from the outer cframe's frame
+// (the stack of that instant). Switch-outs, syscall exits and allocator
+// calls never land there; a program whose cfg is written late cannot
+// have it either (its verifier, without the layout as constants, would
+// explore every start over: seconds of load while a command is held).
+#if defined(PYWALK_ENTRY_RESTART) && !defined(PYWALK_CFG_MUTABLE)
+#define PYWALK_RESTART 1
+#endif
+
+// fail ends the walk with flag, or (PYWALK_RESTART, before the first
+// frame) marks it for the start over the next step makes.
 static __always_inline long fail(struct walk *w, u32 flag)
 {
-#ifndef PYWALK_CFG_MUTABLE
-	u64 cf = w->alt_cf, outer = 0, top = 0;
-	w->alt_cf = 0;
-	if (cf && !w->depth && !read_u64(&outer, cf + cfg.cframe_previous) && outer &&
-	    !read_u64(&top, outer + (u64)(u32)cfg.cframe_current) && top) {
-		w->addr = top;
-		w->last_shim = 0;
-		return 0;
-	}
-#endif
 	w->flags |= flag;
+#ifdef PYWALK_RESTART
+	if (w->alt_cf && !w->depth)
+		return 0;
+#endif
 	return 1;
 }
 
@@ -261,6 +265,20 @@ static long step(u32 i, void *vctx)
 	struct sample *s = bpf_map_lookup_elem(&scratch, &zero);
 	if (!s)
 		return 1;
+#ifdef PYWALK_RESTART
+	if (w->flags & (S_FAULT | S_INVALID)) {
+		// The walk failed before its first frame (fail): start over from
+		// the outer cframe's frame, once.
+		u64 cf = w->alt_cf, outer = 0, top = 0;
+		w->alt_cf = 0;
+		if (read_u64(&outer, cf + cfg.cframe_previous) || !outer ||
+		    read_u64(&top, outer + (u64)(u32)cfg.cframe_current) || !top)
+			return 1;
+		w->flags = 0;
+		w->addr = top;
+		w->last_shim = 0;
+	}
+#endif
 	u64 addr = w->addr;
 	if (addr == 0) {
 		w->done = 1;
@@ -554,10 +572,7 @@ static __always_inline void pywalk(struct sample *s, u32 tid, struct pywalk_ev *
 	}
 
 	struct walk w = {.addr = top, .code_type = code_type, .frame_type = frame_type};
-#ifndef PYWALK_CFG_MUTABLE
-	// (Not in a program whose cfg is written late: there the verifier,
-	// which cannot take the layout as constants, would explore every
-	// start over too — seconds of load while a command is held.)
+#ifdef PYWALK_RESTART
 	if (cfg.cframe_previous)
 		w.alt_cf = cf;
 #endif

@@ -21,6 +21,8 @@
 // Build: make generate (bpf2go -target amd64: pywalk.h reads the thread's
 // fsbase through CO-RE); the object is committed.
 
+// Ticks can land in 3.11/3.12's eval-loop entry (pywalk.h).
+#define PYWALK_ENTRY_RESTART
 #include "pywalk.h"
 #include "procset.h"
 
