@@ -36,9 +36,9 @@ func TestRaceInProcess(t *testing.T) {
 		{"record-gil", []string{"record", "--mode", "gil", "-F", "499", "-d", "300ms", "-p", pid}, 0},
 		{"stat", []string{"stat", "-d", "300ms", "--format", "json", "-p", pid}, 0},
 		{"stat-live", []string{"stat", "-i", "100ms", "-d", "350ms", "--format", "json", "-p", pid}, 0},
-		// The command runs unheld while pyobs (slow under -race) loads:
-		// long enough that the recording still finds it running.
-		{"record-spawn", append([]string{"record", "-F", "499", "--"}, append(append([]string{}, py...), "-c", "import sys,time\nt=time.monotonic()+2\nwhile time.monotonic()<t: pass\nsys.exit(3)")...), 3},
+		// Held before its exec while the walker loads (the test binary is
+		// the holder: TestMain), then sampled from its first instruction.
+		{"record-spawn", append([]string{"record", "-F", "499", "--"}, append(append([]string{}, py...), "-c", "import sys,time\nt=time.monotonic()+0.4\nwhile time.monotonic()<t: pass\nsys.exit(3)")...), 3},
 		{"dump-spawn", append([]string{"dump", "--after", "100ms", "--kill", "--"}, append(append([]string{}, py...), "-c", "import time\ntime.sleep(30)")...), 0},
 		{"stat-spawn", append([]string{"stat", "--"}, append(append([]string{}, py...), "-c", "import time\ntime.sleep(0.3)")...), 0},
 	} {
