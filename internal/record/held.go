@@ -43,5 +43,10 @@ func startHeld(ctx context.Context, s *session.Session, opt Options) (*heldStart
 		h.close()
 		return nil, err
 	}
+	// At once: the samples until the walk is configured are folded as
+	// before the interpreter.
+	if h.w != nil && configureHeld(h.w, s) != nil {
+		h.close() // the engines choose again (and say why)
+	}
 	return h, nil
 }

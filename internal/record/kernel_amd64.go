@@ -115,6 +115,19 @@ func openHeld(s *session.Session, opt Options) *heldWalker {
 	return w
 }
 
+// configureHeld gives the held command's walker its interpreter's layout.
+func configureHeld(w *heldWalker, s *session.Session) error {
+	kl, err := s.Py.KernelLayout()
+	if err != nil {
+		return err
+	}
+	tls, err := s.Py.TLSOffsets()
+	if err != nil {
+		tls = nil // threads are then found through the map user space fills
+	}
+	return w.Configure(kl, tls)
+}
+
 func (h *heldStart) close() {
 	if h != nil && h.w != nil {
 		h.w.Close()
@@ -150,8 +163,7 @@ func (r *Recorder) openKernel() (*kernelRec, error) {
 	}
 	k.defs = map[uint64]kdef{}
 	if h := r.held; h != nil && h.w != nil {
-		k.w, h.w, k.held = h.w, nil, true
-		err = k.w.Configure(kl, tls)
+		k.w, h.w, k.held = h.w, nil, true // configured by startHeld
 	} else {
 		k.w, err = kwalk.Open(r.s.Pid, kl, wo)
 	}

@@ -22,6 +22,8 @@ type heldWalker struct{}
 
 func openHeld(*session.Session, Options) *heldWalker { return nil }
 
+func configureHeld(*heldWalker, *session.Session) error { return kwalk.ErrUnavailable }
+
 func (h *heldStart) close() {}
 
 // fromExec: never here (no walker).
