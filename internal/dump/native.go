@@ -226,10 +226,6 @@ func (n *nativeDump) glue(td *ThreadDump, frames []pyframes.Frame) {
 		lows = append(lows, sps[i])
 		natf[i] = nativeFrame(sym)
 	}
-	py := make([]mixed.Python, len(frames))
-	for j, f := range frames {
-		py[j] = mixed.Python{ID: len(pcs) + j, Entry: f.Entry, Link: f.Link}
-	}
 	if td.Error != "" && !td.Consistent {
 		// Nothing to glue to: the thread's error says why its Python
 		// stack could not be read.
@@ -238,6 +234,10 @@ func (n *nativeDump) glue(td *ThreadDump, frames []pyframes.Frame) {
 		n.info.PythonUnread++
 		n.info.UnwindUS += float64(time.Since(start).Nanoseconds()) / 1e3
 		return
+	}
+	py := make([]mixed.Python, len(frames))
+	for j, f := range frames {
+		py[j] = mixed.Python{ID: len(pcs) + j, Entry: f.Entry, Link: f.Link}
 	}
 	var ids []int
 	ok, gone := false, 0

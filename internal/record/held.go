@@ -2,6 +2,7 @@ package record
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/pyobs/pyobs/internal/clock"
@@ -26,6 +27,7 @@ type heldStart struct {
 	cpu0  time.Duration
 	tcpu0 float64
 	w     *heldWalker
+	taken bool // the bpf engine took w: the recording began at the release
 }
 
 // startHeld loads the walker for a held command (no layout yet), releases
@@ -41,6 +43,9 @@ func startHeld(ctx context.Context, s *session.Session, opt Options) (*heldStart
 	}
 	if err := s.WaitPython(ctx, 0); err != nil {
 		h.close()
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("interrupted before pid %d's interpreter was up (the command is ended): %w", s.Pid, err)
+		}
 		return nil, err
 	}
 	// At once: the samples until the walk is configured are folded as

@@ -45,8 +45,6 @@ type kernelRec struct {
 	kstacks             map[uint32][]int
 	kstackN, kstackLost uint64
 
-	held bool // the walker sampled a held command from its exec (startHeld)
-
 	// --native: samples whose native stack was unwound but whose Python
 	// stack had not come through the ring yet (folded at the next drain).
 	natOrphans []natOrphan
@@ -135,9 +133,6 @@ func (h *heldStart) close() {
 	}
 }
 
-// fromExec: the walker sampled a held command from its exec.
-func (k *kernelRec) fromExec() bool { return k.held }
-
 // openKernel loads the walker for the session's target and starts it on
 // every CPU (or configures the one a held command's start loaded). Any
 // error means the walker is not in use (nothing attached).
@@ -163,7 +158,7 @@ func (r *Recorder) openKernel() (*kernelRec, error) {
 	}
 	k.defs = map[uint64]kdef{}
 	if h := r.held; h != nil && h.w != nil {
-		k.w, h.w, k.held = h.w, nil, true // configured by startHeld
+		k.w, h.w, h.taken = h.w, nil, true // configured by startHeld
 	} else {
 		k.w, err = kwalk.Open(r.s.Pid, kl, wo)
 	}

@@ -25,6 +25,3 @@ func openHeld(*session.Session, Options) *heldWalker { return nil }
 func configureHeld(*heldWalker, *session.Session) error { return kwalk.ErrUnavailable }
 
 func (h *heldStart) close() {}
-
-// fromExec: never here (no walker).
-func (k *kernelRec) fromExec() bool { return false }

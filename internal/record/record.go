@@ -238,7 +238,7 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*flame.Profile, 
 	r.start = time.Now()
 	r.tcpu0 = targetCPU(s.Pid)
 	switch {
-	case kr != nil && kr.fromExec():
+	case kr != nil && held != nil && held.taken:
 		// Sampled from the held command's exec: the recording began there.
 		r.start, r.tcpu0, r.cpu0 = held.at, held.tcpu0, held.cpu0
 	case !s.Started().IsZero():
