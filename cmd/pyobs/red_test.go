@@ -488,7 +488,7 @@ func TestRedEcho(t *testing.T) {
 	}
 	bytes := uint64(conns*size + 2*len(hello))
 	if p.Conns.Opened != conns+2 || p.Conns.Closed != conns+2 || p.Conns.BytesIn != bytes || p.Conns.BytesOut != bytes || p.Conns.Duration == nil {
-		t.Errorf("connections %+v; want %d opened and closed, %d bytes each way", p.Conns, conns+2, bytes)
+		t.Errorf("connections %+v; want %d opened and closed, %d bytes each way (events %d, drops %+v)\n%s", p.Conns, conns+2, bytes, r.Events, r.Drops, res.Stdout)
 	}
 	np := map[string]uint64{}
 	for _, x := range p.NotParsed {

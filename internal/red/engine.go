@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -15,6 +16,12 @@ import (
 
 // batchWait is how long the reader sleeps when the ring is empty.
 const batchWait = 5 * time.Millisecond
+
+// staleGrace is how long a connection displaced from its fd number by an
+// accept waits at a window's end for its close to be read (the close's
+// thread may not have run since it freed the number); older, the close
+// was missed.
+const staleGrace = time.Second
 
 // Options of a measurement.
 type Options struct {
@@ -321,6 +328,7 @@ func (e *engine) run(ctx context.Context, end time.Time, interval time.Duration,
 			if e.ks != nil {
 				e.ks.drain()
 			}
+			e.tr.CloseStale(uint64(t) - uint64(staleGrace))
 			e.tr.FlushResponded(uint64(t))
 			if err := emit(e.report(winStart, t, false)); err != nil {
 				return err
@@ -362,6 +370,7 @@ func (e *engine) finish(winStart int64, emit func(*Result) error) error {
 		e.ks.stop()
 	}
 	e.reapExited(true)
+	e.tr.CloseStale(math.MaxUint64)
 	e.tr.FlushResponded(uint64(t))
 	return emit(e.report(winStart, t, true))
 }

@@ -98,7 +98,8 @@ type conn struct {
 	cur       *request
 	pending   []RequestHead // pipelined request lines seen in the same read
 	shut      bool
-	tries     int // sniff attempts on a connection open before the start
+	tries     int    // sniff attempts on a connection open before the start
+	displaced uint64 // when an accept took its number before its close was read
 }
 
 // RouteStats is RED for one route of one port.
@@ -178,10 +179,15 @@ type Tracker struct {
 	listen  map[FD]int
 	conns   map[FD]*conn
 	other   map[FD]bool
-	ports   map[int]*PortStats
-	slow    slowHeap
-	slowN   int
-	seq     uint64
+	// stale holds the connection an accept displaced from its number
+	// before its close was read. A close in one thread frees the number
+	// before an accept in another takes it, but the two exits reach the
+	// ring in the order they ended: the close's can come second.
+	stale map[FD]*conn
+	ports map[int]*PortStats
+	slow  slowHeap
+	slowN int
+	seq   uint64
 	// Join, when set, is asked at each request's end for the kernel
 	// samples taken on its thread while it was served.
 	Join Joiner
@@ -198,7 +204,7 @@ type Tracker struct {
 // start; slowest is how many of the slowest requests to keep.
 func NewTracker(resolve Resolver, slowest int) *Tracker {
 	return &Tracker{resolve: resolve, listen: map[FD]int{}, conns: map[FD]*conn{},
-		other: map[FD]bool{}, ports: map[int]*PortStats{}, slowN: slowest}
+		other: map[FD]bool{}, stale: map[FD]*conn{}, ports: map[int]*PortStats{}, slowN: slowest}
 }
 
 // AddListener registers a listening fd.
@@ -246,6 +252,50 @@ func (t *Tracker) lookup(fd FD, now uint64) *conn {
 		t.other[fd] = true
 	}
 	return nil
+}
+
+// before reports whether ev's syscall began before the connection now at
+// fd was accepted: then it was on the number's previous connection (the
+// new one's number was not known to the process yet), returned if kept.
+func (t *Tracker) before(fd FD, ev *Event) (*conn, bool) {
+	c := t.conns[fd]
+	if c == nil || !c.accepted || ev.TEnter == 0 || ev.TEnter >= c.opened {
+		return nil, false
+	}
+	return t.stale[fd], true
+}
+
+// owner is the connection a read, write or shutdown on fd was made on.
+func (t *Tracker) owner(fd FD, ev *Event) *conn {
+	if c, old := t.before(fd, ev); old {
+		return c
+	}
+	return t.lookup(fd, ev.TExit)
+}
+
+// closeStale ends a connection displaced from its number by an accept.
+func (t *Tracker) closeStale(fd FD, c *conn, now uint64) {
+	delete(t.stale, fd)
+	t.closeConn(fd, c, now)
+}
+
+// CloseStale ends the displaced connections whose close was not read
+// before cutoff: missed (its event lost, or the fd closed another way), and
+// closed when the accept took their number.
+func (t *Tracker) CloseStale(cutoff uint64) {
+	var fds []FD
+	for fd, c := range t.stale {
+		if c.displaced < cutoff {
+			fds = append(fds, fd)
+		}
+	}
+	sort.Slice(fds, func(i, j int) bool {
+		return fds[i].Pid < fds[j].Pid || fds[i].Pid == fds[j].Pid && fds[i].Fd < fds[j].Fd
+	})
+	for _, fd := range fds {
+		c := t.stale[fd]
+		t.closeStale(fd, c, c.displaced)
+	}
 }
 
 // inherited finds the listening socket fd's process inherited at that
@@ -306,13 +356,18 @@ func (t *Tracker) Handle(ev *Event) {
 		}
 		nfd := FD{fd.Pid, int32(ev.Ret)}
 		if old := t.conns[nfd]; old != nil && (old.accepted || old.firstRead != 0) {
-			t.closeConn(nfd, old, now) // its close was missed
+			if prev := t.stale[nfd]; prev != nil {
+				t.closeStale(nfd, prev, prev.displaced) // its close was missed
+			}
+			old.displaced = now
+			t.stale[nfd] = old
+			delete(t.conns, nfd)
 		}
 		delete(t.other, nfd)
 		t.conns[nfd] = &conn{port: port, pid: int(fd.Pid), opened: now, accepted: true}
 		t.port(port).ConnOpened++
 	case nrRead, nrReadv, nrRecvfrom, nrRecvmsg:
-		c := t.lookup(fd, now)
+		c := t.owner(fd, ev)
 		if c == nil {
 			return
 		}
@@ -328,7 +383,7 @@ func (t *Tracker) Handle(ev *Event) {
 			t.finish(c, now)
 		}
 	case nrWrite, nrWritev, nrSendto, nrSendmsg, nrSendfile:
-		c := t.lookup(fd, now)
+		c := t.owner(fd, ev)
 		if c == nil {
 			return
 		}
@@ -343,11 +398,17 @@ func (t *Tracker) Handle(ev *Event) {
 			t.finish(c, now)
 		}
 	case nrShutdown:
-		if c := t.conns[fd]; c != nil {
+		if c := t.owner(fd, ev); c != nil {
 			t.finish(c, now)
 			c.shut = true
 		}
 	case nrClose:
+		if c, old := t.before(fd, ev); old {
+			if c != nil {
+				t.closeStale(fd, c, now)
+			}
+			return // not the close of the connection now at that number
+		}
 		if c := t.conns[fd]; c != nil {
 			t.closeConn(fd, c, now)
 		}
@@ -582,7 +643,9 @@ func (t *Tracker) closeConn(fd FD, c *conn, now uint64) {
 	if c.accepted {
 		ps.ConnDur.Add(now - min(c.opened, now))
 	}
-	delete(t.conns, fd)
+	if t.conns[fd] == c {
+		delete(t.conns, fd)
+	}
 }
 
 // ProcessExited ends what process pid left open (its exit closed its fds
@@ -599,6 +662,11 @@ func (t *Tracker) ProcessExited(pid int, now uint64) {
 	sort.Slice(fds, func(i, j int) bool { return fds[i].Fd < fds[j].Fd })
 	for _, fd := range fds {
 		t.closeConn(fd, t.conns[fd], now)
+	}
+	for fd, c := range t.stale {
+		if fd.Pid == p {
+			t.closeStale(fd, c, c.displaced)
+		}
 	}
 	for fd := range t.listen {
 		if fd.Pid == p {

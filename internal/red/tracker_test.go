@@ -18,11 +18,16 @@ func (e *evs) ev(nr uint32, fd int32, ret int64, data string) *evs {
 
 // evp is ev in process pid (its main thread).
 func (e *evs) evp(pid uint32, nr uint32, fd int32, ret int64, data string) *evs {
+	return e.evt(0, pid, nr, fd, ret, data)
+}
+
+// evt is evp whose syscall began at enter ms (0: its entry was not seen).
+func (e *evs) evt(enter, pid uint32, nr uint32, fd int32, ret int64, data string) *evs {
 	tid := pid
 	if tid == 0 {
 		tid = 7
 	}
-	ev := Event{TExit: e.t, Nr: nr, Fd: fd, Ret: ret, Tid: tid, Pid: pid}
+	ev := Event{TEnter: uint64(enter) * 1e6, TExit: e.t, Nr: nr, Fd: fd, Ret: ret, Tid: tid, Pid: pid}
 	ev.Len = uint16(copy(ev.Data[:], data))
 	e.tr.Handle(&ev)
 	return e
@@ -142,6 +147,49 @@ func TestTrackerOther(t *testing.T) {
 	}
 	if p.Requests != 1 || p.HTTPConns != 1 || e.tr.Resolves != 2 {
 		t.Errorf("requests %d http conns %d resolves %d", p.Requests, p.HTTPConns, e.tr.Resolves)
+	}
+}
+
+// TestTrackerCloseReadLate: a handler thread's close frees fd 5, the
+// accept in the main thread takes it, and the close's exit is written to
+// the ring after the accept's and the new connection's first read (seen in
+// a ThreadingTCPServer under a CPU hog). The late close ends the first
+// connection, not the second, whose bytes all count. A displaced
+// connection whose close is not read is closed by CloseStale at the
+// accept that took its number.
+func TestTrackerCloseReadLate(t *testing.T) {
+	e := newEvs(0)
+	e.at(10).ev(nrAccept4, 3, 5, "")
+	e.at(11).evt(11, 0, nrRecvfrom, 5, 11, "hello echo\n").evt(11, 0, nrSendto, 5, 11, "hello echo\n")
+	e.at(12).evt(12, 0, nrRecvfrom, 5, 0, "")
+	e.at(20).evt(14, 0, nrAccept4, 3, 5, "")               // the number freed at 13
+	e.at(21).evt(20, 0, nrRecvfrom, 5, 11, "hello echo\n") // the new connection's
+	e.at(22).evt(13, 0, nrClose, 5, 0, "")                 // the first's close, read late
+	e.at(23).evt(23, 0, nrSendto, 5, 11, "hello echo\n")
+	e.at(24).evt(24, 0, nrClose, 5, 0, "")
+	e.at(30).evt(30, 0, nrAccept4, 3, 5, "")
+	e.at(31).evt(31, 0, nrRecvfrom, 5, 5, "hello")
+	e.at(40).evt(39, 0, nrAccept4, 3, 5, "") // the close before it was lost
+	e.at(41).evt(41, 0, nrClose, 5, 0, "")
+	p := port80(t, e.tr)
+	if p.ConnOpened != 4 || p.ConnClosed != 3 || p.BytesIn != 27 || p.BytesOut != 22 {
+		t.Errorf("opened %d closed %d in %d out %d; want 4, 3, 27, 22", p.ConnOpened, p.ConnClosed, p.BytesIn, p.BytesOut)
+	}
+	// Durations: 12 (closed at 22), 4, and 1 (the fourth); the third
+	// waits for its close until CloseStale, then ends at 40.
+	if p.ConnDur.N != 3 || p.ConnDur.Max != 12e6 || p.ConnDur.Min != 1e6 {
+		t.Errorf("connection durations n %d min %d max %d; want 3, 1 ms, 12 ms", p.ConnDur.N, p.ConnDur.Min, p.ConnDur.Max)
+	}
+	e.tr.CloseStale(40e6) // displaced at 40: not before the cutoff
+	e.tr.CloseStale(41e6)
+	ps, _, open := e.tr.TakeWindow()
+	if len(ps) != 1 || ps[0].ConnClosed != 1 || ps[0].ConnDur.Max != 10e6 || open[80] != 0 {
+		t.Fatalf("after CloseStale: %d ports, closed %d (want 1, after 10 ms), %d open", len(ps), ps[0].ConnClosed, open[80])
+	}
+	e.at(50).evt(49, 0, nrAccept4, 3, 5, "")
+	e.at(51).evt(40, 0, nrClose, 5, 0, "") // the third's, after CloseStale
+	if ps, _, open := e.tr.TakeWindow(); ps[0].ConnClosed != 0 || open[80] != 1 {
+		t.Errorf("a close begun before the accept closed %d connections (%d open)", ps[0].ConnClosed, open[80])
 	}
 }
 
