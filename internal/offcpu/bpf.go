@@ -581,7 +581,10 @@ func (e *bpfEngine) close(th *bthr, t schedbpf.Thr, seen bool, waits []waitEnt, 
 	first, last := e.t0, end
 	if seen {
 		first = int64(t.First)
-		a.onNS, a.offNS, a.rqNS = int64(t.OnNs), int64(t.OffNs), int64(t.RqNs)
+		// On CPU is the scheduler's run time: the intervals between a
+		// switch-in and its switch-out less what the task did not run.
+		a.onNS, a.offNS, a.rqNS = int64(t.OnNs-min(t.LostNs, t.OnNs)), int64(t.OffNs), int64(t.RqNs)
+		e.bres.NotRunS += float64(t.LostNs) / 1e9
 		a.switches = t.Outs
 		if t.Exited != 0 {
 			last, a.gone = int64(t.Exited), true

@@ -26,6 +26,11 @@ type BPFStats struct {
 	// scheduler's figure is used, OnCPUFixedS is the sum of the corrections.
 	OnCPUFixed  uint64  `json:"on_cpu_corrected_threads"`
 	OnCPUFixedS float64 `json:"on_cpu_corrected_s"`
+	// NotRunS: time inside the threads' on-CPU intervals (switch-in to
+	// switch-out) that the scheduler did not count as their run — the
+	// hypervisor's steal, interrupt handling — left out of on_cpu_s, so
+	// that it agrees with the threads' own CPU time.
+	NotRunS float64 `json:"on_cpu_not_running_s"`
 	// The programs' own CPU (the kernel's BPF run-time stats; BPFStats
 	// says whether they were on): every sched_switch of the machine runs
 	// the program, a target's switch-out walks its stacks.

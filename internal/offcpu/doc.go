@@ -41,6 +41,12 @@
 // still open at the end have no waker.
 // Waits in progress at the attach are read from procfs
 // (/proc/PID/task/TID/{stat,syscall,stack}) like the perf engine does.
+// A thread's on-CPU time is its run time as the scheduler counts it (the
+// task's se.sum_exec_runtime read at each switch-in and switch-out): the
+// interval between the two also holds what the hypervisor stole and
+// interrupts took, which the thread's own CPU time leaves out (on this
+// VM, beside a CPU hog, up to 20 ms of 0.19 s); that part is reported
+// apart (on_cpu_not_running_s).
 //
 // perf engine (offcpu.go): the kernel's context-switch records
 // (perf_event_open, a software dummy event per thread with context_switch

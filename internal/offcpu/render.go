@@ -203,6 +203,9 @@ func Footer(r *Result, where string) string {
 			wake = fmt.Sprintf("waker (%s): %d wakings, %d waits joined to their waker, drops: wakes map %d, offwake map %d; ",
 				b.WakeAttach, b.Wakes, b.WakeJoined, d.WakesMapFull, d.OffwakeMapFull)
 		}
+		if b.NotRunS >= 0.0005 {
+			wake += fmt.Sprintf("%.3fs inside on-CPU intervals the threads did not run (hypervisor steal, interrupts: not on-CPU time); ", b.NotRunS)
+		}
 		if b.OnCPUFixed > 0 {
 			wake += fmt.Sprintf("on-CPU time of %d threads taken from the scheduler's schedstat (switch events were off by %+.3fs); ", b.OnCPUFixed, b.OnCPUFixedS)
 		}

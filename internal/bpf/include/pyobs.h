@@ -53,10 +53,14 @@ static struct task_struct *(*bpf_get_current_task_btf)(void) = (void *)158;
 static long (*bpf_task_pt_regs)(struct task_struct *task) = (void *)175;
 
 // Only the fields read; CO-RE finds them by name in the running kernel.
+struct sched_entity {
+	u64 sum_exec_runtime; // ns the task has run (the scheduler's clock_task)
+} __attribute__((preserve_access_index));
 struct task_struct {
 	int pid;
 	int tgid;
 	u64 start_time; // CLOCK_MONOTONIC ns, like bpf_ktime_get_ns
+	struct sched_entity se;
 } __attribute__((preserve_access_index));
 
 // x86_64: the user registers saved at syscall entry, in the kernel's order

@@ -83,6 +83,12 @@ struct thr {
 	u64 rq_ns;
 	u64 outs;
 	u64 exited; // time of the final switch-out, 0 while alive
+	// The scheduler's run time of the task at its switch-in, +1 (0: not
+	// read), and the part of on_ns it did not run: an on-CPU interval
+	// holds time the hypervisor stole and interrupts took, which the
+	// scheduler's clock (and the thread's CPU time) leave out.
+	u64 exec_in;
+	u64 lost_ns;
 	// The last kernel stack walked, and for which blocking call: see
 	// switch_out.
 	u64 walked;
@@ -281,9 +287,19 @@ static __always_inline void switch_out(void *ctx, struct task_struct *prev, u32 
 	}
 	count(C_OUT, 1);
 	if (t) {
-		if (t->on_since && now > t->on_since)
-			t->on_ns += now - t->on_since;
+		if (t->on_since && now > t->on_since) {
+			u64 iv = now - t->on_since;
+			t->on_ns += iv;
+			if (t->exec_in) {
+				u64 ran = 0;
+				bpf_probe_read_kernel(&ran, sizeof(ran), &prev->se.sum_exec_runtime);
+				ran -= t->exec_in - 1;
+				if (ran < iv)
+					t->lost_ns += iv - ran;
+			}
+		}
 		t->on_since = 0;
+		t->exec_in = 0;
 		t->outs++;
 	}
 	if (prev_state & TASK_DEAD) {
@@ -362,6 +378,15 @@ static __always_inline void add_wait(struct wkey *k, u64 d)
 	}
 }
 
+// exec_in is thr.exec_in for next at its switch-in.
+static __always_inline u64 exec_in(struct task_struct *next)
+{
+	u64 ran = 0;
+	if (bpf_probe_read_kernel(&ran, sizeof(ran), &next->se.sum_exec_runtime))
+		return 0;
+	return ran + 1;
+}
+
 static __always_inline void switch_in(struct task_struct *next, u32 tid, u64 now)
 {
 	struct wkey k = {};
@@ -380,6 +405,7 @@ static __always_inline void switch_in(struct task_struct *next, u32 tid, u64 now
 		// Its switch-out found the start map full.
 		count(C_UNPAIRED, 1);
 		t->on_since = now;
+		t->exec_in = exec_in(next);
 		return;
 	} else {
 		// First event of this thread: off CPU since the attach, or a new
@@ -440,6 +466,7 @@ static __always_inline void switch_in(struct task_struct *next, u32 tid, u64 now
 			t->off_ns += d;
 		t->rq_ns += lat;
 		t->on_since = now;
+		t->exec_in = exec_in(next);
 	}
 	if (s)
 		bpf_map_delete_elem(&starts, &tid);

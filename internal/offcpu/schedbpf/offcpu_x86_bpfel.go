@@ -134,6 +134,8 @@ type offcpuThr struct {
 	RqNs    uint64
 	Outs    uint64
 	Exited  uint64
+	ExecIn  uint64
+	LostNs  uint64
 	Walked  uint64
 	WalkA0  uint64
 	WalkNr  int32
