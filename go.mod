@@ -11,10 +11,7 @@ require (
 
 require github.com/cilium/ebpf v0.22.0
 
-require (
-	go.opentelemetry.io/collector/pdata v1.71.0
-	go.opentelemetry.io/collector/pdata/pprofile v0.165.0
-)
+require go.opentelemetry.io/collector/pdata/pprofile v0.165.0
 
 require (
 	github.com/hashicorp/go-version v1.9.0 // indirect
@@ -22,6 +19,7 @@ require (
 	github.com/modern-go/concurrent v0.0.0-20180306012644-bacd9c7ef1dd // indirect
 	github.com/modern-go/reflect2 v1.0.3-0.20250322232337-35a7c28c31ee // indirect
 	go.opentelemetry.io/collector/featuregate v1.71.0 // indirect
+	go.opentelemetry.io/collector/pdata v1.71.0 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
 )
 

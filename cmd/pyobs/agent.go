@@ -5,6 +5,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -94,14 +95,14 @@ record, stat and offcpu cannot.`,
 	return c
 }
 
-var labelKey = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.]*$`)
+var labelKey = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.]*$`) })
 
 func parseLabels(in []string) ([]export.Label, error) {
 	var out []export.Label
 	seen := map[string]bool{}
 	for _, l := range in {
 		k, v, ok := strings.Cut(l, "=")
-		if !ok || !labelKey.MatchString(k) {
+		if !ok || !labelKey().MatchString(k) {
 			return nil, fmt.Errorf("agent: --label %q: want KEY=VALUE, KEY of letters, digits, '_' and '.'", l)
 		}
 		if strings.ContainsAny(v, ",{}\"\n") {

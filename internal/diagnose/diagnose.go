@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/pyobs/pyobs/internal/clock"
@@ -45,11 +46,14 @@ const (
 // Condition (Event.wait, Queue.get, Barrier) or joining another. Each
 // matches a frame that is innermost when present (it calls C code that
 // blocks). Their time is reported as idle, not as a finding.
-var IdleWaits = []*regexp.Regexp{
-	regexp.MustCompile(`^(\w+Selector\.)?select \(.*selectors\.py:\d+\)$`),
-	regexp.MustCompile(`^(Condition\.)?wait \(.*threading\.py:\d+\)$`),
-	regexp.MustCompile(`^(Thread\.)?(join|_wait_for_tstate_lock) \(.*threading\.py:\d+\)$`),
-}
+// Compiled at the first diagnosis, not at every command's start.
+var IdleWaits = sync.OnceValue(func() []*regexp.Regexp {
+	return []*regexp.Regexp{
+		regexp.MustCompile(`^(\w+Selector\.)?select \(.*selectors\.py:\d+\)$`),
+		regexp.MustCompile(`^(Condition\.)?wait \(.*threading\.py:\d+\)$`),
+		regexp.MustCompile(`^(Thread\.)?(join|_wait_for_tstate_lock) \(.*threading\.py:\d+\)$`),
+	}
+})
 
 // run is one diagnosis in progress.
 type run struct {
@@ -306,7 +310,7 @@ func (r *run) offCPU(ctx context.Context, budget time.Duration) (*hypothesis, er
 	r.progress("phase 3 off-cpu: waits for %s (offcpu --waker, idle waits excluded)", fmtDur(budget))
 	var hyp *hypothesis
 	err := r.phase(PhaseOffCPU, "tracing context switches", budget, func(p *Phase) error {
-		opt := offcpu.Options{Duration: budget, Threads: true, Waker: true, Exclude: IdleWaits}
+		opt := offcpu.Options{Duration: budget, Threads: true, Waker: true, Exclude: IdleWaits()}
 		t0 := time.Now()
 		pctx, cancel := within(ctx, budget)
 		defer cancel()

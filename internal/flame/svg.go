@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -39,8 +40,9 @@ const (
 //go:embed svg.js
 var svgJSSource string
 
-// svgJS is svg.js with comment lines and indentation dropped.
-var svgJS = func() string {
+// svgJS is svg.js with comment lines and indentation dropped, made at the
+// first SVG written.
+var svgJS = sync.OnceValue(func() string {
 	var b strings.Builder
 	for _, l := range strings.Split(svgJSSource, "\n") {
 		l = strings.TrimSpace(l)
@@ -54,7 +56,7 @@ var svgJS = func() string {
 		panic("flame: svg.js contains ]]>")
 	}
 	return b.String()
-}()
+})
 
 // WriteSVG writes p as a self-contained interactive flame graph (icicle
 // with opts.Icicle): one <g class="frame"> per drawn frame with a <rect>
@@ -330,7 +332,7 @@ func (s *svgWriter) write(p *Profile, lay *svgLayout, opts SVGOptions) {
 	}
 	s.str("</g>\n")
 	s.text("status", svgPad, height-10, "hover a frame for details, click to zoom, Esc to reset, Ctrl-F to search")
-	s.str("<script><![CDATA[\n" + svgJS + "]]></script>\n")
+	s.str("<script><![CDATA[\n" + svgJS() + "]]></script>\n")
 	if opts.diff != nil {
 		s.str("<script><![CDATA[\n" + opts.diff.script + "]]></script>\n")
 	}

@@ -14,7 +14,7 @@ import (
 // file is replaced by a whole new one or not at all.
 func Write(path string, mode os.FileMode, write func(io.Writer) error) error {
 	if path == "" || path == "-" {
-		w := bufio.NewWriter(os.Stdout)
+		w := bufio.NewWriterSize(os.Stdout, 64<<10) // a 50-thread dump in two writes
 		if err := write(w); err != nil {
 			return err
 		}
@@ -40,7 +40,7 @@ func Write(path string, mode os.FileMode, write func(io.Writer) error) error {
 	if err := tmp.Chmod(mode); err != nil {
 		return fmt.Errorf("can't set mode of %s: %w", tmp.Name(), err)
 	}
-	w := bufio.NewWriter(tmp)
+	w := bufio.NewWriterSize(tmp, 64<<10)
 	if err := write(w); err != nil {
 		return writeError(path, tmp.Name(), err)
 	}

@@ -3,9 +3,12 @@ package pyframes
 import (
 	"bytes"
 	"debug/elf"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/pyobs/pyobs/internal/testutil"
 )
 
 // FuzzRuntimeFromELF: the detector over arbitrary ELF bytes never panics
@@ -44,5 +47,52 @@ func TestVersionFromName(t *testing.T) {
 	}
 	if _, ok := versionFromName("/usr/bin/perl"); ok {
 		t.Error("perl has a Python version")
+	}
+}
+
+// TestDynSymsMatchesDecoder: the in-place dynamic symbol lookup finds the
+// same addresses as debug/elf's decoded table, in the interpreters of
+// this machine (shared libpython, Debian's static python3.11).
+func TestDynSymsMatchesDecoder(t *testing.T) {
+	home := os.Getenv("HOME")
+	var files []string
+	for _, glob := range []string{"/usr/bin/python3.11", home + "/.pyenv/versions/3.1*/lib/libpython3.1*.so.1.0",
+		"/var/cache/pyobs-pythons/sid-3.1*/root/usr/bin/python3.1?"} {
+		m, _ := filepath.Glob(glob)
+		files = append(files, m...)
+	}
+	if len(files) == 0 {
+		testutil.Skip(t, "no CPython binary on this machine (scripts/pythons.sh provides them)")
+	}
+	want := map[string]bool{}
+	for _, s := range wantSyms {
+		want[s] = true
+	}
+	for _, path := range files {
+		f, err := elf.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]uint64{}
+		if !dynSyms(f, want, got) {
+			t.Fatalf("%s: no dynamic symbol table read", path)
+		}
+		ds, err := f.DynamicSymbols()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref := map[string]uint64{}
+		for _, s := range ds {
+			if want[s.Name] && s.Value != 0 && s.Section != elf.SHN_UNDEF {
+				if _, ok := ref[s.Name]; !ok {
+					ref[s.Name] = s.Value
+				}
+			}
+		}
+		f.Close()
+		if len(ref) == 0 || fmt.Sprint(got) != fmt.Sprint(ref) {
+			t.Errorf("%s: in place %v, decoded %v", path, got, ref)
+		}
+		t.Logf("%s: %d of %d symbols", path, len(got), len(wantSyms))
 	}
 }

@@ -1,8 +1,9 @@
 // Package export carries the agent's windows out of pyobs, each exporter a
 // real protocol behind one small Sink interface:
 //
-//   - OTLP (otlp.go): the OpenTelemetry profiles signal (pdata/pprofile at
-//     the collector's v0.165.0 release), protobuf over HTTP POST to
+//   - OTLP (otlp.go): the OpenTelemetry profiles signal (the messages of
+//     the collector's v0.165.0 release, encoded here by pbwire.go; the
+//     tests decode them with the collector's pdata), protobuf over HTTP POST to
 //     /v1development/profiles, or (otlpgrpc.go) the profiles service's
 //     Export as one gRPC call written here on HTTP/2;
 //   - Pyroscope (pyroscope.go): gzipped pprof to /ingest with

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -28,42 +29,89 @@ func testWindow(seq uint64) *Window {
 			Labels: []Label{{"env", "test"}, {"deployment.region", "eu"}}}}
 }
 
-// TestToOTLPRoundTrip: a window survives the OTLP wire format (protobuf
-// there and back) with its stacks (leaf first), weights and resource.
+// TestToOTLPRoundTrip: a window written by ToOTLP is read back by pdata's
+// protobuf decoder (the collector's own) with its stacks (leaf first),
+// weights, frame types, times, period and resource; the off-CPU profile
+// shares the dictionary.
 func TestToOTLPRoundTrip(t *testing.T) {
-	var m pprofile.ProtoMarshaler
-	b, err := m.MarshalProfiles(ToOTLP(testWindow(1)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := testWindow(1)
+	off := flame.New(flame.Meta{Command: "offcpu", Unit: "microseconds", DurationS: 30})
+	off.Add([]flame.Frame{{Kind: flame.Python, Function: "<module>", File: "app.py", Line: 9},
+		{Kind: flame.Native, Function: "pthread_cond_wait", Addr: 0x7f0012345678},
+		{Kind: flame.Kernel, Function: "futex_wait"}}, 2500)
+	w.OffCPU, w.OffStart = off, w.End.Add(-30*time.Second)
 	var u pprofile.ProtoUnmarshaler
-	pd, err := u.UnmarshalProfiles(b)
+	pd, err := u.UnmarshalProfiles(ToOTLP(w))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := pd.SampleCount(); n != 2 {
-		t.Fatalf("%d samples, want 2", n)
+	if n := pd.SampleCount(); n != 3 {
+		t.Fatalf("%d samples, want 3", n)
 	}
 	attrs := pd.ResourceProfiles().At(0).Resource().Attributes().AsRaw()
-	if attrs["service.name"] != "app" || attrs["process.pid"] != int64(42) || attrs["env"] != "test" || attrs["process.runtime.version"] != "3.12.1" {
+	if attrs["service.name"] != "app" || attrs["process.pid"] != int64(42) || attrs["env"] != "test" ||
+		attrs["deployment.region"] != "eu" || attrs["process.runtime.version"] != "3.12.1" || attrs["process.runtime.name"] != "CPython" {
 		t.Errorf("resource %v", attrs)
 	}
-	d := pd.Dictionary()
-	p := pd.ResourceProfiles().At(0).ScopeProfiles().At(0).Profiles().At(0)
-	got := map[string]int64{}
-	for i := 0; i < p.Samples().Len(); i++ {
-		s := p.Samples().At(i)
-		li := d.StackTable().At(int(s.StackIndex())).LocationIndices()
-		leaf := d.LocationTable().At(int(li.At(0))).Lines().At(0)
-		root := d.LocationTable().At(int(li.At(li.Len() - 1))).Lines().At(0)
-		name := d.StringTable().At(int(d.FunctionTable().At(int(leaf.FunctionIndex())).NameStrindex()))
-		if r := d.StringTable().At(int(d.FunctionTable().At(int(root.FunctionIndex())).NameStrindex())); r != "<module>" {
-			t.Errorf("root %q, want <module> (stacks are leaf first)", r)
-		}
-		got[name] += s.Values().At(0)
+	sp := pd.ResourceProfiles().At(0).ScopeProfiles().At(0)
+	if sp.Scope().Name() != "pyobs" || sp.Profiles().Len() != 2 {
+		t.Fatalf("scope %q with %d profiles, want pyobs with 2", sp.Scope().Name(), sp.Profiles().Len())
 	}
+	d := pd.Dictionary()
+	str := func(i int32) string { return d.StringTable().At(int(i)) }
+	if d.StringTable().At(0) != "" || d.LocationTable().At(0).Lines().Len() != 0 || d.FunctionTable().At(0).NameStrindex() != 0 ||
+		d.MappingTable().Len() != 1 || d.LinkTable().Len() != 1 || d.AttributeTable().At(0).KeyStrindex() != 0 {
+		t.Errorf("index 0 of the tables is not the zero value")
+	}
+	type leaf struct {
+		name, kind string
+		line       int64
+		addr       uint64
+	}
+	frames := func(p pprofile.Profile) (got map[string]int64, stacks [][]leaf) {
+		got = map[string]int64{}
+		for i := 0; i < p.Samples().Len(); i++ {
+			s := p.Samples().At(i)
+			li := d.StackTable().At(int(s.StackIndex())).LocationIndices()
+			var st []leaf
+			for j := 0; j < li.Len(); j++ {
+				loc := d.LocationTable().At(int(li.At(j)))
+				ln := loc.Lines().At(0)
+				f := d.FunctionTable().At(int(ln.FunctionIndex()))
+				a := d.AttributeTable().At(int(loc.AttributeIndices().At(0)))
+				if str(a.KeyStrindex()) != "profile.frame.type" || str(f.SystemNameStrindex()) != str(f.NameStrindex()) {
+					t.Errorf("location %d: attribute %q, system name %q", j, str(a.KeyStrindex()), str(f.SystemNameStrindex()))
+				}
+				st = append(st, leaf{str(f.NameStrindex()), a.Value().Str(), ln.Line(), loc.Address()})
+			}
+			got[st[0].name] += s.Values().At(0)
+			stacks = append(stacks, st)
+		}
+		return got, stacks
+	}
+	cpu := sp.Profiles().At(0)
+	got, stacks := frames(cpu)
 	if got["hot"] != 3 || got["cold"] != 1 {
 		t.Errorf("weights %v, want hot 3, cold 1", got)
+	}
+	for _, st := range stacks {
+		if r := st[len(st)-1]; r.name != "<module>" || r.line != 9 || r.kind != "cpython" {
+			t.Errorf("root %+v, want <module> line 9 cpython (stacks are leaf first)", r)
+		}
+	}
+	if str(cpu.SampleType().TypeStrindex()) != "samples" || str(cpu.PeriodType().UnitStrindex()) != "nanoseconds" ||
+		cpu.Period() != 52631578 || !cpu.Time().AsTime().Equal(w.Start) || cpu.DurationNano() != uint64(15*time.Second) || cpu.ProfileID().IsEmpty() {
+		t.Errorf("cpu profile: type %q, period unit %q, period %d, time %v, duration %d, id %v", str(cpu.SampleType().TypeStrindex()),
+			str(cpu.PeriodType().UnitStrindex()), cpu.Period(), cpu.Time().AsTime(), cpu.DurationNano(), cpu.ProfileID())
+	}
+	oc := sp.Profiles().At(1)
+	got, stacks = frames(oc)
+	want := []leaf{{"futex_wait_[k]", "kernel", 0, 0}, {"pthread_cond_wait", "native", 0, 0x7f0012345678}, {"<module>", "cpython", 9, 0}}
+	if got["futex_wait_[k]"] != 2500 || len(stacks) != 1 || fmt.Sprint(stacks[0]) != fmt.Sprint(want) {
+		t.Errorf("off-CPU weights %v stacks %+v, want 2500 on %+v", got, stacks, want)
+	}
+	if str(oc.SampleType().UnitStrindex()) != "microseconds" || oc.Period() != 1 || !oc.Time().AsTime().Equal(w.OffStart) || oc.DurationNano() != uint64(30*time.Second) {
+		t.Errorf("off-CPU profile: unit %q period %d time %v duration %d", str(oc.SampleType().UnitStrindex()), oc.Period(), oc.Time().AsTime(), oc.DurationNano())
 	}
 }
 

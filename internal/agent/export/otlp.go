@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -11,9 +12,6 @@ import (
 	"net/url"
 	"strings"
 	"time"
-
-	"go.opentelemetry.io/collector/pdata/pcommon"
-	"go.opentelemetry.io/collector/pdata/pprofile"
 
 	"github.com/pyobs/pyobs/internal/flame"
 )
@@ -59,16 +57,7 @@ func (o *OTLP) Name() string { return "otlp " + o.url }
 
 // Export implements Sink.
 func (o *OTLP) Export(ctx context.Context, w *Window) error {
-	pd := ToOTLP(w)
-	// ProfilesData and ExportProfilesServiceRequest share their fields
-	// (resource_profiles = 1, dictionary = 2): the same bytes on the wire,
-	// without the gRPC stack the request type's package brings along.
-	var m pprofile.ProtoMarshaler
-	body, err := m.MarshalProfiles(pd)
-	if err != nil {
-		return fmt.Errorf("can't encode window %d for %s: %w", w.Seq, o.url, err)
-	}
-	return post(ctx, o.client, o.url, "application/x-protobuf", body)
+	return post(ctx, o.client, o.url, "application/x-protobuf", ToOTLP(w))
 }
 
 // post sends body and wants a 2xx answer.
@@ -105,98 +94,173 @@ func redact(raw string) string {
 	return u.String()
 }
 
-// ToOTLP converts a window into the profiles signal: one resource (the
-// process), one scope (pyobs), a profile per kind (cpu samples; off-CPU
-// microseconds when present). Locations are one Python frame each (the
-// function's qualname and file, the executing line), leaf first in each
-// stack as OTLP wants them, marked profile.frame.type=cpython (native
-// frames: native, kernel frames: kernel).
-func ToOTLP(w *Window) pprofile.Profiles {
-	pd := pprofile.NewProfiles()
-	d := newDict(pd.Dictionary())
-	rp := pd.ResourceProfiles().AppendEmpty()
-	ra := rp.Resource().Attributes()
+// Field numbers of the profiles signal's messages, as of the collector
+// release above (opentelemetry-proto's profiles/v1development, the field
+// numbers pdata v1.71.0 decodes).
+const (
+	// ExportProfilesServiceRequest (the same fields as ProfilesData)
+	fReqResourceProfiles, fReqDictionary = 1, 2
+	// ResourceProfiles, ScopeProfiles
+	fRPResource, fRPScopeProfiles = 1, 2
+	fSPScope, fSPProfiles         = 1, 2
+	// Resource, KeyValue, AnyValue, InstrumentationScope
+	fResAttributes      = 1
+	fKVKey, fKVValue    = 1, 2
+	fAnyString, fAnyInt = 1, 3
+	fScopeName          = 1
+	// ProfilesDictionary
+	fDictMapping, fDictLocation, fDictFunction, fDictLink = 1, 2, 3, 4
+	fDictString, fDictAttribute, fDictStack               = 5, 6, 7
+	// Profile
+	fProfSampleType, fProfSamples, fProfTime, fProfDuration = 1, 2, 3, 4
+	fProfPeriodType, fProfPeriod, fProfID                   = 5, 6, 7
+	// ValueType, Sample, Stack
+	fVTType, fVTUnit            = 1, 2
+	fSampleStack, fSampleValues = 1, 4
+	fStackLocations             = 1
+	// Location, Line, Function, KeyValueAndUnit
+	fLocAddress, fLocLines, fLocAttributes = 2, 3, 4
+	fLineFunction, fLineLine               = 1, 2
+	fFuncName, fFuncSystemName, fFuncFile  = 1, 2, 3
+	fAttrKey, fAttrValue                   = 1, 2
+)
+
+// ToOTLP encodes a window as the profiles signal's export request
+// (protobuf): one resource (the process), one scope (pyobs), a profile per
+// kind (cpu samples; off-CPU microseconds when present). Locations are one
+// Python frame each (the function's qualname and file, the executing
+// line), leaf first in each stack as OTLP wants them, marked
+// profile.frame.type=cpython (native frames: native, kernel frames:
+// kernel). Written here: pdata's packages cost every pyobs command their
+// initialisation at start.
+func ToOTLP(w *Window) []byte {
+	d := newDict()
+	var res pb
 	r := w.Resource
 	if r == nil {
 		r = &Resource{}
 	}
-	ra.PutStr("service.name", r.ServiceName)
-	ra.PutStr("host.name", r.HostName)
-	ra.PutInt("process.pid", int64(r.Pid))
-	ra.PutStr("process.command", r.Command)
-	ra.PutStr("process.runtime.name", "CPython")
-	ra.PutStr("process.runtime.version", r.RuntimeVersion)
-	for _, l := range r.Labels {
-		ra.PutStr(l.Key, l.Value)
+	attr := func(k string, v func(*pb)) {
+		var kv, val pb
+		kv.str(fKVKey, k)
+		v(&val)
+		kv.msg(fKVValue, &val)
+		res.msg(fResAttributes, &kv)
 	}
-	sp := rp.ScopeProfiles().AppendEmpty()
-	sp.Scope().SetName("pyobs")
+	str := func(k, v string) { attr(k, func(m *pb) { m.str(fAnyString, v) }) }
+	str("service.name", r.ServiceName)
+	str("host.name", r.HostName)
+	attr("process.pid", func(m *pb) { m.int(fAnyInt, int64(r.Pid)) })
+	str("process.command", r.Command)
+	str("process.runtime.name", "CPython")
+	str("process.runtime.version", r.RuntimeVersion)
+	for _, l := range r.Labels {
+		str(l.Key, l.Value)
+	}
+	var scope, sp, rp, req pb
+	scope.str(fScopeName, "pyobs")
+	sp.msg(fSPScope, &scope)
 	for _, p := range []*flame.Profile{w.CPU, w.OffCPU} {
 		if p != nil {
-			d.profile(sp.Profiles().AppendEmpty(), p, w)
+			pr := d.profile(p, w)
+			sp.msg(fSPProfiles, pr)
 		}
 	}
-	return pd
+	rp.msg(fRPResource, &res)
+	rp.msg(fRPScopeProfiles, &sp)
+	req.msg(fReqResourceProfiles, &rp)
+	dict := d.encode()
+	req.msg(fReqDictionary, dict)
+	return req.b
 }
 
 // dict fills the request's shared tables; index 0 of each is the zero
 // value, as the format asks.
 type dict struct {
-	d     pprofile.ProfilesDictionary
-	strs  map[string]int32
-	funcs map[[2]int32]int32
-	kinds map[string]int32 // frame type -> attribute index
+	strs      []string
+	strIdx    map[string]int32
+	funcs     [][3]int32 // name, system name, file
+	funcIdx   map[[2]int32]int32
+	kinds     []int32 // attribute table: the frame type's value string
+	kindIdx   map[string]int32
+	kindKey   int32
+	locations []pb
+	stacks    []pb
 }
 
-func newDict(d pprofile.ProfilesDictionary) *dict {
-	x := &dict{d: d, strs: map[string]int32{}, funcs: map[[2]int32]int32{}, kinds: map[string]int32{}}
+func newDict() *dict {
+	x := &dict{strIdx: map[string]int32{}, funcIdx: map[[2]int32]int32{}, kindIdx: map[string]int32{},
+		funcs: make([][3]int32, 1), kinds: make([]int32, 1), locations: make([]pb, 1), stacks: make([]pb, 1)}
 	x.str("")
-	d.MappingTable().AppendEmpty()
-	d.LocationTable().AppendEmpty()
-	d.FunctionTable().AppendEmpty()
-	d.StackTable().AppendEmpty()
-	d.AttributeTable().AppendEmpty()
-	d.LinkTable().AppendEmpty()
+	x.kindKey = x.str("profile.frame.type")
 	return x
 }
 
 func (x *dict) str(s string) int32 {
-	if i, ok := x.strs[s]; ok {
+	if i, ok := x.strIdx[s]; ok {
 		return i
 	}
-	t := x.d.StringTable()
-	t.Append(s)
-	i := int32(t.Len() - 1)
-	x.strs[s] = i
+	x.strs = append(x.strs, s)
+	i := int32(len(x.strs) - 1)
+	x.strIdx[s] = i
 	return i
 }
 
 func (x *dict) function(name, file string) int32 {
 	k := [2]int32{x.str(name), x.str(file)}
-	if i, ok := x.funcs[k]; ok {
+	if i, ok := x.funcIdx[k]; ok {
 		return i
 	}
-	t := x.d.FunctionTable()
-	f := t.AppendEmpty()
-	f.SetNameStrindex(k[0])
-	f.SetSystemNameStrindex(k[0])
-	f.SetFilenameStrindex(k[1])
-	i := int32(t.Len() - 1)
-	x.funcs[k] = i
+	x.funcs = append(x.funcs, [3]int32{k[0], k[0], k[1]})
+	i := int32(len(x.funcs) - 1)
+	x.funcIdx[k] = i
 	return i
 }
 
 func (x *dict) kind(k string) int32 {
-	if i, ok := x.kinds[k]; ok {
+	if i, ok := x.kindIdx[k]; ok {
 		return i
 	}
-	t := x.d.AttributeTable()
-	a := t.AppendEmpty()
-	a.SetKeyStrindex(x.str("profile.frame.type"))
-	a.Value().SetStr(k)
-	i := int32(t.Len() - 1)
-	x.kinds[k] = i
+	x.kinds = append(x.kinds, x.str(k))
+	i := int32(len(x.kinds) - 1)
+	x.kindIdx[k] = i
 	return i
+}
+
+// encode writes the dictionary message.
+func (x *dict) encode() *pb {
+	var m, empty pb
+	m.msg(fDictMapping, &empty)
+	for i := range x.locations {
+		m.msg(fDictLocation, &x.locations[i])
+	}
+	for _, f := range x.funcs {
+		var fm pb
+		fm.int(fFuncName, int64(f[0]))
+		fm.int(fFuncSystemName, int64(f[1]))
+		fm.int(fFuncFile, int64(f[2]))
+		m.msg(fDictFunction, &fm)
+	}
+	m.msg(fDictLink, &empty)
+	for _, s := range x.strs {
+		m.tag(fDictString, wireLen)
+		m.b = binary.AppendUvarint(m.b, uint64(len(s)))
+		m.b = append(m.b, s...)
+	}
+	for i, v := range x.kinds {
+		var a pb
+		if i > 0 {
+			var val pb
+			val.str(fAnyString, x.strs[v])
+			a.int(fAttrKey, int64(x.kindKey))
+			a.msg(fAttrValue, &val)
+		}
+		m.msg(fDictAttribute, &a)
+	}
+	for i := range x.stacks {
+		m.msg(fDictStack, &x.stacks[i])
+	}
+	return &m
 }
 
 func frameType(k flame.Kind) string {
@@ -209,7 +273,7 @@ func frameType(k flame.Kind) string {
 	return "cpython"
 }
 
-func (x *dict) profile(pr pprofile.Profile, p *flame.Profile, w *Window) {
+func (x *dict) profile(p *flame.Profile, w *Window) *pb {
 	m := p.Meta
 	typ, unit := "samples", "count"
 	ptyp, punit, period := "cpu", "nanoseconds", m.PeriodNS
@@ -217,50 +281,55 @@ func (x *dict) profile(pr pprofile.Profile, p *flame.Profile, w *Window) {
 		typ, unit = "offcpu", "microseconds"
 		ptyp, punit, period = "offcpu", "microseconds", 1
 	}
-	pr.SampleType().SetTypeStrindex(x.str(typ))
-	pr.SampleType().SetUnitStrindex(x.str(unit))
-	pr.PeriodType().SetTypeStrindex(x.str(ptyp))
-	pr.PeriodType().SetUnitStrindex(x.str(punit))
-	pr.SetPeriod(period)
+	var pr, st, pt pb
+	st.int(fVTType, int64(x.str(typ)))
+	st.int(fVTUnit, int64(x.str(unit)))
+	pt.int(fVTType, int64(x.str(ptyp)))
+	pt.int(fVTUnit, int64(x.str(punit)))
 	start, dur := w.Start, w.End.Sub(w.Start)
 	if p == w.OffCPU && !w.OffStart.IsZero() {
 		start, dur = w.OffStart, time.Duration(m.DurationS*float64(time.Second))
 	}
-	pr.SetTime(pcommon.NewTimestampFromTime(start))
-	pr.SetDurationNano(uint64(max(0, dur.Nanoseconds())))
-	var id [16]byte
-	_, _ = rand.Read(id[:])
-	pr.SetProfileID(pprofile.ProfileID(id))
 	// One location per frame of this profile (frames are interned per
 	// profile; the function table is shared).
-	locs := make([]int32, p.NumFrames())
-	lt := x.d.LocationTable()
+	locs := make([]int64, p.NumFrames())
 	for i := range locs {
 		f := p.Frame(i)
-		l := lt.AppendEmpty()
+		var l, line pb
 		if f.Kind == flame.Native || f.Kind == flame.Kernel {
-			l.SetAddress(f.Addr)
+			l.uint(fLocAddress, f.Addr)
 		}
-		line := l.Lines().AppendEmpty()
 		name := f.Function
 		if f.Kind == flame.Kernel {
 			name += "_[k]"
 		}
-		line.SetFunctionIndex(x.function(name, f.File))
-		line.SetLine(int64(f.Line))
-		l.AttributeIndices().Append(x.kind(frameType(f.Kind)))
-		locs[i] = int32(lt.Len() - 1)
+		line.int(fLineFunction, int64(x.function(name, f.File)))
+		line.int(fLineLine, int64(f.Line))
+		l.msg(fLocLines, &line)
+		l.packed(fLocAttributes, []int64{int64(x.kind(frameType(f.Kind)))})
+		x.locations = append(x.locations, l)
+		locs[i] = int64(len(x.locations) - 1)
 	}
-	st := x.d.StackTable()
+	pr.msg(fProfSampleType, &st)
+	var idx []int64
 	p.EachStack(func(s *flame.Stack) {
-		stk := st.AppendEmpty()
-		li := stk.LocationIndices()
-		li.EnsureCapacity(len(s.Frames))
+		idx = idx[:0]
 		for i := len(s.Frames) - 1; i >= 0; i-- {
-			li.Append(locs[s.Frames[i]])
+			idx = append(idx, locs[s.Frames[i]])
 		}
-		smp := pr.Samples().AppendEmpty()
-		smp.SetStackIndex(int32(st.Len() - 1))
-		smp.Values().Append(s.Weight)
+		var stk, smp pb
+		stk.packed(fStackLocations, idx)
+		x.stacks = append(x.stacks, stk)
+		smp.int(fSampleStack, int64(len(x.stacks)-1))
+		smp.packed(fSampleValues, []int64{s.Weight})
+		pr.msg(fProfSamples, &smp)
 	})
+	pr.fixed64(fProfTime, uint64(max(0, start.UnixNano())))
+	pr.uint(fProfDuration, uint64(max(0, dur.Nanoseconds())))
+	pr.msg(fProfPeriodType, &pt)
+	pr.int(fProfPeriod, period)
+	var id [16]byte
+	_, _ = rand.Read(id[:])
+	pr.bytes(fProfID, id[:])
+	return &pr
 }

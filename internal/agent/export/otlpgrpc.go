@@ -10,8 +10,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-
-	"go.opentelemetry.io/collector/pdata/pprofile"
 )
 
 // OTLPGRPC sends each window as an ExportProfilesServiceRequest to an
@@ -61,11 +59,7 @@ func (o *OTLPGRPC) Name() string { return "otlp " + o.target }
 func (o *OTLPGRPC) Export(ctx context.Context, w *Window) error {
 	// ProfilesData and ExportProfilesServiceRequest share their wire
 	// format (the HTTP sink posts the same bytes).
-	var m pprofile.ProtoMarshaler
-	msg, err := m.MarshalProfiles(ToOTLP(w))
-	if err != nil {
-		return fmt.Errorf("can't encode window %d: %w", w.Seq, err)
-	}
+	msg := ToOTLP(w)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, o.url, bytes.NewReader(grpcFrame(msg)))
 	if err != nil {
 		return fmt.Errorf("can't export window %d to %s: %w", w.Seq, o.target, err)

@@ -302,7 +302,7 @@ func (t *tracer) start() error {
 				nrs = append(nrs, strconv.Itoa(n))
 			}
 			env = append(env, SeccompEnv+"="+strings.Join(nrs, ","), SeccompPathEnv+"="+abs)
-			path = proc.SelfExe()
+			path = proc().SelfExe()
 			opts |= unix.PTRACE_O_TRACESECCOMP
 			t.seccomp, t.preExec = true, true
 		}
@@ -752,14 +752,15 @@ func ptraceListen(tid int) error {
 	return nil
 }
 
-// proc is /proc, for the tracer's few reads of it.
-var proc = procfs.Default()
+// proc is /proc, for the tracer's few reads of it: opened at the first
+// (every pyobs command would pay the stat at start otherwise).
+var proc = sync.OnceValue(procfs.Default)
 
-func listTasks(pid int) ([]int, error) { return proc.Tasks(pid) }
+func listTasks(pid int) ([]int, error) { return proc().Tasks(pid) }
 
 // tgidOf reads a task's thread-group id, -1 when it cannot.
 func tgidOf(tid int) int {
-	st, err := proc.Status(tid)
+	st, err := proc().Status(tid)
 	if err != nil {
 		return -1
 	}
@@ -767,7 +768,7 @@ func tgidOf(tid int) int {
 }
 
 func ppidOf(pid int) int {
-	st, err := proc.Status(pid)
+	st, err := proc().Status(pid)
 	if err != nil {
 		return -1
 	}
@@ -777,7 +778,7 @@ func ppidOf(pid int) int {
 // pickKickSignal chooses a wake-up signal the target does not catch, so
 // even one we fail to swallow has no effect (default action: ignore).
 func pickKickSignal(pid int) unix.Signal {
-	st, _ := proc.Status(pid)
+	st, _ := proc().Status(pid)
 	cgt := st.SigCgt
 	for _, s := range []unix.Signal{unix.SIGURG, unix.SIGWINCH} {
 		if cgt&(1<<(uint(s)-1)) == 0 {
