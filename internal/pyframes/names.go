@@ -41,6 +41,11 @@ func (p *Process) threadNames(interp uint64) (map[uint64]string, error) {
 		segs[i] = Seg{Addr: e.key, Buf: buf[i*n : (i+1)*n]}
 	}
 	got := readV(r.mem, segs)
+	threads := make([]uint64, len(items))
+	for i, e := range items {
+		threads[i] = e.value
+	}
+	nameOf, nameErrs := r.getAttrs(threads, "_name")
 	idents := make([]uint64, 0, len(items))
 	nameObjs := make([]uint64, 0, len(items))
 	for i, e := range items {
@@ -51,14 +56,10 @@ func (p *Process) threadNames(interp uint64) (map[uint64]string, error) {
 		} else {
 			ident, err = r.ulong(e.key)
 		}
-		if err != nil {
+		if err != nil || nameErrs[i] != nil {
 			continue
 		}
-		nameObj, err := r.getAttr(e.value, "_name")
-		if err != nil {
-			continue
-		}
-		idents, nameObjs = append(idents, ident), append(nameObjs, nameObj)
+		idents, nameObjs = append(idents, ident), append(nameObjs, nameOf[i])
 	}
 	texts, errs := r.strs(nameObjs, maxNameChars)
 	names := make(map[uint64]string, len(idents))
