@@ -81,7 +81,9 @@ func (o *objReader) getAttrs(objs []uint64, name string) (vals []uint64, errs []
 		}
 		at, ok := index[keys]
 		if !ok {
-			at = o.sharedIndex(keys, name)
+			if at, err = o.sharedIndex(keys, name); err != nil {
+				at = -1
+			}
 			index[keys] = at
 		}
 		if at < 0 {
@@ -120,11 +122,11 @@ func (o *objReader) getAttrs(objs []uint64, name string) (vals []uint64, errs []
 	return vals, errs
 }
 
-// sharedIndex is name's index in a shared keys table (-1: not there).
-func (o *objReader) sharedIndex(keys uint64, name string) int {
+// sharedIndex is name's index in a shared keys table.
+func (o *objReader) sharedIndex(keys uint64, name string) (int, error) {
 	ents, err := o.sharedEntries(keys)
 	if err != nil {
-		return -1
+		return 0, err
 	}
 	addrs := make([]uint64, 0, len(ents))
 	for _, e := range ents {
@@ -135,8 +137,8 @@ func (o *objReader) sharedIndex(keys uint64, name string) int {
 	texts := o.keyTexts(addrs)
 	for i, e := range ents {
 		if e.key != 0 && texts[e.key] == name {
-			return i
+			return i, nil
 		}
 	}
-	return -1
+	return 0, fmt.Errorf("attribute %q not in shared keys", name)
 }

@@ -483,23 +483,11 @@ func (o *objReader) getAttr(obj uint64, name string) (uint64, error) {
 		return 0, err
 	}
 	fromValues := func(values uint64) (uint64, error) {
-		ents, err := o.sharedEntries(cached)
+		i, err := o.sharedIndex(cached, name)
 		if err != nil {
 			return 0, err
 		}
-		addrs := make([]uint64, 0, len(ents))
-		for _, e := range ents {
-			if e.key != 0 {
-				addrs = append(addrs, e.key)
-			}
-		}
-		texts := o.keyTexts(addrs)
-		for i, e := range ents {
-			if e.key != 0 && texts[e.key] == name {
-				return o.u64(o.valuesBase(values) + 8*uint64(i))
-			}
-		}
-		return 0, fmt.Errorf("attribute %q not in shared keys", name)
+		return o.u64(o.valuesBase(values) + 8*uint64(i))
 	}
 	switch o.l.Version.Minor {
 	case 11:
