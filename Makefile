@@ -27,6 +27,7 @@ test: build pythons
 bench: build pythons
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./...
 	scripts/bench-dump.sh
+	scripts/bench-dump-paired.sh
 	scripts/bench-record.sh
 	scripts/bench-slowdown.sh
 	scripts/bench-native.sh

@@ -99,16 +99,7 @@ func runRecord(cmd *cobra.Command, g *globals, f *recordFlags, args []string) er
 	if err != nil {
 		return err
 	}
-	// The bpf engine samples a command from its first instruction: held
-	// before its exec while the walker loads.
-	spec.Hold = len(spec.Argv) > 0 && record.Options{Mode: f.mode, Engine: f.engine, Native: f.native, Async: f.async, Greenlets: f.green}.HoldsCommand()
-	ctx := cmd.Context()
-	s, err := session.Open(ctx, spec)
-	if err != nil {
-		return err
-	}
-	f.freq = record.Honour(os.Stderr, f.mode, f.freq) // -F above what the kernel or a tick can give: capped or said
-	opt := record.Options{Mode: f.mode, Freq: f.freq, Duration: f.duration, Threads: f.threads, Native: f.native, Kernel: f.kernel, StackSize: f.stack,
+	opt := record.Options{Mode: f.mode, Duration: f.duration, Threads: f.threads, Native: f.native, Kernel: f.kernel, StackSize: f.stack,
 		Engine: f.engine, OnFallback: func(l string) { fmt.Fprintln(os.Stderr, "pyobs record:", l) }}
 	var async *record.AsyncStats
 	if f.async {
@@ -125,6 +116,15 @@ func runRecord(cmd *cobra.Command, g *globals, f *recordFlags, args []string) er
 		green = &record.GreenletStats{}
 		opt.Greenlets, opt.GreenletStats = true, green
 	}
+	// The bpf engine samples a command from its first instruction: held
+	// before its exec while the walker loads.
+	spec.Hold = len(spec.Argv) > 0 && opt.HoldsCommand()
+	ctx := cmd.Context()
+	s, err := session.Open(ctx, spec)
+	if err != nil {
+		return err
+	}
+	opt.Freq = record.Honour(os.Stderr, f.mode, f.freq) // -F above what the kernel or a tick can give: capped or said
 	live := output.IsTerminal(os.Stderr)
 	if live {
 		opt.Progress = func(p record.Progress) {

@@ -190,6 +190,19 @@ func SetVars(vars ...Var) error {
 	return nil
 }
 
+// SetLive writes a running program's configuration variable: its dormant
+// form first (one the program acts on not at all), then whole, so that no
+// run of the program reads half of it.
+func SetLive(v *ebpf.Variable, dormant, whole any) error {
+	if err := v.Set(dormant); err != nil {
+		return fmt.Errorf("can't set the running program's configuration: %w", err)
+	}
+	if err := v.Set(whole); err != nil {
+		return fmt.Errorf("can't set the running program's configuration: %w", err)
+	}
+	return nil
+}
+
 // Spec parses an embedded object with bpf2go's loader (loadX) and assigns
 // its typed specs (a *XSpecs) to specs, for SetVars and map sizes before
 // Load.

@@ -398,11 +398,8 @@ func (w *Walker) Configure(l *pyframes.KernelLayout, tls []int64) error {
 		return err
 	}
 	w.Opts.tune(&cfg)
-	if err := w.cfg.Set(Dormant(cfg)); err != nil {
-		return fmt.Errorf("pid %d: set the walk's configuration: %w", w.Pid, err)
-	}
-	if err := w.cfg.Set(cfg); err != nil {
-		return fmt.Errorf("pid %d: set the walk's configuration: %w", w.Pid, err)
+	if err := bpfload.SetLive(w.cfg, Dormant(cfg), cfg); err != nil {
+		return fmt.Errorf("pid %d: %w", w.Pid, err)
 	}
 	w.Layout, w.Opts.TLS = l, tls[:cfg.TlsN]
 	return nil

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -243,9 +242,7 @@ func (x *dict) encode() *pb {
 	}
 	m.msg(fDictLink, &empty)
 	for _, s := range x.strs {
-		m.tag(fDictString, wireLen)
-		m.b = binary.AppendUvarint(m.b, uint64(len(s)))
-		m.b = append(m.b, s...)
+		m.elem(fDictString, s)
 	}
 	for i, v := range x.kinds {
 		var a pb

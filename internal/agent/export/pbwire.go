@@ -49,9 +49,13 @@ func (m *pb) bytes(field int, b []byte) {
 
 // str writes a singular string field, left out when empty.
 func (m *pb) str(field int, s string) {
-	if s == "" {
-		return
+	if s != "" {
+		m.elem(field, s)
 	}
+}
+
+// elem writes an element of a repeated string field, empty or not.
+func (m *pb) elem(field int, s string) {
 	m.tag(field, wireLen)
 	m.b = binary.AppendUvarint(m.b, uint64(len(s)))
 	m.b = append(m.b, s...)

@@ -354,18 +354,9 @@ func (t *Tracer) Attached() (ns int64, ok bool) {
 }
 
 // SetWalk configures a Late program's walk (walk: kwalk.ProgramConfig's
-// value). The program reads the configuration while it runs: it is
-// written dormant first (the same with its version zeroed, kwalk.Dormant:
-// the walk stays off), then whole, so no switch-out walks with half of it.
-func (t *Tracer) SetWalk(dormant, walk any) error {
-	if err := t.cfg.Set(dormant); err != nil {
-		return fmt.Errorf("set the walk's configuration: %w", err)
-	}
-	if err := t.cfg.Set(walk); err != nil {
-		return fmt.Errorf("set the walk's configuration: %w", err)
-	}
-	return nil
-}
+// value; dormant: kwalk.Dormant of it, the walk off) while the program
+// runs (bpfload.SetLive).
+func (t *Tracer) SetWalk(dormant, walk any) error { return bpfload.SetLive(t.cfg, dormant, walk) }
 
 // OutSeq counts the target switch-outs recorded so far, read from the
 // program's memory (no syscall); ok false when it can't be read.
