@@ -23,6 +23,14 @@ func taskStates(s *session.Session) map[int]string {
 // paid the sum of those waits; side by side, about the slowest.
 func statesOf(s *session.Session, tids []int) map[int]string {
 	out := make(map[int]string, len(tids))
+	if len(tids) == 0 {
+		return out
+	}
+	dir, err := s.FS.OpenTaskDir(s.Pid)
+	if err != nil {
+		return out
+	}
+	defer dir.Close()
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 8)
@@ -32,7 +40,7 @@ func statesOf(s *session.Session, tids []int) map[int]string {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			if st, err := s.FS.TaskState(s.Pid, tid); err == nil {
+			if st, err := dir.State(tid); err == nil {
 				d := st.Describe()
 				mu.Lock()
 				out[tid] = d

@@ -3,8 +3,10 @@ package procfs
 import (
 	"bytes"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -68,5 +70,53 @@ func TestTaskStateSelf(t *testing.T) {
 	}
 	if _, err := readSmall(Default().taskPath(pid, 1<<30, "stat"), nil); err == nil {
 		t.Error("readSmall of a missing task: no error")
+	}
+}
+
+// A thread blocked in read(2) on a pipe, read by full path and through the
+// open task directory: both say sleeping, in the kernel, in read.
+func TestTaskDirStateBlockedRead(t *testing.T) {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(p[0])
+	tidc := make(chan int, 1)
+	done := make(chan struct{})
+	go func() {
+		runtime.LockOSThread() // the thread ends with the goroutine
+		defer close(done)
+		tidc <- unix.Gettid()
+		var b [1]byte
+		_, _ = unix.Read(p[0], b[:])
+	}()
+	tid := <-tidc
+	defer func() { unix.Close(p[1]); <-done }()
+	fs := Default()
+	dir, err := fs.OpenTaskDir(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dir.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		a, errA := fs.TaskState(os.Getpid(), tid)
+		b, errB := dir.State(tid)
+		if errA != nil || errB != nil {
+			t.Fatalf("TaskState: %v; TaskDir.State: %v", errA, errB)
+		}
+		// Entering its wait the thread is "S" a moment before it leaves
+		// the CPU, and its wchan reads "0" until it has: wait for both
+		// reads to see it settled.
+		if a.Syscall == unix.SYS_READ && b.Syscall == unix.SYS_READ && a.Wchan != "" && b.Wchan != "" {
+			if a != b || b.State != "S" {
+				t.Fatalf("by path %+v, through the directory %+v: want both sleeping in read, in the same place", a, b)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the reader never seen blocked in read: by path %+v, through the directory %+v", a, b)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

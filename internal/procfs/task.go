@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/prometheus/procfs"
+	"golang.org/x/sys/unix"
 )
 
 // FS is a proc filesystem rooted at a mount point (tests use fixture trees).
@@ -91,25 +92,59 @@ type TaskState struct {
 
 // TaskState reads task/TID/{stat,wchan,syscall}.
 func (f FS) TaskState(pid, tid int) (TaskState, error) {
+	return f.taskState(unix.AT_FDCWD, f.taskPath(pid, tid)+"/", pid, tid)
+}
+
+// taskState reads a thread's three files, named prefix+file relative to
+// dirfd.
+func (f FS) taskState(dirfd int, prefix string, pid, tid int) (TaskState, error) {
 	var buf [512]byte
-	path := f.taskPath(pid, tid, "stat")
-	b, err := readSmall(path, buf[:])
+	b, err := readSmallAt(dirfd, prefix+"stat", buf[:])
 	if err != nil {
-		return TaskState{}, fmt.Errorf("pid %d tid %d: can't read %s: %w", pid, tid, path, err)
+		return TaskState{}, fmt.Errorf("pid %d tid %d: can't read %s: %w", pid, tid, f.taskPath(pid, tid, "stat"), err)
 	}
 	comm, state, err := statCommState(b)
 	if err != nil {
-		return TaskState{}, fmt.Errorf("pid %d tid %d: %s: %w", pid, tid, path, err)
+		return TaskState{}, fmt.Errorf("pid %d tid %d: %s: %w", pid, tid, f.taskPath(pid, tid, "stat"), err)
 	}
 	ts := TaskState{Tid: tid, Comm: comm, State: state, Syscall: -2}
 	if ts.State != "R" {
-		ts.Wchan, _ = f.TaskWchan(pid, tid)
+		if b, err := readSmallAt(dirfd, prefix+"wchan", buf[:]); err == nil && string(b) != "0" {
+			ts.Wchan = string(b)
+		}
 	}
-	if b, err := readSmall(f.taskPath(pid, tid, "syscall"), buf[:]); err == nil {
+	if b, err := readSmallAt(dirfd, prefix+"syscall", buf[:]); err == nil {
 		ts.Syscall = ParseSyscallFile(string(b))
 	}
 	return ts, nil
 }
+
+// TaskDir is a process's task directory held open, so that each thread's
+// files are opened relative to it: a dump reads three files of every
+// thread, and each open by full path walks /proc/PID/task again.
+type TaskDir struct {
+	f   FS
+	pid int
+	fd  int
+}
+
+// OpenTaskDir opens /proc/PID/task; Close it when done.
+func (f FS) OpenTaskDir(pid int) (*TaskDir, error) {
+	path := f.pidPath(pid, "task")
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("pid %d: can't open %s: %w", pid, path, err)
+	}
+	return &TaskDir{f: f, pid: pid, fd: fd}, nil
+}
+
+// State is FS.TaskState through the open directory.
+func (d *TaskDir) State(tid int) (TaskState, error) {
+	return d.f.taskState(d.fd, strconv.Itoa(tid)+"/", d.pid, tid)
+}
+
+// Close releases the directory.
+func (d *TaskDir) Close() error { return unix.Close(d.fd) }
 
 // ParseSyscallFile reads /proc/PID/task/TID/syscall: "running", or the
 // syscall number followed by arguments and sp/pc; -2 for anything else.
