@@ -37,6 +37,7 @@ bench: build pythons
 	PYOBS_BENCH=1 $(GO) test -count=1 -run TestSyscallTracepointFloor -v ./internal/trace/tracepoint
 	scripts/bench-offcpu.sh
 	scripts/bench_mem.sh
+	scripts/bench-held.sh
 
 fuzz:
 	@for pkg in $$($(GO) list ./...); do \

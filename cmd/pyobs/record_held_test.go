@@ -24,16 +24,20 @@ type heldDoc struct {
 		BeforePython uint64  `json:"before_python"`
 		UnobservedS  float64 `json:"unobserved_start_s"`
 		RequestedHz  float64 `json:"requested_hz"`
+		HeldS        float64 `json:"held_s"`
+		HeldLayout   string  `json:"held_layout"`
 	}
 	Top []struct{ Stack string }
 }
 
-func runHeld(t *testing.T, label string, wrap ...string) (heldDoc, float64, testutil.Result) {
+// runHeld records heldProgram under label's interpreter, pyobs run under
+// outer (nil: none) and the interpreter under inner (nil: none).
+func runHeld(t *testing.T, label string, outer, inner []string) (heldDoc, float64, testutil.Result) {
 	t.Helper()
 	dir := t.TempDir()
 	truth := filepath.Join(dir, "cpu")
-	argv := append(append([]string{}, wrap...), testutil.Binary(t), "record", "-F", "999", "--format", "json", "--")
-	argv = append(argv, testutil.Find(t, label).Argv...)
+	argv := append(append([]string{}, outer...), testutil.Binary(t), "record", "-F", "999", "--format", "json", "--")
+	argv = append(append(argv, inner...), testutil.Find(t, label).Argv...)
 	argv = append(argv, "-c", heldProgram, truth)
 	r := testutil.RunCmd(t, 60*time.Second, exec.Command(argv[0], argv[1:]...))
 	if r.Code != 3 {
@@ -67,11 +71,17 @@ func TestRecordSpawnFromExec(t *testing.T) {
 	testutil.CPUHog(t, 1)
 	for _, label := range []string{"pyenv-3.12", "sid-3.14"} {
 		t.Run(label, func(t *testing.T) {
-			doc, cpu, r := runHeld(t, label)
+			doc, cpu, r := runHeld(t, label, nil, nil)
 			want := doc.Meta.RequestedHz * cpu
 			t.Logf("%s: %d samples (%d before the interpreter), program CPU %.3fs (× F = %.0f)", label, doc.Meta.Samples, doc.Meta.BeforePython, cpu, want)
 			if doc.Meta.Engine != "bpf" || doc.Meta.UnobservedS != 0 {
 				t.Errorf("engine %q, unobserved start %.3fs: want bpf, held (none)\n%s", doc.Meta.Engine, doc.Meta.UnobservedS, r.Stderr)
+			}
+			// The interpreter named by its files: the walker loaded with
+			// the layout fixed (kwalklate).
+			t.Logf("%s: held %.2fs, layout %s", label, doc.Meta.HeldS, doc.Meta.HeldLayout)
+			if !strings.HasPrefix(doc.Meta.HeldLayout, "read from ") || doc.Meta.HeldS <= 0 {
+				t.Errorf("held %.2fs, layout %q: want the layout read from the command's files", doc.Meta.HeldS, doc.Meta.HeldLayout)
 			}
 			if s := float64(doc.Meta.Samples); s < 0.75*want || s > 1.25*want {
 				t.Errorf("%d samples, want F × the program's CPU seconds = %.0f ±25 %%", doc.Meta.Samples, want)
@@ -85,12 +95,26 @@ func TestRecordSpawnFromExec(t *testing.T) {
 			}
 		})
 	}
+	// Run through a shell, the command names no interpreter by its files:
+	// the walker takes its layout once the interpreter is up (kwalkheld,
+	// every version's branches verified), and still samples it whole.
+	t.Run("through-sh", func(t *testing.T) {
+		doc, cpu, r := runHeld(t, "pyenv-3.12", nil, []string{"/bin/sh", "-c", `exec "$0" "$@"`})
+		want := doc.Meta.RequestedHz * cpu
+		t.Logf("held %.2fs, layout %s; %d samples, program CPU %.3fs", doc.Meta.HeldS, doc.Meta.HeldLayout, doc.Meta.Samples, cpu)
+		if doc.Meta.Engine != "bpf" || !strings.HasPrefix(doc.Meta.HeldLayout, "taken from the interpreter once up") {
+			t.Errorf("engine %q, layout %q: want bpf, the layout from the interpreter once up\n%s", doc.Meta.Engine, doc.Meta.HeldLayout, r.Stderr)
+		}
+		if s := float64(doc.Meta.Samples); s < 0.75*want || s > 1.25*want {
+			t.Errorf("%d samples, want F × the program's CPU seconds = %.0f ±25 %%", doc.Meta.Samples, want)
+		}
+	})
 	t.Run("refused", func(t *testing.T) {
 		setpriv, err := exec.LookPath("setpriv")
 		if err != nil {
 			testutil.Skip(t, "setpriv (util-linux) is not installed: can't drop CAP_BPF to provoke a refusal")
 		}
-		doc, _, r := runHeld(t, "pyenv-3.12", setpriv, "--bounding-set=-bpf,-sys_admin")
+		doc, _, r := runHeld(t, "pyenv-3.12", []string{setpriv, "--bounding-set=-bpf,-sys_admin"}, nil)
 		if doc.Meta.Engine != "perf" || doc.Meta.UnobservedS <= 0 || !strings.Contains(r.Stderr, "ran before the recording began") {
 			t.Errorf("without CAP_BPF: engine %q, unobserved start %.3fs: want perf and the time said\n%s", doc.Meta.Engine, doc.Meta.UnobservedS, r.Stderr)
 		}

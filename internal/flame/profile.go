@@ -92,6 +92,13 @@ type Meta struct {
 	// UnobservedS: a spawned command ran this long (its start-up, the
 	// sampler's loading) before the recording began; not in the profile.
 	UnobservedS float64 `json:"unobserved_start_s,omitempty"`
+	// HeldS: a command held before its exec waited this long for the
+	// engine's load (its start was delayed, nothing of it missed);
+	// HeldLayout says where the walker's layout came from then: the file
+	// read before the exec, or the interpreter once up (a program the
+	// verifier checks for every version: the longer load).
+	HeldS      float64 `json:"held_s,omitempty"`
+	HeldLayout string  `json:"held_layout,omitempty"`
 	// How record's cpu mode took its stacks (internal/record). Engine:
 	// "bpf" — walked in the kernel at the sample (internal/kwalk), "perf" —
 	// read from user space after the sample; Fallback: why not bpf.

@@ -65,6 +65,16 @@
 // keyed by address alone: across processes it can pass a frame whose code
 // object user space then fails to read (counted unreadable, not named).
 //
+// A command held before its exec (Options.Late) is sampled from its first
+// instruction, each sample counted unwalked until Configure. Its layout
+// is read from the command's files (pyframes.CommandLayout) and fixed at
+// load (kwalklate: only the process's type addresses, code generation
+// and TLS offsets come with Configure, which refuses an interpreter of
+// another build, ErrOtherBuild); a command whose files name no
+// interpreter gets kwalkheld, whose whole configuration comes then — a
+// program the verifier checks for every version's branches (longer load,
+// and without 3.11/3.12's entry start-over).
+//
 // Built by bpf2go (`make generate`; shared kernel types and helpers from
 // internal/bpf/include/pyobs.h, the walker's own in kwalk.bpf.c), loaded
 // and read through internal/bpfload (memlock, gate and verifier errors,

@@ -15,9 +15,13 @@
 // Layout offsets come from user space (internal/pyframes: the
 // _Py_DebugOffsets table on 3.13+, per-version tables before) in the
 // read-only `cfg`, fixed at load: the verifier sees them as constants.
-// kwalkheld, the same source with PYWALK_CFG_MUTABLE, takes them after
-// the load: a command held before its exec is sampled from its first
-// instruction, its samples counted as S_PREPY until its interpreter is up.
+// A command held before its exec is sampled from its first instruction,
+// its samples counted as S_PREPY until its interpreter is up: kwalklate,
+// the same source with PYWALK_ADDRS_LATE, when user space read the
+// layout from the command's files (only the process's addresses come
+// after the load); kwalkheld, with PYWALK_CFG_MUTABLE, when it could
+// not (the whole configuration after the load: a verifier exploring
+// every version, seconds of load).
 //
 // Build: make generate (bpf2go + clang -target bpf, -I internal/bpf/include);
 // the object is committed.
@@ -55,9 +59,9 @@ enum {
 	C_NCOUNTERS,
 };
 
-// A sample taken before the walk was configured (cfg.minor 0: only in
-// kwalkheld, built with PYWALK_CFG_MUTABLE for a command held before its
-// exec): counted, not walked.
+// A sample taken before the walk was configured (PW_READY 0: only in
+// kwalklate and kwalkheld, for a command held before its exec): counted,
+// not walked.
 #define S_PREPY 0x100
 
 // ---- Maps ----
@@ -194,7 +198,7 @@ int kwalk_sample(void *ctx)
 		return 0;
 	pywalk_reset(s, tid, bpf_ktime_get_ns());
 	struct pywalk_ev ev = {};
-	if (cfg.minor)
+	if (PW_READY)
 		pywalk(s, tid, &ev);
 	else
 		s->h.flags = S_PREPY;

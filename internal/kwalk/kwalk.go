@@ -75,10 +75,14 @@ type Options struct {
 	// for user space to unwind (ReadNative); nothing is counted in the
 	// maps. Distinct Python stacks still come through Read.
 	NativeBytes int
-	// Late: Open is given no layout (a command held before its exec: its
-	// interpreter is not up yet). The program samples the process from
-	// its first instruction and counts each sample with FlagBeforePython,
-	// unwalked, until Configure gives it the layout.
+	// Late: a command held before its exec, its interpreter not up yet.
+	// The program samples the process from its first instruction and
+	// counts each sample with FlagBeforePython, unwalked, until Configure
+	// gives it the running interpreter. Open's layout is then the one read
+	// from the command's files (pyframes.CommandLayout): fixed at load,
+	// Configure adds the process's addresses; or nil, and the whole
+	// configuration comes with Configure (a program the verifier checks
+	// for every version: seconds of load instead of a fraction of one).
 	Late bool
 }
 
@@ -161,7 +165,8 @@ type Walker struct {
 	Layout *pyframes.KernelLayout
 	Opts   Options
 	objs   *objects
-	cfg    *ebpf.Variable // Late: the program's writable configuration
+	cfg    *ebpf.Variable // Late without a layout: the program's writable configuration
+	late   *ebpf.Variable // Late with a layout: the program's writable addresses
 	ring   *bpfload.Ring
 	nat    *bpfload.Ring // NativeBytes: the samples with their native stack copies
 	fds    []int
@@ -323,12 +328,16 @@ func Open(pid int, l *pyframes.KernelLayout, opt Options) (*Walker, error) {
 		opt.Latency = 50 * time.Millisecond
 	}
 	var cfg kwalkConfig
+	mode := atLoad
 	switch {
 	case l == nil && !opt.Late:
 		return nil, fmt.Errorf("pid %d: no interpreter layout to walk with", pid)
 	case l == nil:
-		cfg = kwalkConfig{Tgid: uint32(pid), MaxFrames: uint32(opt.MaxFrames)} // Minor 0: not walked yet
+		cfg, mode = kwalkConfig{Tgid: uint32(pid), MaxFrames: uint32(opt.MaxFrames)}, allLate // Minor 0: not walked yet
 	default:
+		if opt.Late {
+			mode, opt.TLS = addrsLate, nil // the process's own come with Configure
+		}
 		var err error
 		if cfg, err = walkConfig(pid, l, opt.MaxFrames, opt.TLS); err != nil {
 			return nil, err
@@ -343,11 +352,16 @@ func Open(pid int, l *pyframes.KernelLayout, opt Options) (*Walker, error) {
 	if opt.NativeBytes > 0 {
 		nb = uint32(min((opt.NativeBytes+bpfload.NatChunk-1)/bpfload.NatChunk*bpfload.NatChunk, bpfload.NatMaxBytes))
 	}
-	o, cv, err := load(cfg, uint32(opt.RingBytes), opt.Set, opt.Aggregate, opt.KernelStacks, nb, opt.Late)
+	o, cv, err := load(cfg, uint32(opt.RingBytes), opt.Set, opt.Aggregate, opt.KernelStacks, nb, mode)
 	if err != nil {
 		return nil, fmt.Errorf("pid %d: %w", pid, err)
 	}
-	w := &Walker{Pid: pid, Layout: l, Opts: opt, objs: o, cfg: cv}
+	w := &Walker{Pid: pid, Layout: l, Opts: opt, objs: o}
+	if mode == addrsLate {
+		w.late = cv
+	} else {
+		w.cfg = cv
+	}
 	if w.ring, err = bpfload.NewRing("samples", o.Samples); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("pid %d: %w", pid, err)
@@ -390,6 +404,9 @@ func (opt *Options) tune(cfg *kwalkConfig) {
 // samples from then on are walked. The running program reads its
 // configuration: it is written dormant first, then whole.
 func (w *Walker) Configure(l *pyframes.KernelLayout, tls []int64) error {
+	if w.late != nil {
+		return w.configureAddrs(l, tls)
+	}
 	if w.cfg == nil {
 		return fmt.Errorf("pid %d: the walker was loaded with its layout (not Late)", w.Pid)
 	}
@@ -403,6 +420,45 @@ func (w *Walker) Configure(l *pyframes.KernelLayout, tls []int64) error {
 	}
 	w.Layout, w.Opts.TLS = l, tls[:cfg.TlsN]
 	return nil
+}
+
+// ErrOtherBuild: the held command's interpreter, once up, is not the build
+// its files named (it ran another one): the walker loaded with that
+// layout cannot walk it.
+var ErrOtherBuild = errors.New("the interpreter that came up is not the build the command's files named")
+
+// configureAddrs is Configure for a walker loaded with the layout read
+// from the command's files: l must be that build's; its addresses and
+// TLS offsets are written ready last (bpfload.SetLive: all but ready
+// first, then whole).
+func (w *Walker) configureAddrs(l *pyframes.KernelLayout, tls []int64) error {
+	if same, _ := SameBuild(w.Layout, l); !same {
+		return fmt.Errorf("pid %d: %w (python %s running, python %s read)", w.Pid, ErrOtherBuild, l.Version, w.Layout.Version)
+	}
+	cfg, err := walkConfig(w.Pid, l, w.Opts.MaxFrames, tls)
+	if err != nil {
+		return err
+	}
+	a := LateAddrs(cfg)
+	if err := bpfload.SetLive(w.late, a, LateReady(a)); err != nil {
+		return fmt.Errorf("pid %d: %w", w.Pid, err)
+	}
+	w.Layout, w.Opts.TLS = l, tls[:cfg.TlsN]
+	return nil
+}
+
+// LateAddrs is the value of `late` (pywalk.h, PYWALK_ADDRS_LATE) for a
+// program's walk configuration (ProgramConfig's value), not yet ready.
+func LateAddrs(cfg any) any {
+	c, _ := cfg.(kwalkConfig)
+	return kwalklateLateAddrs{CodeType: c.CodeType, FrameType: c.FrameType, CodegenAddr: c.CodegenAddr, TlsOff: c.TlsOff, TlsN: c.TlsN}
+}
+
+// LateReady is a LateAddrs value with the walk on.
+func LateReady(a any) any {
+	l, _ := a.(kwalklateLateAddrs)
+	l.Ready = 1
+	return l
 }
 
 // attach opens one sampling event per CPU (any task: the program filters

@@ -56,18 +56,32 @@ func (o *objects) Close() {
 	}
 }
 
+// loadMode says when the walk's configuration is known.
+type loadMode int
+
+const (
+	atLoad    loadMode = iota // cfg fixed at load (a running target)
+	addrsLate                 // the layout fixed at load, the process's addresses after (kwalklate)
+	allLate                   // everything after the load (kwalkheld: the verifier explores every version)
+)
+
 // load fixes cfg in the object's read-only data (the verifier sees the
 // layout as constants) and loads program and maps; set configures
-// procset.h (nil: one process, cfg.tgid). late loads kwalkheld, whose cfg
-// stays writable (the variable returned): the walk waits for its layout
-// (cfg.minor 0).
-func load(cfg kwalkConfig, ringBytes uint32, set *procset.Options, aggregate, kstacks bool, nativeBytes uint32, late bool) (*objects, *ebpf.Variable, error) {
+// procset.h (nil: one process, cfg.tgid). For a command held before its
+// exec, mode addrsLate loads kwalklate, whose `late` addresses are
+// written once its interpreter is up, and allLate kwalkheld, whose whole
+// cfg is (the walk waits for its layout: cfg.minor 0); the variable to
+// write is returned.
+func load(cfg kwalkConfig, ringBytes uint32, set *procset.Options, aggregate, kstacks bool, nativeBytes uint32, mode loadMode) (*objects, *ebpf.Variable, error) {
 	if err := bpfload.CheckPidNS(); err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	var specs kwalkSpecs
 	from := loadKwalk
-	if late {
+	switch mode {
+	case addrsLate:
+		from = loadKwalklate // the same program, its addresses writable
+	case allLate:
 		from = loadKwalkheld // the same program, its cfg writable
 	}
 	spec, err := bpfload.Spec(from, &specs)
@@ -109,11 +123,21 @@ func load(cfg kwalkConfig, ringBytes uint32, set *procset.Options, aggregate, ks
 		*objects
 		Cfg *ebpf.Variable `ebpf:"cfg"`
 	}{objects: &o}
-	if late {
+	late := struct {
+		*objects
+		Late *ebpf.Variable `ebpf:"late"`
+	}{objects: &o}
+	switch mode {
+	case addrsLate:
+		to = &late
+	case allLate:
 		to = &held
 	}
 	if err := bpfload.Load("the kernel Python walker (perf_event/kwalk_sample)", spec, to); err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	if mode == addrsLate {
+		return &o, late.Late, nil
 	}
 	return &o, held.Cfg, nil
 }

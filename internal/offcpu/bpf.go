@@ -120,12 +120,35 @@ func RunBPF(ctx context.Context, s *session.Session, opt Options) (*Result, erro
 // stack read from user space, when they are still going on once it is
 // up).
 func runHeld(ctx context.Context, s *session.Session, opt Options) (*Result, error) {
-	cfg := loadConfig(s, opt, nil, 0, 0) // the GIL range and the walk come with the interpreter
+	cfg := loadConfig(s, opt, nil, 0, 0) // the GIL range and the process's addresses come with the interpreter
 	cfg.Late, cfg.HeldPid = !opt.NoKernelWalk, uint32(s.Pid)
+	// The layout, when the command's files name their interpreter: the
+	// program's verifier then sees it as constants (a fraction of a second
+	// of load instead of seconds while the command waits).
+	var read *pyframes.KernelLayout
+	from := ""
+	if cfg.Late {
+		kl, path, err := s.HeldLayout()
+		if err == nil {
+			var w any
+			if w, err = kwalk.ProgramConfig(s.Pid, kl, kwalk.MaxFrames, nil); err == nil {
+				cfg.Walk, read, from = w, kl, "read from "+path+" before the exec"
+			}
+		}
+		if err != nil {
+			from = "taken from the interpreter once up (the command's files: " + err.Error() + ")"
+		}
+	}
 	stop, statsNote := runStats()
 	defer stop()
 	why := ""
 	tr, err := schedbpf.Load(cfg, nil)
+	if err != nil && cfg.Walk != nil {
+		// The layout after the load, then.
+		from = fmt.Sprintf("taken from the interpreter once up (loaded with the layout read before the exec: %v)", err)
+		cfg.Walk, read = nil, nil
+		tr, err = schedbpf.Load(cfg, nil)
+	}
 	if err != nil && cfg.Late {
 		cfg.Late = false
 		why = fmt.Sprintf("the kernel refused the program with the stack walk (%v)", err)
@@ -147,6 +170,10 @@ func runHeld(ctx context.Context, s *session.Session, opt Options) (*Result, err
 	}
 	e := newBPFEngine(s, opt)
 	e.bres.BPFStats = statsNote
+	e.bres.HeldS = s.HeldFor().Seconds()
+	if cfg.Late {
+		e.bres.HeldLayout = from
+	}
 	e.t0, e.tr = t0, tr
 	e.gilLo, e.gilHi = s.Py.GILRange()
 	if err := tr.SetGIL(e.gilLo, e.gilHi); err != nil {
@@ -155,7 +182,20 @@ func runHeld(ctx context.Context, s *session.Session, opt Options) (*Result, err
 	var walk any
 	var kl *pyframes.KernelLayout
 	if cfg.Late {
-		if walk, kl, why = e.walkConfig(); walk != nil {
+		walk, kl, why = e.walkConfig()
+		switch {
+		case walk == nil:
+		case tr.AddrsLate():
+			if same, _ := kwalk.SameBuild(read, kl); !same {
+				walk, kl = nil, nil
+				why = fmt.Sprintf("%v (python %s running, %s read from the command's files)", kwalk.ErrOtherBuild, e.s.Py.Version(), read.Version)
+				break
+			}
+			a := kwalk.LateAddrs(walk)
+			if err := tr.SetAddrs(a, kwalk.LateReady(a)); err != nil {
+				return nil, fmt.Errorf("pid %d: %w", s.Pid, err)
+			}
+		default:
 			if err := tr.SetWalk(kwalk.Dormant(walk), walk); err != nil {
 				return nil, fmt.Errorf("pid %d: %w", s.Pid, err)
 			}

@@ -45,6 +45,12 @@ type BPFStats struct {
 	// interpreter was up (no Python stack: [before the interpreter]).
 	BeforePythonN uint64  `json:"waits_before_python,omitempty"`
 	BeforePythonS float64 `json:"waits_before_python_s,omitempty"`
+	// HeldS: with -- CMD, how long the command waited before its exec
+	// while the program loaded; HeldLayout: where the walk's layout came
+	// from (the file read before the exec, or the interpreter once up: a
+	// program the verifier checks for every version, the longer load).
+	HeldS      float64 `json:"held_s,omitempty"`
+	HeldLayout string  `json:"held_layout,omitempty"`
 }
 
 // BPFDrops counts what the bounded maps or the stack walker lost.

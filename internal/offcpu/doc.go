@@ -95,10 +95,16 @@
 // program loads and attaches unarmed; a program on sched_process_exec
 // arms it at that process's exec (its attach time from then on), so the
 // holder's wait and its runtime's threads are not the target's, and
-// everything the command does is observed. The walk's configuration
-// (pywalk.h cfg, writable in the program built with OFFCPU_HELD, used only
-// here: the verifier checks it for every layout) is written once the
-// interpreter is up, dormant first; a wait that began before carries
+// everything the command does is observed. The walk's layout is read
+// from the command's files before its exec (pyframes.CommandLayout) and
+// fixed at load (the program built with OFFCPU_LATE); the process's
+// addresses and TLS offsets are written once the interpreter is up, the
+// walk turned on last, and an interpreter of another build than the files
+// named is not walked (said why). A command whose files name no
+// interpreter (a shell wrapper) gets the program built with OFFCPU_HELD,
+// its whole configuration written then, dormant first: the verifier
+// checks it for every layout, seconds of load while the command waits
+// (result.bpf held_s, held_layout). A wait that began before carries
 // FlagPrePy and is folded under [before the interpreter] unless it was
 // still going on then (a look reads its stack). No schedstat check of
 // on-CPU time for these threads (no reading at the exec).

@@ -221,6 +221,12 @@ func Footer(r *Result, where string) string {
 		if b.BeforePythonN > 0 {
 			py += fmt.Sprintf("; observed from the command's first instruction: %d waits, %.3fs, before its interpreter was up ([before the interpreter])", b.BeforePythonN, b.BeforePythonS)
 		}
+		if b.HeldS > 0 {
+			py += fmt.Sprintf("; the command waited %.2fs before its exec while the program loaded", b.HeldS)
+			if b.HeldLayout != "" {
+				py += ", the walk's layout " + b.HeldLayout
+			}
+		}
 		if b.BPFRuns > 0 {
 			py += fmt.Sprintf("; BPF %.3fs of CPU (%.0f ns per run, %d runs)", b.BPFCPUS, b.BPFNSPerRun, b.BPFRuns)
 		}

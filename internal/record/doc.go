@@ -64,10 +64,12 @@
 // and gil: the command's start — it runs unheld and the recording begins
 // once its interpreter is readable and the sampler is on (Meta.UnobservedS,
 // said in the footer); the bpf engine holds it before its exec instead
-// (held.go: kwalkheld, whose cfg is written once the interpreter is up;
+// (held.go: kwalklate, loaded with the layout read from the command's
+// files, its addresses written once the interpreter is up; kwalkheld,
+// whose whole cfg is written then, when the files name no interpreter;
 // the samples before are [before the interpreter], Meta.BeforePython; the
-// price is the verifier's longer load, ~0.45 s here, while the command
-// waits). bpf: frames past
+// price is the load while the command waits, Meta.HeldS and HeldLayout:
+// 0.2–0.4 s here with the layout read, ~0.7 s without). bpf: frames past
 // kwalk.MaxFrames (128: the sample is folded as [truncated stack] with its
 // innermost frames, counted truncated, like a chain that ended short); a
 // sample in 3.11/3.12's eval-loop entry, whose new cframe has no frame

@@ -28,19 +28,24 @@ type heldStart struct {
 	tcpu0 float64
 	w     *heldWalker
 	taken bool // the bpf engine took w: the recording began at the release
+	// from: where w's layout came from (flame.Meta.HeldLayout); waited:
+	// how long the command was held.
+	from   string
+	waited time.Duration
 }
 
 // startHeld loads the walker for a held command (no layout yet), releases
 // the command and waits for its interpreter.
 func startHeld(ctx context.Context, s *session.Session, opt Options) (*heldStart, error) {
 	h := &heldStart{cpu0: clock.ObserverCPU()}
-	h.w = openHeld(s, opt)
+	h.w, h.from = openHeld(s, opt)
 	h.at = time.Now()
 	h.tcpu0 = targetCPU(s.Pid)
 	if err := s.Release(); err != nil {
 		h.close()
 		return nil, err
 	}
+	h.waited = s.HeldFor()
 	if err := s.WaitPython(ctx, 0); err != nil {
 		h.close()
 		if ctx.Err() != nil {

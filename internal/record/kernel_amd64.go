@@ -99,18 +99,30 @@ func walkOptions(s *session.Session, o Options) kwalk.Options {
 	return wo
 }
 
-// openHeld loads the walker for a held command with no layout yet
-// (kwalk.Options.Late) and starts it on every CPU: the command is sampled
-// from its exec. nil when the kernel refused it (openKernel then tries
-// again, and the fallback says why).
-func openHeld(s *session.Session, opt Options) *heldWalker {
+// openHeld loads the walker for a held command (kwalk.Options.Late) and
+// starts it on every CPU: the command is sampled from its exec. Its layout
+// is the one its files name when they can be read (the load then takes a
+// fraction of a second), none otherwise. nil when the kernel refused it
+// (openKernel then tries again, and the fallback says why).
+func openHeld(s *session.Session, opt Options) (*heldWalker, string) {
 	wo := walkOptions(s, opt)
 	wo.Late = true
-	w, err := kwalk.Open(s.Pid, nil, wo)
+	kl, path, err := s.HeldLayout()
+	from := "read from " + path + " before the exec"
 	if err != nil {
-		return nil
+		// Not Python by its files (a shell script, a wrapper): the layout
+		// comes with its interpreter.
+		kl, from = nil, "taken from the interpreter once up (the command's files: "+err.Error()+")"
 	}
-	return w
+	w, err := kwalk.Open(s.Pid, kl, wo)
+	if err != nil && kl != nil {
+		from = "taken from the interpreter once up (loaded with the layout read from " + path + ": " + err.Error() + ")"
+		w, err = kwalk.Open(s.Pid, nil, wo)
+	}
+	if err != nil {
+		return nil, ""
+	}
+	return w, from
 }
 
 // configureHeld gives the held command's walker its interpreter's layout.

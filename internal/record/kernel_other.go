@@ -20,7 +20,7 @@ func (r *Recorder) runKernel(context.Context, <-chan time.Time, *kernelRec) erro
 // heldWalker: none here.
 type heldWalker struct{}
 
-func openHeld(*session.Session, Options) *heldWalker { return nil }
+func openHeld(*session.Session, Options) (*heldWalker, string) { return nil, "" }
 
 func configureHeld(*heldWalker, *session.Session) error { return kwalk.ErrUnavailable }
 

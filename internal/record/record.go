@@ -241,6 +241,7 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*flame.Profile, 
 	case kr != nil && held != nil && held.taken:
 		// Sampled from the held command's exec: the recording began there.
 		r.start, r.tcpu0, r.cpu0 = held.at, held.tcpu0, held.cpu0
+		r.prof.Meta.HeldS, r.prof.Meta.HeldLayout = held.waited.Seconds(), held.from
 	case !s.Started().IsZero():
 		r.prof.Meta.UnobservedS = r.start.Sub(s.Started()).Seconds()
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pyobs/pyobs/internal/procfs"
+	"github.com/pyobs/pyobs/internal/pyframes"
 )
 
 // Holding a command before its exec (Spec.Hold), for engines that must
@@ -44,6 +45,8 @@ type hold struct {
 	release *os.File // write end: one byte releases
 	errs    *os.File // read end: the holder's exec error, if any
 	argv0   string
+	argv    []string
+	since   time.Time // the holder's start
 }
 
 // ExecError: the held command could not be executed. Its status is 127
@@ -158,7 +161,7 @@ func spawnHeld(argv []string, stdout *os.File) (*Session, error) {
 		return nil, fmt.Errorf("can't start the holder of %s: %w", argv[0], err)
 	}
 	s := &Session{Pid: cmd.Process.Pid, FS: procfs.Default(), cmd: cmd, waited: make(chan struct{}),
-		hold: &hold{release: rw, errs: er, argv0: argv[0]}}
+		hold: &hold{release: rw, errs: er, argv0: argv[0], argv: argv, since: time.Now()}}
 	go func() { waitExited(s.Pid); s.waitErr = cmd.Wait(); close(s.waited) }()
 	return s, nil
 }
@@ -166,6 +169,22 @@ func spawnHeld(argv []string, stdout *os.File) (*Session, error) {
 // Held reports whether the session's command is held before its exec
 // (Spec.Hold, not yet released).
 func (s *Session) Held() bool { return s.hold != nil }
+
+// HeldFor is how long a released command waited before its exec (the
+// engine's load and attach): its start was delayed that much.
+func (s *Session) HeldFor() time.Duration { return s.heldFor }
+
+// HeldLayout reads the in-kernel walker's layout of the interpreter a
+// held command will run from its files, as its exec will find them (the
+// holder's PATH and environment are pyobs's): pyframes.CommandLayout.
+// path is the file read. An engine loads its program with the layout
+// fixed and checks it against the interpreter that comes up.
+func (s *Session) HeldLayout() (l *pyframes.KernelLayout, path string, err error) {
+	if s.hold == nil {
+		return nil, "", fmt.Errorf("pid %d: not a command held before its exec", s.Pid)
+	}
+	return pyframes.CommandLayout(s.hold.argv, os.Environ())
+}
 
 // Release lets a held command exec and returns once it has (or could
 // not: an *ExecError, status 127). A session that is not held: nil.
@@ -177,6 +196,7 @@ func (s *Session) Release() error {
 	s.hold = nil
 	defer h.errs.Close()
 	s.started = time.Now()
+	s.heldFor = s.started.Sub(h.since)
 	_, err := h.release.Write([]byte{holdRun})
 	_ = h.release.Close()
 	if err != nil {

@@ -57,6 +57,7 @@ type Session struct {
 	adoptedCode int
 	hold        *hold // Spec.Hold: the command waits for Release
 	started     time.Time
+	heldFor     time.Duration // Spec.Hold: from the holder's start to the release
 }
 
 // Attach checks pid and finds its interpreter.

@@ -5,7 +5,10 @@
 // The including program declares nothing of it; it gets the read-only
 // `cfg` (struct config, fixed at load by user space from internal/pyframes'
 // kernel layout: the verifier sees the offsets as constants; a program that
-// defines PYWALK_CFG_MUTABLE gets it writable, set after the load), the maps
+// defines PYWALK_CFG_MUTABLE gets it writable, set after the load — and
+// a verifier that explores every version's branches: seconds; one that
+// defines PYWALK_ADDRS_LATE keeps the layout constant and takes only the
+// process's addresses after the load, in `late`), PW_READY (walk now), the maps
 // tstates (tid or fsbase -> PyThreadState*, filled by user space), pyaddrs
 // (a process's own addresses where they are not cfg's), scratch, codes_ok
 // and win, pywalk(), and pywalk_send() to send each distinct
@@ -140,6 +143,38 @@ struct sample {
 volatile struct config cfg = {};
 #else
 const volatile struct config cfg = {};
+#endif
+
+#ifdef PYWALK_ADDRS_LATE
+// A command held before its exec whose interpreter user space read from
+// its files: the layout is fixed at load (cfg, constant for the verifier),
+// and what the process decides as it starts — where its types are mapped
+// (ASLR), its code-object generation, the TLS offsets of its thread
+// states — is written here once its interpreter is up (ready last).
+struct late_addrs {
+	u64 code_type;
+	u64 frame_type;
+	u64 codegen_addr;
+	s64 tls_off[2];
+	u32 tls_n;
+	u32 ready;
+};
+volatile struct late_addrs late = {};
+#define PW_READY (late.ready)
+#define PW_TLS_N (late.tls_n)
+#define PW_TLS_OFF(i) (late.tls_off[i])
+#define PW_CODE_TYPE (late.code_type)
+#define PW_FRAME_TYPE (late.frame_type)
+#define PW_CODEGEN (late.codegen_addr)
+#else
+// The walk is configured: cfg.minor is 0 until then (only a program with
+// PYWALK_CFG_MUTABLE ever sees it so).
+#define PW_READY (cfg.minor)
+#define PW_TLS_N (cfg.tls_n)
+#define PW_TLS_OFF(i) (cfg.tls_off[i])
+#define PW_CODE_TYPE (cfg.code_type)
+#define PW_FRAME_TYPE (cfg.frame_type)
+#define PW_CODEGEN (cfg.codegen_addr)
 #endif
 
 struct {
@@ -499,14 +534,14 @@ static __always_inline void pywalk(struct sample *s, u32 tid, struct pywalk_ev *
 		struct task_struct___kwalk *task = (struct task_struct___kwalk *)bpf_get_current_task();
 		bpf_probe_read_kernel(&fs, sizeof(fs), &task->thread.fsbase);
 	}
-	if (!tstate && fs && cfg.tls_n) {
+	if (!tstate && fs && PW_TLS_N) {
 		// The runtime's own per-thread pointer: brand-new threads are
 		// walked from their first sample.
 		for (int i = 0; i < 2; i++) {
-			if (i >= cfg.tls_n)
+			if (i >= PW_TLS_N)
 				break;
 			u64 cand = 0;
-			if (read_u64(&cand, fs + cfg.tls_off[i]) || !cand)
+			if (read_u64(&cand, fs + PW_TLS_OFF(i)) || !cand)
 				continue;
 			u64 id = 0;
 			if (read_u64(&id, cand + cfg.tstate_thread_id) || id != fs) {
@@ -543,7 +578,7 @@ static __always_inline void pywalk(struct sample *s, u32 tid, struct pywalk_ev *
 		return;
 	}
 	s->h.tstate = tstate;
-	u64 code_type = cfg.code_type, frame_type = cfg.frame_type, codegen = cfg.codegen_addr;
+	u64 code_type = PW_CODE_TYPE, frame_type = PW_FRAME_TYPE, codegen = PW_CODEGEN;
 	u32 tgid = (u32)(bpf_get_current_pid_tgid() >> 32);
 	struct proc_addrs *pa = bpf_map_lookup_elem(&pyaddrs, &tgid);
 	if (pa) {

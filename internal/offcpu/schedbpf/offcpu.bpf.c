@@ -12,7 +12,7 @@
 // (its tid, comm, kernel stack), and the switch-in adds the wait to a
 // second aggregate keyed by the wait and its waker.
 //
-// With a walker configuration (cfg.minor != 0) the switch-out also walks
+// With a walker configuration (PW_READY) the switch-out also walks
 // the thread's Python stack, right there (pywalk.h, the walk record's
 // kernel walker uses): each distinct stack is sent once to user space
 // through a ring buffer and the wait is keyed by its hash (pyk), so every
@@ -23,13 +23,18 @@
 //
 // Build: make generate (bpf2go + clang -target bpf); the object is committed.
 
-// Built twice (gen.go): as is, cfg fixed at load (the verifier sees the
-// layout as constants), and with OFFCPU_HELD for a command held before its
-// exec (Config.Late), where cfg is written once its interpreter is up —
-// a program the verifier must check for every layout, so it is used only
-// there.
+// Built three times (gen.go): as is, cfg fixed at load (the verifier sees
+// the layout as constants); for a command held before its exec
+// (Config.Late), with OFFCPU_LATE when user space read the layout from the
+// command's files (cfg still constant, the process's addresses written
+// once its interpreter is up), and with OFFCPU_HELD when it could not
+// (cfg written then: a program the verifier must check for every layout,
+// seconds of load, so it is used only there).
 #ifdef OFFCPU_HELD
 #define PYWALK_CFG_MUTABLE
+#endif
+#ifdef OFFCPU_LATE
+#define PYWALK_ADDRS_LATE
 #endif
 #include "pywalk.h"
 #include "procset.h"
@@ -216,7 +221,7 @@ PYWALK_SEND_MAPS(pyseen, pystacks, 1 << 21);
 // the members of procset.h's set (seeds, forks of members, a cgroup's).
 const volatile u32 target_tgid = 0;
 const volatile u8 use_set = 0;
-// The walk's configuration comes after the load (cfg.minor 0 until then):
+// The walk's configuration comes after the load (PW_READY 0 until then):
 // waits that begin before it are flagged F_PREPY.
 const volatile u8 walk_late = 0;
 const volatile u8 use_regs = 0;
@@ -354,7 +359,7 @@ static __always_inline void switch_out(void *ctx, struct task_struct *prev, u32 
 			t->walk_id = s.kstack;
 		}
 	}
-	if (cfg.minor)
+	if (PW_READY)
 		s.pyk = pywalk_send(tid, now, 0, &pyseen, &pystacks, BPF_RB_NO_WAKEUP, &counters, C_PY_WALKED);
 	else if (walk_late)
 		s.flags |= F_PREPY;

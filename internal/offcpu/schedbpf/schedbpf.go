@@ -87,8 +87,12 @@ type Config struct {
 	// config, from kwalk.Config): each switch-out then walks the thread's
 	// Python stack (maps Tstates, Pystacks).
 	Walk any
-	// Late: the walk's configuration comes after the load (SetWalk; the
-	// maps are sized for it); waits that begin before carry FlagPrePy.
+	// Late: the walk's configuration comes after the load; waits that
+	// begin before carry FlagPrePy. With Walk (the layout read from the
+	// held command's files: pyframes.CommandLayout) the layout is fixed at
+	// load and SetAddrs gives the process's addresses; without, SetWalk
+	// gives the whole configuration (the maps are sized for it) to a
+	// program the verifier checked for every version: seconds of load.
 	Late bool
 	// HeldPid: a command held before its exec: nothing is recorded until
 	// that process execs (its holder's threads and wait are not the
@@ -127,6 +131,7 @@ type Tracer struct {
 	outSeq   *ebpf.Variable
 	stopNS   *ebpf.Variable
 	cfg      *ebpf.Variable // the walk's configuration (pywalk.h struct config)
+	late     *ebpf.Variable // Late with Walk: the process's addresses (pywalk.h struct late_addrs)
 	gilLo    *ebpf.Variable
 	gilHi    *ebpf.Variable
 	armed    *ebpf.Variable
@@ -151,6 +156,11 @@ type loaded struct {
 	Switch *ebpf.Program `ebpf:"switch"`
 	Waking *ebpf.Program `ebpf:"waking"`
 	Exec   *ebpf.Program `ebpf:"offcpu_exec"`
+}
+
+// lateVar is offcpulate's own variable.
+type lateVar struct {
+	Late *ebpf.Variable `ebpf:"late"`
 }
 
 // setProgs are procset.h's programs, loaded with a set only.
@@ -191,8 +201,11 @@ func Load(cfg Config, attachNS func() int64) (*Tracer, error) {
 func load(cfg Config, progName string, regs bool, attachNS func() int64) (*Tracer, error) {
 	var s offcpuSpecs
 	load := loadOffcpu
-	if cfg.Late {
-		load = loadOffcpuheld // the same program, its cfg writable (offcpu.bpf.c)
+	switch {
+	case cfg.Late && cfg.Walk != nil:
+		load = loadOffcpulate // the same program, its addresses writable (offcpu.bpf.c)
+	case cfg.Late:
+		load = loadOffcpuheld // the same program, its cfg writable
 	}
 	spec, err := bpfload.Spec(load, &s)
 	if err != nil {
@@ -231,7 +244,7 @@ func load(cfg Config, progName string, regs bool, attachNS func() int64) (*Trace
 			m.MaxEntries = cfg.MapEntries
 		}
 	}
-	if cfg.Walk != nil && !cfg.Late {
+	if cfg.Walk != nil {
 		if err := bpfload.SetVars(bpfload.Var{Spec: s.Cfg, Value: cfg.Walk}); err != nil {
 			return nil, err
 		}
@@ -262,12 +275,25 @@ func load(cfg Config, progName string, regs bool, attachNS func() int64) (*Trace
 	}
 	var o loaded
 	var sp setProgs
+	var lv lateVar
 	var to any = &o
-	if cfg.Set != nil {
+	switch {
+	case cfg.Set != nil && cfg.Late && cfg.Walk != nil:
+		to = &struct {
+			*loaded
+			*setProgs
+			*lateVar
+		}{&o, &sp, &lv}
+	case cfg.Set != nil:
 		to = &struct {
 			*loaded
 			*setProgs
 		}{&o, &sp}
+	case cfg.Late && cfg.Walk != nil:
+		to = &struct {
+			*loaded
+			*lateVar
+		}{&o, &lv}
 	}
 	if err := bpfload.Load(fmt.Sprintf("offcpu's %s/sched_switch program (syscall hints %v)", attach, regs), spec, to); err != nil {
 		return nil, err
@@ -275,7 +301,7 @@ func load(cfg Config, progName string, regs bool, attachNS func() int64) (*Trace
 	t := &Tracer{Regs: regs, Starts: o.Starts, Waits: o.Waits, Threads: o.Threads, Pyids: o.Pyids,
 		Kstacks: o.Kstacks, Counters: o.Counters, Tstates: o.Tstates, Pystacks: o.Pystacks,
 		PyAddrs: o.Pyaddrs, others: closers{o.CodesOk, o.Pyseen, o.Scratch, o.Win, o.Procs, o.ProcsetEvents, o.ProcsetCounters}, prog: o.Switch, wprog: o.Waking, attachNS: o.AttachNs, outSeq: o.OutSeq, stopNS: o.StopNs,
-		cfg: o.Cfg, gilLo: o.GilLo, gilHi: o.GilHi, armed: o.Armed}
+		cfg: o.Cfg, late: lv.Late, gilLo: o.GilLo, gilHi: o.GilHi, armed: o.Armed}
 	if cfg.HeldPid != 0 {
 		t.eprog = o.Exec
 	} else {
@@ -357,6 +383,15 @@ func (t *Tracer) Attached() (ns int64, ok bool) {
 // value; dormant: kwalk.Dormant of it, the walk off) while the program
 // runs (bpfload.SetLive).
 func (t *Tracer) SetWalk(dormant, walk any) error { return bpfload.SetLive(t.cfg, dormant, walk) }
+
+// AddrsLate: the program was loaded with its layout (Config.Late with
+// Walk) and waits for SetAddrs.
+func (t *Tracer) AddrsLate() bool { return t.late != nil }
+
+// SetAddrs gives an AddrsLate program the process's addresses (addrs:
+// kwalk.LateAddrs's value; ready: kwalk.LateReady of it, the walk on)
+// while the program runs (bpfload.SetLive).
+func (t *Tracer) SetAddrs(addrs, ready any) error { return bpfload.SetLive(t.late, addrs, ready) }
 
 // OutSeq counts the target switch-outs recorded so far, read from the
 // program's memory (no syscall); ok false when it can't be read.

@@ -11,7 +11,7 @@
 // is still in the kernel (it cannot have run Python since the call).
 // Everything is bounded; what does not fit is counted in `drops`.
 //
-// The stack: with the walker's layout set (cfg.minor != 0) the whole
+// The stack: with the walker's layout set (PW_READY) the whole
 // Python stack is walked by pywalk.h at sys_exit and the event carries its
 // hash; each distinct stack goes to user space once, through `pystacks`
 // (as offcpu does). sys_exit, not sys_enter: only at the exit is it known
@@ -445,7 +445,7 @@ int sys_exit(u64 *ctx)
 	u64 pyk = 0;
 	u32 pyflags = 0;
 	u32 listed = 0;
-	if (cfg.minor) {
+	if (PW_READY) {
 		// A thread user space has not mapped yet: its TLS pointer to its
 		// thread state is cleared while it has released the GIL (3.12+),
 		// which is how most slow calls are made; the interpreter's thread
@@ -476,7 +476,7 @@ int sys_exit(u64 *ctx)
 	ev->pyk = pyk;
 	ev->pyflags = pyflags;
 	ev->tgid = (u32)(id >> 32);
-	if (cfg.minor)
+	if (PW_READY)
 		ev->py = 5;
 	else
 		capture(ev);
