@@ -77,6 +77,10 @@ type Options struct {
 	// Tasks: the command reads the asyncio task tree (RunTasks); only
 	// Validate looks at it.
 	Tasks bool
+	// States: the threads' states, their read begun before the session
+	// was opened (StartStates; not with Lock or Native, which read them
+	// right before the stop).
+	States *States
 }
 
 // Validate checks the options as the command line gave them.
@@ -152,16 +156,15 @@ func Run(_ context.Context, s *session.Session, opt Options) (*Dump, error) {
 		// The threads' states are read beside the stacks, on another CPU
 		// when there is one: each is three /proc files (~10 µs apiece
 		// here), together as long as the stacks of a 50-thread process.
-		var ch chan map[int]string
-		if tids, terr := s.FS.Tasks(s.Pid); terr == nil {
-			ch = make(chan map[int]string, 1)
-			go func() { ch <- statesOf(s, tids) }()
+		// Begun before the session opened when the caller could
+		// (opt.States): its opening is then beside them too.
+		early := opt.States
+		if early == nil || early.pid != s.Pid {
+			early = startStates(s.FS, s.Pid)
 		}
 		threads, err = s.Py.Threads(pyframes.Options{Names: true, Locals: opt.Locals})
 		read = time.Since(start)
-		if ch != nil {
-			states = <-ch
-		}
+		states = early.wait()
 	}
 	if read == 0 {
 		read = time.Since(start)
@@ -182,7 +185,7 @@ func Run(_ context.Context, s *session.Session, opt Options) (*Dump, error) {
 			}
 		}
 	}
-	more := statesOf(s, need)
+	more := statesOf(s.FS, s.Pid, need)
 	d.Threads = make([]ThreadDump, 0, len(threads))
 	for _, t := range threads {
 		td := ThreadDump{ThreadID: t.ThreadID, Name: t.Name, HoldsGIL: t.HoldsGIL, Interp: t.Interp,

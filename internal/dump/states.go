@@ -3,6 +3,7 @@ package dump
 import (
 	"sync"
 
+	"github.com/pyobs/pyobs/internal/procfs"
 	"github.com/pyobs/pyobs/internal/session"
 )
 
@@ -14,19 +15,49 @@ func taskStates(s *session.Session) map[int]string {
 	if err != nil {
 		return nil
 	}
-	return statesOf(s, tids)
+	return statesOf(s.FS, s.Pid, tids)
 }
+
+// States is a read of every thread's scheduler state begun before the
+// session is open (StartStates): each state is three /proc files, about
+// as long as the session's opening and the stacks' read together, and
+// they need the pid only. Run takes it (Options.States); threads born
+// since are read after the stacks, as Run does for any it misses.
+type States struct {
+	pid int
+	ch  chan map[int]string
+}
+
+// StartStates begins reading pid's thread states beside whatever the
+// caller does next.
+func StartStates(pid int) *States { return startStates(procfs.Default(), pid) }
+
+func startStates(fs procfs.FS, pid int) *States {
+	st := &States{pid: pid, ch: make(chan map[int]string, 1)}
+	go func() {
+		tids, err := fs.Tasks(pid)
+		if err != nil {
+			st.ch <- nil
+			return
+		}
+		st.ch <- statesOf(fs, pid, tids)
+	}()
+	return st
+}
+
+// wait is the read's result once done (nil: none).
+func (st *States) wait() map[int]string { return <-st.ch }
 
 // statesOf describes the scheduler state of each tid, eight reads at a
 // time: each is three small /proc files, and a thread's syscall file
 // waits for it to leave the CPU, so one after another a 50-thread dump
 // paid the sum of those waits; side by side, about the slowest.
-func statesOf(s *session.Session, tids []int) map[int]string {
+func statesOf(fs procfs.FS, pid int, tids []int) map[int]string {
 	out := make(map[int]string, len(tids))
 	if len(tids) == 0 {
 		return out
 	}
-	dir, err := s.FS.OpenTaskDir(s.Pid)
+	dir, err := fs.OpenTaskDir(pid)
 	if err != nil {
 		return out
 	}
