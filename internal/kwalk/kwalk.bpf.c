@@ -21,7 +21,7 @@
 // layout from the command's files (only the process's addresses come
 // after the load); kwalkheld, with PYWALK_CFG_MUTABLE, when it could
 // not (the whole configuration after the load: a verifier exploring
-// every version, seconds of load).
+// every version, a longer load).
 //
 // Build: make generate (bpf2go + clang -target bpf, -I internal/bpf/include);
 // the object is committed.
@@ -199,7 +199,7 @@ int kwalk_sample(void *ctx)
 	pywalk_reset(s, tid, bpf_ktime_get_ns());
 	struct pywalk_ev ev = {};
 	if (PW_READY)
-		pywalk(s, tid, &ev);
+		pywalk_events(pywalk_scratch(tid), &ev);
 	else
 		s->h.flags = S_PREPY;
 	u32 flags = s->h.flags;

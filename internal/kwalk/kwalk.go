@@ -82,7 +82,7 @@ type Options struct {
 	// from the command's files (pyframes.CommandLayout): fixed at load,
 	// Configure adds the process's addresses; or nil, and the whole
 	// configuration comes with Configure (a program the verifier checks
-	// for every version: seconds of load instead of a fraction of one).
+	// for every version: a longer load, 0.6 s against 0.1–0.3 s here).
 	Late bool
 }
 

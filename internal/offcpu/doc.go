@@ -103,7 +103,7 @@
 // named is not walked (said why). A command whose files name no
 // interpreter (a shell wrapper) gets the program built with OFFCPU_HELD,
 // its whole configuration written then, dormant first: the verifier
-// checks it for every layout, seconds of load while the command waits
+// checks it for every layout, a longer load while the command waits
 // (result.bpf held_s, held_layout). A wait that began before carries
 // FlagPrePy and is folded under [before the interpreter] unless it was
 // still going on then (a look reads its stack). No schedstat check of

@@ -6,9 +6,10 @@
 // `cfg` (struct config, fixed at load by user space from internal/pyframes'
 // kernel layout: the verifier sees the offsets as constants; a program that
 // defines PYWALK_CFG_MUTABLE gets it writable, set after the load — and
-// a verifier that explores every version's branches: seconds; one that
+// a verifier that explores every version's branches: a longer load; one that
 // defines PYWALK_ADDRS_LATE keeps the layout constant and takes only the
-// process's addresses after the load, in `late`), PW_READY (walk now), the maps
+// process's addresses after the load, in `late`), PW_READY (walk now),
+// pywalk_scratch (the walk as a global function, verified once), the maps
 // tstates (tid or fsbase -> PyThreadState*, filled by user space), pyaddrs
 // (a process's own addresses where they are not cfg's), scratch, codes_ok
 // and win, pywalk(), and pywalk_send() to send each distinct
@@ -633,6 +634,30 @@ static __always_inline void pywalk(struct sample *s, u32 tid, struct pywalk_ev *
 // ---- Sending stacks once ----
 
 #define BPF_RB_NO_WAKEUP 1
+// pywalk_scratch walks thread tid into the per-CPU scratch sample (the
+// caller has reset it: pywalk_reset) and returns the lookup's events,
+// mapstale | tlsbad << 16. A global function: the verifier checks it
+// once, on its own, where inlined it was checked again for every state
+// its caller reached it in (offcpu's switch-out on 3.11: half a million
+// instructions, half the kernel's limit, ~2 s of load).
+__attribute__((noinline)) int pywalk_scratch(u32 tid)
+{
+	u32 zero = 0;
+	struct sample *s = bpf_map_lookup_elem(&scratch, &zero);
+	if (!s)
+		return 0;
+	struct pywalk_ev ev = {};
+	pywalk(s, tid, &ev);
+	return (int)((ev.mapstale & 0xffff) | (ev.tlsbad << 16));
+}
+
+// pywalk_events unpacks pywalk_scratch's return.
+static __always_inline void pywalk_events(int r, struct pywalk_ev *ev)
+{
+	ev->mapstale = (u32)r & 0xffff;
+	ev->tlsbad = (u32)r >> 16;
+}
+
 #define BPF_RB_FORCE_WAKEUP 2
 #define BPF_RB_AVAIL_DATA 0
 
@@ -696,8 +721,7 @@ static __always_inline u64 pywalk_send(u32 tid, u64 now, u32 *flags, void *seen,
 	if (!s)
 		return 0;
 	pywalk_reset(s, tid, now);
-	struct pywalk_ev ev = {};
-	pywalk(s, tid, &ev);
+	pywalk_scratch(tid);
 	u32 f = s->h.flags;
 	if (flags)
 		*flags = f;

@@ -29,7 +29,7 @@
 // command's files (cfg still constant, the process's addresses written
 // once its interpreter is up), and with OFFCPU_HELD when it could not
 // (cfg written then: a program the verifier must check for every layout,
-// seconds of load, so it is used only there).
+// a longer load, so it is used only there).
 #ifdef OFFCPU_HELD
 #define PYWALK_CFG_MUTABLE
 #endif

@@ -92,7 +92,7 @@ type Config struct {
 	// held command's files: pyframes.CommandLayout) the layout is fixed at
 	// load and SetAddrs gives the process's addresses; without, SetWalk
 	// gives the whole configuration (the maps are sized for it) to a
-	// program the verifier checked for every version: seconds of load.
+	// program the verifier checked for every version: a longer load.
 	Late bool
 	// HeldPid: a command held before its exec: nothing is recorded until
 	// that process execs (its holder's threads and wait are not the
