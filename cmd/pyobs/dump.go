@@ -138,10 +138,10 @@ func runDump(cmd *cobra.Command, g *globals, f *dumpFlags, args []string) error 
 		spec.Python = session.PythonOptional
 	}
 	ctx := cmd.Context()
-	if spec.Pid > 0 && len(spec.Argv) == 0 && !spec.Set.Many() && !f.lock && !f.native && !f.green && !f.tasks {
+	if spec.Pid > 0 && len(spec.Argv) == 0 && !spec.Set.Many() && !f.green {
 		// One running process: its threads' states are read while the
-		// session opens and the stacks are read (dump.StartStates).
-		opt.States = dump.StartStates(spec.Pid)
+		// session opens (dump.Options.EarlyStates).
+		opt.States = opt.EarlyStates(spec.Pid)
 	}
 	s, err := session.Open(ctx, spec)
 	if err != nil {

@@ -78,7 +78,7 @@ type Options struct {
 	// Validate looks at it.
 	Tasks bool
 	// States: the threads' states, their read begun before the session
-	// was opened (StartStates; not with Lock or Native, which read them
+	// was opened (EarlyStates; not with Lock or Native, which read them
 	// right before the stop).
 	States *States
 }

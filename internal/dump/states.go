@@ -10,16 +10,20 @@ import (
 // taskStates describes every thread's scheduler state now (for dump
 // --lock, which must read them before it stops the threads: once thawed,
 // each is "running" for a moment while it goes back to its wait).
-func taskStates(s *session.Session) map[int]string {
-	tids, err := s.FS.Tasks(s.Pid)
+func taskStates(s *session.Session) map[int]string { return allStates(s.FS, s.Pid) }
+
+// allStates describes the state of every thread pid has now (nil: its
+// task list could not be read).
+func allStates(fs procfs.FS, pid int) map[int]string {
+	tids, err := fs.Tasks(pid)
 	if err != nil {
 		return nil
 	}
-	return statesOf(s.FS, s.Pid, tids)
+	return statesOf(fs, pid, tids)
 }
 
 // States is a read of every thread's scheduler state begun before the
-// session is open (StartStates): each state is three /proc files, about
+// session is open (Options.EarlyStates): each state is three /proc files, about
 // as long as the session's opening and the stacks' read together, and
 // they need the pid only. Run takes it (Options.States); threads born
 // since are read after the stacks, as Run does for any it misses.
@@ -28,20 +32,19 @@ type States struct {
 	ch  chan map[int]string
 }
 
-// StartStates begins reading pid's thread states beside whatever the
-// caller does next.
-func StartStates(pid int) *States { return startStates(procfs.Default(), pid) }
+// EarlyStates begins reading pid's thread states, beside whatever the
+// caller does next, when o reads them beside the stacks (not with Lock,
+// Native or Tasks: nil then).
+func (o Options) EarlyStates(pid int) *States {
+	if o.Lock || o.Native || o.Tasks {
+		return nil
+	}
+	return startStates(procfs.Default(), pid)
+}
 
 func startStates(fs procfs.FS, pid int) *States {
 	st := &States{pid: pid, ch: make(chan map[int]string, 1)}
-	go func() {
-		tids, err := fs.Tasks(pid)
-		if err != nil {
-			st.ch <- nil
-			return
-		}
-		st.ch <- statesOf(fs, pid, tids)
-	}()
+	go func() { st.ch <- allStates(fs, pid) }()
 	return st
 }
 

@@ -427,13 +427,31 @@ func (w *Walker) Configure(l *pyframes.KernelLayout, tls []int64) error {
 // layout cannot walk it.
 var ErrOtherBuild = errors.New("the interpreter that came up is not the build the command's files named")
 
+// CheckBuild: running, the interpreter a held command came up with, is
+// the build read from its files; ErrOtherBuild, with both versions, if not.
+func CheckBuild(pid int, read, running *pyframes.KernelLayout) error {
+	if same, _ := SameBuild(read, running); !same {
+		return fmt.Errorf("pid %d: %w (python %s running, python %s read)", pid, ErrOtherBuild, running.Version, read.Version)
+	}
+	return nil
+}
+
+// LayoutRead and LayoutOnceUp say, in a held command's report
+// (flame.Meta.HeldLayout, offcpu's held_layout), where its walk's layout
+// came from: the file read before its exec, or the interpreter once up
+// (why: why not the file's).
+func LayoutRead(path string) string { return "read from " + path + " before the exec" }
+
+// LayoutOnceUp: see LayoutRead.
+func LayoutOnceUp(why string) string { return "taken from the interpreter once up (" + why + ")" }
+
 // configureAddrs is Configure for a walker loaded with the layout read
 // from the command's files: l must be that build's; its addresses and
 // TLS offsets are written ready last (bpfload.SetLive: all but ready
 // first, then whole).
 func (w *Walker) configureAddrs(l *pyframes.KernelLayout, tls []int64) error {
-	if same, _ := SameBuild(w.Layout, l); !same {
-		return fmt.Errorf("pid %d: %w (python %s running, python %s read)", w.Pid, ErrOtherBuild, l.Version, w.Layout.Version)
+	if err := CheckBuild(w.Pid, w.Layout, l); err != nil {
+		return err
 	}
 	cfg, err := walkConfig(w.Pid, l, w.Opts.MaxFrames, tls)
 	if err != nil {

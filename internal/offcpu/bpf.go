@@ -132,11 +132,11 @@ func runHeld(ctx context.Context, s *session.Session, opt Options) (*Result, err
 		if err == nil {
 			var w any
 			if w, err = kwalk.ProgramConfig(s.Pid, kl, kwalk.MaxFrames, nil); err == nil {
-				cfg.Walk, read, from = w, kl, "read from "+path+" before the exec"
+				cfg.Walk, read, from = w, kl, kwalk.LayoutRead(path)
 			}
 		}
 		if err != nil {
-			from = "taken from the interpreter once up (the command's files: " + err.Error() + ")"
+			from = kwalk.LayoutOnceUp("the command's files: " + err.Error())
 		}
 	}
 	stop, statsNote := runStats()
@@ -145,7 +145,7 @@ func runHeld(ctx context.Context, s *session.Session, opt Options) (*Result, err
 	tr, err := schedbpf.Load(cfg, nil)
 	if err != nil && cfg.Walk != nil {
 		// The layout after the load, then.
-		from = fmt.Sprintf("taken from the interpreter once up (loaded with the layout read before the exec: %v)", err)
+		from = kwalk.LayoutOnceUp("loaded with the layout read before the exec: " + err.Error())
 		cfg.Walk, read = nil, nil
 		tr, err = schedbpf.Load(cfg, nil)
 	}
@@ -186,9 +186,8 @@ func runHeld(ctx context.Context, s *session.Session, opt Options) (*Result, err
 		switch {
 		case walk == nil:
 		case tr.AddrsLate():
-			if same, _ := kwalk.SameBuild(read, kl); !same {
-				walk, kl = nil, nil
-				why = fmt.Sprintf("%v (python %s running, %s read from the command's files)", kwalk.ErrOtherBuild, e.s.Py.Version(), read.Version)
+			if err := kwalk.CheckBuild(s.Pid, read, kl); err != nil {
+				walk, kl, why = nil, nil, err.Error()
 				break
 			}
 			a := kwalk.LateAddrs(walk)

@@ -128,7 +128,7 @@ func envValue(env []string, key string) string {
 	v := ""
 	for _, kv := range env {
 		if k, val, ok := strings.Cut(kv, "="); ok && k == key {
-			v = val // the last one wins, as getenv's first match in a deduplicated env
+			v = val // os.Environ holds each name once; a hand-made env's last wins
 		}
 	}
 	return v
@@ -284,23 +284,11 @@ func interpreterFile(prog string, libPath, env []string) (string, error) {
 	return "", fmt.Errorf("%s: %s not found where the loader looks", prog, need)
 }
 
-// definesRuntime: f holds the interpreter (_PyRuntime).
+// definesRuntime: f holds the interpreter (_PyRuntime), as
+// runtimeFromELF finds it.
 func definesRuntime(f *elf.File) bool {
-	syms := map[string]uint64{}
-	if !dynSyms(f, map[string]bool{"_PyRuntime": true}, syms) {
-		if ds, err := f.DynamicSymbols(); err == nil {
-			for _, s := range ds {
-				if s.Name == "_PyRuntime" && s.Section != elf.SHN_UNDEF {
-					syms[s.Name] = s.Value
-				}
-			}
-		}
-	}
-	if syms["_PyRuntime"] != 0 {
-		return true
-	}
-	sec := f.Section(".PyRuntime")
-	return sec != nil && sec.Addr != 0
+	_, ok := exportedSyms(f, map[string]bool{"_PyRuntime": true})["_PyRuntime"]
+	return ok
 }
 
 // ldSoConfDirs lists the directories of an ld.so.conf (includes followed,

@@ -127,24 +127,26 @@ func FindRuntime(pid int, maps []Mapping) (*RuntimeInfo, error) {
 
 var errNoRuntimeHere = errors.New("no _PyRuntime in this file")
 
-func runtimeFromELF(f *elf.File, path string, maps []Mapping) (*RuntimeInfo, error) {
-	syms := map[string]uint64{}
-	want := map[string]bool{}
-	for _, s := range wantSyms {
-		want[s] = true
-	}
-	collect := func(ss []elf.Symbol) {
-		for _, s := range ss {
-			if want[s.Name] && s.Value != 0 && s.Section != elf.SHN_UNDEF {
-				if _, ok := syms[s.Name]; !ok {
-					syms[s.Name] = s.Value
-				}
+// collectSyms adds the wanted names of ss that f defines to syms (the
+// first definition of each).
+func collectSyms(ss []elf.Symbol, want map[string]bool, syms map[string]uint64) {
+	for _, s := range ss {
+		if want[s.Name] && s.Value != 0 && s.Section != elf.SHN_UNDEF {
+			if _, ok := syms[s.Name]; !ok {
+				syms[s.Name] = s.Value
 			}
 		}
 	}
+}
+
+// exportedSyms looks the wanted names up in f's dynamic symbols, and
+// _PyRuntime in the .PyRuntime section when it is not exported: a file
+// holds the interpreter if and only if the result has _PyRuntime.
+func exportedSyms(f *elf.File, want map[string]bool) map[string]uint64 {
+	syms := map[string]uint64{}
 	if !dynSyms(f, want, syms) {
 		if ds, err := f.DynamicSymbols(); err == nil {
-			collect(ds)
+			collectSyms(ds, want, syms)
 		}
 	}
 	if _, ok := syms["_PyRuntime"]; !ok {
@@ -152,12 +154,21 @@ func runtimeFromELF(f *elf.File, path string, maps []Mapping) (*RuntimeInfo, err
 			syms["_PyRuntime"] = sec.Addr
 		}
 	}
+	return syms
+}
+
+func runtimeFromELF(f *elf.File, path string, maps []Mapping) (*RuntimeInfo, error) {
+	want := map[string]bool{}
+	for _, s := range wantSyms {
+		want[s] = true
+	}
+	syms := exportedSyms(f, want)
 	if _, ok := syms["_PyRuntime"]; !ok {
 		return nil, errNoRuntimeHere
 	}
 	if len(syms) < len(wantSyms)-2 { // some (e.g. PyFrame_Type) are optional; a stripped dynsym is not
 		if ss, err := f.Symbols(); err == nil {
-			collect(ss)
+			collectSyms(ss, want, syms)
 		}
 	}
 	bias, err := loadBias(f, path, maps)

@@ -108,15 +108,15 @@ func openHeld(s *session.Session, opt Options) (*heldWalker, string) {
 	wo := walkOptions(s, opt)
 	wo.Late = true
 	kl, path, err := s.HeldLayout()
-	from := "read from " + path + " before the exec"
+	from := kwalk.LayoutRead(path)
 	if err != nil {
 		// Not Python by its files (a shell script, a wrapper): the layout
 		// comes with its interpreter.
-		kl, from = nil, "taken from the interpreter once up (the command's files: "+err.Error()+")"
+		kl, from = nil, kwalk.LayoutOnceUp("the command's files: "+err.Error())
 	}
 	w, err := kwalk.Open(s.Pid, kl, wo)
 	if err != nil && kl != nil {
-		from = "taken from the interpreter once up (loaded with the layout read from " + path + ": " + err.Error() + ")"
+		from = kwalk.LayoutOnceUp("loaded with the layout read from " + path + ": " + err.Error())
 		w, err = kwalk.Open(s.Pid, nil, wo)
 	}
 	if err != nil {
