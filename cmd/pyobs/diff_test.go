@@ -143,14 +143,22 @@ func chromiumBin() string {
 }
 
 // frameFills loads svg in headless Chromium and returns the computed fill
-// (r, g, b) of the first frame whose label starts with each prefix.
+// (r, g, b) of the heaviest frame (new's samples plus base's) whose label
+// starts with each prefix. The heaviest, not the first: a function sampled
+// on a rare line in one recording only (alpha at "x = 0") is a frame of its
+// own, rightly drawn as new, and it sorts before the line that holds the
+// function's time.
 func frameFills(t *testing.T, bin string, svg []byte, prefixes ...string) [][3]int {
 	t.Helper()
 	pj, _ := json.Marshal(prefixes)
 	script := `(function () {
 var svg = document.querySelector('svg.pyobs-flame'), out = [];
 PREFIXES.forEach(function (p) {
-  var g = [].filter.call(svg.querySelectorAll('g.frame'), function (g) { return g.getAttribute('data-label').indexOf(p) == 0; })[0];
+  var g = null, w = -1;
+  [].forEach.call(svg.querySelectorAll('g.frame'), function (f) {
+    var fw = +f.getAttribute('data-weight') + +f.getAttribute('data-base');
+    if (f.getAttribute('data-label').indexOf(p) == 0 && fw > w) { g = f; w = fw; }
+  });
   out.push(g ? getComputedStyle(g.querySelector('rect')).fill : 'none');
 });
 var t = document.createElementNS('http://www.w3.org/2000/svg', 'text');
