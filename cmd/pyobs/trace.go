@@ -67,9 +67,11 @@ default for -- CMD). pyobs exits with CMD's status (127 when CMD cannot be
 executed; if pyobs dies while holding it, CMD does not run). Several -p,
 -p PID --children, --cgroup DIR and --all trace a set too. A set's table
 sums its processes; a per-process table and the set's account (seen,
-joined late, exited, refused) follow. A set or a held command is counted
-without Python sites (the kernel walker takes one layout): -p PID alone
-keeps them.
+joined late, exited, refused) follow. Each process's slow or failing
+calls are named by their whole Python path, walked in the kernel with the
+target's layout (a held command's read from its files before its exec);
+a process of another CPython build is counted without sites, and so are a
+held command's calls before its interpreter is up (calls_before_walk).
 
 --engine ptrace follows one process (the set's others are not traced, and
 it says so). With -- CMD it starts CMD under trace from its first

@@ -27,46 +27,62 @@ func TestObjectsUpToDate(t *testing.T) {
 			testutil.Skip(t, tool+" not installed: can't rebuild the eBPF objects to compare")
 		}
 	}
-	// Built once (the version go.mod pins), run once per package.
+	// Built once (the version go.mod pins), run once per object.
 	bpf2go := filepath.Join(t.TempDir(), "bpf2go")
 	if b, err := exec.Command("go", "build", "-o", bpf2go, "github.com/cilium/ebpf/cmd/bpf2go").CombinedOutput(); err != nil {
 		t.Fatalf("build bpf2go: %v\n%s", err, b)
 	}
 	for _, dir := range bpfPackages {
-		t.Run(filepath.Base(dir), func(t *testing.T) {
-			pkg, args := generateLine(t, dir)
-			out := t.TempDir()
-			cmd := exec.Command(bpf2go, append([]string{"-output-dir", out}, args...)...)
-			cmd.Dir = dir
-			cmd.Env = append(os.Environ(), "GOPACKAGE="+pkg)
-			if b, err := cmd.CombinedOutput(); err != nil {
-				t.Fatalf("bpf2go in %s: %v\n%s", dir, err, b)
-			}
-			files, err := os.ReadDir(out)
-			if err != nil || len(files) == 0 {
-				t.Fatalf("bpf2go wrote nothing in %s (%v)", out, err)
-			}
-			for _, f := range files {
-				built, err := os.ReadFile(filepath.Join(out, f.Name()))
-				if err != nil {
-					t.Fatal(err)
-				}
-				committed, err := os.ReadFile(filepath.Join(dir, f.Name()))
-				if err != nil {
-					t.Errorf("%s/%s is not committed: run make generate (%v)", dir, f.Name(), err)
-					continue
-				}
-				if !bytes.Equal(built, committed) {
-					t.Errorf("%s/%s is stale: run make generate and commit it", dir, f.Name())
-				}
-			}
-		})
+		pkg, lines := generateLines(t, dir)
+		for _, args := range lines {
+			bpf2goRun(t, bpf2go, dir, pkg, args)
+		}
 	}
 }
 
-// generateLine finds the package's bpf2go go:generate line: its package
-// name and bpf2go's arguments.
-func generateLine(t *testing.T, dir string) (pkg string, args []string) {
+// bpf2goRun builds one go:generate line's object into a temporary folder
+// and compares what it writes with the committed files.
+func bpf2goRun(t *testing.T, bpf2go, dir, pkg string, args []string) {
+	t.Helper()
+	name := filepath.Base(dir)
+	for i, a := range args {
+		if strings.HasSuffix(a, ".c") && i > 0 {
+			name += "/" + args[i-1] // the object's identifier (syscalls, syscallslate, …)
+		}
+	}
+	t.Run(name, func(t *testing.T) {
+		out := t.TempDir()
+		cmd := exec.Command(bpf2go, append([]string{"-output-dir", out}, args...)...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GOPACKAGE="+pkg)
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("bpf2go in %s: %v\n%s", dir, err, b)
+		}
+		files, err := os.ReadDir(out)
+		if err != nil || len(files) == 0 {
+			t.Fatalf("bpf2go wrote nothing in %s (%v)", out, err)
+		}
+		for _, f := range files {
+			built, err := os.ReadFile(filepath.Join(out, f.Name()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			committed, err := os.ReadFile(filepath.Join(dir, f.Name()))
+			if err != nil {
+				t.Errorf("%s/%s is not committed: run make generate (%v)", dir, f.Name(), err)
+				continue
+			}
+			if !bytes.Equal(built, committed) {
+				t.Errorf("%s/%s is stale: run make generate and commit it", dir, f.Name())
+			}
+		}
+	})
+}
+
+// generateLines finds the package's bpf2go go:generate lines (one per
+// object: a program and its variants): its package name and each line's
+// bpf2go arguments.
+func generateLines(t *testing.T, dir string) (pkg string, lines [][]string) {
 	t.Helper()
 	const run = "//go:generate go run github.com/cilium/ebpf/cmd/bpf2go "
 	names, _ := filepath.Glob(filepath.Join(dir, "*.go"))
@@ -76,7 +92,7 @@ func generateLine(t *testing.T, dir string) (pkg string, args []string) {
 			t.Fatal(err)
 		}
 		var p string
-		var a []string
+		var a [][]string
 		sc := bufio.NewScanner(f)
 		for sc.Scan() {
 			l := sc.Text()
@@ -84,7 +100,7 @@ func generateLine(t *testing.T, dir string) (pkg string, args []string) {
 				p = strings.TrimSpace(rest)
 			}
 			if rest, ok := strings.CutPrefix(l, run); ok {
-				a = strings.Fields(rest)
+				a = append(a, strings.Fields(rest))
 			}
 		}
 		f.Close()

@@ -31,7 +31,8 @@
 //     programs' BPF run time are in the footer and JSON); user space names
 //     each distinct stack once and refreshes the kernel's map of thread
 //     states (every 250 ms, sooner after a new thread).
-//   - a set (or a held command) is counted without Python sites; the
+//   - a set (or a held command) is walked the same way, each member's
+//     stacks named through its own reader (members.go); the
 //     per-process accounts cost one more per-CPU hash update per call
 //     (~0.6 µs per call in all with the raw tracepoints themselves, of
 //     which those take ~0.3 µs on this VM: BENCHMARKS.md). A held
@@ -66,9 +67,13 @@
 // (a walked stack) or AddSite (a frame, or none) each slow or failing call
 // (tracepoint).
 //
-// Cannot see: with ptrace, forked children; with a set, Python sites
-// (the kernel walker takes one interpreter's layout, and a held command
-// has loaded none when the programs load); a held command's own calls
+// Cannot see: with ptrace, forked children; with a set, the Python sites
+// of a member of another CPython build than the target's (the walker
+// takes one layout) and of an exec'd member's calls before pyobs read its
+// interpreter (its walks fail their checks until its addresses are in the
+// kernel's map: counted invalid); a held command's calls before its
+// interpreter is up (calls_before_walk), and all of its sites when its
+// files name no interpreter (a shell script); a held command's own calls
 // before its exec (the holder's: not counted, the exec included); calls
 // in progress when it attached (not
 // counted); the site of calls that were neither slow nor failing (reading a

@@ -32,6 +32,8 @@ type bpfRun struct {
 	tp       *tracepoint.Tracer
 	res      *tracepoint.Resolver
 	ks       *kstacks // with the walk
+	ms       *members // with the walk over a set or a held command
+	before   uint64   // calls of a held command before its walk was on
 	unnamed  uint64   // walked calls whose stack never reached user space
 	refresh  time.Time
 	stale    bool // a thread the kernel did not know made a call
@@ -75,16 +77,26 @@ func (b *bpfRun) onEvent(e tracepoint.Event) {
 	if e.Ret < 0 && e.Ret >= -4095 {
 		errno = tptrace.ErrnoName(unix.Errno(-e.Ret))
 	}
-	if r.set || r.held {
+	if (r.set || r.held) && b.ms == nil {
 		b.onSetEvent(e, name, errno)
 		return
 	}
 	var site, lateSite *Site
 	var path *kpath
-	switch e.Py {
-	case tracepoint.PyWalked:
+	// A held command's call before its interpreter was up (the walk's
+	// addresses not written yet): counted, never named.
+	before := b.ms != nil && e.Py != tracepoint.PyWalked
+	switch {
+	case before:
+		b.before++
+	case e.Py == tracepoint.PyWalked:
 		if e.Stack == 0 {
 			switch f := e.StackFlags; {
+			case f&walkNoPy != 0 && b.ms != nil:
+				// A member's thread the map does not have yet: the next
+				// fill has it (a late read would need its own process's).
+				b.ms.stale = true
+				r.siteErr("pid %d tid %d: no thread state known at the call (a thread new to pyobs)", e.Pid, e.Tid)
 			case f&walkNoPy != 0:
 				// No thread state in the map nor the thread's TLS: read
 				// the live stack now, labelled late (as without the walk).
@@ -118,7 +130,7 @@ func (b *bpfRun) onEvent(e tracepoint.Event) {
 			path, site = p, &p.frames[0]
 			b.exact++
 		}
-	case tracepoint.PyCaptured:
+	case e.Py == tracepoint.PyCaptured:
 		if b.res == nil {
 			r.siteErr("tid %d: frame captured but no resolver", e.Tid)
 			break
@@ -133,7 +145,7 @@ func (b *bpfRun) onEvent(e tracepoint.Event) {
 		}
 		site = &Site{Function: fr.Function, File: fr.File, Line: fr.Line}
 		b.exact++
-	case tracepoint.PyNoFrame:
+	case e.Py == tracepoint.PyNoFrame:
 		b.noFrame++
 		r.siteErr("tid %d ran no Python frame at the call", e.Tid)
 	default:
@@ -148,16 +160,20 @@ func (b *bpfRun) onEvent(e tracepoint.Event) {
 			b.late++
 		}
 	}
-	r.siteTried++
-	if site == nil && lateSite == nil {
+	if !before {
+		r.siteTried++
+	}
+	if site == nil && lateSite == nil && !before {
 		r.siteFail++
 	}
-	if path != nil {
+	switch {
+	case before:
+	case path != nil:
 		if path.key == "" {
 			path.key = pathKey(path.frames, path.truncated)
 		}
 		r.agg.addPath(name, path.key, path.frames, path.truncated)
-	} else {
+	default:
 		r.agg.AddSite(name, site, lateSite != nil)
 	}
 	if r.logw != nil && (!r.slowSet || e.Dur >= r.slow) {
@@ -169,7 +185,11 @@ func (b *bpfRun) onEvent(e tracepoint.Event) {
 		case lateSite != nil:
 			where = fmt.Sprintf("[late read: then at %s (%s:%d)]", lateSite.Function, lateSite.File, lateSite.Line)
 		}
-		fmt.Fprintf(r.logw, "%-7d %10.6fs %s(…) = %s  %s\n", e.Tid, e.Dur.Seconds(), name, ret, where)
+		if r.set || r.held {
+			fmt.Fprintf(r.logw, "%-7d %-7d %10.6fs %s(…) = %s  %s\n", e.Pid, e.Tid, e.Dur.Seconds(), name, ret, where)
+		} else {
+			fmt.Fprintf(r.logw, "%-7d %10.6fs %s(…) = %s  %s\n", e.Tid, e.Dur.Seconds(), name, ret, where)
+		}
 	}
 }
 
@@ -232,11 +252,18 @@ func runTracepoint(ctx context.Context, run *sites, tp *tracepoint.Tracer, opt O
 	defer tp.Close()
 	s := run.sess
 	b := &bpfRun{run: run, tp: tp, threads: map[int]bool{}}
-	counting := run.set || run.held // no sites: no threads to map, nothing to resolve
-	if tp.Walking && !counting {
+	// A set or a held command without the walk: no sites, no threads to
+	// map, nothing to resolve.
+	counting := (run.set || run.held) && !tp.Walking
+	switch {
+	case tp.Walking && (run.set || run.held):
+		b.ms = newMembers(run, tp, run.walkLayout)
+		b.ks = newSetKstacks(run.pid, b.ms, tp.Stacks)
+		b.ms.tick()
+	case tp.Walking:
 		b.ks = newKstacks(s, run.walkLayout, tp.Stacks)
 		b.refreshThreads() // with the fsbase keys the walker also takes
-	} else if !counting && tracepoint.OffsetsFor(s.Py.Layout) != nil {
+	case !counting && (tracepoint.OffsetsFor(s.Py.Layout) != nil):
 		res, err := tracepoint.NewResolver(s.Pid, run.mem, s.Py.Info)
 		if err != nil {
 			return nil, err
@@ -249,7 +276,11 @@ func runTracepoint(ctx context.Context, run *sites, tp *tracepoint.Tracer, opt O
 	b.refresh = time.Now()
 	gone := false
 	for ctx.Err() == nil {
-		if err := tp.ReadEvents(time.Now().Add(20*time.Millisecond), b.onEvent); err != nil {
+		wait := 20 * time.Millisecond
+		if b.ms != nil && b.ms.late && b.ms.lateWhy == "" {
+			wait = heldPoll // its calls are named from the look that finds its interpreter up
+		}
+		if err := tp.ReadEvents(time.Now().Add(wait), b.onEvent); err != nil {
 			return nil, fmt.Errorf("trace pid %d: %w", s.Pid, err)
 		}
 		if b.ks != nil {
@@ -258,6 +289,10 @@ func runTracepoint(ctx context.Context, run *sites, tp *tracepoint.Tracer, opt O
 		if (run.set && !b.live()) || (!run.set && !s.Alive()) {
 			gone = true
 			break
+		}
+		if b.ms != nil {
+			b.ms.tick()
+			continue
 		}
 		// New threads: refresh soon after one shows up, else every 250 ms.
 		if !counting && ((b.stale && time.Since(b.refresh) > 5*time.Millisecond) || time.Since(b.refresh) > 250*time.Millisecond) {
@@ -274,7 +309,7 @@ func runTracepoint(ctx context.Context, run *sites, tp *tracepoint.Tracer, opt O
 		}
 	}
 	var blocked []BlockedCall
-	if !gone && !counting {
+	if !gone && !counting && b.ms == nil {
 		blocked, a.InProgress = b.inProgress(opt.Slow)
 	}
 	if en, ex, enr, exr, err := tp.RunStats(); err == nil {
@@ -314,6 +349,17 @@ func runTracepoint(ctx context.Context, run *sites, tp *tracepoint.Tracer, opt O
 		w.Walked, w.Truncated, w.Faulted, w.Invalid = c.Walked, c.Truncated, c.Faulted, c.Invalid
 		w.NoThread, w.NoFrame, w.Distinct, w.RingLost = c.NoThread, c.NoFrame, c.Distinct, c.RingLost
 		w.Unnamed, w.SymErrors = b.unnamed, b.ks.symErrs
+		if b.ms != nil {
+			w.BeforeWalk, w.HeldLayout = b.before, run.heldFrom
+			if b.ms.late {
+				// Never turned on: the command's interpreter never came
+				// up as the build its files named.
+				w.On, w.Why = false, "counts only: "+b.ms.lateWhy
+				if b.ms.lateWhy == "" {
+					w.Why = "counts only: the command ran no Python interpreter pyobs could read"
+				}
+			}
+		}
 	}
 	res := &Result{Account: a, Syscalls: run.agg.Rows(a.Wall, opt.Sites), Blocked: blocked}
 	if run.set {

@@ -3,6 +3,7 @@
 package trace
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -39,17 +40,26 @@ func walkConfig(s *session.Session) (any, *pyframes.KernelLayout, string) {
 // once through the ring, keyed by its hash, and is symbolized at once
 // (while its code objects are alive).
 type kstacks struct {
-	pid   int
-	ring  *bpfload.Ring
-	sym   *kwalk.Symbolizer
-	paths map[uint64]*kpath
+	pid  int
+	ring *bpfload.Ring
+	// symFor is the reader of the process that sent a stack (a set's
+	// member; nil: why not).
+	symFor func(tgid int) (*kwalk.Symbolizer, string)
+	paths  map[uint64]*kpath
 	// symErrs: stacks whose code objects could not be read; firstErr: why.
 	symErrs  uint64
 	firstErr string
 }
 
 func newKstacks(s *session.Session, kl *pyframes.KernelLayout, ring *bpfload.Ring) *kstacks {
-	return &kstacks{pid: s.Pid, ring: ring, sym: kwalk.NewSymbolizer(s.Py, kl), paths: map[uint64]*kpath{}}
+	sym := kwalk.NewSymbolizer(s.Py, kl)
+	return &kstacks{pid: s.Pid, ring: ring, symFor: func(int) (*kwalk.Symbolizer, string) { return sym, "" }, paths: map[uint64]*kpath{}}
+}
+
+// newSetKstacks names the stacks of a set's members (or a held command),
+// each through its own process's reader.
+func newSetKstacks(pid int, ms *members, ring *bpfload.Ring) *kstacks {
+	return &kstacks{pid: pid, ring: ring, symFor: ms.symbolizer, paths: map[uint64]*kpath{}}
 }
 
 // drain symbolizes every stack waiting in the ring.
@@ -67,11 +77,21 @@ func (k *kstacks) drain() {
 			continue // sent again after the kernel's LRU forgot it
 		}
 		p := &kpath{truncated: !smp.Complete()}
-		frames, err := k.sym.Frames(&smp)
+		pid := k.pid
+		if smp.Tgid != 0 {
+			pid = smp.Tgid
+		}
+		var frames []pyframes.Frame
+		sym, why := k.symFor(pid)
+		if sym != nil {
+			frames, err = sym.Frames(&smp)
+		} else {
+			err = errors.New(why)
+		}
 		if err != nil {
 			k.symErrs++
 			if k.firstErr == "" {
-				k.firstErr = fmt.Sprintf("pid %d: %v", k.pid, err)
+				k.firstErr = fmt.Sprintf("pid %d: %v", pid, err)
 			}
 			p.err = true
 		} else {

@@ -3,11 +3,14 @@
 package trace
 
 import (
+	"time"
+
 	"github.com/cilium/ebpf"
 
 	"github.com/pyobs/pyobs/internal/bpfload"
 	"github.com/pyobs/pyobs/internal/pyframes"
 	"github.com/pyobs/pyobs/internal/session"
+	"github.com/pyobs/pyobs/internal/trace/tracepoint"
 )
 
 func walkConfig(s *session.Session) (any, *pyframes.KernelLayout, string) {
@@ -26,3 +29,20 @@ func (k *kstacks) drain() {}
 func (k *kstacks) lookup(uint64) (*kpath, bool) { return nil, false }
 
 func fillThreads(*ebpf.Map, int, []pyframes.ThreadRef) error { return nil }
+
+type members struct {
+	late, stale bool
+	lateWhy     string
+}
+
+func newMembers(*sites, *tracepoint.Tracer, *pyframes.KernelLayout) *members { return &members{} }
+
+func newSetKstacks(int, *members, *bpfload.Ring) *kstacks { return &kstacks{} }
+
+func (ms *members) tick() {}
+
+func (r *sites) setWalk(*tracepoint.Config) string {
+	return "counts only: the kernel's Python stack walker is x86_64 only"
+}
+
+const heldPoll = 20 * time.Millisecond

@@ -250,6 +250,9 @@ func (r *Result) Footer(where string) string {
 			found = "found by the kernel in the interpreter's thread list or their TLS"
 			py = fmt.Sprintf("; Python stacks walked whole in the kernel at the call: %d whole, %d truncated, %d faulted, %d invalid, %d without a thread state, %d without a frame; %d distinct stacks, %d lost (ring full), %d calls unnamed, %d with unreadable code",
 				w.Walked, w.Truncated, w.Faulted, w.Invalid, w.NoThread, w.NoFrame, w.Distinct, w.RingLost, w.Unnamed, w.SymErrors)
+			if w.HeldLayout != "" {
+				py += fmt.Sprintf("; the walk's layout %s, %d calls before the interpreter was up (not named)", w.HeldLayout, w.BeforeWalk)
+			}
 		} else if w != nil && (a.Set || a.Held) {
 			py = fmt.Sprintf("; no Python sites (%s)", w.Why)
 		} else if w != nil {

@@ -143,6 +143,11 @@ type StackWalk struct {
 	RingLost  uint64 `json:"ring_lost"`        // stacks the ring had no room for
 	Unnamed   uint64 `json:"calls_unnamed"`    // calls whose stack never reached user space
 	SymErrors uint64 `json:"symbolize_errors"` // stacks whose code objects could not be read
+	// A held command: where the walk's layout came from (its files, read
+	// before its exec), and its calls made before its interpreter was up
+	// (the walk's addresses not written yet: counted, never named).
+	HeldLayout string `json:"held_layout,omitempty"`
+	BeforeWalk uint64 `json:"calls_before_walk,omitempty"`
 }
 
 // Result is one trace: the account, the rows and the calls still blocked.
@@ -244,14 +249,13 @@ func choose(r *sites, opt Options, acct *Account) (*tracepoint.Tracer, error) {
 	cfg := tracepoint.Config{Pid: r.pid, Slow: opt.Slow, Threads: map[int]uint64{}}
 	walkWhy := "--kernel-walk=false"
 	if r.set || r.held {
-		// Counts only: the walker's layout is fixed at load and one per
-		// program, a set's processes may each run another Python (or none),
-		// and a held command has loaded none yet.
+		// The walk takes one layout, the target's (a held command's read
+		// from its files); each member is named through its own reader
+		// (members.go), one of another build is counted only.
 		o := r.sess.Options()
 		cfg.Set, cfg.PerPid, cfg.Held = &o, r.set, r.held
-		walkWhy = "counts only: a set's processes may each run another Python, and the kernel walker takes one layout"
-		if !r.set {
-			walkWhy = "counts only: the command was held before its exec, so no Python was loaded when the programs were"
+		if !opt.NoKernelWalk {
+			walkWhy = r.setWalk(&cfg)
 		}
 	} else {
 		cfg.Py = tracepoint.OffsetsFor(r.sess.Py.Layout).WithRuntime(r.sess.Py.Info.Runtime)
@@ -282,7 +286,7 @@ func choose(r *sites, opt Options, acct *Account) (*tracepoint.Tracer, error) {
 			// The walk is what a kernel may refuse (bpf_loop: 5.17+):
 			// the programs without it still read each call's innermost frame.
 			walkWhy = fmt.Sprintf("the kernel refused the programs with the stack walk (%v)", err)
-			cfg.Walk = nil
+			cfg.Walk, cfg.Late = nil, false
 			tp, err = tracepoint.Open(cfg)
 		}
 		return err

@@ -30,10 +30,13 @@ type sites struct {
 	restarts  uint64
 	// firstSiteErr: why the first failed site read failed.
 	firstSiteErr string
-	// walkLayout: the kernel walker's layout (tracepoint engine with the walk).
+	// walkLayout: the kernel walker's layout (tracepoint engine with the
+	// walk); heldFrom: a held command's, where it was read (kwalk.LayoutRead).
 	walkLayout *pyframes.KernelLayout
-	// set: a set of processes is observed (tracepoint: counts per process,
-	// no Python sites); held: sess is a command held before its exec.
+	heldFrom   string
+	// set: a set of processes is observed (tracepoint: counts per
+	// process, and Python sites through members.go when walked); held:
+	// sess is a command held before its exec.
 	set, held bool
 }
 

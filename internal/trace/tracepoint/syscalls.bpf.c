@@ -11,7 +11,10 @@
 // is still in the kernel (it cannot have run Python since the call).
 // Everything is bounded; what does not fit is counted in `drops`.
 //
-// The stack: with the walker's layout set (PW_READY) the whole
+// The stack: with the walker's layout set (PW_READY; built with
+// PYWALK_ADDRS_LATE for a command held before its exec: the layout fixed
+// at load, read from the command's files, the process's addresses written
+// once its interpreter is up) the whole
 // Python stack is walked by pywalk.h at sys_exit and the event carries its
 // hash; each distinct stack goes to user space once, through `pystacks`
 // (as offcpu does). sys_exit, not sys_enter: only at the exit is it known
@@ -450,8 +453,11 @@ int sys_exit(u64 *ctx)
 		// thread state is cleared while it has released the GIL (3.12+),
 		// which is how most slow calls are made; the interpreter's thread
 		// list still has it (3.11+).
+		// Not for a member with its own addresses (pyaddrs: an exec'd
+		// interpreter): runtime_addr is the target's _PyRuntime.
 		u64 key = tid;
-		if (!bpf_map_lookup_elem(&tstates, &key)) {
+		u32 tgid = (u32)(id >> 32);
+		if (!bpf_map_lookup_elem(&tstates, &key) && !bpf_map_lookup_elem(&pyaddrs, &tgid)) {
 			u64 ts = find_tstate(tid);
 			if (ts && !bpf_map_update_elem(&tstates, &key, &ts, BPF_ANY))
 				listed = 1;
