@@ -543,6 +543,11 @@ func FillThreads(m *ebpf.Map, pid int, refs []pyframes.ThreadRef) error {
 // every sample of before t is read.
 func (w *Walker) SetDeadline(t time.Time) { w.deadline = t }
 
+// Wake makes a Read that waits return os.ErrDeadlineExceeded now (after
+// the samples already there): a process of the set changed its program,
+// and its reader should be opened while it starts (procset.Set.OnChange).
+func (w *Walker) Wake() { w.ring.Wake() }
+
 // Read blocks for the next sample; io.EOF once the walker is closed.
 func (w *Walker) Read() (Sample, error) {
 	for {
@@ -557,6 +562,9 @@ func (w *Walker) Read() (Sample, error) {
 		b, ok, err := w.ring.Next(d)
 		if errors.Is(err, ringbuf.ErrClosed) || errors.Is(err, os.ErrClosed) {
 			return Sample{}, io.EOF
+		}
+		if errors.Is(err, bpfload.ErrWoken) {
+			return Sample{}, os.ErrDeadlineExceeded // Wake: the reader's look comes now
 		}
 		if err != nil {
 			return Sample{}, fmt.Errorf("pid %d: %w", w.Pid, err)

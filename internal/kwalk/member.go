@@ -25,14 +25,18 @@ type Member struct {
 // set up for the target (version target, layout), fits it: another
 // version or layout is refused; the same build at other addresses (an
 // exec: ASLR) gets its own addresses through putAddrs. walk false: the
-// reader only (no kernel walk to fit). gone says whether pid has exited.
-func OpenMember(pid int, target pyframes.Version, layout *pyframes.KernelLayout, walk bool,
+// reader only (no kernel walk to fit). gone says whether pid has exited;
+// starting, that its program began a moment ago (procset.Set.Starting):
+// not Python yet is then worth another try.
+func OpenMember(pid int, target pyframes.Version, layout *pyframes.KernelLayout, walk, starting bool,
 	putAddrs func(pid int, l *pyframes.KernelLayout) error, gone func(pid int) bool) Member {
 	py, err := pyframes.Open(pid)
 	if err != nil {
 		switch {
 		case gone(pid):
 			return Member{Gone: true, Refused: "exited before its interpreter was read"}
+		case errors.Is(err, pyframes.ErrNotPython) && starting:
+			return Member{Refused: "not CPython yet (its program is starting)", Retry: true}
 		case errors.Is(err, pyframes.ErrNotPython):
 			return Member{Refused: "not CPython"}
 		}

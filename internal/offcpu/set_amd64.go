@@ -150,7 +150,7 @@ func (e *bpfEngine) openProc(p *offProc) {
 	// Without the kernel walk its waits are not named (user-space looks
 	// read the target only): the reader alone.
 	walk := e.kp != nil && e.set.layout != nil
-	m := kwalk.OpenMember(p.pid, e.s.Py.Version(), e.set.layout, walk, putAddrs, e.gone)
+	m := kwalk.OpenMember(p.pid, e.s.Py.Version(), e.set.layout, walk, e.set.set.Starting(p.pid), putAddrs, e.gone)
 	p.python, p.refused, p.addrs = m.Python, m.Refused, m.Addrs
 	if m.Retry {
 		p.retry = time.Now().Add(100 * time.Millisecond)

@@ -11,6 +11,7 @@ import (
 	"github.com/cilium/ebpf/link"
 
 	"github.com/pyobs/pyobs/internal/bpfload"
+	"github.com/pyobs/pyobs/internal/clock"
 	"github.com/pyobs/pyobs/internal/procfs"
 )
 
@@ -59,7 +60,15 @@ type Member struct {
 	Joined uint64   `json:"joined_ns,omitempty"` // CLOCK_MONOTONIC ns; 0 for a seed
 	Execs  int      `json:"execs,omitempty"`
 	Exited bool     `json:"exited,omitempty"`
+	// Began: when its current program began (CLOCK_MONOTONIC ns: its
+	// join, or its last exec); 0 for a seed.
+	Began uint64 `json:"-"`
 }
+
+// StartGrace is how long a member's new program may take to map its
+// interpreter: read right after its exec, a python is not one yet (its
+// libpython not loaded), and "not CPython" is final only after this.
+const StartGrace = 2 * time.Second
 
 // Stats is the set's account in numbers.
 type Stats struct {
@@ -110,6 +119,9 @@ type Set struct {
 	order   []int
 	joined  chan int
 	stats   Stats
+	// onChange: called (from the reader, outside mu) after a join or an
+	// exec: an engine that reads members wakes for it (OnChange).
+	onChange func()
 }
 
 // Start seeds the map with o.Seeds, attaches the fork, exec and exit
@@ -183,6 +195,23 @@ func (s *Set) Add(pid int) error {
 	return nil
 }
 
+// OnChange has fn called after each join or exec the set reads (from its
+// reader goroutine: fn must be quick and safe there), for an engine that
+// sleeps between looks to read a new program while it starts. Set it once,
+// before the members it should see change.
+func (s *Set) OnChange(fn func()) {
+	s.mu.Lock()
+	s.onChange = fn
+	s.mu.Unlock()
+}
+
+// Starting says whether pid's current program began less than StartGrace
+// ago (a seed's never did, for the set).
+func (s *Set) Starting(pid int) bool {
+	m, ok := s.Member(pid)
+	return ok && m.Began != 0 && clock.MonoNow()-int64(m.Began) < int64(StartGrace)
+}
+
 // Joined delivers the pid of each process that joined after the start, in
 // order, for engines that prepare something per process. Unread joins
 // beyond its buffer are not delivered (Members still has them).
@@ -224,15 +253,25 @@ func (s *Set) apply(b []byte) {
 	}
 	pid := int(e.Tgid)
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	changed := s.applyLocked(pid, e)
+	fn := s.onChange
+	s.mu.Unlock()
+	if changed && fn != nil {
+		fn()
+	}
+}
+
+// applyLocked applies one event (s.mu held) and reports whether a member
+// joined or exec'd.
+func (s *Set) applyLocked(pid int, e event) bool {
 	m := s.members[pid]
 	switch e.Kind {
 	case evJoin:
 		if m != nil && !m.Exited {
-			return
+			return false
 		}
 		argv, _ := s.fs.Cmdline(pid)
-		s.members[pid] = &Member{Pid: pid, Parent: int(e.Parent), How: hows[e.How], Argv: argv, Joined: e.Time}
+		s.members[pid] = &Member{Pid: pid, Parent: int(e.Parent), How: hows[e.How], Argv: argv, Joined: e.Time, Began: e.Time}
 		s.order = append(s.order, pid)
 		s.stats.Seen++
 		s.stats.Late++
@@ -240,12 +279,15 @@ func (s *Set) apply(b []byte) {
 		case s.joined <- pid:
 		default:
 		}
+		return true
 	case evExec:
 		if m != nil {
 			m.Execs++
+			m.Began = e.Time
 			if argv, err := s.fs.Cmdline(pid); err == nil {
 				m.Argv = argv
 			}
+			return true
 		}
 	case evExit:
 		if m != nil && !m.Exited {
@@ -253,6 +295,7 @@ func (s *Set) apply(b []byte) {
 			s.stats.Exited++
 		}
 	}
+	return false
 }
 
 // Has says whether pid is or was a member.

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -79,6 +80,8 @@ func TestChildrenJoinAtFork(t *testing.T) {
 	}
 	tg := startWithStdin(t, append(append([]string{}, interp.Argv...), script))
 	objs, set := load(t, procset.Options{Seeds: []int{tg.pid}, Children: true})
+	var changes atomic.Int64
+	set.OnChange(func() { changes.Add(1) })
 	tg.send("go")
 	grand := tg.expect(t, "GRANDCHILD") // printed by the first child before the parent's KIDS
 	kids := tg.expect(t, "KIDS")
@@ -90,8 +93,8 @@ func TestChildrenJoinAtFork(t *testing.T) {
 		if !ok {
 			t.Fatalf("child %d never joined; members %+v", pid, set.Members())
 		}
-		if m.How != procset.Fork || !m.Exited {
-			t.Errorf("child %d: %+v, want joined by fork and exited", pid, m)
+		if m.How != procset.Fork || !m.Exited || m.Began != m.Joined || m.Joined == 0 {
+			t.Errorf("child %d: %+v, want joined by fork and exited, its program begun at its join", pid, m)
 		}
 		var n uint64
 		if err := objs.Calls.Lookup(uint32(pid), &n); err != nil || n < 2000 {
@@ -100,6 +103,12 @@ func TestChildrenJoinAtFork(t *testing.T) {
 	}
 	if st := set.Stats(); st.Late != 4 || st.Exited != 4 || st.Lost != 0 {
 		t.Errorf("stats %+v, want 4 joined late and exited, none lost", st)
+	}
+	if n := changes.Load(); n != 4 {
+		t.Errorf("OnChange called %d times, want once per join (4)", n)
+	}
+	if !set.Starting(truth[0]) || set.Starting(tg.pid) {
+		t.Errorf("Starting: child %v, seed %v; want a child just forked starting, the seed not", set.Starting(truth[0]), set.Starting(tg.pid))
 	}
 	if m, _ := set.Member(truth[3]); m.Parent != truth[0] {
 		t.Errorf("grandchild's parent %d, want %d", m.Parent, truth[0])
@@ -166,6 +175,9 @@ func TestExecFromThread(t *testing.T) {
 	m, ok := set.Member(tg.pid)
 	if !ok || m.Exited || m.Execs != 1 {
 		t.Fatalf("after an exec from a thread: %+v (member %v), want a member with one exec, not exited", m, ok)
+	}
+	if m.Began == 0 || !set.Starting(tg.pid) {
+		t.Errorf("after its exec the seed's program began at %d (starting %v): want the exec's time", m.Began, set.Starting(tg.pid))
 	}
 	var n uint64
 	if err := objs.Calls.Lookup(uint32(tg.pid), &n); err != nil || n < 2000 {

@@ -37,10 +37,14 @@
 // Sets (set.go, set_amd64.go; bpf engine only): with a session that
 // observes several processes (session.SetSpec) the walker filters by
 // procset.h's members, each sample names its process, and each process is
-// read through its own pyframes.Process, opened at its first sample (a
+// read through its own pyframes.Process, opened at its first sample or
+// as soon as it joins or execs (procset's OnChange wakes the look: an
+// exec'd interpreter of the target's build is walked with its own
+// addresses once read, its samples before that [invalid frame chain]; a
 // member of another build or version is refused and its samples folded
 // under the reason; one that exited first is [unreadable: process
-// exited]); stacks are rooted at "[pid N] argv" when the set held more
+// exited], as are its last new stacks when it exits before the look that
+// would name them); stacks are rooted at "[pid N] argv" when the set held more
 // than one process (else the profile is the one process's, unchanged);
 // SetAccount is the account. The achieved rate is per CPU-second of all
 // members. The perf engine, --native, --async, wall and gil observe the

@@ -56,6 +56,9 @@ func newSetRec(k *kernelRec, r *Recorder, kl *pyframes.KernelLayout) *setRec {
 	sr.procs[r.s.Pid] = &procRec{pid: r.s.Pid, opened: true, py: r.s.Py, sym: k.sym, ids: k.ids, root: -1,
 		python: r.s.Py.Version().String(), cpu0: targetCPU(r.s.Pid)}
 	sr.open = 1
+	// A fork or an exec wakes the look at once: an exec'd interpreter's
+	// samples are invalid until its addresses are in the kernel's map.
+	sr.set.OnChange(k.w.Wake)
 	return sr
 }
 
@@ -132,7 +135,7 @@ func (sr *setRec) close(p *procRec) {
 // target's layout and addresses) fits it.
 func (sr *setRec) openProc(r *Recorder, p *procRec) {
 	p.retry = time.Time{}
-	m := kwalk.OpenMember(p.pid, r.s.Py.Version(), sr.layout, true, sr.w.SetAddrs, sr.gone)
+	m := kwalk.OpenMember(p.pid, r.s.Py.Version(), sr.layout, true, sr.set.Starting(p.pid), sr.w.SetAddrs, sr.gone)
 	switch {
 	case m.Gone:
 		// Exited before its code objects could be read: its samples are

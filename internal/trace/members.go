@@ -44,13 +44,7 @@ type member struct {
 	kwalk.Member
 	execs int       // its execs when it was opened
 	retry time.Time // not readable yet (starting): try again after this
-	first time.Time // the first try for this program (execs)
 }
-
-// startGrace: how long a member's new program may take to map its
-// interpreter. Read right after its exec, a python is not one yet (its
-// libpython not loaded): "not CPython" is final only after this.
-const startGrace = 2 * time.Second
 
 // setWalk configures the walk of a set or a held command (cfg.Walk, and
 // cfg.Late for a held one), or says why its calls are counted only.
@@ -153,7 +147,6 @@ func (ms *members) configureLate() {
 func (ms *members) proc(pid int) *member {
 	p := ms.procs[pid]
 	m, known := ms.tp.Set.Member(pid)
-	first := time.Now()
 	switch {
 	case p == nil:
 	case known && m.Execs != p.execs && pid != ms.run.sess.Pid:
@@ -161,7 +154,7 @@ func (ms *members) proc(pid int) *member {
 		_ = ms.tp.PyAddrs.Delete(uint32(pid))
 		p = nil
 	case !p.retry.IsZero() && time.Now().After(p.retry):
-		first, p = p.first, nil
+		p = nil
 	}
 	if p != nil {
 		return p
@@ -170,8 +163,8 @@ func (ms *members) proc(pid int) *member {
 		return &member{Member: kwalk.Member{Refused: "the target's interpreter is not read yet"}}
 	}
 	put := func(pid int, l *pyframes.KernelLayout) error { return kwalk.PutAddrs(ms.tp.PyAddrs, pid, l) }
-	p = &member{Member: kwalk.OpenMember(pid, ms.target, ms.layout, true, put, ms.tp.Set.Gone), execs: m.Execs, first: first}
-	if p.Retry || (p.Py == nil && !p.Gone && time.Since(first) < startGrace) {
+	p = &member{Member: kwalk.OpenMember(pid, ms.target, ms.layout, true, ms.tp.Set.Starting(pid), put, ms.tp.Set.Gone), execs: m.Execs}
+	if p.Retry {
 		p.retry = time.Now().Add(20 * time.Millisecond)
 	}
 	ms.procs[pid] = p
