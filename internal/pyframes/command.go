@@ -15,7 +15,8 @@ import (
 // A command held before its exec (session.Spec.Hold) has no interpreter in
 // memory yet, but its files say which one it will run. CommandLayout reads
 // them the way the exec and the dynamic loader will: PATH, #! lines (env
-// too), the loader run as a command, DT_NEEDED libpython found through
+// too), env(1) run as the command (its assignments, -i, -u, -C, -S), the
+// loader run as a command, DT_NEEDED libpython found through
 // DT_RPATH, LD_LIBRARY_PATH (or the loader's --library-path), DT_RUNPATH,
 // the ld.so.conf directories and the default ones. The layout is the one
 // the in-kernel walker needs, read from the file's own data at its
@@ -36,7 +37,7 @@ const maxCommandHops = 4
 // will run (env: the command's environment, for PATH and
 // LD_LIBRARY_PATH), and the file it was read from.
 func CommandLayout(argv, env []string) (*KernelLayout, string, error) {
-	prog, libPath, err := commandProgram(argv, env)
+	prog, libPath, env, err := commandProgram(argv, env)
 	if err != nil {
 		return nil, "", err
 	}
@@ -64,46 +65,141 @@ func CommandLayout(argv, env []string) (*KernelLayout, string, error) {
 	return k, path, nil
 }
 
-// commandProgram follows argv to the ELF program the kernel runs, and the
-// loader's --library-path when the command is the dynamic loader itself.
-func commandProgram(argv, env []string) (string, []string, error) {
+// commandProgram follows argv to the ELF program the kernel runs, the
+// loader's --library-path when the command is the dynamic loader itself,
+// and the environment the program gets (env(1) run as the command changes
+// it).
+func commandProgram(argv, env []string) (string, []string, []string, error) {
 	if len(argv) == 0 {
-		return "", nil, errors.New("no command")
+		return "", nil, nil, errors.New("no command")
 	}
 	path, err := lookPath(argv[0], env)
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	args := argv[1:]
 	var libPath []string
 	for hop := 0; hop < maxCommandHops; hop++ {
 		head, err := readHead(path, 256)
 		if err != nil {
-			return "", nil, err
+			return "", nil, nil, err
 		}
 		if bytes.HasPrefix(head, []byte("#!")) {
 			if path, err = scriptInterpreter(path, head, env); err != nil {
-				return "", nil, err
+				return "", nil, nil, err
 			}
 			args = nil // the loader's own options are never in a #! line here
 			continue
 		}
 		if !bytes.HasPrefix(head, []byte(elf.ELFMAG)) {
-			return "", nil, fmt.Errorf("%s: neither an ELF file nor a #! script", path)
+			return "", nil, nil, fmt.Errorf("%s: neither an ELF file nor a #! script", path)
+		}
+		if filepath.Base(path) == "env" {
+			rest, newEnv, dir, err := envProgram(args, env)
+			if err != nil {
+				return "", nil, nil, fmt.Errorf("%s: %w", path, err)
+			}
+			if path, err = lookPath(rest[0], newEnv); err != nil {
+				return "", nil, nil, err
+			}
+			if dir != "" && !filepath.IsAbs(path) {
+				path = filepath.Join(dir, path) // env -C: the command runs from there
+			}
+			args, env = rest[1:], newEnv
+			continue
 		}
 		if !isLoader(path) {
-			return path, libPath, nil
+			return path, libPath, env, nil
 		}
 		prog, lp, ok := loaderProgram(args)
 		if !ok {
-			return "", nil, fmt.Errorf("%s: the dynamic loader run without a program", path)
+			return "", nil, nil, fmt.Errorf("%s: the dynamic loader run without a program", path)
 		}
 		if lp != nil {
 			libPath = lp
 		}
 		path, args = prog, nil // the loader opens it as given, no PATH search
 	}
-	return "", nil, fmt.Errorf("%s: more than %d #! scripts and loaders", argv[0], maxCommandHops)
+	return "", nil, nil, fmt.Errorf("%s: more than %d #! scripts, env and loaders", argv[0], maxCommandHops)
+}
+
+// envProgram reads env(1)'s arguments as GNU env does: its options, then
+// NAME=VALUE assignments, then the command it runs (rest: its argv). It
+// returns the environment the command gets (-i, -u, the assignments) and
+// -C's directory. A -S string is split at blanks; one with quotes or
+// escapes is refused rather than split differently from env.
+func envProgram(args, env []string) (rest, newEnv []string, dir string, err error) {
+	newEnv = append([]string(nil), env...)
+	unset := func(name string) {
+		out := newEnv[:0]
+		for _, kv := range newEnv {
+			if k, _, _ := strings.Cut(kv, "="); k != name {
+				out = append(out, kv)
+			}
+		}
+		newEnv = out
+	}
+	value := func(i *int, a, short, long string) (string, bool) {
+		switch {
+		case a == short || a == long:
+			if *i+1 < len(args) {
+				*i++
+				return args[*i], true
+			}
+			return "", false
+		case strings.HasPrefix(a, long+"="):
+			return a[len(long)+1:], true
+		case len(short) == 2 && strings.HasPrefix(a, short) && !strings.HasPrefix(a, "--"):
+			return a[2:], true
+		}
+		return "", false
+	}
+	opts := true
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if opts {
+			switch {
+			case a == "--":
+				opts = false
+				continue
+			case a == "-" || a == "-i" || a == "--ignore-environment":
+				newEnv = newEnv[:0]
+				continue
+			case a == "-0" || a == "--null" || a == "-v" || a == "--debug" || a == "--list-signal-handling" ||
+				strings.HasPrefix(a, "--default-signal") || strings.HasPrefix(a, "--ignore-signal") || strings.HasPrefix(a, "--block-signal"):
+				continue
+			case strings.HasPrefix(a, "-u") || strings.HasPrefix(a, "--unset"):
+				v, ok := value(&i, a, "-u", "--unset")
+				if !ok {
+					return nil, nil, "", fmt.Errorf("env %s without a name", a)
+				}
+				unset(v)
+				continue
+			case strings.HasPrefix(a, "-C") || strings.HasPrefix(a, "--chdir"):
+				if dir, _ = value(&i, a, "-C", "--chdir"); dir == "" {
+					return nil, nil, "", fmt.Errorf("env %s without a directory", a)
+				}
+				continue
+			case strings.HasPrefix(a, "-S") || strings.HasPrefix(a, "--split-string"):
+				v, ok := value(&i, a, "-S", "--split-string")
+				if !ok || strings.ContainsAny(v, "'\"\\$#") {
+					return nil, nil, "", fmt.Errorf("env -S %q: not split here (quotes, escapes or variables)", v)
+				}
+				args = append(append(append([]string(nil), args[:i+1]...), strings.Fields(v)...), args[i+1:]...)
+				continue
+			case strings.HasPrefix(a, "-") && len(a) > 1:
+				return nil, nil, "", fmt.Errorf("env option %s not known here", a)
+			}
+			opts = false
+		}
+		if k, _, ok := strings.Cut(a, "="); ok && k != "" {
+			unset(k)
+			newEnv = append(newEnv, a)
+			continue
+		}
+		return args[i:], newEnv, dir, nil
+	}
+	return nil, nil, "", errors.New("env runs no command here (it would print the environment)")
 }
 
 // lookPath is exec.LookPath with the command's PATH.
@@ -111,8 +207,11 @@ func lookPath(name string, env []string) (string, error) {
 	if strings.Contains(name, "/") {
 		return name, nil
 	}
-	dirs := filepath.SplitList(envValue(env, "PATH"))
-	for _, d := range dirs {
+	path, ok := envLookup(env, "PATH")
+	if !ok {
+		path = "/bin:/usr/bin" // execvp's search path without PATH (glibc's _CS_PATH)
+	}
+	for _, d := range filepath.SplitList(path) {
 		if d == "" {
 			d = "."
 		}
@@ -125,13 +224,19 @@ func lookPath(name string, env []string) (string, error) {
 }
 
 func envValue(env []string, key string) string {
-	v := ""
+	v, _ := envLookup(env, key)
+	return v
+}
+
+// envLookup is key's value in env and whether env sets it.
+func envLookup(env []string, key string) (string, bool) {
+	v, found := "", false
 	for _, kv := range env {
 		if k, val, ok := strings.Cut(kv, "="); ok && k == key {
-			v = val // os.Environ holds each name once; a hand-made env's last wins
+			v, found = val, true // os.Environ holds each name once; a hand-made env's last wins
 		}
 	}
-	return v
+	return v, found
 }
 
 func readHead(path string, n int) ([]byte, error) {

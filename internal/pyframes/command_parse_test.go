@@ -54,6 +54,54 @@ func TestScriptInterpreter(t *testing.T) {
 	}
 }
 
+func TestEnvProgram(t *testing.T) {
+	base := []string{"PATH=/usr/bin", "HOME=/root", "LD_LIBRARY_PATH=/old"}
+	for _, c := range []struct {
+		args      []string
+		rest      []string
+		env       []string
+		dir       string
+		wantError bool
+	}{
+		{[]string{"HOT=alpha", "python3", "x.py"}, []string{"python3", "x.py"}, append(append([]string{}, base...), "HOT=alpha"), "", false},
+		{[]string{"-i", "PATH=/opt/bin", "python3"}, []string{"python3"}, []string{"PATH=/opt/bin"}, "", false},
+		{[]string{"-u", "LD_LIBRARY_PATH", "--unset=HOME", "python3"}, []string{"python3"}, []string{"PATH=/usr/bin"}, "", false},
+		{[]string{"LD_LIBRARY_PATH=/new", "python3"}, []string{"python3"}, []string{"PATH=/usr/bin", "HOME=/root", "LD_LIBRARY_PATH=/new"}, "", false},
+		{[]string{"-C", "/srv", "--", "./py", "-c", "1"}, []string{"./py", "-c", "1"}, base, "/srv", false},
+		{[]string{"-S", "A=1 python3 -u", "x.py"}, []string{"python3", "-u", "x.py"}, append(append([]string{}, base...), "A=1"), "", false},
+		{[]string{"-", "--", "A=1", "python3"}, []string{"python3"}, []string{"A=1"}, "", false},
+		{[]string{"-S", "python3 'a b'"}, nil, nil, "", true},
+		{[]string{"-i", "A=1"}, nil, nil, "", true},
+		{[]string{"--frobnicate", "python3"}, nil, nil, "", true},
+		{[]string{"-u"}, nil, nil, "", true},
+	} {
+		rest, env, dir, err := envProgram(c.args, base)
+		if (err != nil) != c.wantError || !reflect.DeepEqual(rest, c.rest) || !reflect.DeepEqual(env, c.env) || dir != c.dir {
+			t.Errorf("envProgram(%q) = %q, %q, %q, %v; want %q, %q, %q, error %v", c.args, rest, env, dir, err, c.rest, c.env, c.dir, c.wantError)
+		}
+	}
+}
+
+func FuzzEnvProgram(f *testing.F) {
+	f.Add("-i\x00A=1\x00python3\x00x.py")
+	f.Add("-S\x00A=1 python3 -u\x00--\x00-C")
+	f.Fuzz(func(t *testing.T, s string) {
+		args := strings.Split(s, "\x00")
+		rest, env, _, err := envProgram(args, []string{"PATH=/usr/bin"})
+		if err != nil {
+			return
+		}
+		if len(rest) == 0 {
+			t.Fatalf("%q: no command", args)
+		}
+		for _, kv := range env {
+			if !strings.Contains(kv, "=") {
+				t.Fatalf("%q: environment entry %q", args, kv)
+			}
+		}
+	})
+}
+
 func TestLdSoConfDirs(t *testing.T) {
 	dir := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(dir, "conf.d"), 0o755); err != nil {

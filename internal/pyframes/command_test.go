@@ -75,7 +75,9 @@ func TestCommandLayoutScripts(t *testing.T) {
 	direct := write("direct", "#!"+in.Argv[0]+" -u\nprint(1)\n")
 	viaEnv := write("via-env", "#!/usr/bin/env -S PYTHONUNBUFFERED=1 "+filepath.Base(in.Argv[0])+" -u\nprint(1)\n")
 	env := append(os.Environ(), "PATH="+filepath.Dir(in.Argv[0])+":/usr/bin:/bin")
-	for _, argv := range [][]string{{direct}, {viaEnv, "x"}} {
+	base, bin := filepath.Base(in.Argv[0]), filepath.Dir(in.Argv[0])
+	for _, argv := range [][]string{{direct}, {viaEnv, "x"}, {"env", "HOT=1", base, "-c", "1"},
+		{"/usr/bin/env", "-i", "PATH=" + bin, base}, {"env", "-C", bin, "./" + base}} {
 		got, path, err := pyframes.CommandLayout(argv, env)
 		if err != nil {
 			t.Fatalf("%v: %v", argv, err)
