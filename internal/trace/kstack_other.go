@@ -31,8 +31,8 @@ func (k *kstacks) lookup(uint64) (*kpath, bool) { return nil, false }
 func fillThreads(*ebpf.Map, int, []pyframes.ThreadRef) error { return nil }
 
 type members struct {
-	late, stale bool
-	lateWhy     string
+	late, stale, pending bool
+	lateWhy              string
 }
 
 func newMembers(*sites, *tracepoint.Tracer, *pyframes.KernelLayout) *members { return &members{} }
@@ -45,4 +45,4 @@ func (r *sites) setWalk(*tracepoint.Config) string {
 	return "counts only: the kernel's Python stack walker is x86_64 only"
 }
 
-const heldPoll = 20 * time.Millisecond
+const startLook = 20 * time.Millisecond

@@ -37,7 +37,16 @@ type members struct {
 	// lateWhy: the held command's walk could not be turned on (another
 	// build came up, no interpreter read): why.
 	lateWhy string
+	// pending: a member's interpreter could not be read yet (starting):
+	// the engine looks again after startLook, not its usual period.
+	pending bool
 }
+
+// startLook is the look period while an interpreter is starting: a held
+// command's calls are counted, not named, until its addresses are written;
+// an exec'd member's are walked with the target's addresses, and fail the
+// walk's checks, until its own are in the kernel's map.
+const startLook = 5 * time.Millisecond
 
 // member is one process: its reader (kwalk.OpenMember), or why not.
 type member struct {
@@ -72,12 +81,11 @@ func (r *sites) setWalk(cfg *tracepoint.Config) string {
 	return ""
 }
 
-// heldPoll is how often a held command is looked at until its interpreter
-// is up: the calls it makes meanwhile are counted, not named.
-const heldPoll = 5 * time.Millisecond
-
 func newMembers(run *sites, tp *tracepoint.Tracer, layout *pyframes.KernelLayout) *members {
 	ms := &members{run: run, tp: tp, layout: layout, late: tp.AddrsLate(), procs: map[int]*member{}}
+	// A fork or an exec ends the engine's wait at once: the new program
+	// is read while it starts.
+	tp.Set.OnChange(tp.Wake)
 	if s := run.sess; !ms.late && s.Py != nil {
 		ms.target = s.Py.Version()
 		ms.procs[s.Pid] = &member{Member: kwalk.Member{Py: s.Py, Sym: kwalk.NewSymbolizer(s.Py, layout), Python: ms.target.String()}}
@@ -94,11 +102,14 @@ func (ms *members) tick() {
 	if ms.target == (pyframes.Version{}) {
 		return
 	}
+	ms.pending = false
 	for _, m := range ms.tp.Set.Members() {
 		p := ms.procs[m.Pid]
 		switch {
 		case !m.Exited:
-			ms.proc(m.Pid)
+			if ms.proc(m.Pid).Retry {
+				ms.pending = true
+			}
 		case p != nil && p.Py != nil && m.Pid != ms.run.sess.Pid:
 			// Its stacks were drained before this look: its reader
 			// and addresses are no longer needed.
@@ -165,7 +176,7 @@ func (ms *members) proc(pid int) *member {
 	put := func(pid int, l *pyframes.KernelLayout) error { return kwalk.PutAddrs(ms.tp.PyAddrs, pid, l) }
 	p = &member{Member: kwalk.OpenMember(pid, ms.target, ms.layout, true, ms.tp.Set.Starting(pid), put, ms.tp.Set.Gone), execs: m.Execs}
 	if p.Retry {
-		p.retry = time.Now().Add(20 * time.Millisecond)
+		p.retry = time.Now().Add(startLook)
 	}
 	ms.procs[pid] = p
 	return p

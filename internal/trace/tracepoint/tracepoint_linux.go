@@ -294,6 +294,10 @@ func (t *Tracer) Detach() {
 	}
 }
 
+// Wake makes a ReadEvents that waits return now (after the events already
+// there): a process of the set forked or exec'd (procset.Set.OnChange).
+func (t *Tracer) Wake() { t.ring.Wake() }
+
 // AddrsLate: the programs walk with a layout fixed at load and wait for
 // the process's addresses (Config.Late; SetAddrs).
 func (t *Tracer) AddrsLate() bool { return t.late != nil }
@@ -398,6 +402,9 @@ func (t *Tracer) ReadEvents(deadline time.Time, fn func(Event)) error {
 			return nil
 		}
 		b, ok, err := t.ring.Next(deadline)
+		if errors.Is(err, bpfload.ErrWoken) {
+			return nil // Wake: the caller's look comes now
+		}
 		if err != nil || !ok {
 			return err
 		}
