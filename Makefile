@@ -34,6 +34,8 @@ bench: build pythons
 	scripts/bench-dump-native.sh
 	scripts/bench-red.sh
 	scripts/bench-trace.sh
+	scripts/bench-trace-sites.sh
+	scripts/bench_trace_children.sh
 	PYOBS_BENCH=1 $(GO) test -count=1 -run TestSyscallTracepointFloor -v ./internal/trace/tracepoint
 	scripts/bench-offcpu.sh
 	scripts/bench_mem.sh
