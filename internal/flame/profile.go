@@ -116,6 +116,10 @@ type Meta struct {
 	KernelInvalid   uint64 `json:"kernel_invalid,omitempty"`
 	NotPython       uint64 `json:"not_python,omitempty"`
 	NoFrames        uint64 `json:"no_frames,omitempty"`
+	// PartlyNamed: samples named but for frames whose code object was
+	// gone when pyobs read it (freed since the sample): each such frame
+	// is [code object unreadable], the rest of the stack named.
+	PartlyNamed uint64 `json:"partly_named,omitempty"`
 	// BeforePython: samples of a held command taken before its
 	// interpreter was up (not walked: [before the interpreter]).
 	BeforePython   uint64  `json:"before_python,omitempty"`

@@ -81,7 +81,11 @@
 // frame on a page not present (the program can't fault it
 // in: [faulted: page not present], counted); a failed check ([invalid frame
 // chain]); threads whose state is neither in the map nor at the TLS offsets
-// ([no Python thread state]); a code object freed and its address reused
+// ([no Python thread state]); a frame whose code object was freed before
+// the look that names it ([code object unreadable], the rest of its stack
+// named: Meta.PartlyNamed; a stack of which no frame can be read is
+// [unreadable]; so that a short-lived program's are read while it lives,
+// the look comes every 20 ms while a program observed is starting); a code object freed and its address reused
 // within a second on ≤3.13 is misnamed. perf: what happens between the
 // kernel's sample and the stack read (torn reads are detected and counted,
 // not guessed).

@@ -13,6 +13,7 @@ import (
 	"github.com/pyobs/pyobs/internal/flame"
 	"github.com/pyobs/pyobs/internal/kwalk"
 	"github.com/pyobs/pyobs/internal/mixed"
+	"github.com/pyobs/pyobs/internal/procset"
 	"github.com/pyobs/pyobs/internal/pyframes"
 	"github.com/pyobs/pyobs/internal/session"
 	"github.com/pyobs/pyobs/internal/unwind"
@@ -29,6 +30,7 @@ type kernelRec struct {
 	set   *setRec           // observing a set of processes, nil for one
 
 	exact, trunc, fault, invalid, nopy, empty, prepy uint64
+	partly                                           uint64 // samples named but for some frames' code objects
 
 	// Aggregated in the kernel (kwalk.Options.Aggregate): each distinct
 	// stack as the ring brought it, counts whose stack had not come yet
@@ -202,6 +204,33 @@ func (k *kernelRec) tick(now time.Time) {
 	}
 }
 
+// gone says whether the process that sent a sample has exited (its code
+// objects can no longer be read: no frame of it is named after).
+func (k *kernelRec) gone(r *Recorder, tgid int) bool {
+	if k.set != nil {
+		return k.set.gone(tgid)
+	}
+	return !r.s.Alive()
+}
+
+// starting says whether a program observed began a moment ago (the held
+// command, a member just forked or exec'd): its stacks are named every
+// pendingLook while it starts, so that a short-lived one's are read
+// before it exits (after, its code objects are gone: [unreadable:
+// process exited]).
+func (k *kernelRec) starting(r *Recorder) bool {
+	if k.set == nil {
+		st := r.s.Started()
+		return !st.IsZero() && time.Since(st) < procset.StartGrace
+	}
+	for _, m := range k.set.set.Members() {
+		if !m.Exited && (k.set.set.Starting(m.Pid) || (m.Pid == r.s.Pid && time.Since(r.s.Started()) < procset.StartGrace)) {
+			return true
+		}
+	}
+	return false
+}
+
 func (k *kernelRec) close() {
 	if k.w != nil {
 		k.w.Close()
@@ -254,7 +283,7 @@ func (r *Recorder) runKernel(ctx context.Context, deadline <-chan time.Time, k *
 		// 200 ms, or at the end of the recording, or when the kernel says
 		// a sixteenth of the ring is waiting.
 		look := r.look()
-		if k.set != nil && k.set.openPending(r) {
+		if (k.set != nil && k.set.openPending(r)) || k.starting(r) {
 			look = min(look, pendingLook)
 		}
 		until := time.Now().Add(look)
@@ -407,19 +436,25 @@ func (r *Recorder) kernelSample(k *kernelRec, s *kwalk.Sample, n uint64, def *kd
 		return
 	}
 	py := len(fids)
+	unread := 0
 	for i := len(s.Frames) - 1; i >= 0; i-- {
 		f := s.Frames[i]
 		cs, err := sym.Code(f.Code, s.CodeGen)
-		if err != nil {
+		if err != nil && k.gone(r, s.Tgid) {
 			r.failed += n
-			r.ids = fids
-			what := "[unreadable]"
-			if k.set != nil && k.set.gone(s.Tgid) {
+			r.ids = fids[:py]
+			if k.set != nil {
 				k.set.unread += n
-				what = "[unreadable: process exited]"
 			}
-			r.marker(s.Tid, what, w)
+			r.marker(s.Tid, "[unreadable: process exited]", w)
 			return
+		}
+		if err != nil {
+			// Freed since the sample (a module's code after its import
+			// ran): this frame is marked, its callers and callees named.
+			unread++
+			fids = append(fids, r.prof.Intern(flame.Frame{Kind: flame.State, Function: "[code object unreadable]"}))
+			continue
 		}
 		key := [2]uint64{cs.ID, uint64(uint32(f.Lasti))}
 		id, ok := ids[key]
@@ -428,6 +463,16 @@ func (r *Recorder) kernelSample(k *kernelRec, s *kwalk.Sample, n uint64, def *kd
 			ids[key] = id
 		}
 		fids = append(fids, id)
+	}
+	switch {
+	case unread == len(s.Frames):
+		r.failed += n
+		r.ids = fids[:py]
+		r.marker(s.Tid, "[unreadable]", w)
+		return
+	case unread > 0:
+		k.partly += n
+		def = nil // not kept for the stack's next samples: read again
 	}
 	if def != nil && k.set == nil && uint32(len(fids)-py) == def.n {
 		if !def.hasFid {
@@ -569,6 +614,7 @@ func (r *Recorder) kernelFrames(k *kernelRec, ks uint32, n uint64) []int {
 func (r *Recorder) kernelAccount(k *kernelRec) {
 	m := &r.prof.Meta
 	m.Exact, m.KernelTruncated, m.KernelFaulted, m.KernelInvalid = k.exact, k.trunc, k.fault, k.invalid
+	m.PartlyNamed = k.partly
 	m.NotPython, m.NoFrames, m.BeforePython = k.nopy, k.empty, k.prepy
 	m.BPFStats = k.note
 	m.MapOnly = k.mapOnly
