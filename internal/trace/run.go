@@ -246,7 +246,10 @@ func choose(r *sites, opt Options, acct *Account) (*tracepoint.Tracer, error) {
 	case opt.Engine == "ptrace":
 		return nil, nil
 	}
-	cfg := tracepoint.Config{Pid: r.pid, Slow: opt.Slow, Threads: map[int]uint64{}}
+	// Batched: runTracepoint reads the events every 20 ms (5 while an
+	// interpreter starts), and a wake-up per failing call cost the
+	// program ~3 µs of it (BENCHMARKS.md).
+	cfg := tracepoint.Config{Pid: r.pid, Slow: opt.Slow, Threads: map[int]uint64{}, Batched: true}
 	walkWhy := "--kernel-walk=false"
 	if r.set || r.held {
 		// The walk takes one layout, the target's (a held command's read

@@ -41,6 +41,14 @@ volatile const u32 held_tgid = 0;
 u32 held_done = 0; // held_tgid has exec'd (set by sys_enter once seen)
 volatile const u64 slow_ns = 0;
 volatile const u32 use_filter = 0;
+// With the walk, wake the reader only for an event it should act on at
+// once — a stack new to it (named while its code objects are alive), or
+// none walked (its late read) — or once this many bytes of events wait
+// (0: at every event). It looks every 20 ms anyway, and a wake-up per
+// failing call (a sleeping reader woken: a VM exit here) cost the traced
+// program more than the call's accounting did.
+volatile const u64 events_wake = 0;
+
 // Python frame capture (0 off). Offsets come from pyframes' Layout.
 volatile const u32 py_capture = 0;
 volatile const u64 off_tstate_frame = 0;
@@ -186,6 +194,12 @@ struct {
 // user space; the one-frame capture reads it by tid too.
 
 PERCPU_COUNTERS(counters, NCOUNTERS);
+
+static __always_inline u64 counter_get(u32 slot)
+{
+	u64 *c = bpf_map_lookup_elem(&counters, &slot);
+	return c ? *c : 0;
+}
 
 // Stacks already sent to user space, by hash, and the ring of new Python
 // stacks (struct sample of pywalk.h), read before the events.
@@ -448,6 +462,10 @@ int sys_exit(u64 *ctx)
 	u64 pyk = 0;
 	u32 pyflags = 0;
 	u32 listed = 0;
+	// Whether the reader should see this event at once: a captured frame
+	// is resolved at once (below, without the walk); a walked one's
+	// freshness is the walk's (its stack new, or none).
+	int fresh = py_capture;
 	if (PW_READY) {
 		// A thread user space has not mapped yet: its TLS pointer to its
 		// thread state is cleared while it has released the GIL (3.12+),
@@ -462,7 +480,9 @@ int sys_exit(u64 *ctx)
 			if (ts && !bpf_map_update_elem(&tstates, &key, &ts, BPF_ANY))
 				listed = 1;
 		}
+		u64 sent = counter_get(PY_WALKED + PYC_NEW); // per CPU: this program's own, unpreempted
 		pyk = pywalk_send(tid, now, &pyflags, &pyseen, &pystacks, BPF_RB_NO_WAKEUP, &counters, PY_WALKED);
+		fresh = !pyk || counter_get(PY_WALKED + PYC_NEW) != sent;
 	}
 	struct event *ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
 	if (!ev) {
@@ -486,7 +506,10 @@ int sys_exit(u64 *ctx)
 		ev->py = 5;
 	else
 		capture(ev);
-	bpf_ringbuf_submit(ev, 0);
+	u64 wake = 0;
+	if (events_wake && !fresh)
+		wake = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= events_wake ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+	bpf_ringbuf_submit(ev, wake);
 	return 0;
 }
 

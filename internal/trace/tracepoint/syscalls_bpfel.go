@@ -170,6 +170,7 @@ const (
 	syscallsProgSysExit             = "sys_exit"
 	syscallsVarCfg                  = "cfg"
 	syscallsVarEventType            = "event_type"
+	syscallsVarEventsWake           = "events_wake"
 	syscallsVarHeldDone             = "held_done"
 	syscallsVarHeldTgid             = "held_tgid"
 	syscallsVarOffCframeCurrent     = "off_cframe_current"
@@ -272,6 +273,7 @@ type syscallsMapSpecs struct {
 type syscallsVariableSpecs struct {
 	Cfg                  *ebpf.VariableSpec `ebpf:"cfg"`
 	EventType            *ebpf.VariableSpec `ebpf:"event_type"`
+	EventsWake           *ebpf.VariableSpec `ebpf:"events_wake"`
 	HeldDone             *ebpf.VariableSpec `ebpf:"held_done"`
 	HeldTgid             *ebpf.VariableSpec `ebpf:"held_tgid"`
 	OffCframeCurrent     *ebpf.VariableSpec `ebpf:"off_cframe_current"`
@@ -365,6 +367,7 @@ func (m *syscallsMaps) Close() error {
 type syscallsVariables struct {
 	Cfg                  *ebpf.Variable `ebpf:"cfg"`
 	EventType            *ebpf.Variable `ebpf:"event_type"`
+	EventsWake           *ebpf.Variable `ebpf:"events_wake"`
 	HeldDone             *ebpf.Variable `ebpf:"held_done"`
 	HeldTgid             *ebpf.Variable `ebpf:"held_tgid"`
 	OffCframeCurrent     *ebpf.Variable `ebpf:"off_cframe_current"`

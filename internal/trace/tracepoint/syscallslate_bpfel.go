@@ -162,6 +162,7 @@ const (
 	syscallslateProgSysExit             = "sys_exit"
 	syscallslateVarCfg                  = "cfg"
 	syscallslateVarEventType            = "event_type"
+	syscallslateVarEventsWake           = "events_wake"
 	syscallslateVarHeldDone             = "held_done"
 	syscallslateVarHeldTgid             = "held_tgid"
 	syscallslateVarLate                 = "late"
@@ -265,6 +266,7 @@ type syscallslateMapSpecs struct {
 type syscallslateVariableSpecs struct {
 	Cfg                  *ebpf.VariableSpec `ebpf:"cfg"`
 	EventType            *ebpf.VariableSpec `ebpf:"event_type"`
+	EventsWake           *ebpf.VariableSpec `ebpf:"events_wake"`
 	HeldDone             *ebpf.VariableSpec `ebpf:"held_done"`
 	HeldTgid             *ebpf.VariableSpec `ebpf:"held_tgid"`
 	Late                 *ebpf.VariableSpec `ebpf:"late"`
@@ -359,6 +361,7 @@ func (m *syscallslateMaps) Close() error {
 type syscallslateVariables struct {
 	Cfg                  *ebpf.Variable `ebpf:"cfg"`
 	EventType            *ebpf.Variable `ebpf:"event_type"`
+	EventsWake           *ebpf.Variable `ebpf:"events_wake"`
 	HeldDone             *ebpf.Variable `ebpf:"held_done"`
 	HeldTgid             *ebpf.Variable `ebpf:"held_tgid"`
 	Late                 *ebpf.Variable `ebpf:"late"`

@@ -79,6 +79,11 @@ type Config struct {
 	// come after the load (Tracer.SetAddrs): syscallslate, the same
 	// programs built with PYWALK_ADDRS_LATE.
 	Late bool
+	// Batched: the caller reads the events at least every few tens of
+	// milliseconds (ReadEvents with a near deadline): with the walk, the
+	// programs wake it for an event with a new stack or none, or once a
+	// sixteenth of the ring waits, not at every event.
+	Batched bool
 	// Threads: tid → PyThreadState* known before the programs attach.
 	Threads map[int]uint64
 	// Limits override the maps' sizes (0: the object file's): tests use
@@ -189,6 +194,11 @@ func Open(cfg Config) (*Tracer, error) {
 	}{{s.Events, cfg.RingBytes}, {s.Hist, cfg.HistEntries}, {s.Errnos, cfg.ErrnoEntries}} {
 		if m.n != 0 {
 			m.m.MaxEntries = m.n
+		}
+	}
+	if cfg.Batched {
+		if err := bpfload.SetVars(bpfload.Var{Spec: s.EventsWake, Value: uint64(s.Events.MaxEntries / 16)}); err != nil {
+			return nil, err
 		}
 	}
 	t := &Tracer{Walking: cfg.Walk != nil}
