@@ -52,8 +52,10 @@
 // the accept was seen); HTTP/2; requests whose first bytes arrive in a
 // buffer larger than 128 bytes after another request in the same read
 // (pipelined requests beyond the copied prefix are counted but unnamed);
-// io_uring and sendmmsg/recvmmsg; the Python stacks of a member that
-// exec'd a new program (walked with the target's layout: forks only), and
+// io_uring and sendmmsg/recvmmsg; the Python stacks of a member of
+// another CPython build than the target's ("[python stack not named: …]";
+// each member's are named through its own memory, an exec'd python of the
+// target's build walked with its own addresses: kwalk.Members), and
 // user-space stack reads of any member but the target;
 // which coroutine an asyncio server runs for a request (the handling
 // thread is the event loop, so --slowest shows the loop's stack, and a

@@ -15,6 +15,7 @@ import (
 	"github.com/pyobs/pyobs/internal/flame"
 	"github.com/pyobs/pyobs/internal/kwalk"
 	"github.com/pyobs/pyobs/internal/procset"
+	"github.com/pyobs/pyobs/internal/pyframes"
 	"github.com/pyobs/pyobs/internal/red/sampler"
 	"github.com/pyobs/pyobs/internal/session"
 )
@@ -44,6 +45,7 @@ type ksampler struct {
 	s         *session.Session
 	tids      *session.TidMap
 	sym       *kwalk.Symbolizer
+	members   *kwalk.Members // a set's other processes, each read through its own reader; nil: the target alone
 	stacks    map[uint64]*kstack
 	byTid     map[uint32][]khit
 	drainedAt uint64
@@ -94,6 +96,10 @@ func openSampler(s *session.Session, tids *session.TidMap, opt Options, pr *prob
 		k.roots = map[string]int{}
 		k.frameIDs = map[StackFrame]int{}
 	}
+	if pr.set != nil {
+		k.members = kwalk.NewMembers(pr.set, p.PyAddrs(), kl)
+		k.members.Add(s.Pid, s.Py, kl)
+	}
 	k.stats, k.acct.BPFStats = bpfload.EnableRunStats()
 	k.refresh(true)
 	return k, ""
@@ -107,7 +113,12 @@ func (k *ksampler) refresh(now bool) {
 	}
 	k.lastFill = time.Now()
 	k.tids.Refresh()
-	_ = k.p.SetThreads(k.tids.All())
+	refs := k.tids.All()
+	if k.members != nil {
+		k.members.Open()
+		refs = append(append([]pyframes.ThreadRef(nil), refs...), k.members.ThreadRefs()...)
+	}
+	_ = k.p.SetThreads(refs)
 }
 
 // drain reads what the kernel sent: after it, every sample taken before
@@ -130,10 +141,25 @@ func (k *ksampler) onStack(smp kwalk.Sample) {
 	if smp.ID == 0 || k.stacks[smp.ID] != nil {
 		return // sent again after pyseen forgot it
 	}
-	frames, err := k.sym.Frames(&smp)
+	// A member's stack is named through its own process's memory: the
+	// same addresses in the target may hold other code (a worker's own,
+	// compiled after its fork).
+	sym, why := k.sym, ""
+	if k.members != nil && smp.Tgid != 0 && smp.Tgid != k.s.Pid {
+		sym, why = k.members.Symbolizer(smp.Tgid)
+	}
+	var frames []pyframes.Frame
+	var err error
+	if sym != nil {
+		frames, err = sym.Frames(&smp)
+	}
 	st := &kstack{}
 	var key strings.Builder
-	if err != nil {
+	switch {
+	case sym == nil:
+		k.acct.SymbolErrors++
+		st.frames = []StackFrame{{Function: "[python stack not named: " + why + "]"}}
+	case err != nil:
 		k.acct.SymbolErrors++
 		frames = nil
 		st.frames = []StackFrame{{Function: "[code object unreadable]"}}

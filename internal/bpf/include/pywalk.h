@@ -112,7 +112,7 @@ struct frame {
 
 struct sample_hdr {
 	u64 time;    // CLOCK_MONOTONIC ns
-	u64 id;      // the stack's identity: a hash of its frames, flags and code generation
+	u64 id;      // the stack's identity: a hash of its frames, flags, code generation and process
 	u64 tstate;  // PyThreadState*
 	u64 codegen; // the interpreter's code-object generation at the sample (3.14+)
 	u64 last;    // the outermost frame visited
@@ -627,8 +627,12 @@ static __always_inline void pywalk(struct sample *s, u32 tid, struct pywalk_ev *
 			flags |= S_TRUNCATED; // ended somewhere else: callers missing
 	}
 	s->h.flags |= flags;
+	// The process is in the identity: the same code addresses in two
+	// processes of a set may be other code (each worker's own, compiled
+	// after its fork where its sibling's is), and each stack is sent, and
+	// named through its own process's memory, once per process.
 	if (flags & (S_COMPLETE | S_TRUNCATED))
-		s->h.id = mix(mix(w.hash, s->h.codegen), (u64)(flags & (S_COMPLETE | S_TRUNCATED)) << 32 | w.depth);
+		s->h.id = mix(mix(mix(w.hash, s->h.codegen), s->h.tgid), (u64)(flags & (S_COMPLETE | S_TRUNCATED)) << 32 | w.depth);
 }
 
 // ---- Sending stacks once ----

@@ -76,6 +76,10 @@ func Open(pid int, walkCfg any, hz int, set map[string]*ebpf.Map, o procset.Opti
 	return p, nil
 }
 
+// PyAddrs is the walk's map of a member's own interpreter addresses
+// (pywalk.h pyaddrs: kwalk.Members puts them).
+func (p *Sampler) PyAddrs() *ebpf.Map { return p.objs.Pyaddrs }
+
 // loadShared loads spec into obj with the set's maps in place of its own.
 func loadShared(what string, spec *ebpf.CollectionSpec, obj any, maps map[string]*ebpf.Map) error {
 	bpfload.RemoveMemlock()
