@@ -13,9 +13,12 @@ import (
 	"github.com/pyobs/pyobs/internal/testutil"
 )
 
-// heldProgram spins 0.2 s, then writes its process CPU seconds (from its
-// start: the interpreter's start-up included) to argv[1] and exits 3.
-const heldProgram = "import sys,time\nt=time.monotonic()+0.2\nwhile time.monotonic()<t: pass\nopen(sys.argv[1],'w').write(repr(time.process_time()))\nsys.exit(3)"
+// heldProgram imports a few modules of the standard library (its own
+// start-up: the interpreter's, ~10 ms here, can be over before the walk
+// has the process's addresses, its samples then [before the interpreter]),
+// spins 0.2 s, then writes its process CPU seconds (from its start: the
+// interpreter's start-up included) to argv[1] and exits 3.
+const heldProgram = "import sys,time\nimport json,decimal,fractions,statistics,email.message,http.client\nt=time.monotonic()+0.2\nwhile time.monotonic()<t: pass\nopen(sys.argv[1],'w').write(repr(time.process_time()))\nsys.exit(3)"
 
 type heldDoc struct {
 	Meta struct {
@@ -61,7 +64,7 @@ func runHeld(t *testing.T, label string, outer, inner []string) (heldDoc, float6
 // TestRecordSpawnFromExec: record -- CMD on the bpf engine holds CMD
 // before its exec while the walker loads, then samples it from its first
 // instruction: the samples are F × the program's own CPU seconds from its
-// start (its process_time, interpreter start-up included; ±25 %), the
+// start (its process_time, interpreter start-up included; ±25 %), its
 // start-up's imports are in the profile, and nothing is said unobserved.
 // (Unheld, the recording began 0.1–0.3 s into the program: most of it.)
 // With eBPF refused the perf engine records the running program and says

@@ -10,8 +10,11 @@ to 10 requests (an idle one ends after 100 ms), then answers with
 > 0 a worker that served that many requests closes its connection and
 exits, and the parent forks a new one (gunicorn's --max-requests).
 
-Routes: /err/<id> 500, /missing/<id> 404, /slow/<id> 50 ms in
-slow_handler then 200, anything else 200.
+Routes: /err/<id> 500, /missing/<id> 404, /slow/<id> 50 ms in the
+worker's own slow_handler_<pid> then 200, anything else 200. Each worker
+compiles that handler after its fork: its code object is in that worker's
+memory only, at the address its siblings' are at (a profiler names it
+through the worker's own memory, or not at all).
 
 Ground truth: each worker writes OUTDIR/worker-<pid>.json, {"pid",
 "requests", "errors" (5xx), "client4xx"}, when it exits (MAX_REQUESTS, or
@@ -36,11 +39,6 @@ def write_truth(outdir, counts):
     os.rename(path + ".tmp", path)
 
 
-def slow_handler():
-    time.sleep(0.05)
-    return 200, b"OK", b"slow\n"
-
-
 def read_request(conn, buf):
     """One request's head (bytes before the blank line) and the rest."""
     while b"\r\n\r\n" not in buf:
@@ -54,6 +52,10 @@ def read_request(conn, buf):
 
 def worker(lsock, outdir, max_requests):
     counts = {"pid": os.getpid(), "requests": 0, "errors": 0, "client4xx": 0}
+    name = "slow_handler_%d" % os.getpid()
+    ns = {"time": time}
+    exec(compile("def %s():\n    time.sleep(0.05)\n    return 200, b'OK', b'slow\\n'\n" % name, "prefork_worker.py", "exec"), ns)
+    own_slow_handler = ns[name]
 
     def on_term(signum, frame):
         write_truth(outdir, counts)
@@ -80,7 +82,7 @@ def worker(lsock, outdir, max_requests):
                 break
             path = head.split(b" ", 2)[1] if head.count(b" ") >= 2 else b"/"
             if path.startswith(b"/slow/"):
-                code, reason, body = slow_handler()
+                code, reason, body = own_slow_handler()
             elif path.startswith(b"/err/"):
                 code, reason, body = 500, b"Internal Server Error", b"boom\n"
             elif path.startswith(b"/missing/"):
