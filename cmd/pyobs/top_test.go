@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -63,20 +64,32 @@ func TestTopTmux(t *testing.T) {
 		}
 		return string(out)
 	}
+	// pyobs's stderr goes to a file: said with the screen when the test fails.
+	errFile := filepath.Join(t.TempDir(), "stderr")
 	start := time.Now()
-	tmux("new-session", "-d", "-s", name, "-x", "120", "-y", "30", bin+" top -p "+strconv.Itoa(tg.Pid)+"; echo pyobs exited $?; sleep 600")
+	tmux("new-session", "-d", "-s", name, "-x", "120", "-y", "30", bin+" top -p "+strconv.Itoa(tg.Pid)+" 2>"+errFile+"; echo pyobs exited $?; sleep 600")
 	t.Cleanup(func() { _ = exec.Command("tmux", "-L", name, "kill-server").Run() })
+	wholeRow := regexp.MustCompile(`^\S+ \(/\S+\.py\)$`)
 	row := regexp.MustCompile(`^ *\d+\.\d% +\d+\.\d% +\d+\.\d\d +\d+\.\d\d  (\S.*)$`)
+	// shown is a pane for a failure's message: its lines without the
+	// blank ones below, then pyobs's stderr, then when (the reason comes
+	// last, where a log's tail shows it).
+	shown := func(pane string) string {
+		errs, _ := os.ReadFile(errFile)
+		return fmt.Sprintf("%s\n--- pyobs stderr:\n%s--- %v after start:", strings.TrimRight(pane, " \n"), errs, time.Since(start).Round(time.Millisecond))
+	}
 	// screen returns the pane's function rows, after checking every line.
 	screen := func() (string, []string) {
 		pane := tmux("capture-pane", "-p", "-t", name)
 		var fns []string
 		for _, l := range strings.Split(strings.TrimRight(pane, "\n"), "\n") {
 			if m := row.FindStringSubmatch(l); m != nil {
-				// Whole: ends with its file, or was cut at the pane's width.
+				// Whole: ends with its file (the script's, or threading.py's
+				// for the sleeping thread's callers when it had a sample),
+				// or was cut at the pane's width.
 				cut := len([]rune(l)) == 120 && strings.HasPrefix(m[1], "a_function_with_a_rather_long_name")
-				if !strings.HasSuffix(l, "top_target.py)") && !cut {
-					t.Errorf("row not whole (left-over or half-drawn): %q\npane:\n%s", l, pane)
+				if !wholeRow.MatchString(m[1]) && !cut {
+					t.Errorf("pane:\n%s row not whole (left-over or half-drawn): %q", shown(pane), l)
 				}
 				fns = append(fns, m[1])
 			}
@@ -91,14 +104,14 @@ func TestTopTmux(t *testing.T) {
 			break
 		}
 		if time.Since(start) > 3*time.Second {
-			t.Fatalf("hot_alpha is not the first function %v after start:\n%s", time.Since(start), pane)
+			t.Fatalf("%s hot_alpha is not the first function", shown(pane))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Logf("hot function first after %v", time.Since(start).Round(time.Millisecond))
 	for _, want := range []string{"pyobs top · pid " + strconv.Itoa(tg.Pid), "samples/s", "observer CPU", "target CPU", "MainThread"} {
 		if !strings.Contains(pane, want) {
-			t.Errorf("screen lacks %q:\n%s", want, pane)
+			t.Errorf("%s the screen lacks %q", shown(pane), want)
 		}
 	}
 	// waitFor sends a key and waits for the screen to say so.
@@ -112,7 +125,7 @@ func TestTopTmux(t *testing.T) {
 				return fns
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("after key %q the screen does not show %q:\n%s", key, want, pane)
+				t.Fatalf("%s after key %q the screen does not show %q", shown(pane), key, want)
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
@@ -130,7 +143,7 @@ func TestTopTmux(t *testing.T) {
 	before, _ := screen()
 	time.Sleep(2500 * time.Millisecond)
 	if after, _ := screen(); after != before {
-		t.Errorf("paused, the screen still changed:\n%s\n---\n%s", before, after)
+		t.Errorf("%s\n---\n%s paused, the screen still changed", before, shown(after))
 	}
 	waitFor("o", "sorted by own", func(fns []string) bool { return len(fns) > 0 && strings.HasPrefix(fns[0], "hot_alpha (") })
 	tmux("send-keys", "-t", name, "q")
@@ -142,7 +155,7 @@ func TestTopTmux(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("q did not end pyobs top with status 0 and restore the screen:\n%s", pane)
+			t.Fatalf("%s q did not end pyobs top with status 0 and restore the screen", shown(pane))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -65,20 +65,26 @@ func familyTruth(t *testing.T, path string) map[string][2]int {
 // walk that found no stack, a call before the walk was on).
 func checkFamily(t *testing.T, j *familyOut, truth map[string][2]int, n int) {
 	t.Helper()
-	fn := map[string]string{"parent_fail": "parent", "forked_fail": "forked", "exec_fail": "exec"}
-	for role := range map[string]bool{"parent": true, "forked": true, "exec": true} {
-		if truth[role][1] != n {
+	fn := map[string]string{"parent_fail": "parent", "forked_fail": "forked", "exec_fail": "exec", "reexec_fail": "reexec"}
+	for _, role := range []string{"parent", "forked", "exec"} {
+		if _, ok := truth[role]; !ok {
+			t.Fatalf("the target's report %v lacks %s", truth, role)
+		}
+	}
+	for _, c := range truth {
+		if c[1] != n {
 			t.Fatalf("the target's report %v: want %d calls from each role", truth, n)
 		}
 	}
+	roles := len(truth)
 	var row *familyRow
 	for i := range j.Syscalls {
 		if j.Syscalls[i].Name == "rmdir" {
 			row = &j.Syscalls[i]
 		}
 	}
-	if row == nil || row.Calls != uint64(3*n) {
-		t.Fatalf("rmdir row %+v: want %d calls", row, 3*n)
+	if row == nil || row.Calls != uint64(roles*n) {
+		t.Fatalf("rmdir row %+v: want %d calls", row, roles*n)
 	}
 	named := map[string]uint64{}
 	var total uint64
@@ -89,7 +95,7 @@ func checkFamily(t *testing.T, j *familyOut, truth map[string][2]int, n int) {
 		}
 		// Innermost first: fail, then the role's function, then <module>.
 		if len(names) != 3 || names[0] != "fail" || fn[names[1]] == "" || names[2] != "<module>" {
-			t.Errorf("path %v (%d calls): want fail <- parent_fail/forked_fail/exec_fail <- <module>", names, p.Calls)
+			t.Errorf("path %v (%d calls): want fail <- parent_fail/forked_fail/exec_fail/reexec_fail <- <module>", names, p.Calls)
 			continue
 		}
 		named[fn[names[1]]] += p.Calls
@@ -99,9 +105,9 @@ func checkFamily(t *testing.T, j *familyOut, truth map[string][2]int, n int) {
 	if w == nil || !w.On {
 		t.Fatalf("python_walk %+v: want on (site error %q)", w, j.SiteError)
 	}
-	if total+j.SiteFailed+w.BeforeWalk != uint64(3*n) {
+	if total+j.SiteFailed+w.BeforeWalk != uint64(roles*n) {
 		t.Errorf("named %d + not found %d + before the walk %d != %d calls (invalid %d, no thread state %d; %s)",
-			total, j.SiteFailed, w.BeforeWalk, 3*n, w.Invalid, w.NoThread, j.SiteError)
+			total, j.SiteFailed, w.BeforeWalk, roles*n, w.Invalid, w.NoThread, j.SiteError)
 	}
 	for role, c := range named {
 		// The exec'd child's first calls may come before pyobs read its
@@ -112,8 +118,8 @@ func checkFamily(t *testing.T, j *familyOut, truth map[string][2]int, n int) {
 			t.Errorf("%s: %d calls named, the process made %d", role, c, n)
 		}
 	}
-	if len(named) != 3 {
-		t.Errorf("named per process %v: want all three", named)
+	if len(named) != roles {
+		t.Errorf("named per process %v: want all %d", named, roles)
 	}
 }
 
@@ -185,4 +191,29 @@ func readFamily(t *testing.T, path string) *familyOut {
 		t.Fatalf("engine %q, want tracepoint", j.Engine)
 	}
 	return &j
+}
+
+// TestTraceSeedExecs: under trace -p PARENT --children, the parent itself
+// execs a new python once its family is done (same pid, a new program at
+// other addresses): its new calls are named through its new program
+// (reexec_fail), not read through the reader of the program before.
+func TestTraceSeedExecs(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.CPUHog(t, 1)
+	const n = 2000
+	in := testutil.Find(t, "pyenv-3.12")
+	dir := t.TempDir()
+	report, o := filepath.Join(dir, "report"), filepath.Join(dir, "t.json")
+	child, _ := json.Marshal(in.Argv)
+	tg := testutil.Start(t, in, "trace_family.py", "--n", strconv.Itoa(n), "--out", report, "--child-argv", string(child), "--wait-usr1", "--reexec")
+	r := traceGated(t, tg, "tracepoint", false, testutil.Binary(t), "trace", "-p", strconv.Itoa(tg.Pid), "--children",
+		"-e", "rmdir", "--sites", "8", "-d", "60s", "--format", "json", "-o", o)
+	if r.Code != 0 {
+		t.Fatalf("exit %d: %s", r.Code, r.Stderr)
+	}
+	truth := familyTruth(t, report)
+	if truth["reexec"][0] != tg.Pid || truth["parent"][0] != tg.Pid {
+		t.Fatalf("the target's report %v: want parent and reexec both pid %d", truth, tg.Pid)
+	}
+	checkFamily(t, readFamily(t, o), truth, n)
 }

@@ -27,7 +27,7 @@ type Member struct {
 // exec: ASLR) gets its own addresses through putAddrs. walk false: the
 // reader only (no kernel walk to fit). gone says whether pid has exited;
 // starting, that its program began a moment ago (procset.Set.Starting):
-// not Python yet is then worth another try.
+// not Python yet, or not readable yet, is then worth another try.
 func OpenMember(pid int, target pyframes.Version, layout *pyframes.KernelLayout, walk, starting bool,
 	putAddrs func(pid int, l *pyframes.KernelLayout) error, gone func(pid int) bool) Member {
 	py, err := pyframes.Open(pid)
@@ -40,7 +40,8 @@ func OpenMember(pid int, target pyframes.Version, layout *pyframes.KernelLayout,
 		case errors.Is(err, pyframes.ErrNotPython):
 			return Member{Refused: "not CPython"}
 		}
-		return Member{Refused: fmt.Sprintf("can't read its interpreter: %v", err), Retry: true}
+		// A program starting may be half-mapped; any other is final.
+		return Member{Refused: fmt.Sprintf("can't read its interpreter: %v", err), Retry: starting}
 	}
 	m := Member{Py: py, Python: py.Version().String()}
 	if v := py.Version(); v != target {

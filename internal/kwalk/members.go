@@ -30,6 +30,7 @@ type Members struct {
 type memberState struct {
 	Member
 	execs int       // its execs when it was opened
+	began uint64    // when its program began (procset.Member.Began): another after an exec or a reused pid
 	retry time.Time // not readable yet: try again after this
 }
 
@@ -49,23 +50,28 @@ func (ms *Members) Add(pid int, py *pyframes.Process, layout *pyframes.KernelLay
 	ms.seed, ms.target = pid, py.Version()
 	st := &memberState{Member: Member{Py: py, Sym: NewSymbolizer(py, layout), Python: ms.target.String()}}
 	if m, ok := ms.set.Member(pid); ok {
-		st.execs = m.Execs
+		st.execs, st.began = m.Execs, m.Began
 	}
 	ms.procs[pid] = st
 }
 
-// Get is pid's member, opened (or refused) now if it was not, if it has
-// exec'd since, or if its retry is due.
+// Get is pid's member, opened (or refused) now if it was not, if it runs
+// another program since (an exec, or its pid reused by a new process),
+// or if its retry is due.
 func (ms *Members) Get(pid int) *Member {
 	p := ms.procs[pid]
 	m, known := ms.set.Member(pid)
 	switch {
 	case p == nil:
-	case pid == ms.seed && ms.target != (pyframes.Version{}):
-	case known && m.Execs != p.execs:
-		// A new program: its own memory and maybe interpreter.
+	case known && (m.Execs != p.execs || m.Began != p.began):
+		// A new program: its own memory and maybe interpreter. The
+		// target's too: its session's reader is of the program before.
 		_ = ms.addrs.Delete(uint32(pid))
+		if pid == ms.seed {
+			ms.seed = -1
+		}
 		p = nil
+	case pid == ms.seed:
 	case !p.retry.IsZero() && time.Now().After(p.retry):
 		p = nil
 	}
@@ -76,7 +82,7 @@ func (ms *Members) Get(pid int) *Member {
 		return &Member{Refused: "the target's interpreter is not read yet"}
 	}
 	put := func(pid int, l *pyframes.KernelLayout) error { return PutAddrs(ms.addrs, pid, l) }
-	p = &memberState{Member: OpenMember(pid, ms.target, ms.layout, true, ms.set.Starting(pid), put, ms.set.Gone), execs: m.Execs}
+	p = &memberState{Member: OpenMember(pid, ms.target, ms.layout, true, ms.set.Starting(pid), put, ms.set.Gone), execs: m.Execs, began: m.Began}
 	if p.Retry {
 		p.retry = time.Now().Add(RetryLook)
 	}
@@ -104,6 +110,10 @@ func (ms *Members) Open() {
 		}
 	}
 }
+
+// Seed is the target's pid while its session's reader reads it: after its
+// exec it is a member like the others (-1), read through its own.
+func (ms *Members) Seed() int { return ms.seed }
 
 // Symbolizer is the reader of the process that sent a stack (nil: why not).
 func (ms *Members) Symbolizer(pid int) (*Symbolizer, string) {

@@ -116,6 +116,9 @@ func (k *ksampler) refresh(now bool) {
 	refs := k.tids.All()
 	if k.members != nil {
 		k.members.Open()
+		if k.members.Seed() != k.s.Pid {
+			refs = nil // the target exec'd: its session's threads are of the program before
+		}
 		refs = append(append([]pyframes.ThreadRef(nil), refs...), k.members.ThreadRefs()...)
 	}
 	_ = k.p.SetThreads(refs)
@@ -145,7 +148,7 @@ func (k *ksampler) onStack(smp kwalk.Sample) {
 	// same addresses in the target may hold other code (a worker's own,
 	// compiled after its fork).
 	sym, why := k.sym, ""
-	if k.members != nil && smp.Tgid != 0 && smp.Tgid != k.s.Pid {
+	if k.members != nil && smp.Tgid != 0 && (smp.Tgid != k.s.Pid || k.members.Seed() != k.s.Pid) {
 		sym, why = k.members.Symbolizer(smp.Tgid)
 	}
 	var frames []pyframes.Frame

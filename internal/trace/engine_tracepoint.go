@@ -277,7 +277,7 @@ func runTracepoint(ctx context.Context, run *sites, tp *tracepoint.Tracer, opt O
 	gone := false
 	for ctx.Err() == nil {
 		wait := 20 * time.Millisecond
-		if b.ms != nil && ((b.ms.late && b.ms.lateWhy == "") || b.ms.pending) {
+		if b.ms != nil && b.ms.pending {
 			wait = startLook // their calls are named from the look that finds their interpreter up
 		}
 		if err := tp.ReadEvents(time.Now().Add(wait), b.onEvent); err != nil {

@@ -36,8 +36,9 @@ type members struct {
 	// lateWhy: the held command's walk could not be turned on (another
 	// build came up, no interpreter read): why.
 	lateWhy string
-	// pending: a member's interpreter could not be read yet (starting):
-	// the engine looks again after startLook, not its usual period.
+	// pending: a member's interpreter, or the held command's, could not
+	// be read yet while it starts: the engine looks again after
+	// startLook, not its usual period.
 	pending bool
 }
 
@@ -91,7 +92,9 @@ func (ms *members) tick() {
 		ms.configureLate()
 	}
 	ms.set.Open()
-	ms.pending = ms.set.Pending
+	// Looked at often only while a program starts: a held command that
+	// is not Python (yet) 2 s after its exec is looked at as usual.
+	ms.pending = ms.set.Pending || ms.late && ms.lateWhy == "" && ms.tp.Set.Starting(ms.run.pid)
 	if (ms.stale && time.Since(ms.refresh) > 5*time.Millisecond) || time.Since(ms.refresh) > 250*time.Millisecond {
 		ms.fillThreads()
 	}
@@ -131,7 +134,7 @@ func (ms *members) symbolizer(tgid int) (*kwalk.Symbolizer, string) { return ms.
 func (ms *members) fillThreads() {
 	ms.refresh, ms.stale = time.Now(), false
 	refs := ms.set.ThreadRefs()
-	if s := ms.run.sess; !ms.late && s.Py != nil {
+	if s := ms.run.sess; !ms.late && s.Py != nil && ms.set.Seed() == s.Pid {
 		if own, err := s.Py.ThreadRefs(); err == nil {
 			refs = append(refs, own...)
 		}

@@ -2,13 +2,15 @@
 (rmdir of a missing directory: ENOENT) from a parent, a child it forks and
 a child python it runs, each from its own function.
 
-Usage: python trace_family.py --n N --out FILE --child-argv JSON [--wait-usr1]
-       python trace_family.py --exec-child N FILE
+Usage: python trace_family.py --n N --out FILE --child-argv JSON [--wait-usr1] [--reexec]
+       python trace_family.py --exec-child N FILE [ROLE]
 Prints READY; with --wait-usr1 waits for SIGUSR1 (sent once the tracer is
 attached). Then parent_fail() makes N calls; a forked child makes N from
 forked_fail(); then the interpreter --child-argv names (a JSON list: the
 same command line as the parent's, loader included) runs this script as
---exec-child, which makes N from exec_fail(). Each process spreads its
+--exec-child, which makes N from exec_fail(); with --reexec the parent
+then execs that interpreter itself (same pid, a new program), which makes
+N from reexec_fail(). Each process spreads its
 calls over about N/10 ms and appends "ROLE PID COUNT" to FILE: its own
 count, the ground truth.
 """
@@ -46,6 +48,10 @@ def exec_fail(n):
     return fail(n)
 
 
+def reexec_fail(n):
+    return fail(n)
+
+
 def report(path, role, n):
     with open(path, "a") as f:
         f.write("%s %d %d\n" % (role, os.getpid(), n))
@@ -53,13 +59,17 @@ def report(path, role, n):
 
 if sys.argv[1] == "--exec-child":
     n, out = int(sys.argv[2]), sys.argv[3]
-    report(out, "exec", exec_fail(n))
+    role = sys.argv[4] if len(sys.argv) > 4 else "exec"
+    report(out, role, (reexec_fail if role == "reexec" else exec_fail)(n))
     sys.exit(0)
 
 args = sys.argv[1:]
 wait_usr1 = "--wait-usr1" in args
 if wait_usr1:
     args.remove("--wait-usr1")
+reexec = "--reexec" in args
+if reexec:
+    args.remove("--reexec")
 opts = dict(zip(args[::2], args[1::2]))
 N, OUT = int(opts["--n"]), opts["--out"]
 if wait_usr1:
@@ -75,3 +85,5 @@ if pid == 0:
 os.waitpid(pid, 0)
 child = json.loads(opts["--child-argv"]) + [os.path.abspath(__file__), "--exec-child", str(N), OUT]
 subprocess.run(child, check=True)
+if reexec:
+    os.execv(child[0], child + ["reexec"])

@@ -506,8 +506,13 @@ int sys_exit(u64 *ctx)
 		ev->py = 5;
 	else
 		capture(ev);
+	// Batched: a fresh event is forced out (with 0 the reader would wake
+	// only if it had consumed everything before it, so behind unwoken
+	// events it would wait for the next timed read).
 	u64 wake = 0;
-	if (events_wake && !fresh)
+	if (events_wake && fresh)
+		wake = BPF_RB_FORCE_WAKEUP;
+	else if (events_wake)
 		wake = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= events_wake ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
 	bpf_ringbuf_submit(ev, wake);
 	return 0;
