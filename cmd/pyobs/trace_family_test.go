@@ -157,24 +157,47 @@ func TestTraceFamilySites(t *testing.T) {
 // TestTraceFamilySitesAttached: the same family under trace -p PARENT
 // --children, attached before the parent starts its calls.
 func TestTraceFamilySitesAttached(t *testing.T) {
+	j, truth, _ := traceFamilyAttached(t)
+	checkFamily(t, j, truth, familyCalls)
+	if w := j.PythonWalk; w != nil && w.HeldLayout != "" {
+		t.Errorf("held_layout %q for an attached trace", w.HeldLayout)
+	}
+}
+
+// TestTraceSeedExecs: under trace -p PARENT --children, the parent itself
+// execs a new python once its family is done (same pid, a new program at
+// other addresses): its new calls are named through its new program
+// (reexec_fail), not read through the reader of the program before.
+func TestTraceSeedExecs(t *testing.T) {
+	j, truth, pid := traceFamilyAttached(t, "--reexec")
+	if truth["reexec"][0] != pid || truth["parent"][0] != pid {
+		t.Fatalf("the target's report %v: want parent and reexec both pid %d", truth, pid)
+	}
+	checkFamily(t, j, truth, familyCalls)
+}
+
+// familyCalls is what each process of trace_family.py makes.
+const familyCalls = 2000
+
+// traceFamilyAttached runs trace_family.py (with extra flags), attaches
+// trace -p PARENT --children before its calls, and returns the output,
+// the target's own report and the parent's pid; with a CPU hog beside.
+func traceFamilyAttached(t *testing.T, extra ...string) (*familyOut, map[string][2]int, int) {
+	t.Helper()
 	testutil.RequireRoot(t)
 	testutil.CPUHog(t, 1)
-	const n = 2000
 	in := testutil.Find(t, "pyenv-3.12")
 	dir := t.TempDir()
 	report, o := filepath.Join(dir, "report"), filepath.Join(dir, "t.json")
 	child, _ := json.Marshal(in.Argv)
-	tg := testutil.Start(t, in, "trace_family.py", "--n", strconv.Itoa(n), "--out", report, "--child-argv", string(child), "--wait-usr1")
+	args := append([]string{"--n", strconv.Itoa(familyCalls), "--out", report, "--child-argv", string(child), "--wait-usr1"}, extra...)
+	tg := testutil.Start(t, in, "trace_family.py", args...)
 	r := traceGated(t, tg, "tracepoint", false, testutil.Binary(t), "trace", "-p", strconv.Itoa(tg.Pid), "--children",
-		"-e", "rmdir", "-d", "60s", "--format", "json", "-o", o)
+		"-e", "rmdir", "--sites", "8", "-d", "60s", "--format", "json", "-o", o)
 	if r.Code != 0 {
 		t.Fatalf("exit %d: %s", r.Code, r.Stderr)
 	}
-	j := readFamily(t, o)
-	checkFamily(t, j, familyTruth(t, report), n)
-	if w := j.PythonWalk; w != nil && w.HeldLayout != "" {
-		t.Errorf("held_layout %q for an attached trace", w.HeldLayout)
-	}
+	return readFamily(t, o), familyTruth(t, report), tg.Pid
 }
 
 func readFamily(t *testing.T, path string) *familyOut {
@@ -191,29 +214,4 @@ func readFamily(t *testing.T, path string) *familyOut {
 		t.Fatalf("engine %q, want tracepoint", j.Engine)
 	}
 	return &j
-}
-
-// TestTraceSeedExecs: under trace -p PARENT --children, the parent itself
-// execs a new python once its family is done (same pid, a new program at
-// other addresses): its new calls are named through its new program
-// (reexec_fail), not read through the reader of the program before.
-func TestTraceSeedExecs(t *testing.T) {
-	testutil.RequireRoot(t)
-	testutil.CPUHog(t, 1)
-	const n = 2000
-	in := testutil.Find(t, "pyenv-3.12")
-	dir := t.TempDir()
-	report, o := filepath.Join(dir, "report"), filepath.Join(dir, "t.json")
-	child, _ := json.Marshal(in.Argv)
-	tg := testutil.Start(t, in, "trace_family.py", "--n", strconv.Itoa(n), "--out", report, "--child-argv", string(child), "--wait-usr1", "--reexec")
-	r := traceGated(t, tg, "tracepoint", false, testutil.Binary(t), "trace", "-p", strconv.Itoa(tg.Pid), "--children",
-		"-e", "rmdir", "--sites", "8", "-d", "60s", "--format", "json", "-o", o)
-	if r.Code != 0 {
-		t.Fatalf("exit %d: %s", r.Code, r.Stderr)
-	}
-	truth := familyTruth(t, report)
-	if truth["reexec"][0] != tg.Pid || truth["parent"][0] != tg.Pid {
-		t.Fatalf("the target's report %v: want parent and reexec both pid %d", truth, tg.Pid)
-	}
-	checkFamily(t, readFamily(t, o), truth, n)
 }

@@ -280,6 +280,9 @@ func PutAddrs(m *ebpf.Map, pid int, l *pyframes.KernelLayout) error {
 	return nil
 }
 
+// PyAddrs is the walker's map of members' own addresses (for Members).
+func (w *Walker) PyAddrs() *ebpf.Map { return w.objs.PyAddrs }
+
 // ClearAddrs drops pid's own addresses (it exited, or exec'd).
 func (w *Walker) ClearAddrs(pid int) { _ = w.objs.PyAddrs.Delete(uint32(pid)) }
 

@@ -21,6 +21,17 @@ type Member struct {
 	Retry   bool        // its interpreter could not be read yet (starting after an exec): try again soon
 }
 
+// Why is why m's stacks are not named.
+func (m *Member) Why() string {
+	switch {
+	case m.Refused != "":
+		return m.Refused
+	case m.Gone:
+		return "exited"
+	}
+	return "not read"
+}
+
 // OpenMember opens pid's interpreter and checks that the kernel walk,
 // set up for the target (version target, layout), fits it: another
 // version or layout is refused; the same build at other addresses (an

@@ -280,14 +280,21 @@ func (e *bpfEngine) run(ctx context.Context, walked bool, kl *pyframes.KernelLay
 		defer runtime.UnlockOSThread()
 	}
 	for !ended(ctx, deadline, s) {
+		members := false
 		if drain >= 5*time.Millisecond {
 			// A Go sleep parks the thread and gives the P back: a
 			// nanosleep syscall this long would be handed off by the
 			// runtime's monitor, which then polls at 20 µs for as long as
 			// the loop runs (a third of the engine's CPU, measured).
-			time.Sleep(drain)
+			members = e.sleep(drain)
 		} else {
 			nap(drain)
+		}
+		if members && e.kp != nil {
+			// A member's new program: its addresses and threads in the
+			// kernel's maps while it starts (its walks fail their checks
+			// until then).
+			e.refreshWalkThreads(true)
 		}
 		if err = e.poll(); err != nil {
 			break

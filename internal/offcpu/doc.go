@@ -116,11 +116,14 @@
 // by tid as before; each thread's process comes from the members' task
 // lists (every 50 ms), the kernel walk's samples (their tgid), else
 // /proc/TID/status. A member's Python stacks are named with its own
-// interpreter (opened at its first stack, at most 64 open; exited ones
-// dropped first): the same build at the target's addresses (a fork) as
-// is, at other addresses (an exec) after its addresses go in the walker's
-// pyaddrs map, another build refused (its stacks "[python stack not
-// named: WHY]", the account says why). User-space looks (waits the kernel
+// interpreter (kwalk.Members: opened as it joins or execs — the set's
+// OnChange ends the look's sleep, and a starting one is looked at every
+// 5 ms until it can be read —, again when it runs another program, the
+// target too after its exec; at most 64 open, exited ones dropped first):
+// the same build at the target's addresses (a fork) as is, at other
+// addresses (an exec) after its addresses go in the walker's pyaddrs map,
+// another build refused (its stacks "[python stack not named: WHY]", the
+// account says why). User-space looks (waits the kernel
 // walk did not name, readBefore) read the target only: another member's
 // such waits stay unnamed. Each stack is rooted at "[pid N] argv…" when
 // the set was asked for or more than one process was seen (-- CMD whose

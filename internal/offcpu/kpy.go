@@ -50,6 +50,9 @@ func (e *bpfEngine) openKernelWalk(kl *pyframes.KernelLayout) error {
 		return fmt.Errorf("pid %d: %w", e.s.Pid, err)
 	}
 	e.kp = &kpy{ring: r, sym: kwalk.NewSymbolizer(e.s.Py, kl), stack: map[uint64][]int{}, acct: KernelWalk{On: true}}
+	if e.set != nil {
+		e.set.ms.Walk = kl != nil // members of the target's build are walked with their own addresses
+	}
 	e.refreshWalkThreads(true)
 	return nil
 }

@@ -12,44 +12,67 @@ import (
 	"github.com/pyobs/pyobs/internal/pyframes"
 )
 
-// offProc is one member process of an observed set: its code-object
-// reader (opened at its first Python stack), its root frame.
+// offProc is one member process of an observed set: the program its
+// frames were interned for (its reader is the set's Members'), its root
+// frame.
 type offProc struct {
 	pid      int
-	opened   bool
-	py       *pyframes.Process
-	sym      *kwalk.Symbolizer
-	frameIDs map[[2]uint64]int // (code object, line) -> interned frame, per process
+	m        *kwalk.Member     // the program frameIDs are of (nil: not read yet)
+	frameIDs map[[2]uint64]int // (code object, line) -> interned frame, per program
 	root     int               // its "[pid N] argv" frame, -1 until interned
-	refused  string
-	python   string
-	addrs    bool // walked with its own addresses (pyaddrs)
-	execs    int
-	retry    time.Time
+	began    uint64            // when the program root names began (procset.Member.Began)
 }
-
-// maxOpenProcs bounds the members whose interpreters are kept open; past
-// it, the readers of exited members are dropped.
-const maxOpenProcs = 64
 
 // offSet is the bpf engine's state for a set of processes.
 type offSet struct {
-	set    *procset.Set
-	layout *pyframes.KernelLayout // the target's: a member of another layout is refused
-	procs  map[int]*offProc
-	pidOf  map[int]int // tid -> its process
-	open   int
+	set   *procset.Set
+	ms    *kwalk.Members
+	procs map[int]*offProc
+	pidOf map[int]int // tid -> its process
+	// changed: a member joined or exec'd (the set's OnChange): its
+	// interpreter is read while it starts, not at the next scan.
+	changed chan struct{}
 }
 
+// newSet reads set's members; the kernel walk, if any, is turned on
+// after (openKernelWalk: Members.Walk).
 func (e *bpfEngine) newSet(set *procset.Set, kl *pyframes.KernelLayout) {
-	so := &offSet{set: set, layout: kl, procs: map[int]*offProc{}, pidOf: map[int]int{}}
-	t := &offProc{pid: e.s.Pid, opened: true, py: e.s.Py, frameIDs: e.frameIDs, root: -1, python: e.s.Py.Version().String()}
-	if e.kp != nil {
-		t.sym = e.kp.sym
-	}
-	so.procs[e.s.Pid] = t
-	so.open = 1
+	so := &offSet{set: set, ms: kwalk.NewMembers(set, e.tr.PyAddrs, kl), procs: map[int]*offProc{}, pidOf: map[int]int{}}
+	so.ms.Walk, so.ms.Look = false, 100*time.Millisecond
+	// The target's stacks are named by the kernel walk's own symbolizer
+	// (symbolizer) while it runs the program attached to.
+	so.ms.Add(e.s.Pid, e.s.Py, nil)
+	so.procs[e.s.Pid] = &offProc{pid: e.s.Pid, frameIDs: e.frameIDs, root: -1}
+	so.procs[e.s.Pid].m = so.ms.Get(e.s.Pid)
+	so.changed = make(chan struct{}, 1)
+	set.OnChange(func() {
+		select {
+		case so.changed <- struct{}{}:
+		default:
+		}
+	})
 	e.set = so
+}
+
+// sleep waits d, or less when a member joins or execs; it reports
+// whether the members should be read now (one changed, or one is
+// starting and could not be read yet).
+func (e *bpfEngine) sleep(d time.Duration) bool {
+	if e.set == nil {
+		time.Sleep(d)
+		return false
+	}
+	if e.set.ms.Pending {
+		d = min(d, kwalk.RetryLook)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return e.set.ms.Pending
+	case <-e.set.changed:
+		return true
+	}
 }
 
 // members are the set's live processes (the target alone without a set).
@@ -103,79 +126,21 @@ func (e *bpfEngine) pidOfTid(tid int) int {
 	return 0
 }
 
-// proc is pid's record, its reader opened (or refused) at the first call.
-func (e *bpfEngine) proc(pid int) *offProc {
-	so := e.set
-	p := so.procs[pid]
+// proc is pid's record and its current program's reader (opened or
+// refused at the first call); a new program (an exec, a reused pid)
+// starts its frames anew.
+func (e *bpfEngine) proc(pid int) (*offProc, *kwalk.Member) {
+	p := e.set.procs[pid]
 	if p == nil {
 		p = &offProc{pid: pid, root: -1}
-		so.procs[pid] = p
+		e.set.procs[pid] = p
 	}
-	if p.opened && pid != e.s.Pid {
-		m, _ := so.set.Member(pid)
-		switch {
-		case m.Execs != p.execs:
-			// A new program: its own memory, argv, maybe interpreter.
-			e.closeProc(p)
-			p.opened, p.root, p.refused = false, -1, ""
-		case !p.retry.IsZero() && time.Now().After(p.retry):
-			p.opened, p.refused = false, ""
-		}
+	m := e.set.ms.Get(pid)
+	if m != p.m {
+		p.m, p.frameIDs = m, map[[2]uint64]int{}
 	}
-	if !p.opened {
-		p.opened = true
-		m, _ := so.set.Member(pid)
-		p.execs = m.Execs
-		e.openProc(p)
-	}
-	return p
+	return p, m
 }
-
-func (e *bpfEngine) closeProc(p *offProc) {
-	if p.py != nil {
-		e.set.open--
-	}
-	if p.addrs {
-		_ = e.tr.PyAddrs.Delete(uint32(p.pid))
-		p.addrs = false
-	}
-	p.py, p.sym = nil, nil
-}
-
-// openProc opens p's interpreter and checks that the kernel's walk (the
-// target's layout and addresses) fits it.
-func (e *bpfEngine) openProc(p *offProc) {
-	p.retry = time.Time{}
-	putAddrs := func(pid int, kl *pyframes.KernelLayout) error { return kwalk.PutAddrs(e.tr.PyAddrs, pid, kl) }
-	// Without the kernel walk its waits are not named (user-space looks
-	// read the target only): the reader alone.
-	walk := e.kp != nil && e.set.layout != nil
-	m := kwalk.OpenMember(p.pid, e.s.Py.Version(), e.set.layout, walk, e.set.set.Starting(p.pid), putAddrs, e.gone)
-	p.python, p.refused, p.addrs = m.Python, m.Refused, m.Addrs
-	if m.Retry {
-		p.retry = time.Now().Add(100 * time.Millisecond)
-	}
-	if m.Py == nil || m.Python != e.s.Py.Version().String() {
-		return // not read, or another version: neither walked nor read
-	}
-	p.py, p.frameIDs, p.sym = m.Py, map[[2]uint64]int{}, m.Sym
-	e.set.open++
-	if e.set.open > maxOpenProcs {
-		e.dropExited()
-	}
-}
-
-// dropExited forgets the interpreters of exited members.
-func (e *bpfEngine) dropExited() {
-	for pid, p := range e.set.procs {
-		if pid != e.s.Pid && p.py != nil && e.gone(pid) {
-			e.closeProc(p)
-		}
-	}
-}
-
-// gone reports whether pid has exited (or is a zombie).
-func (e *bpfEngine) gone(pid int) bool { return e.set.set.Gone(pid) }
 
 // rootFrame is the "[pid N] argv" frame of a thread's process (-1: none,
 // no set).
@@ -192,8 +157,12 @@ func (e *bpfEngine) rootFrame(tid int) int {
 		p = &offProc{pid: pid, root: -1}
 		e.set.procs[pid] = p
 	}
+	m, _ := e.set.set.Member(pid)
+	if p.root >= 0 && m.Began != p.began {
+		p.root = -1 // another program: another argv
+	}
 	if p.root < 0 {
-		m, _ := e.set.set.Member(pid)
+		p.began = m.Began
 		argv := m.Argv
 		if len(argv) == 0 {
 			argv, _ = procfs.Default().Cmdline(pid)
@@ -204,43 +173,31 @@ func (e *bpfEngine) rootFrame(tid int) int {
 }
 
 // threadRefs are the thread states of every walked member (for the
-// kernel's map: threads its TLS look-up does not find).
+// kernel's map: threads its TLS look-up does not find): the target's
+// from its session while it runs the program it was attached to.
 func (e *bpfEngine) threadRefs() []pyframes.ThreadRef {
-	refs := e.tids.All()
 	if e.set == nil {
-		return refs
+		return e.tids.All()
 	}
-	refs = append([]pyframes.ThreadRef(nil), refs...)
-	for _, pid := range e.members() {
-		if pid == e.s.Pid {
-			continue
-		}
-		p := e.proc(pid)
-		if p.py == nil || p.refused != "" {
-			continue
-		}
-		if more, err := p.py.ThreadRefs(); err == nil {
-			refs = append(refs, more...)
-		}
+	var refs []pyframes.ThreadRef
+	if e.set.ms.Seed() == e.s.Pid {
+		refs = append(refs, e.tids.All()...)
 	}
-	return refs
+	e.set.ms.Open()
+	return append(refs, e.set.ms.ThreadRefs()...)
 }
 
 // symbolizer is the code-object reader of the process that sent a stack,
 // with its frame cache (nil: its stacks cannot be named, why says why).
 func (e *bpfEngine) symbolizer(tgid int) (*kwalk.Symbolizer, map[[2]uint64]int, string) {
-	if e.set == nil || tgid == e.s.Pid || tgid == 0 {
+	if e.set == nil || tgid == 0 || tgid == e.s.Pid && e.set.ms.Seed() == tgid {
 		return e.kp.sym, e.frameIDs, ""
 	}
-	p := e.proc(tgid)
-	if p.sym == nil {
-		why := p.refused
-		if why == "" {
-			why = "not read"
-		}
-		return nil, nil, why
+	p, m := e.proc(tgid)
+	if m.Sym == nil {
+		return nil, nil, m.Why()
 	}
-	return p.sym, p.frameIDs, ""
+	return m.Sym, p.frameIDs, ""
 }
 
 // account is the set's account at the end (nil without a set); one
@@ -255,11 +212,9 @@ func (e *bpfEngine) account() {
 	var procs []ProcessAccount
 	for _, m := range e.set.set.Members() {
 		pa := ProcessAccount{Account: procset.AccountOf(m)}
-		if p := e.set.procs[m.Pid]; p != nil {
-			pa.Python, pa.Refused = p.python, p.refused
-			if p.refused != "" {
-				c.Refused++
-			}
+		pa.Python, pa.Refused, _ = e.set.ms.Account(m.Pid)
+		if pa.Refused != "" {
+			c.Refused++
 		}
 		procs = append(procs, pa)
 	}

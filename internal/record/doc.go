@@ -37,8 +37,9 @@
 // Sets (set.go, set_amd64.go; bpf engine only): with a session that
 // observes several processes (session.SetSpec) the walker filters by
 // procset.h's members, each sample names its process, and each process is
-// read through its own pyframes.Process, opened at its first sample or
-// as soon as it joins or execs (procset's OnChange wakes the look: an
+// read through its own pyframes.Process (kwalk.Members, shared with
+// offcpu, trace and red: the target's own after its exec), opened at its
+// first sample or as soon as it joins or execs (procset's OnChange wakes the look: an
 // exec'd interpreter of the target's build is walked with its own
 // addresses once read, its samples before that [invalid frame chain]; a
 // member of another build or version is refused and its samples folded

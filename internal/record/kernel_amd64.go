@@ -283,7 +283,7 @@ func (r *Recorder) runKernel(ctx context.Context, deadline <-chan time.Time, k *
 		// 200 ms, or at the end of the recording, or when the kernel says
 		// a sixteenth of the ring is waiting.
 		look := r.look()
-		if (k.set != nil && k.set.openPending(r)) || k.starting(r) {
+		if (k.set != nil && k.set.openPending()) || k.starting(r) {
 			look = min(look, pendingLook)
 		}
 		until := time.Now().Add(look)
@@ -371,21 +371,21 @@ func (r *Recorder) kernelSample(k *kernelRec, s *kwalk.Sample, n uint64, def *kd
 	sym, ids := k.sym, k.ids
 	if k.set != nil {
 		// Rooted at its process; read through that process's own reader.
-		p := k.set.proc(r, s.Tgid)
+		p, m := k.set.proc(s.Tgid)
 		p.samples += n
 		r.procRoot, r.hasRoot = k.set.rootFrame(r, p), true
 		defer func() { r.hasRoot = false }()
-		if p.refused != "" {
-			r.marker(s.Tid, "[refused: "+p.refused+"]", w)
-			return
-		}
-		if p.sym == nil {
+		switch {
+		case m.Sym == nil && m.Gone:
 			k.set.unread += n
 			r.failed += n
 			r.marker(s.Tid, "[unreadable: process exited]", w)
 			return
+		case m.Sym == nil:
+			r.marker(s.Tid, "[refused: "+m.Why()+"]", w)
+			return
 		}
-		sym, ids = p.sym, p.ids
+		sym, ids = m.Sym, p.ids
 	}
 	switch {
 	case s.Flags&kwalk.FlagBeforePython != 0:

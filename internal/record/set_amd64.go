@@ -11,23 +11,16 @@ import (
 	"github.com/pyobs/pyobs/internal/pyframes"
 )
 
-// procRec is one member process of a recorded set: its code-object reader
-// (opened at its first sample), the frames interned for it, its numbers.
+// procRec is one member process of a recorded set: the program its
+// frames were interned for (its reader is sr.ms's), its numbers.
 type procRec struct {
 	pid     int
-	opened  bool
-	py      *pyframes.Process
-	sym     *kwalk.Symbolizer
+	m       *kwalk.Member     // the program ids and root are of (nil: not read yet)
 	ids     map[[2]uint64]int // (code object as read, lasti) -> interned frame
 	root    int               // its "[pid N] argv" frame, -1 until interned
-	refused string            // why its stacks are not walked ("" : walked)
-	addrs   bool              // walked with its own addresses (pyaddrs)
-	python  string
 	samples uint64
-	execs   int       // the member's execs when it was opened
-	retry   time.Time // a read that failed for now: try again after this
-	cpu0    float64   // CPU seconds at its first reading (0 for a fork: it starts at 0)
-	cpu     float64   // the last reading
+	cpu0    float64 // CPU seconds at its first reading (0 for a fork: it starts at 0)
+	cpu     float64 // the last reading
 	readCPU bool
 }
 
@@ -36,34 +29,30 @@ type procRec struct {
 // kernel's map.
 const pendingLook = 20 * time.Millisecond
 
-// maxOpenProcs bounds the member processes whose code-object readers are
-// kept open; past it, the readers of exited members are dropped.
-const maxOpenProcs = 64
-
 // setRec is the bpf engine's state for a set.
 type setRec struct {
 	set    *procset.Set
 	w      *kwalk.Walker
-	layout *pyframes.KernelLayout // the target's: a member of another layout is refused
+	ms     *kwalk.Members
 	procs  map[int]*procRec
-	open   int
 	unread uint64 // samples of members that exited before their code objects were read
 }
 
 func newSetRec(k *kernelRec, r *Recorder, kl *pyframes.KernelLayout) *setRec {
-	sr := &setRec{set: k.w.Set, w: k.w, layout: kl, procs: map[int]*procRec{}}
+	sr := &setRec{set: k.w.Set, w: k.w, ms: kwalk.NewMembers(k.w.Set, k.w.PyAddrs(), kl), procs: map[int]*procRec{}}
+	sr.ms.Look = pendingLook
 	// The target is read through the session's own reader.
-	sr.procs[r.s.Pid] = &procRec{pid: r.s.Pid, opened: true, py: r.s.Py, sym: k.sym, ids: k.ids, root: -1,
-		python: r.s.Py.Version().String(), cpu0: targetCPU(r.s.Pid)}
-	sr.open = 1
+	sr.ms.Add(r.s.Pid, r.s.Py, k.sym)
+	sr.procs[r.s.Pid] = &procRec{pid: r.s.Pid, m: sr.ms.Get(r.s.Pid), ids: k.ids, root: -1, cpu0: targetCPU(r.s.Pid)}
 	// A fork or an exec wakes the look at once: an exec'd interpreter's
 	// samples are invalid until its addresses are in the kernel's map.
 	sr.set.OnChange(k.w.Wake)
 	return sr
 }
 
-// proc is pid's record, its reader opened (or refused) at the first call.
-func (sr *setRec) proc(r *Recorder, pid int) *procRec {
+// proc is pid's record, its reader opened (or refused) at the first call;
+// a new program (an exec, a reused pid) starts its frames and root anew.
+func (sr *setRec) proc(pid int) (*procRec, *kwalk.Member) {
 	p := sr.procs[pid]
 	if p == nil {
 		p = &procRec{pid: pid, root: -1}
@@ -72,25 +61,14 @@ func (sr *setRec) proc(r *Recorder, pid int) *procRec {
 		}
 		sr.procs[pid] = p
 	}
-	if p.opened && pid != r.s.Pid {
-		m, _ := sr.set.Member(pid)
-		switch {
-		case m.Execs != p.execs:
-			// A new program (python exec'd by a forked child): its own
-			// memory, argv and maybe interpreter.
-			sr.close(p)
-			p.opened, p.root, p.refused = false, -1, ""
-		case !p.retry.IsZero() && time.Now().After(p.retry):
-			p.opened, p.refused = false, ""
+	m := sr.ms.Get(pid)
+	if m != p.m {
+		if p.m != nil {
+			p.root = -1 // another argv
 		}
+		p.m, p.ids = m, map[[2]uint64]int{}
 	}
-	if !p.opened {
-		p.opened = true
-		m, _ := sr.set.Member(pid)
-		p.execs = m.Execs
-		sr.openProc(r, p)
-	}
-	return p
+	return p, m
 }
 
 // openPending opens the members not read yet (a spawned worker's
@@ -98,71 +76,9 @@ func (sr *setRec) proc(r *Recorder, pid int) *procRec {
 // with its own addresses as soon as it can be read, not only once a drain
 // brings its first (until then invalid) samples; it reports whether one
 // could not be read yet (its interpreter still starting).
-func (sr *setRec) openPending(r *Recorder) bool {
-	pending := false
-	now := time.Now()
-	for _, m := range sr.set.Members() {
-		if m.Pid == r.s.Pid || sr.gone(m.Pid) {
-			continue
-		}
-		p := sr.procs[m.Pid]
-		switch {
-		case p != nil && p.opened && p.retry.IsZero() && m.Execs == p.execs:
-			continue // read (or refused for good)
-		case p != nil && !p.retry.IsZero() && now.Before(p.retry):
-			pending = true
-			continue
-		}
-		if p = sr.proc(r, m.Pid); !p.retry.IsZero() {
-			pending = true
-		}
-	}
-	return pending
-}
-
-func (sr *setRec) close(p *procRec) {
-	if p.py != nil {
-		sr.open--
-	}
-	if p.addrs {
-		sr.w.ClearAddrs(p.pid)
-		p.addrs = false
-	}
-	p.py, p.sym = nil, nil
-}
-
-// openProc opens p's interpreter and checks that the kernel's walk (the
-// target's layout and addresses) fits it.
-func (sr *setRec) openProc(r *Recorder, p *procRec) {
-	p.retry = time.Time{}
-	m := kwalk.OpenMember(p.pid, r.s.Py.Version(), sr.layout, true, sr.set.Starting(p.pid), sr.w.SetAddrs, sr.gone)
-	switch {
-	case m.Gone:
-		// Exited before its code objects could be read: its samples are
-		// folded as [unreadable: process exited], counted.
-		return
-	case m.Retry:
-		p.refused, p.retry = m.Refused, time.Now().Add(pendingLook)
-		return
-	}
-	p.python, p.refused, p.addrs = m.Python, m.Refused, m.Addrs
-	if m.Refused != "" {
-		return
-	}
-	p.py, p.sym, p.ids = m.Py, m.Sym, map[[2]uint64]int{}
-	sr.open++
-	if sr.open > maxOpenProcs {
-		sr.dropExited(r.s.Pid)
-	}
-}
-
-// dropExited forgets the code-object readers of exited members.
-func (sr *setRec) dropExited(target int) {
-	for pid, p := range sr.procs {
-		if pid != target && p.py != nil && sr.gone(pid) {
-			sr.close(p)
-		}
-	}
+func (sr *setRec) openPending() bool {
+	sr.ms.Open()
+	return sr.ms.Pending
 }
 
 // gone reports whether pid has exited (or is a zombie: nothing to read).
@@ -178,18 +94,14 @@ func (sr *setRec) rootFrame(r *Recorder, p *procRec) int {
 }
 
 // threadRefs are the thread states of every walked member (for the
-// kernel's map: threads its TLS look-up does not find).
+// kernel's map: threads its TLS look-up does not find): the target's
+// from its session while it runs the program it was attached to.
 func (sr *setRec) threadRefs(target []pyframes.ThreadRef, targetPid int) []pyframes.ThreadRef {
-	refs := append([]pyframes.ThreadRef(nil), target...)
-	for pid, p := range sr.procs {
-		if pid == targetPid || p.py == nil || p.refused != "" {
-			continue
-		}
-		if more, err := p.py.ThreadRefs(); err == nil {
-			refs = append(refs, more...)
-		}
+	var refs []pyframes.ThreadRef
+	if sr.ms.Seed() == targetPid {
+		refs = append(refs, target...)
 	}
-	return refs
+	return append(refs, sr.ms.ThreadRefs()...)
 }
 
 // cpu reads each member's CPU seconds (the last reading of an exited one
@@ -208,10 +120,6 @@ func (sr *setRec) cpuSum() float64 {
 			p.cpu = c
 			p.readCPU = true
 		}
-		if m.Exited && p.addrs {
-			sr.w.ClearAddrs(m.Pid) // its number may come back as another process
-			p.addrs = false
-		}
 	}
 	sum := 0.0
 	for _, p := range sr.procs {
@@ -229,13 +137,14 @@ func (sr *setRec) account() *SetAccount {
 	for _, m := range sr.set.Members() {
 		pa := ProcessAccount{Account: procset.AccountOf(m)}
 		if p := sr.procs[m.Pid]; p != nil {
-			pa.Samples, pa.Python, pa.Refused = p.samples, p.python, p.refused
+			pa.Samples = p.samples
 			if p.readCPU && p.cpu > p.cpu0 {
 				pa.CPUS = p.cpu - p.cpu0
 			}
-			if p.refused != "" {
-				a.Counts.Refused++
-			}
+		}
+		pa.Python, pa.Refused, _ = sr.ms.Account(m.Pid)
+		if pa.Refused != "" {
+			a.Counts.Refused++
 		}
 		a.Processes = append(a.Processes, pa)
 	}
@@ -243,10 +152,4 @@ func (sr *setRec) account() *SetAccount {
 }
 
 // tick hands one clock reading to every open member's symbolizer.
-func (sr *setRec) tick(now time.Time) {
-	for _, p := range sr.procs {
-		if p.sym != nil {
-			p.sym.Tick(now)
-		}
-	}
-}
+func (sr *setRec) tick(now time.Time) { sr.ms.Tick(now) }

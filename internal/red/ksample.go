@@ -98,7 +98,7 @@ func openSampler(s *session.Session, tids *session.TidMap, opt Options, pr *prob
 	}
 	if pr.set != nil {
 		k.members = kwalk.NewMembers(pr.set, p.PyAddrs(), kl)
-		k.members.Add(s.Pid, s.Py, kl)
+		k.members.Add(s.Pid, s.Py, k.sym)
 	}
 	k.stats, k.acct.BPFStats = bpfload.EnableRunStats()
 	k.refresh(true)

@@ -94,7 +94,12 @@ func (b *bpfRun) onEvent(e tracepoint.Event) {
 			switch f := e.StackFlags; {
 			case f&walkNoPy != 0 && b.ms != nil:
 				// A member's thread the map does not have yet: the next
-				// fill has it (a late read would need its own process's).
+				// fill has it (a late read would need its own process's);
+				// a member not walked (not Python, another build) has none.
+				if why := b.ms.notWalked(int(e.Pid)); why != "" {
+					r.siteErr("pid %d: its stacks are not walked: %s", e.Pid, why)
+					break
+				}
 				b.ms.stale = true
 				r.siteErr("pid %d tid %d: no thread state known at the call (a thread new to pyobs)", e.Pid, e.Tid)
 			case f&walkNoPy != 0:

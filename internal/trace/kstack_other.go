@@ -41,6 +41,8 @@ func newSetKstacks(int, *members, *bpfload.Ring) *kstacks { return &kstacks{} }
 
 func (ms *members) tick() {}
 
+func (ms *members) notWalked(int) string { return "" }
+
 func (r *sites) setWalk(*tracepoint.Config) string {
 	return "counts only: the kernel's Python stack walker is x86_64 only"
 }

@@ -51,7 +51,7 @@ const startLook = kwalk.RetryLook
 func newMembers(run *sites, tp *tracepoint.Tracer, layout *pyframes.KernelLayout) *members {
 	ms := &members{run: run, tp: tp, layout: layout, late: tp.AddrsLate(), set: kwalk.NewMembers(tp.Set, tp.PyAddrs, layout)}
 	if s := run.sess; !ms.late && s.Py != nil {
-		ms.set.Add(s.Pid, s.Py, layout)
+		ms.set.Add(s.Pid, s.Py, kwalk.NewSymbolizer(s.Py, layout))
 	}
 	// A fork or an exec ends the engine's wait at once: the new program
 	// is read while it starts.
@@ -123,8 +123,17 @@ func (ms *members) configureLate() {
 		return
 	}
 	ms.late = false
-	ms.set.Add(s.Pid, s.Py, kl)
+	ms.set.Add(s.Pid, s.Py, kwalk.NewSymbolizer(s.Py, kl))
 	ms.fillThreads()
+}
+
+// notWalked says why pid's stacks are not walked for good (not Python,
+// another build, exited; "": walked, or starting).
+func (ms *members) notWalked(pid int) string {
+	if m := ms.set.Get(pid); m.Sym == nil && !m.Retry {
+		return m.Why()
+	}
+	return ""
 }
 
 // symbolizer is the reader of the process that sent a stack (nil: why).

@@ -290,6 +290,9 @@ func choose(r *sites, opt Options, acct *Account) (*tracepoint.Tracer, error) {
 			// the programs without it still read each call's innermost frame.
 			walkWhy = fmt.Sprintf("the kernel refused the programs with the stack walk (%v)", err)
 			cfg.Walk, cfg.Late = nil, false
+			if r.set || r.held {
+				cfg.Py = nil // counted only: a captured frame would not be read
+			}
 			tp, err = tracepoint.Open(cfg)
 		}
 		return err

@@ -464,8 +464,9 @@ int sys_exit(u64 *ctx)
 	u32 listed = 0;
 	// Whether the reader should see this event at once: a captured frame
 	// is resolved at once (below, without the walk); a walked one's
-	// freshness is the walk's (its stack new, or none).
-	int fresh = py_capture;
+	// freshness is the walk's (its stack new, or none). A new stack is
+	// forced out (its code objects are named while alive).
+	int fresh = py_capture, urgent = 0;
 	if (PW_READY) {
 		// A thread user space has not mapped yet: its TLS pointer to its
 		// thread state is cleared while it has released the GIL (3.12+),
@@ -482,7 +483,8 @@ int sys_exit(u64 *ctx)
 		}
 		u64 sent = counter_get(PY_WALKED + PYC_NEW); // per CPU: this program's own, unpreempted
 		pyk = pywalk_send(tid, now, &pyflags, &pyseen, &pystacks, BPF_RB_NO_WAKEUP, &counters, PY_WALKED);
-		fresh = !pyk || counter_get(PY_WALKED + PYC_NEW) != sent;
+		urgent = counter_get(PY_WALKED + PYC_NEW) != sent;
+		fresh = !pyk || urgent;
 	}
 	struct event *ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
 	if (!ev) {
@@ -506,13 +508,15 @@ int sys_exit(u64 *ctx)
 		ev->py = 5;
 	else
 		capture(ev);
-	// Batched: a fresh event is forced out (with 0 the reader would wake
-	// only if it had consumed everything before it, so behind unwoken
-	// events it would wait for the next timed read).
+	// Batched: an event with a new stack is forced out (with 0 the reader
+	// would wake only if it had consumed everything before it: behind
+	// unwoken events it would wait for the next timed read); one without
+	// a stack (a thread not known yet, or a process not Python) wakes it
+	// as unbatched events do, not every time in a burst.
 	u64 wake = 0;
-	if (events_wake && fresh)
+	if (events_wake && urgent)
 		wake = BPF_RB_FORCE_WAKEUP;
-	else if (events_wake)
+	else if (events_wake && !fresh)
 		wake = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= events_wake ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
 	bpf_ringbuf_submit(ev, wake);
 	return 0;
