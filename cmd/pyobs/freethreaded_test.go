@@ -206,14 +206,26 @@ func TestFreeThreadedOffcpuLock(t *testing.T) {
 	o := runOffcpuJSON(t, in.Label, "lock", window)
 	w := o.Result.WindowS
 	_, _, _, cl := o.thread(t, "waiter")
-	// After each waking the waiter may wait for a CPU (the holder runs in
-	// parallel): run-queue under wait_for_lock, not lock time.
+	// After each waking the waiter may wait for a CPU: run-queue under
+	// wait_for_lock, not lock time. Free-threaded locks hand themselves
+	// to a waiter that waited long, so on a busy machine the waiter,
+	// woken owning the lock, waits mostly for a CPU (two CPU hogs beside:
+	// 1.2-1.3 s of run-queue, 0.1-0.15 s of lock, measured): the lock
+	// class must then hold what the waiter spent blocked in
+	// wait_for_lock, however little that is.
 	woken := o.attributed("waiter", "wait_for_lock", offcpu.ClassRunQueue)
-	if cl["lock"]+woken+o.short("waiter") < 0.7*w || cl["lock"] < 0.5*w {
+	if cl["lock"]+woken+o.short("waiter") < 0.7*w {
 		t.Errorf("waiter blocked in class lock %.3fs (+%.3fs woken, waiting for a CPU, +%.3fs unclassed), want ≥ 70 %% of %.3fs (classes %v)", cl["lock"], woken, o.short("waiter"), w, cl)
 	}
-	if a := o.attributed("waiter", "wait_for_lock", "lock"); a+woken+o.short("waiter") < 0.7*w || a < 0.5*w {
-		t.Errorf("profile attributes %.3fs of lock waits to wait_for_lock (+%.3fs woken, +%.3fs not read), want ≥ 70 %% of %.3fs", a, woken, o.short("waiter"), w)
+	under := o.classesUnder("waiter", "wait_for_lock")
+	blocked := 0.0
+	for c, s := range under {
+		if c != offcpu.ClassRunQueue {
+			blocked += s
+		}
+	}
+	if a := under["lock"]; a+woken+o.short("waiter") < 0.7*w || a < 0.9*blocked || a == 0 {
+		t.Errorf("profile attributes %.3fs of lock waits to wait_for_lock (+%.3fs woken, +%.3fs not read), want ≥ 70 %% of %.3fs, and ≥ 90 %% of its blocked time there (%v)", a, woken, o.short("waiter"), w, under)
 	}
 	if _, _, _, hc := o.thread(t, "holder"); hc["sleep"] < 0.7*w {
 		t.Errorf("holder sleeps %.3fs, want ≥ 70 %% of %.3fs", hc["sleep"], w)

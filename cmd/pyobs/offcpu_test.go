@@ -118,6 +118,18 @@ func (o offcpuJSON) attributed(thread, frame, class string) float64 {
 	return float64(us) / 1e6
 }
 
+// classesUnder is, per class, the seconds the profile folds under
+// stacks of thread containing frame.
+func (o offcpuJSON) classesUnder(thread, frame string) map[string]float64 {
+	out := map[string]float64{}
+	for _, s := range o.Top {
+		if strings.Contains(s.Stack, thread+" (") && strings.Contains(s.Stack, ";"+frame+" (") {
+			out[s.Class] += float64(s.US) / 1e6
+		}
+	}
+	return out
+}
+
 var offcpuInterps = []string{"pyenv-3.11", "pyenv-3.13", "sid-3.14"}
 
 // TestOffcpuWaits: ground truth from offcpu_waits.py — a lock waiter,
