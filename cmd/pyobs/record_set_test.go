@@ -184,6 +184,9 @@ func TestRecordSetPoolSpawn(t *testing.T) {
 			so, _ := cmd.StdoutPipe() // -o FILE: the program keeps pyobs's stdout
 			var se strings.Builder
 			cmd.Stderr = &se
+			// The program and its workers keep pyobs's stderr open if a
+			// failure kills pyobs alone: Wait stops waiting for it.
+			cmd.WaitDelay = 5 * time.Second
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
@@ -227,6 +230,7 @@ func attachToPool(t *testing.T, argv []string, args ...string) string {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	var se strings.Builder
 	cmd.Stderr = &se
+	cmd.WaitDelay = 5 * time.Second
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -125,6 +125,17 @@ struct {
 	__type(value, u8);
 } sent SEC(".maps");
 
+// urgent[0] != 0 (user space sets it while a program observed starts):
+// every record wakes the reader at once. An import's code objects are
+// freed within a millisecond of it ending; the names are read from the
+// process as each new stack comes.
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, u32);
+} urgent SEC(".maps");
+
 // Native stacks (`record --native`): each sample sends its count key, the
 // thread's user registers and up to native_bytes of its user stack
 // (natcopy.h) instead of adding to the count maps; user space unwinds the
@@ -175,7 +186,11 @@ static __always_inline void emit(struct sample *s)
 	// A wake-up is an interrupt (a VM exit here): batch them; user space
 	// also reads on a timer.
 	u64 wake = 0;
-	if (cfg.wake_bytes)
+	u32 zero = 0;
+	u32 *now = bpf_map_lookup_elem(&urgent, &zero);
+	if (now && *now)
+		wake = BPF_RB_FORCE_WAKEUP;
+	else if (cfg.wake_bytes)
 		wake = bpf_ringbuf_query(&samples, BPF_RB_AVAIL_DATA) + size >= cfg.wake_bytes ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
 	if (bpf_ringbuf_output(&samples, s, size, wake))
 		count(C_LOST);

@@ -175,6 +175,7 @@ type Walker struct {
 	Set *procset.Set
 
 	deadline time.Time
+	urgent   bool // SetUrgent's last state
 	// Known, when set, names the stacks user space holds already: Read
 	// passes over their records (an aggregating walker sends a stack
 	// again once its `sent` entry was evicted) without decoding them.
@@ -244,7 +245,7 @@ func walkConfig(pid int, l *pyframes.KernelLayout, maxFrames int, tls []int64) (
 // the walk sees them: layout, the same offsets and rules (the walk fits);
 // addrs, also the same addresses (PyCode_Type, PyFrame_Type, the
 // code-object generation), as a forked child has. A process of the same
-// build at other addresses (an exec: ASLR) is walked after SetAddrs.
+// build at other addresses (an exec: ASLR) is walked after PutAddrs.
 func SameBuild(target, member *pyframes.KernelLayout) (layout, addrs bool) {
 	a, errA := Config(0, target, MaxFrames)
 	b, errB := Config(0, member, MaxFrames)
@@ -264,14 +265,9 @@ type procAddrs struct {
 	CodeType, FrameType, CodegenAddr uint64
 }
 
-// SetAddrs makes the kernel walk pid with l's addresses instead of the
-// target's (the rest of the layout must be the target's: SameBuild).
-func (w *Walker) SetAddrs(pid int, l *pyframes.KernelLayout) error {
-	return PutAddrs(w.objs.PyAddrs, pid, l)
-}
-
-// PutAddrs is SetAddrs for the pyaddrs map of another program that
-// includes pywalk.h.
+// PutAddrs makes the kernel walk pid with l's addresses instead of the
+// target's (the rest of the layout must be the target's: SameBuild), in
+// the pyaddrs map of a program that includes pywalk.h (Walker.PyAddrs).
 func PutAddrs(m *ebpf.Map, pid int, l *pyframes.KernelLayout) error {
 	v := procAddrs{CodeType: l.CodeType, FrameType: l.FrameType, CodegenAddr: l.CodeGenerationAddr}
 	if err := m.Put(uint32(pid), v); err != nil {
@@ -280,11 +276,26 @@ func PutAddrs(m *ebpf.Map, pid int, l *pyframes.KernelLayout) error {
 	return nil
 }
 
+// SetUrgent makes every new stack wake the reader at once (on: a program
+// observed is starting, its code objects short-lived) or only once a
+// sixteenth of the ring waits (off).
+func (w *Walker) SetUrgent(on bool) error {
+	if on == w.urgent {
+		return nil
+	}
+	v := uint32(0)
+	if on {
+		v = 1
+	}
+	if err := w.objs.Urgent.Put(uint32(0), v); err != nil {
+		return fmt.Errorf("pid %d: set the walker's wake-up: %w", w.Pid, err)
+	}
+	w.urgent = on
+	return nil
+}
+
 // PyAddrs is the walker's map of members' own addresses (for Members).
 func (w *Walker) PyAddrs() *ebpf.Map { return w.objs.PyAddrs }
-
-// ClearAddrs drops pid's own addresses (it exited, or exec'd).
-func (w *Walker) ClearAddrs(pid int) { _ = w.objs.PyAddrs.Delete(uint32(pid)) }
 
 // ProgramConfig is the value of `cfg` for another program that includes
 // pywalk.h (set it with bpfload.SetVars): the walker's layout for pid,

@@ -160,6 +160,7 @@ const (
 	kwalkMapSel             = "sel"
 	kwalkMapSent            = "sent"
 	kwalkMapTstates         = "tstates"
+	kwalkMapUrgent          = "urgent"
 	kwalkMapWin             = "win"
 	kwalkProgKwalkSample    = "kwalk_sample"
 	kwalkProgProcsetExec    = "procset_exec"
@@ -243,6 +244,7 @@ type kwalkMapSpecs struct {
 	Sel             *ebpf.MapSpec `ebpf:"sel"`
 	Sent            *ebpf.MapSpec `ebpf:"sent"`
 	Tstates         *ebpf.MapSpec `ebpf:"tstates"`
+	Urgent          *ebpf.MapSpec `ebpf:"urgent"`
 	Win             *ebpf.MapSpec `ebpf:"win"`
 }
 
@@ -296,6 +298,7 @@ type kwalkMaps struct {
 	Sel             *ebpf.Map `ebpf:"sel"`
 	Sent            *ebpf.Map `ebpf:"sent"`
 	Tstates         *ebpf.Map `ebpf:"tstates"`
+	Urgent          *ebpf.Map `ebpf:"urgent"`
 	Win             *ebpf.Map `ebpf:"win"`
 }
 
@@ -317,6 +320,7 @@ func (m *kwalkMaps) Close() error {
 		m.Sel,
 		m.Sent,
 		m.Tstates,
+		m.Urgent,
 		m.Win,
 	)
 }

@@ -156,6 +156,7 @@ const (
 	kwalkheldMapSel             = "sel"
 	kwalkheldMapSent            = "sent"
 	kwalkheldMapTstates         = "tstates"
+	kwalkheldMapUrgent          = "urgent"
 	kwalkheldMapWin             = "win"
 	kwalkheldProgKwalkSample    = "kwalk_sample"
 	kwalkheldProgProcsetExec    = "procset_exec"
@@ -239,6 +240,7 @@ type kwalkheldMapSpecs struct {
 	Sel             *ebpf.MapSpec `ebpf:"sel"`
 	Sent            *ebpf.MapSpec `ebpf:"sent"`
 	Tstates         *ebpf.MapSpec `ebpf:"tstates"`
+	Urgent          *ebpf.MapSpec `ebpf:"urgent"`
 	Win             *ebpf.MapSpec `ebpf:"win"`
 }
 
@@ -292,6 +294,7 @@ type kwalkheldMaps struct {
 	Sel             *ebpf.Map `ebpf:"sel"`
 	Sent            *ebpf.Map `ebpf:"sent"`
 	Tstates         *ebpf.Map `ebpf:"tstates"`
+	Urgent          *ebpf.Map `ebpf:"urgent"`
 	Win             *ebpf.Map `ebpf:"win"`
 }
 
@@ -313,6 +316,7 @@ func (m *kwalkheldMaps) Close() error {
 		m.Sel,
 		m.Sent,
 		m.Tstates,
+		m.Urgent,
 		m.Win,
 	)
 }

@@ -166,6 +166,7 @@ const (
 	kwalklateMapSel             = "sel"
 	kwalklateMapSent            = "sent"
 	kwalklateMapTstates         = "tstates"
+	kwalklateMapUrgent          = "urgent"
 	kwalklateMapWin             = "win"
 	kwalklateProgKwalkSample    = "kwalk_sample"
 	kwalklateProgProcsetExec    = "procset_exec"
@@ -250,6 +251,7 @@ type kwalklateMapSpecs struct {
 	Sel             *ebpf.MapSpec `ebpf:"sel"`
 	Sent            *ebpf.MapSpec `ebpf:"sent"`
 	Tstates         *ebpf.MapSpec `ebpf:"tstates"`
+	Urgent          *ebpf.MapSpec `ebpf:"urgent"`
 	Win             *ebpf.MapSpec `ebpf:"win"`
 }
 
@@ -304,6 +306,7 @@ type kwalklateMaps struct {
 	Sel             *ebpf.Map `ebpf:"sel"`
 	Sent            *ebpf.Map `ebpf:"sent"`
 	Tstates         *ebpf.Map `ebpf:"tstates"`
+	Urgent          *ebpf.Map `ebpf:"urgent"`
 	Win             *ebpf.Map `ebpf:"win"`
 }
 
@@ -325,6 +328,7 @@ func (m *kwalklateMaps) Close() error {
 		m.Sel,
 		m.Sent,
 		m.Tstates,
+		m.Urgent,
 		m.Win,
 	)
 }

@@ -33,6 +33,7 @@ type objects struct {
 	Counts1  *ebpf.Map     `ebpf:"counts1"`
 	Sel      *ebpf.Map     `ebpf:"sel"`
 	Sent     *ebpf.Map     `ebpf:"sent"`
+	Urgent   *ebpf.Map     `ebpf:"urgent"`
 	KStacks  *ebpf.Map     `ebpf:"kstacks"`
 	NatRing  *ebpf.Map     `ebpf:"natstacks"`
 	NatBuf   *ebpf.Map     `ebpf:"natbuf"`
@@ -48,7 +49,7 @@ type objects struct {
 
 func (o *objects) Close() {
 	for _, c := range []interface{ Close() error }{o.Prog, o.Tstates, o.Counters, o.Samples, o.Scratch, o.CodesOK, o.Win, o.PyAddrs,
-		o.Counts0, o.Counts1, o.Sel, o.Sent, o.KStacks, o.NatRing, o.NatBuf,
+		o.Counts0, o.Counts1, o.Sel, o.Sent, o.Urgent, o.KStacks, o.NatRing, o.NatBuf,
 		o.Procs, o.ProcsetEvents, o.ProcsetCounters, o.ProcsetFork, o.ProcsetExec, o.ProcsetExit} {
 		if c != nil {
 			c.Close()

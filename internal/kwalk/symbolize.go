@@ -13,9 +13,12 @@ import (
 // through internal/pyframes' code-object reader, with a cache by address.
 //
 // Validation: on 3.14+ each sample carries the interpreter's code-object
-// generation (bumped whenever a code object is freed): an entry read at
-// another generation is re-read (its header compared with the cached one)
-// before use. Without a generation (≤3.13) an entry is re-checked when it
+// generation (bumped whenever a code object is freed): an entry holds the
+// generations between the first and the last read that found the same
+// object (its header compared with the cached one); a sample of another
+// generation re-reads it first. A read that fails (the object freed since)
+// keeps the entry for the samples of the generations it holds: a stack
+// read as it came still names its frames after its module's import ended. Without a generation (≤3.13) an entry is re-checked when it
 // is older than Revalidate; a code object freed and its address reused
 // within that time would be misnamed.
 type Symbolizer struct {
@@ -35,7 +38,7 @@ type SymStats struct {
 
 type symEntry struct {
 	sym     *pyframes.CodeSymbol
-	gen     uint64
+	lo, hi  uint64 // 3.14+: the generations it was found at, and all between
 	checked time.Time
 }
 
@@ -53,7 +56,7 @@ func (s *Symbolizer) code(addr, gen uint64) (*pyframes.CodeSymbol, error) {
 	if ok {
 		fresh := false
 		if s.gen {
-			fresh = e.gen == gen
+			fresh = e.lo <= gen && gen <= e.hi
 		} else {
 			fresh = s.clock().Sub(e.checked) < s.Revalidate
 		}
@@ -68,13 +71,20 @@ func (s *Symbolizer) code(addr, gen uint64) (*pyframes.CodeSymbol, error) {
 	sym, err := s.P.Code(addr)
 	if err != nil {
 		s.Stats.Errors++
-		delete(s.cache, addr)
+		if !s.gen {
+			delete(s.cache, addr)
+		}
 		return nil, err
+	}
+	if ok && s.gen && sym.ID == e.sym.ID {
+		// The same object at both generations: it was at all between.
+		e.lo, e.hi = min(e.lo, gen), max(e.hi, gen)
+		return e.sym, nil
 	}
 	if len(s.cache) >= maxSymEntries {
 		s.cache = map[uint64]*symEntry{}
 	}
-	s.cache[addr] = &symEntry{sym: sym, gen: gen, checked: s.clock()}
+	s.cache[addr] = &symEntry{sym: sym, lo: gen, hi: gen, checked: s.clock()}
 	return sym, nil
 }
 

@@ -42,6 +42,11 @@ type kernelRec struct {
 	unsent  uint64
 	mapOnly bool      // no TLS offset: thread states from the tid map alone
 	now     time.Time // this drain's clock
+	// early: a program observed is starting; its new stacks' code objects
+	// are read as they come (each wakes the reader: Walker.SetUrgent), not
+	// at the next drain: an import's are freed as it ends, a short-lived
+	// program's with it.
+	early bool
 
 	// --kernel: each kernel stack's frames, root first, by the kernel's id.
 	kstacks             map[uint32][]int
@@ -127,7 +132,8 @@ func openHeld(s *session.Session, opt Options) (*heldWalker, string) {
 	return w, from
 }
 
-// configureHeld gives the held command's walker its interpreter's layout.
+// configureHeld gives the held command's walker its interpreter's layout,
+// each new stack waking the reader while the program starts.
 func configureHeld(w *heldWalker, s *session.Session) error {
 	kl, err := s.Py.KernelLayout()
 	if err != nil {
@@ -137,7 +143,10 @@ func configureHeld(w *heldWalker, s *session.Session) error {
 	if err != nil {
 		tls = nil // threads are then found through the map user space fills
 	}
-	return w.Configure(kl, tls)
+	if err := w.Configure(kl, tls); err != nil {
+		return err
+	}
+	return w.SetUrgent(true)
 }
 
 func (h *heldStart) close() {
@@ -261,6 +270,9 @@ func (r *Recorder) runKernel(ctx context.Context, deadline <-chan time.Time, k *
 			if s.ID != 0 {
 				k.defs[s.ID] = kdef{gen: s.CodeGen, frame: uint32(len(k.frames)), n: uint32(len(s.Frames))}
 				k.frames = append(k.frames, s.Frames...)
+				if k.early {
+					k.warm(&s)
+				}
 			}
 		}
 	}
@@ -283,7 +295,9 @@ func (r *Recorder) runKernel(ctx context.Context, deadline <-chan time.Time, k *
 		// 200 ms, or at the end of the recording, or when the kernel says
 		// a sixteenth of the ring is waiting.
 		look := r.look()
-		if (k.set != nil && k.set.openPending()) || k.starting(r) {
+		k.early = (k.set != nil && k.set.openPending()) || k.starting(r)
+		_ = k.w.SetUrgent(k.early) // without it, its stacks are named at the drain
+		if k.early {
 			look = min(look, pendingLook)
 		}
 		until := time.Now().Add(look)
@@ -507,6 +521,23 @@ func (r *Recorder) kernelSample(k *kernelRec, s *kwalk.Sample, n uint64, def *kd
 	r.samples += n
 	r.prof.AddIDsN(fids, w, w)
 	r.ids = fids
+}
+
+// warm reads the code objects of a stack that just came into its
+// process's symbolizer's cache, while the process lives: the drain names
+// the stack from there, even after the process exited.
+func (k *kernelRec) warm(s *kwalk.Sample) {
+	sym := k.sym
+	if k.set != nil {
+		_, m := k.set.proc(s.Tgid)
+		sym = m.Sym
+	}
+	if sym == nil {
+		return
+	}
+	for _, f := range s.Frames {
+		_, _ = sym.Code(f.Code, s.CodeGen)
+	}
 }
 
 // fresh: def's interned frames may stand for its code objects now.
