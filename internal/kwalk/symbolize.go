@@ -22,13 +22,18 @@ import (
 // is older than Revalidate; a code object freed and its address reused
 // within that time would be misnamed.
 type Symbolizer struct {
-	P          *pyframes.Process
+	P          CodeReader
 	Revalidate time.Duration // ≤3.13 (default 1 s)
 	gen        bool
 	cache      map[uint64]*symEntry
 	Stats      SymStats
 	now        func() time.Time
 	tick       time.Time // Tick's clock, zero: read the clock per frame
+}
+
+// CodeReader reads a code object's names (pyframes.Process.Code).
+type CodeReader interface {
+	Code(addr uint64) (*pyframes.CodeSymbol, error)
 }
 
 // SymStats counts the symbolizer's work.
