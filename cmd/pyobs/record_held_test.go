@@ -31,7 +31,10 @@ type heldDoc struct {
 		HeldS        float64 `json:"held_s"`
 		HeldLayout   string  `json:"held_layout"`
 	}
-	Top []struct{ Stack string }
+	Top []struct {
+		Stack  string
+		Weight uint64
+	}
 }
 
 // runHeld records heldProgram under label's interpreter, pyobs run under
@@ -94,10 +97,19 @@ func TestRecordSpawnFromExec(t *testing.T) {
 			// each new stack is read as it comes (a wake-up per stack
 			// while the program starts), and a name read at one
 			// code-object generation holds for the generations the
-			// object was seen at. Before: 9-12 % (3.12), 16-19 % (3.14)
-			// of the samples had a frame [code object unreadable].
-			if p := doc.Meta.PartlyNamed; float64(p) > 0.05*float64(doc.Meta.Samples) {
-				t.Errorf("%d of %d samples have a frame whose code object was freed before it was read, want ≤ 5 %%", p, doc.Meta.Samples)
+			// object was seen at. Of the samples before the spin, a
+			// frame [code object unreadable] was in 37-51 % before (3.12
+			// and 3.14, this test's hog beside); now ≤ 21 % with three.
+			var spin uint64
+			for _, st := range doc.Top {
+				if st.Stack == "<module> (<string>:3)" || st.Stack == "<module> (<string>:4)" {
+					spin += st.Weight
+				}
+			}
+			start := doc.Meta.Samples - min(spin, doc.Meta.Samples)
+			t.Logf("%s: %d of the start's %d samples partly named", label, doc.Meta.PartlyNamed, start)
+			if p := doc.Meta.PartlyNamed; float64(p) > 0.35*float64(start) {
+				t.Errorf("%d of the %d samples before the spin have a frame whose code object was freed before it was read, want ≤ 35 %%", p, start)
 			}
 			startup := false
 			for _, st := range doc.Top {
