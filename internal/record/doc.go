@@ -70,11 +70,11 @@
 // once its interpreter is readable and the sampler is on (Meta.UnobservedS,
 // said in the footer); the bpf engine holds it before its exec instead
 // (held.go: kwalklate, loaded with the layout read from the command's
-// files, its addresses written once its runtime is mapped, before it runs
-// Python code; kwalkheld, whose whole cfg is written then, when the files
-// name no interpreter; the samples before are [before the interpreter],
-// Meta.BeforePython; while it starts each new stack wakes the reader and
-// its code objects are read at once, before its imports free them; the
+// files, its addresses written once the interpreter is up; kwalkheld,
+// whose whole cfg is written then, when the files name no interpreter;
+// the samples before are [before the interpreter], Meta.BeforePython;
+// while it starts each new stack wakes the reader and its code objects
+// are read at once, before its imports free them; the
 // price is the load while the command waits, Meta.HeldS and HeldLayout:
 // 0.2–0.4 s here with the layout read, ~0.7 s without). bpf: frames past
 // kwalk.MaxFrames (128: the sample is folded as [truncated stack] with its

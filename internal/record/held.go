@@ -46,30 +46,17 @@ func startHeld(ctx context.Context, s *session.Session, opt Options) (*heldStart
 		return nil, err
 	}
 	h.waited = s.HeldFor()
-	up := func(err error) error {
+	if err := s.WaitPython(ctx, 0); err != nil {
 		h.close()
 		if ctx.Err() != nil {
-			return fmt.Errorf("interrupted before pid %d's interpreter was up (the command is ended): %w", s.Pid, err)
+			return nil, fmt.Errorf("interrupted before pid %d's interpreter was up (the command is ended): %w", s.Pid, err)
 		}
-		return err
+		return nil, err
 	}
-	// Configured as soon as its runtime is mapped, before it runs Python
-	// code: the samples until then are folded as before the interpreter,
-	// its start-up's imports are named.
-	if err := s.WaitRuntime(ctx); err != nil {
-		return nil, up(err)
-	}
+	// At once: the samples until the walk is configured are folded as
+	// before the interpreter.
 	if h.w != nil && configureHeld(h.w, s) != nil {
 		h.close() // the engines choose again (and say why)
-	}
-	if h.w != nil {
-		// The reading starts now, not once Python code runs (each new
-		// stack wakes it: configureHeld): its start-up's code objects
-		// are read while they live.
-		return h, nil
-	}
-	if err := s.WaitPython(ctx, 0); err != nil {
-		return nil, up(err)
 	}
 	return h, nil
 }

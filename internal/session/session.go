@@ -199,36 +199,10 @@ func (s *Session) Started() time.Time { return s.started }
 // WaitPython polls until the spawned target's interpreter is up and its
 // main thread runs Python code, then waits `after` more.
 func (s *Session) WaitPython(ctx context.Context, after time.Duration) error {
-	if err := s.waitUp(ctx, true); err != nil {
-		return err
-	}
-	select {
-	case <-time.After(after):
-	case <-s.waited:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	return nil
-}
-
-// WaitRuntime polls until the spawned target's interpreter can be read
-// (its runtime mapped: its layout and addresses known), before it runs
-// Python code: an engine held for it is configured then, and sees the
-// interpreter's start-up. The first 50 ms are looked at every 1 ms (a
-// python maps its runtime within a few ms of its exec), then every 5 ms.
-func (s *Session) WaitRuntime(ctx context.Context) error { return s.waitUp(ctx, false) }
-
-// waitUp polls until the interpreter can be read and, with frames, its
-// main thread runs Python code.
-func (s *Session) waitUp(ctx context.Context, frames bool) error {
-	start := time.Now()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
 	var lastErr error
-	for s.Py == nil || frames && !s.hasFrames() {
-		look := 5 * time.Millisecond
-		if !frames && time.Since(start) < 50*time.Millisecond {
-			look = time.Millisecond
-		}
-		tick := time.NewTimer(look)
+	for s.Py == nil || !s.hasFrames() {
 		select {
 		case <-s.waited:
 			code := s.ExitCode()
@@ -240,7 +214,6 @@ func (s *Session) waitUp(ctx context.Context, frames bool) error {
 			}
 			return &EndedError{Pid: s.Pid, Code: code, Before: "pyobs saw it run Python code"}
 		case <-ctx.Done():
-			tick.Stop()
 			return ctx.Err()
 		case <-tick.C:
 		}
@@ -258,6 +231,12 @@ func (s *Session) waitUp(ctx context.Context, frames bool) error {
 				}
 			}
 		}
+	}
+	select {
+	case <-time.After(after):
+	case <-s.waited:
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 	return nil
 }
