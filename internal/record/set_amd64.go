@@ -32,14 +32,13 @@ const pendingLook = 20 * time.Millisecond
 // setRec is the bpf engine's state for a set.
 type setRec struct {
 	set    *procset.Set
-	w      *kwalk.Walker
 	ms     *kwalk.Members
 	procs  map[int]*procRec
 	unread uint64 // samples of members that exited before their code objects were read
 }
 
 func newSetRec(k *kernelRec, r *Recorder, kl *pyframes.KernelLayout) *setRec {
-	sr := &setRec{set: k.w.Set, w: k.w, ms: kwalk.NewMembers(k.w.Set, k.w.PyAddrs(), kl), procs: map[int]*procRec{}}
+	sr := &setRec{set: k.w.Set, ms: kwalk.NewMembers(k.w.Set, k.w.PyAddrs(), kl), procs: map[int]*procRec{}}
 	sr.ms.Look = pendingLook
 	// The target is read through the session's own reader.
 	sr.ms.Add(r.s.Pid, r.s.Py, k.sym)

@@ -112,13 +112,17 @@ func (k *ksampler) refresh(now bool) {
 		return
 	}
 	k.lastFill = time.Now()
-	k.tids.Refresh()
-	refs := k.tids.All()
 	if k.members != nil {
 		k.members.Open()
-		if k.members.Seed() != k.s.Pid {
-			refs = nil // the target exec'd: its session's threads are of the program before
-		}
+	}
+	var refs []pyframes.ThreadRef
+	// After the target's exec its session's threads are of the program
+	// before: its own come with the members'.
+	if k.members == nil || k.members.Seed() == k.s.Pid {
+		k.tids.Refresh()
+		refs = k.tids.All()
+	}
+	if k.members != nil {
 		refs = append(append([]pyframes.ThreadRef(nil), refs...), k.members.ThreadRefs()...)
 	}
 	_ = k.p.SetThreads(refs)
