@@ -162,7 +162,14 @@ func Run(_ context.Context, s *session.Session, opt Options) (*Dump, error) {
 		if early == nil || early.pid != s.Pid {
 			early = startStates(s.FS, s.Pid)
 		}
-		threads, err = s.Py.Threads(pyframes.Options{Names: true, Locals: opt.Locals})
+		// Read live, the thread list can change under the read (a thread
+		// state freed and its memory reused): read again, a few times.
+		for attempt := 0; attempt < 3; attempt++ {
+			threads, err = s.Py.Threads(pyframes.Options{Names: true, Locals: opt.Locals})
+			if !errors.Is(err, pyframes.ErrTorn) {
+				break
+			}
+		}
 		read = time.Since(start)
 		states = early.wait()
 	}

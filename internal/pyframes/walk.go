@@ -219,7 +219,9 @@ func (p *Process) tstateHeader(ts, interp uint64) ([]byte, error) {
 		return nil, fmt.Errorf("can't read thread state 0x%x: %w", ts, err)
 	}
 	if got := le64(hdr, l.TstateInterp); interp != 0 && got != interp {
-		return nil, fmt.Errorf("thread state 0x%x points to interpreter 0x%x, not 0x%x: layout mismatch or torn list", ts, got, interp)
+		// Most often a thread state freed (its memory reused) while the
+		// list was read live.
+		return nil, fmt.Errorf("thread state 0x%x points to interpreter 0x%x, not 0x%x: layout mismatch or torn list: %w", ts, got, interp, ErrTorn)
 	}
 	return hdr, nil
 }
