@@ -51,9 +51,15 @@
 // builds with thread-local bytecode (3.14t+: pyframes refuses them; 3.13t
 // is walked, its own object header from the layout). 3.11/3.12 samples taken while the
 // evaluator sets up its cframe read a stale frame and come out truncated.
-// Code-object names are read after the fact: on ≤3.13 (no code-object
-// generation) a code object freed and its address reused within
-// Symbolizer.Revalidate is misnamed.
+// Code-object names are read after the fact, checked against the
+// code-object generation each sample carries (3.14+: bumped at each free;
+// 3.12/3.13: the next co_version, bumped at each creation, read from
+// interp->func_state on 3.13 and from the .symtab symbol
+// _Py_next_func_version on 3.12): a code object freed and its address
+// reused before pyobs read it is not named (3.12/3.13) rather than
+// misnamed. Without a generation (3.10/3.11, a stripped 3.12) a code
+// object freed and its address reused within Symbolizer.Revalidate can be
+// misnamed.
 //
 // Sets (Options.Set): the program filters by procset.h's members instead
 // of one tgid (a hash look-up per event of any task), each sample carries

@@ -132,6 +132,28 @@ type Sample struct {
 // Complete: the whole stack, read at the sample's instant.
 func (s *Sample) Complete() bool { return s.Flags&FlagComplete != 0 }
 
+// maxHops is pywalk.h's MAX_HOPS: frames visited per sample, shims included.
+const maxHops = 512
+
+// The state frames a walked stack without its outermost frame is folded
+// under (Sample.Marker).
+const (
+	MarkerTruncated = "[truncated stack]" // deeper than the walker reads
+	MarkerShort     = "[callers missing]" // the chain ended short of its outermost frame
+)
+
+// Marker says why a stack that is not Complete lacks its callers: it went
+// deeper than MaxFrames (or maxHops frames visited), or its chain ended
+// before the version's outermost frame — read while a frame was being
+// linked or unlinked (a generator resumed but not yet linked to its
+// caller, an evaluator entering).
+func (s *Sample) Marker() string {
+	if len(s.Frames) >= MaxFrames || s.Hops >= maxHops {
+		return MarkerTruncated
+	}
+	return MarkerShort
+}
+
 // Counter slots (C_ in kwalk.bpf.c).
 const (
 	CSamples = iota
@@ -204,6 +226,9 @@ func Config(pid int, l *pyframes.KernelLayout, maxFrames int) (kwalkConfig, erro
 	}
 	if l.CodeTagged {
 		c.CodeTagged = 1
+	}
+	if l.CodeGenerationCreated {
+		c.CodegenU32 = 1
 	}
 	if l.CodeType == 0 {
 		return c, fmt.Errorf("pid %d: no PyCode_Type address: can't check code objects", pid)

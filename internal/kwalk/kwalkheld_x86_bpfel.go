@@ -47,7 +47,7 @@ type kwalkheldConfig struct {
 	FrameGen        uint32
 	CodeFlags       uint32
 	CframePrevious  uint32
-	_               [4]byte
+	CodegenU32      uint32
 }
 
 type kwalkheldCountKey struct {

@@ -3,6 +3,7 @@
 package kwalk
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -12,24 +13,43 @@ import (
 // Symbolizer turns code-object addresses into names, files and lines
 // through internal/pyframes' code-object reader, with a cache by address.
 //
-// Validation: on 3.14+ each sample carries the interpreter's code-object
-// generation (bumped whenever a code object is freed): an entry holds the
-// generations between the first and the last read that found the same
-// object (its header compared with the cached one); a sample of another
-// generation re-reads it first. A read that fails (the object freed since)
-// keeps the entry for the samples of the generations it holds: a stack
-// read as it came still names its frames after its module's import ended. Without a generation (≤3.13) an entry is re-checked when it
-// is older than Revalidate; a code object freed and its address reused
-// within that time would be misnamed.
+// Validation: each sample carries the interpreter's code-object
+// generation where the build has one, a counter that moves whenever a
+// code object may have been replaced at an address.
+//   - 3.14+ (bumped whenever a code object is freed): an entry holds the
+//     generations between the first and the last read that found the same
+//     object (its header compared with the cached one); a sample of another
+//     generation re-reads it first. A read that fails (the object freed
+//     since) keeps the entry for the samples of the generations it holds: a
+//     stack read as it came still names its frames after its module's
+//     import ended.
+//   - 3.12/3.13 (the next co_version, bumped whenever one is created): the
+//     object read has its own co_version. Found below the sample's
+//     generation, it was created before the sample and is alive now, so it
+//     was the sample's; at or above it, the sampled object was freed and
+//     its address reused since: not named (ErrReplaced), never misnamed. An
+//     entry holds every generation from its co_version up to the counter
+//     read before the object was.
+//   - Without one (≤3.11, a 3.12 build stripped of its symbol table, a
+//     counter that ran out: generation 0) an entry is re-checked when it is
+//     older than Revalidate; a code object freed and its address reused
+//     within that time can be misnamed (Stats.Replaced counts the reuses a
+//     re-check found).
 type Symbolizer struct {
 	P          CodeReader
-	Revalidate time.Duration // ≤3.13 (default 1 s)
+	Revalidate time.Duration // without a generation (default 1 s)
 	gen        bool
+	created    bool                   // 3.12/3.13: gen counts creations, entries check co_version
+	counter    func() (uint64, error) // created: the counter now
 	cache      map[uint64]*symEntry
 	Stats      SymStats
 	now        func() time.Time
 	tick       time.Time // Tick's clock, zero: read the clock per frame
 }
+
+// ErrReplaced: the code object a sample ran was freed and another one
+// created at its address before pyobs read it (3.12/3.13).
+var ErrReplaced = errors.New("code object replaced since the sample")
 
 // CodeReader reads a code object's names (pyframes.Process.Code).
 type CodeReader interface {
@@ -39,28 +59,41 @@ type CodeReader interface {
 // SymStats counts the symbolizer's work.
 type SymStats struct {
 	Hits, Misses, Rechecks, Errors uint64
+	// Replaced: reads that found another code object than the one cached
+	// at its address, or (3.12/3.13) than the one sampled there.
+	Replaced uint64
 }
 
 type symEntry struct {
 	sym     *pyframes.CodeSymbol
-	lo, hi  uint64 // 3.14+: the generations it was found at, and all between
+	lo, hi  uint64 // the generations it holds for
 	checked time.Time
 }
 
 const maxSymEntries = 1 << 16
 
 // NewSymbolizer symbolizes code objects of p; l says whether samples carry
-// a code-object generation.
+// a code-object generation, and which kind.
 func NewSymbolizer(p *pyframes.Process, l *pyframes.KernelLayout) *Symbolizer {
-	return &Symbolizer{P: p, Revalidate: time.Second, gen: l.CodeGenerationAddr != 0,
+	s := &Symbolizer{P: p, Revalidate: time.Second, gen: l.CodeGenerationAddr != 0,
 		cache: map[uint64]*symEntry{}, now: time.Now}
+	if l.CodeGenerationCreated && l.CodeGenerationAddr != 0 {
+		addr := l.CodeGenerationAddr
+		s.created = true
+		s.counter = func() (uint64, error) { return p.CodeCounter(addr) }
+	}
+	return s
 }
 
 func (s *Symbolizer) code(addr, gen uint64) (*pyframes.CodeSymbol, error) {
+	if s.created && gen != 0 {
+		return s.codeCreated(addr, gen)
+	}
 	e, ok := s.cache[addr]
+	byGen := s.gen && !s.created
 	if ok {
 		fresh := false
-		if s.gen {
+		if byGen {
 			fresh = e.lo <= gen && gen <= e.hi
 		} else {
 			fresh = s.clock().Sub(e.checked) < s.Revalidate
@@ -76,21 +109,67 @@ func (s *Symbolizer) code(addr, gen uint64) (*pyframes.CodeSymbol, error) {
 	sym, err := s.P.Code(addr)
 	if err != nil {
 		s.Stats.Errors++
-		if !s.gen {
+		if !byGen {
 			delete(s.cache, addr)
 		}
 		return nil, err
 	}
-	if ok && s.gen && sym.ID == e.sym.ID {
-		// The same object at both generations: it was at all between.
-		e.lo, e.hi = min(e.lo, gen), max(e.hi, gen)
+	if ok && sym.ID == e.sym.ID {
+		if byGen {
+			// The same object at both generations: it was at all between.
+			e.lo, e.hi = min(e.lo, gen), max(e.hi, gen)
+		} else {
+			e.checked = s.clock()
+		}
 		return e.sym, nil
 	}
+	if ok {
+		s.Stats.Replaced++
+	}
+	s.put(addr, &symEntry{sym: sym, lo: gen, hi: gen, checked: s.clock()})
+	return sym, nil
+}
+
+// codeCreated is code for a sample of generation gen on 3.12/3.13.
+func (s *Symbolizer) codeCreated(addr, gen uint64) (*pyframes.CodeSymbol, error) {
+	e, ok := s.cache[addr]
+	if ok && e.lo <= gen && gen <= e.hi {
+		s.Stats.Hits++
+		return e.sym, nil
+	}
+	if ok {
+		s.Stats.Rechecks++
+	} else {
+		s.Stats.Misses++
+	}
+	// The counter first: the object read next holds for every generation
+	// up to it (one created after this read would have moved it).
+	hi, err := s.counter()
+	if err != nil || hi < gen {
+		hi = gen
+	}
+	sym, err := s.P.Code(addr)
+	if err != nil {
+		s.Stats.Errors++
+		return nil, err
+	}
+	if uint64(sym.Version) >= gen {
+		s.Stats.Replaced++
+		return nil, fmt.Errorf("code object 0x%x: co_version %d, created at or after the sample's generation %d: %w", addr, sym.Version, gen, ErrReplaced)
+	}
+	if ok && sym.ID == e.sym.ID {
+		e.lo, e.hi = min(e.lo, uint64(sym.Version)+1), max(e.hi, hi)
+		return e.sym, nil
+	}
+	s.put(addr, &symEntry{sym: sym, lo: uint64(sym.Version) + 1, hi: hi, checked: s.clock()})
+	return sym, nil
+}
+
+func (s *Symbolizer) put(addr uint64, e *symEntry) {
 	if len(s.cache) >= maxSymEntries {
 		s.cache = map[uint64]*symEntry{}
 	}
-	s.cache[addr] = &symEntry{sym: sym, lo: gen, hi: gen, checked: s.clock()}
-	return sym, nil
+	s.cache[addr] = e
 }
 
 // Generations: the samples carry the code-object generation (3.14+), so a

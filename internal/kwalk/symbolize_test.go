@@ -99,3 +99,52 @@ func TestSymbolizerNoGenerations(t *testing.T) {
 		t.Errorf("after a failed read: err %v after %d reads, want the entry dropped and read again", err, c.reads)
 	}
 }
+
+// TestSymbolizerCreated: on 3.12/3.13 the generation counts code-object
+// creations and each object carries its own co_version. An object found
+// with a co_version below the sample's generation was there at the
+// sample; one created at or after it was not (the sampled one was freed
+// and its address reused): not named, never misnamed. An entry holds from
+// its co_version to the counter read before the object was.
+func TestSymbolizerCreated(t *testing.T) {
+	const addr = 0x3000
+	c := &codes{at: map[uint64]*pyframes.CodeSymbol{addr: {Function: "f_0", ID: 1, Version: 10}}}
+	counter := uint64(12)
+	s := &Symbolizer{P: c, gen: true, created: true, cache: map[uint64]*symEntry{}, now: time.Now,
+		counter: func() (uint64, error) { return counter, nil }}
+	name := func(gen uint64) (string, error) {
+		sym, err := s.Code(addr, gen)
+		if err != nil {
+			return "", err
+		}
+		return sym.Function, nil
+	}
+	if got, err := name(11); got != "f_0" || c.reads != 1 {
+		t.Fatalf("generation 11, object created at 10: %q %v after %d reads", got, err, c.reads)
+	}
+	if got, err := name(12); got != "f_0" || c.reads != 1 {
+		t.Errorf("generation 12 (≤ the counter read with it): %q %v after %d reads, want no read", got, err, c.reads)
+	}
+	// f_0 freed, f_1 created at its address (co_version 13).
+	c.at[addr] = &pyframes.CodeSymbol{Function: "f_1", ID: 2, Version: 13}
+	counter = 14
+	if got, err := name(13); !errors.Is(err, ErrReplaced) {
+		t.Errorf("generation 13, f_1 (created at 13) found: %q %v, want ErrReplaced", got, err)
+	}
+	if got, err := name(12); got != "f_0" {
+		t.Errorf("generation 12 after f_1 was found: %q %v, want f_0's entry kept", got, err)
+	}
+	if got, err := name(14); got != "f_1" {
+		t.Errorf("generation 14: %q %v, want f_1", got, err)
+	}
+	if got, err := name(13); !errors.Is(err, ErrReplaced) {
+		t.Errorf("generation 13 once f_1 is cached: %q %v, want ErrReplaced (f_1 did not exist yet)", got, err)
+	}
+	if s.Stats.Replaced < 2 {
+		t.Errorf("Replaced %d, want ≥ 2", s.Stats.Replaced)
+	}
+	// A counter that ran out: generation 0, checked by age.
+	if got, err := name(0); got != "f_1" || err != nil {
+		t.Errorf("generation 0: %q %v, want a read by age", got, err)
+	}
+}

@@ -92,7 +92,7 @@ func (e *bpfEngine) drainPy() {
 		sym, cache, why := e.symbolizer(smp.Tgid)
 		ids := []int{}
 		if !smp.Complete() {
-			ids = append(ids, e.prof.Intern(flame.Frame{Kind: flame.State, Function: "[truncated stack]"}))
+			ids = append(ids, e.prof.Intern(flame.Frame{Kind: flame.State, Function: smp.Marker()}))
 		}
 		if sym == nil {
 			// A member the walk does not fit (another build), or whose

@@ -1,6 +1,7 @@
 package pyframes
 
 import (
+	"errors"
 	"fmt"
 )
 
@@ -20,25 +21,56 @@ type codeInfo struct {
 }
 
 func (p *Process) code(addr uint64) (*codeInfo, error) {
+	ci, loaded, err := p.codeOnce(addr)
+	if err != nil || !loaded {
+		return ci, err
+	}
+	// Loaded: the object again, alive and the same, so its strings were too
+	// while they were read. (Freed in between, they may be other strings
+	// by now: a name of one code object with the file of another.)
+	again := make([]byte, len(ci.hdr))
+	if err := p.objs.mem.Read(addr, again); err != nil {
+		delete(p.codes, addr)
+		return nil, fmt.Errorf("can't read code object 0x%x again: %w", addr, err)
+	}
+	if !p.sameCode(again, ci.key) {
+		delete(p.codes, addr)
+		return nil, fmt.Errorf("code object 0x%x: %w while its names were read (%w)", addr, errFreed, ErrTorn)
+	}
+	return ci, nil
+}
+
+// sameCode: hdr is a live code object with key.
+func (p *Process) sameCode(hdr []byte, key codeKey) bool {
+	return le64(hdr, p.Layout.ObType) == p.objs.types.code && p.Layout.liveRefcount(hdr) && p.codeKeyOf(hdr) == key
+}
+
+// codeOnce is code without the re-read of a code object just loaded
+// (loaded: the caller must make it).
+func (p *Process) codeOnce(addr uint64) (*codeInfo, bool, error) {
 	l, r := p.Layout, &p.objs
 	if addr == 0 {
-		return nil, fmt.Errorf("NULL code object: %w", ErrTorn)
+		return nil, false, fmt.Errorf("NULL code object: %w", ErrTorn)
 	}
 	hdr := make([]byte, l.CodeSize) // fresh: a cached codeInfo keeps it
 	if err := r.mem.Read(addr, hdr); err != nil {
-		return nil, fmt.Errorf("can't read code object 0x%x: %w", addr, err)
+		return nil, false, fmt.Errorf("can't read code object 0x%x: %w", addr, err)
 	}
 	if le64(hdr, l.ObType) != r.types.code {
-		return nil, fmt.Errorf("code object 0x%x: %w (%w)", addr, errWrongType, ErrTorn)
+		return nil, false, fmt.Errorf("code object 0x%x: %w (%w)", addr, errWrongType, ErrTorn)
+	}
+	if !l.liveRefcount(hdr) {
+		return nil, false, fmt.Errorf("code object 0x%x: %w (%w)", addr, errFreed, ErrTorn)
 	}
 	key := p.codeKeyOf(hdr)
 	if !p.NoCache {
 		if ci, ok := p.codes[addr]; ok && ci.key == key {
 			p.Stats.CodeHits++
-			return ci, nil
+			return ci, false, nil
 		}
 	}
-	return p.loadCode(addr, hdr, key)
+	ci, err := p.loadCode(addr, hdr, key)
+	return ci, err == nil, err
 }
 
 // codeKey identifies a code object by the objects it points to; its
@@ -46,6 +78,7 @@ func (p *Process) code(addr uint64) (*codeInfo, error) {
 type codeKey struct {
 	typ, filename, name, qualname, linetable uint64
 	firstLine                                uint32
+	version                                  uint32 // 3.12/3.13 co_version: tells reused addresses apart where the pointers may not
 }
 
 func (p *Process) codeKeyOf(hdr []byte) codeKey {
@@ -54,6 +87,9 @@ func (p *Process) codeKeyOf(hdr []byte) codeKey {
 		linetable: le64(hdr, l.CodeLinetable), firstLine: le32(hdr, l.CodeFirstLineno)}
 	if l.CodeQualname != 0 {
 		k.qualname = le64(hdr, l.CodeQualname)
+	}
+	if l.CodeVersion != 0 {
+		k.version = le32(hdr, l.CodeVersion)
 	}
 	return k
 }
@@ -144,10 +180,11 @@ func (p *Process) codesOf(addrs []uint64, out []*codeInfo) error {
 	}
 	n := readV(p.objs.mem, segs)
 	var err error
+	var loaded []int // addrs' indexes of the code objects loaded here
 	for j := 0; j < n && err == nil; j++ {
 		hdr := segs[j].Buf
 		a := addrs[idx[j]]
-		if le64(hdr, l.ObType) != p.objs.types.code {
+		if le64(hdr, l.ObType) != p.objs.types.code || !l.liveRefcount(hdr) {
 			continue // read alone below: the error names it
 		}
 		key := p.codeKeyOf(hdr)
@@ -158,6 +195,8 @@ func (p *Process) codesOf(addrs []uint64, out []*codeInfo) error {
 			ci, err = p.loadCode(a, append([]byte(nil), hdr...), key)
 			if err != nil {
 				ci = nil
+			} else {
+				loaded = append(loaded, idx[j])
 			}
 		}
 		for i := idx[j]; i < len(addrs) && ci != nil; i++ {
@@ -170,6 +209,9 @@ func (p *Process) codesOf(addrs []uint64, out []*codeInfo) error {
 		}
 	}
 	p.scratch.segs, p.scratch.idx = segs[:0], idx[:0]
+	if err := p.recheckLoaded(addrs, loaded, out); err != nil {
+		return err
+	}
 	for i, a := range addrs {
 		if out[i] != nil {
 			continue
@@ -183,6 +225,57 @@ func (p *Process) codesOf(addrs []uint64, out []*codeInfo) error {
 				out[k] = ci
 			}
 		}
+	}
+	return nil
+}
+
+// errFreed: a code object's memory no longer holds a live object.
+var errFreed = errors.New("freed")
+
+// liveRefcount: the object header in hdr has a reference count a live
+// object can have. The allocators write their free-list link where the
+// count was (pymalloc and glibc's tcache a pointer, or NULL at a list's
+// end), so a block freed since a sample fails this though its type field
+// still says code object. Free-threaded builds start with the owning
+// thread's id there: not checked.
+func (l *Layout) liveRefcount(hdr []byte) bool {
+	if l.FreeThreaded || len(hdr) < 8 {
+		return true
+	}
+	rc := le64(hdr, 0)
+	if rc == 0 {
+		return false
+	}
+	if l.Version.Minor >= 14 {
+		// A 32-bit count, 16 overflow bits (0 short of 2^32 references)
+		// and 16 flag bits (immortal, static): a user-space pointer has
+		// bits 32-47 set and no flags.
+		return !(rc>>48 == 0 && rc>>32 != 0)
+	}
+	// ≤3.13: immortal objects (3.12+) hold 2^32-1; no live count is above it.
+	return rc <= 1<<32
+}
+
+// recheckLoaded reads the code objects just loaded (addrs[i] for i in loaded)
+// again, in one vectored read: each must still be the live object whose
+// names were read (code's re-read, for a whole stack at once).
+func (p *Process) recheckLoaded(addrs []uint64, loaded []int, out []*codeInfo) error {
+	if len(loaded) == 0 {
+		return nil
+	}
+	hsize := int(p.Layout.CodeSize)
+	buf := make([]byte, len(loaded)*hsize)
+	segs := make([]Seg, len(loaded))
+	for k, i := range loaded {
+		segs[k] = Seg{Addr: addrs[i], Buf: buf[k*hsize : (k+1)*hsize]}
+	}
+	n := readV(p.objs.mem, segs)
+	for k, i := range loaded {
+		if k < n && out[i] != nil && p.sameCode(segs[k].Buf, out[i].key) {
+			continue
+		}
+		delete(p.codes, addrs[i])
+		return fmt.Errorf("code object 0x%x: %w while its names were read (%w)", addrs[i], errFreed, ErrTorn)
 	}
 	return nil
 }

@@ -12,9 +12,10 @@ import (
 )
 
 // noAddrs is k without what the process decides as it runs (ASLR, its
-// interpreter state): what a command's files can tell.
+// interpreter state, so whether its code-object counter was found): what
+// a command's files can tell.
 func noAddrs(k pyframes.KernelLayout) pyframes.KernelLayout {
-	k.CodeType, k.FrameType, k.Interp, k.CodeGenerationAddr = 0, 0, 0, 0
+	k.CodeType, k.FrameType, k.Interp, k.CodeGenerationAddr, k.CodeGenerationWhy = 0, 0, 0, 0, ""
 	return k
 }
 

@@ -260,6 +260,9 @@ func layoutFromDebugOffsets(d *DebugOffsets) (*Layout, error) {
 	l.CodeLocalsplusKinds = get("code_object.localspluskinds")
 	l.CodeSize = max(l.CodeFilename, l.CodeName, l.CodeQualname, l.CodeLinetable, l.CodeLocalsplusNames, l.CodeLocalsplusKinds) + 8
 	l.CodeSize = max(l.CodeSize, l.CodeFirstLineno+4)
+	if v.Minor == 13 {
+		codeVersion313(l, f)
+	}
 	if d.FreeThreaded && f["code_object.co_tlbc"] != 0 {
 		l.CodeTLBC = f["code_object.co_tlbc"] // read on its own when a frame runs a copy
 	}

@@ -18,9 +18,15 @@ type KernelLayout struct {
 	CodeType  uint64 // &PyCode_Type
 	FrameType uint64 // &PyFrame_Type (3.10 frames are objects), 0 if not exported
 	Interp    uint64 // the main interpreter
-	// CodeGenerationAddr: &interp->_code_object_generation (3.14+, bumped
-	// when a code object is freed), 0 when the version has none.
-	CodeGenerationAddr uint64
+	// CodeGenerationAddr: a counter that moves whenever a code object may
+	// have been replaced at an address: 3.14+ &interp->_code_object_generation
+	// (a u64 bumped when one is freed); 3.12/3.13 the next co_version (a u32
+	// bumped when one is created: CodeGenerationCreated, a property of the
+	// build); 0 when pyobs can't find it.
+	CodeGenerationAddr    uint64
+	CodeGenerationCreated bool
+	// CodeGenerationWhy says why a 3.12/3.13 build has none ("" otherwise).
+	CodeGenerationWhy string
 
 	ObType             uint64
 	TstateFrame        uint64 // 3.10 frame, 3.11/3.12 cframe, 3.13+ current_frame
@@ -116,6 +122,12 @@ func (p *Process) KernelLayout() (*KernelLayout, error) {
 	if v := l.Version.Minor; v >= 11 && v <= 13 {
 		k.GenStateRel = -5
 	}
+	if v := l.Version.Minor; v == 12 || v == 13 {
+		// A property of the build (the kernel reads a u32), whether or not
+		// this process's counter was found.
+		k.CodeGenerationCreated = l.CodeVersion != 0
+		k.CodeGenerationAddr, k.CodeGenerationWhy = p.nextCodeVersionAddr(interp)
+	}
 	if l.Version.Minor >= 14 {
 		d, err := p.debugOffsets()
 		if err != nil {
@@ -156,6 +168,9 @@ type CodeSymbol struct {
 	// ID is unique to the code object as read (a new one when its address
 	// is reused by another object).
 	ID uint64
+	// Version is its co_version (3.12/3.13: a serial from the counter
+	// KernelLayout.CodeGenerationAddr points at); 0: none.
+	Version uint32
 
 	ci        *codeInfo
 	frameObjs bool
@@ -169,7 +184,8 @@ func (p *Process) Code(addr uint64) (*CodeSymbol, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pid %d: %w", p.Pid, err)
 	}
-	return &CodeSymbol{Function: ci.name, File: ci.file, FirstLine: ci.firstLine, ID: ci.serial, ci: ci, frameObjs: p.Layout.FrameObjects}, nil
+	return &CodeSymbol{Function: ci.name, File: ci.file, FirstLine: ci.firstLine, ID: ci.serial, Version: ci.key.version,
+		ci: ci, frameObjs: p.Layout.FrameObjects}, nil
 }
 
 // Line maps an instruction offset to its source line: on 3.11+ lasti

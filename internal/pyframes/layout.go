@@ -84,6 +84,14 @@ type Layout struct {
 	CodeNlocals         uint64 // 3.10: co_nlocals (int)
 	CodeSize            uint64 // bytes to read for a code header
 	CodeTLBC            uint64 // 3.14t: _PyCodeArray* co_tlbc; 0: none
+	// CodeVersion (3.12/3.13): uint32 co_version, given at creation from a
+	// counter that only grows (a serial: never two live code objects with
+	// the same one); 0: none.
+	CodeVersion uint64
+	// InterpNextCodeVersion (3.13): where in PyInterpreterState that
+	// counter (func_state.next_version) sits; 0: not known for this build
+	// (3.12 keeps it in a global, _Py_next_func_version).
+	InterpNextCodeVersion uint64
 
 	// Objects
 	ObType         uint64
@@ -170,6 +178,7 @@ func staticLayout(v Version) (*Layout, bool) {
 		l.FrameOwnerSkip, l.FrameOwnerCStack = 3, 3
 		l.CodeFilename, l.CodeName, l.CodeQualname, l.CodeLinetable, l.CodeFirstLineno = 112, 120, 128, 136, 68
 		l.CodeAdaptive, l.CodeLocalsplusNames, l.CodeLocalsplusKinds, l.CodeSize = 192, 96, 104, 144
+		l.CodeVersion = 92 // right before co_localsplusnames (Include/cpython/code.h @v3.12.1; DWARF of pyenv's 3.12.1)
 		l.ASCIISize, l.CompactSize = 40, 56
 		l.HeapCachedKeys = 880
 	default:

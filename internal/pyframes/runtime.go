@@ -189,8 +189,14 @@ func runtimeFromELF(f *elf.File, path string, maps []Mapping) (*RuntimeInfo, err
 // strings most of the allocations). False: no such table, or not 64-bit
 // (the caller decodes it the usual way).
 func dynSyms(f *elf.File, want map[string]bool, syms map[string]uint64) bool {
+	return tableSyms(f, elf.SHT_DYNSYM, want, syms)
+}
+
+// tableSyms is dynSyms over the symbol table of type typ (SHT_DYNSYM,
+// SHT_SYMTAB).
+func tableSyms(f *elf.File, typ elf.SectionType, want map[string]bool, syms map[string]uint64) bool {
 	const entry = 24 // Elf64_Sym: name u32, info u8, other u8, shndx u16, value u64, size u64
-	sec := f.SectionByType(elf.SHT_DYNSYM)
+	sec := f.SectionByType(typ)
 	if f.Class != elf.ELFCLASS64 || sec == nil || int(sec.Link) >= len(f.Sections) {
 		return false
 	}

@@ -13,7 +13,8 @@
 //     found through their TLS from the first sample; the tid map is
 //     refreshed at each look — every 200 ms, up to 1 s above 4 kHz — for the rest). User space reads the ring
 //     buffer, names code objects (kwalk.Symbolizer: cached, re-validated by
-//     code-object generation on 3.14+, by age before) and folds (code
+//     the code-object generation each sample carries on 3.12+, by age
+//     before) and folds (code
 //     object, instruction) → frame ids: labels `QUALNAME (FILE:LINE)`,
 //     caller lines the line of the call, as the user-space reader gives.
 //     With --kernel the same program takes each sample's kernel call
@@ -78,7 +79,8 @@
 // price is the load while the command waits, Meta.HeldS and HeldLayout:
 // 0.2–0.4 s here with the layout read, ~0.7 s without). bpf: frames past
 // kwalk.MaxFrames (128: the sample is folded as [truncated stack] with its
-// innermost frames, counted truncated, like a chain that ended short); a
+// innermost frames, counted truncated, like a chain that ended short,
+// folded as [callers missing]); a
 // sample in 3.11/3.12's eval-loop entry, whose new cframe has no frame
 // yet, is walked from the outer cframe (the stack of that instant); a
 // frame on a page not present (the program can't fault it
@@ -88,8 +90,13 @@
 // the look that names it ([code object unreadable], the rest of its stack
 // named: Meta.PartlyNamed; a stack of which no frame can be read is
 // [unreadable]; so that a short-lived program's are read while it lives,
-// the look comes every 20 ms while a program observed is starting); a code object freed and its address reused
-// within a second on ≤3.13 is misnamed. perf: what happens between the
+// the look comes every 20 ms while a program observed is starting); a code
+// object freed and its address reused by another before pyobs read it is
+// [code object unreadable] on 3.12/3.13 (its co_version is newer than the
+// sample), and can be misnamed on 3.10/3.11 (within a second: no counter
+// to tell) and, rarely, 3.14+ (that counter counts frees, not creations).
+// A code object is named only if it is live before and after its names
+// are read. perf: what happens between the
 // kernel's sample and the stack read (torn reads are detected and counted,
 // not guessed).
 package record

@@ -11,7 +11,9 @@ const Help = `record samples the target and writes a flame graph or profile.
   the recording, from their first sample; pyobs only names the code objects
   (cached, re-checked). Price: ~2-5 µs of kernel time per sample, in the
   target's context. Native frames only with --native; stacks deeper than 128
-  frames come out as [truncated stack] with their innermost frames; a frame
+  frames come out as [truncated stack] with their innermost frames, a stack
+  read while a frame was being linked to its caller (a generator resuming)
+  as [callers missing] with the frames read (both counted truncated); a frame
   on a page not present in memory can't be read there ([faulted: page not
   present]); each is counted, never guessed. With --engine perf, and always
   with --async, --greenlets, --mode wall and gil:

@@ -69,8 +69,8 @@ type natOrphan struct {
 // kdef is one distinct stack as the ring brought it, and (one process)
 // its Python frames interned once: a stack counted again is folded
 // without naming its code objects again. The names are reused while the
-// symbolizer would trust them (3.14+: the id holds the code-object
-// generation; ≤3.13: for Revalidate after they were read).
+// symbolizer would trust them (3.12+: the id holds the code-object
+// generation; without one: for Revalidate after they were read).
 //
 // A long recording holds hundreds of thousands of them: the value is
 // pointer-free (its frames and ids are offsets into two arenas), so the
@@ -378,8 +378,9 @@ func (r *Recorder) foldNative(k *kernelRec, c kwalk.Count, ns nativeSample, link
 
 // kernelSample folds n samples of one stack (counted in the kernel; def:
 // its definition, nil for a count without frames): the stack walked at the sample when the
-// walk was complete; the frames read under [truncated stack] when callers
-// are missing; a marker when nothing usable was read.
+// walk was complete; the frames read under [truncated stack] or [callers
+// missing] (Sample.Marker) when callers are missing; a marker when
+// nothing usable was read.
 func (r *Recorder) kernelSample(k *kernelRec, s *kwalk.Sample, n uint64, def *kdef) {
 	w := int64(n)
 	sym, ids := k.sym, k.ids
@@ -440,7 +441,7 @@ func (r *Recorder) kernelSample(k *kernelRec, s *kwalk.Sample, n uint64, def *kd
 		k.exact += n
 	} else {
 		k.trunc += n
-		fids = append(fids, r.prof.Intern(flame.Frame{Kind: flame.State, Function: "[truncated stack]"}))
+		fids = append(fids, r.prof.Intern(flame.Frame{Kind: flame.State, Function: s.Marker()}))
 	}
 	if def != nil && def.hasFid && k.set == nil && k.fresh(def) && r.natCur == nil {
 		r.samples += n
@@ -542,7 +543,7 @@ func (k *kernelRec) warm(s *kwalk.Sample) {
 
 // fresh: def's interned frames may stand for its code objects now.
 func (k *kernelRec) fresh(def *kdef) bool {
-	if k.sym.Generations() {
+	if k.sym.Generations() && def.gen != 0 {
 		return true // the stack's id holds the code-object generation
 	}
 	return k.now.UnixNano()-def.named < int64(k.sym.Revalidate)

@@ -175,7 +175,7 @@ func (k *ksampler) onStack(smp kwalk.Sample) {
 		st.frames = append(st.frames, StackFrame{Function: f.Function, File: f.File, Line: f.Line})
 	}
 	if !smp.Complete() {
-		st.frames = append(st.frames, StackFrame{Function: "[truncated stack]"})
+		st.frames = append(st.frames, StackFrame{Function: smp.Marker()})
 	}
 	for _, f := range st.frames {
 		key.WriteString(f.Function)

@@ -82,8 +82,8 @@
 // (--log prints "…"); anything the bounded kernel maps dropped (counted in
 // the Account's Drops and Lost). x86_64 only (syscall numbers and names).
 // A walked stack is named once, when its hash first arrives: the hash is
-// of code-object addresses (and, 3.14+, the interpreter's code-object
-// generation), so before 3.14 a stack whose code was freed and whose
+// of code-object addresses and (3.12+) the interpreter's code-object
+// generation, so on 3.10/3.11 a stack whose code was freed and whose
 // addresses were reused by other code with the same offsets keeps its
 // first name (dynamically compiled code only; code objects of functions
 // defined in modules live as long as their module).

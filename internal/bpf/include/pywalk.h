@@ -48,7 +48,9 @@ static long (*bpf_loop)(u32 nr_loops, void *callback_fn, void *callback_ctx, u64
 struct config {
 	u64 code_type;    // &PyCode_Type: every code object's ob_type
 	u64 frame_type;   // &PyFrame_Type (3.10: frames are objects)
-	u64 codegen_addr; // &interp->_code_object_generation (3.14+), 0: none
+	u64 codegen_addr; // the code-object generation: 3.14+ &interp->_code_object_generation
+	                  // (bumped at each free), 3.12/3.13 the next co_version (bumped at each
+	                  // creation); 0: none
 	u64 code_adaptive; // offsetof(PyCodeObject, co_code_adaptive) (3.11+)
 	s64 tls_off[2];   // where the thread's own tstate pointer sits, from fsbase
 	u32 tls_n;        // how many of tls_off to try (0: user space's map only)
@@ -78,6 +80,7 @@ struct config {
 	u32 frame_gen;    // 3.10: offset of PyFrameObject.f_gen, 0: none
 	u32 code_flags;   // 3.10: offset of PyCodeObject.co_flags, 0: none
 	u32 cframe_previous; // 3.11/3.12: offset of _PyCFrame.previous, 0: none
+	u32 codegen_u32;  // the code-object generation is a u32 (3.12/3.13: the next co_version)
 };
 
 // co_flags of code that runs in a generator's, coroutine's or async
@@ -114,7 +117,7 @@ struct sample_hdr {
 	u64 time;    // CLOCK_MONOTONIC ns
 	u64 id;      // the stack's identity: a hash of its frames, flags, code generation and process
 	u64 tstate;  // PyThreadState*
-	u64 codegen; // the interpreter's code-object generation at the sample (3.14+)
+	u64 codegen; // the interpreter's code-object generation at the sample (3.12+)
 	u64 last;    // the outermost frame visited
 	u32 tid;
 	u32 flags;
@@ -587,8 +590,13 @@ static __always_inline void pywalk(struct sample *s, u32 tid, struct pywalk_ev *
 		frame_type = pa->frame_type;
 		codegen = pa->codegen_addr;
 	}
-	if (codegen)
+	if (codegen && cfg.codegen_u32) {
+		u32 g = 0;
+		bpf_probe_read_user(&g, sizeof(g), (const void *)codegen);
+		s->h.codegen = g;
+	} else if (codegen) {
 		read_u64(&s->h.codegen, codegen);
+	}
 
 	u64 top = 0, cf = 0;
 	if (read_u64(&top, tstate + cfg.tstate_frame)) {
