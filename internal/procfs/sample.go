@@ -25,9 +25,12 @@ type Sample struct {
 	State string
 
 	UTimeTicks, STimeTicks uint64 // all threads, living and dead (thread_group_cputime)
-	MinFlt, MajFlt         uint64
-	NumThreads             int
-	StartTicks             uint64 // when the process started, in UserHZ ticks since boot (CLOCK_BOOTTIME)
+	// CUTimeTicks, CSTimeTicks: the children it reaped (and those they
+	// reaped in turn), whole, added by the kernel as each is waited for.
+	CUTimeTicks, CSTimeTicks uint64
+	MinFlt, MajFlt           uint64
+	NumThreads               int
+	StartTicks               uint64 // when the process started, in UserHZ ticks since boot (CLOCK_BOOTTIME)
 
 	HasStatus                  bool
 	VoluntaryCtxt, NonVolCtxt  uint64 // the leader thread only (per-task in /proc/PID/status): sum Threads instead
@@ -95,6 +98,7 @@ func (f FS) Sample(pid int, opt SampleOptions) (*Sample, error) {
 	}
 	s.Comm, s.State, s.NumThreads = st.Comm, st.State, st.NumThreads
 	s.UTimeTicks, s.STimeTicks = uint64(st.UTime), uint64(st.STime)
+	s.CUTimeTicks, s.CSTimeTicks = uint64(max(st.CUTime, 0)), uint64(max(st.CSTime, 0))
 	s.MinFlt, s.MajFlt = uint64(st.MinFlt), uint64(st.MajFlt)
 	s.StartTicks = st.Starttime
 	if s.State == "Z" || s.State == "X" {

@@ -23,6 +23,13 @@ const (
 
 const maxLocals = 512
 
+// On 3.10 co_freevars and co_cellvars follow co_varnames in PyCodeObject
+// (Include/cpython/code.h @v3.10): offsets from co_varnames.
+const (
+	code310Freevars = 8
+	code310Cellvars = 16
+)
+
 func (p *Process) locals(frame uint64, ci *codeInfo) []Local {
 	l, r := p.Layout, &p.objs
 	if ci.localNames == nil {
@@ -75,10 +82,33 @@ func (p *Process) loadLocalNames(ci *codeInfo) {
 		return
 	}
 	if l.Version.Minor == 10 {
+		// f_localsplus is co_nlocals locals, then a cell object per
+		// co_cellvars name, then one per co_freevars name: kinds made up
+		// here let locals() read them through the cell as on 3.11+. An
+		// argument a closure captures has its local slot cleared and its
+		// value in its cell: it shows once, as the cell.
 		nl := int(int32(le32(ci.hdr, l.CodeNlocals)))
 		if nl >= 0 && nl < len(items) {
 			items = items[:nl]
 		}
+		kinds := make([]byte, len(items))
+		for _, part := range []struct {
+			off  uint64
+			kind byte
+		}{{l.CodeLocalsplusNames + code310Cellvars, coFastCell}, {l.CodeLocalsplusNames + code310Freevars, coFastFree}} {
+			if part.off+8 > uint64(len(ci.hdr)) {
+				continue
+			}
+			more, err := p.tupleItems(le64(ci.hdr, part.off))
+			if err != nil || len(items)+len(more) > maxLocals {
+				continue
+			}
+			items = append(items, more...)
+			for range more {
+				kinds = append(kinds, part.kind)
+			}
+		}
+		ci.localKinds = kinds
 	} else if kinds := le64(ci.hdr, l.CodeLocalsplusKinds); kinds != 0 {
 		ci.localKinds, _, _ = r.bytesObj(kinds, maxLocals)
 	}

@@ -29,7 +29,10 @@
 // command, the instants before the perf counters were opened, and the
 // per-thread numbers after the last poll before its exit. On a set: a
 // child that lives less than one poll (it is missed), a member's numbers
-// between its last poll and its exit, grandchildren re-parented away from
+// between its last poll and its exit (but its CPU then, when its parent
+// is a living member that reaped it: the parent's cutime and cstime grow
+// by the child's whole CPU; children of one parent that exit between the
+// same two polls share that rest evenly), grandchildren re-parented away from
 // the set (to init or a subreaper), and perf counters (not opened: they
 // inherit into children and would count them twice).
 package stat

@@ -32,7 +32,8 @@ type SetStat struct {
 	Account   Account    `json:"account"`
 	// Total is the set measured as one process would be: counters summed
 	// over the processes (each from its join to the window's end or its
-	// last poll before its exit), gauges summed over those alive at the
+	// exit: CPU whole when a member parent reaped it, the rest as of the
+	// last poll before it), gauges summed over those alive at the
 	// end, every thread; its verdicts are the set's.
 	Total    *report.Stat `json:"total"`
 	Verdicts []string     `json:"verdicts"`
@@ -219,15 +220,22 @@ func (m *setMeter) join(pid, parent int, how procset.How, now time.Time, initial
 	return true
 }
 
-// poll reads every living member and finds the new ones.
+// poll reads every living member and finds the new ones. Children are
+// read before their parents (the reverse of the join order): a child
+// reaped between the two reads is then gone and already in its parent's
+// cutime, so settle can credit it.
 func (m *setMeter) poll(now time.Time) {
-	for _, mb := range m.order {
+	prev := map[int]*procfs.Sample{}
+	var gone []*member
+	for i := len(m.order) - 1; i >= 0; i-- {
+		mb := m.order[i]
 		if mb.exited || mb.refused != "" {
 			continue
 		}
 		sn, err := m.fs.Sample(mb.pid, procfs.SampleOptions{Threads: true})
 		if err != nil {
 			mb.exited, mb.exitedAt = true, now.Sub(m.start)
+			gone = append(gone, mb)
 			continue
 		}
 		if mb.last != nil && sn.Comm != mb.last.Comm { // exec'd: its new command line
@@ -236,9 +244,70 @@ func (m *setMeter) poll(now time.Time) {
 			}
 		}
 		m.observe(sn)
+		prev[mb.pid] = mb.last
 		mb.last = sn
 	}
+	settle(gone, m.byPid, prev, now)
 	m.discover(now, false)
+}
+
+// settle credits the members found gone at this poll with the CPU they
+// used after their last read. A parent that is a living member, read at
+// this poll and the one before, has reaped them meanwhile: the kernel
+// added each one's whole CPU (with that of the children it reaped) to the
+// parent's cutime and cstime. What those grew by, less what the gone ones
+// (and their gone descendants, counted on their own lines) had at their
+// last read, is the rest; several children of one parent share it evenly.
+// A child's share is capped at its threads running for the whole time
+// since its last read, so a child the polls missed, reaped in the same
+// interval, cannot lend it much. A parent that exited too, or that does
+// not reap (SIGCHLD ignored), leaves its children as they were read.
+func settle(gone []*member, byPid map[int]*member, prev map[int]*procfs.Sample, now time.Time) {
+	isGone := map[int]bool{}
+	for _, g := range gone {
+		if g.last != nil {
+			isGone[g.pid] = true
+		}
+	}
+	reaper := func(g *member) int { // the first ancestor not gone
+		p := g.parent
+		for isGone[p] && byPid[p] != nil {
+			p = byPid[p].parent
+		}
+		return p
+	}
+	subtree, direct := map[int][]*member{}, map[int][]*member{}
+	for _, g := range gone {
+		if !isGone[g.pid] {
+			continue
+		}
+		r := reaper(g)
+		subtree[r] = append(subtree[r], g)
+		if g.parent == r {
+			direct[r] = append(direct[r], g)
+		}
+	}
+	for r, kids := range direct {
+		pm, before := byPid[r], prev[r]
+		if pm == nil || pm.exited || pm.last == nil || before == nil {
+			continue
+		}
+		du := int64(pm.last.CUTimeTicks) - int64(before.CUTimeTicks)
+		ds := int64(pm.last.CSTimeTicks) - int64(before.CSTimeTicks)
+		for _, g := range subtree[r] {
+			du -= int64(g.last.UTimeTicks + g.last.CUTimeTicks)
+			ds -= int64(g.last.STimeTicks + g.last.CSTimeTicks)
+		}
+		du, ds = max(du, 0)/int64(len(kids)), max(ds, 0)/int64(len(kids))
+		for _, g := range kids {
+			limit := int64(now.Sub(g.last.Time)*time.Duration(max(g.last.NumThreads, 1))/(time.Second/procfs.UserHZ)) + 1
+			u := min(du, limit)
+			sn := *g.last
+			sn.UTimeTicks += uint64(u)
+			sn.STimeTicks += uint64(min(ds, limit-u))
+			g.last = &sn
+		}
+	}
 }
 
 // windowSet measures attached processes over opt.Duration.
@@ -333,7 +402,10 @@ func (m *setMeter) finish(mode string, early bool, cgA *procfs.CgroupCPU, psA pr
 		m.notes = append(m.notes, fmt.Sprintf("every process of the set exited: the window ends at %.2f s", end.Sub(m.start).Seconds()))
 	}
 	m.discover(end, false)
-	for _, mb := range m.order {
+	prev := map[int]*procfs.Sample{}
+	var gone []*member
+	for i := len(m.order) - 1; i >= 0; i-- { // children first, as in poll
+		mb := m.order[i]
 		if mb.exited || mb.refused != "" {
 			continue
 		}
@@ -343,11 +415,14 @@ func (m *setMeter) finish(mode string, early bool, cgA *procfs.CgroupCPU, psA pr
 		sn, err := m.fs.Sample(mb.pid, procfs.SampleOptions{Threads: true, Smaps: true})
 		if err != nil {
 			mb.exited, mb.exitedAt = true, end.Sub(m.start)
+			gone = append(gone, mb)
 			continue
 		}
 		m.observe(sn)
+		prev[mb.pid] = mb.last
 		mb.last = sn
 	}
+	settle(gone, m.byPid, prev, end)
 	cgB, psB := m.cgroupNow()
 	m.cgB, m.psB = cgB, psB
 	st := m.build(mode, end, cgA, cgB, psA, psB, nil)
@@ -520,9 +595,9 @@ func (m *setMeter) build(mode string, end time.Time, cgA, cgB *procfs.CgroupCPU,
 		st.Notes = append(st.Notes, "perf counters are not opened on a set (a member's counters inherit its children: they would count twice); stat -p PID counts one process")
 	}
 	if m.s.Set.Children {
-		st.Notes = append(st.Notes, fmt.Sprintf("children are found by polling /proc every %v: a child that lives less than that can be missed, and an exited one counts up to its last poll", m.opt.Poll))
+		st.Notes = append(st.Notes, fmt.Sprintf("children are found by polling /proc every %v: a child that lives less than that can be missed, and an exited one counts up to its last poll, plus the rest its parent's cutime/cstime shows when the parent is a member that reaped it", m.opt.Poll))
 	} else if m.s.Set.Cgroup != "" {
-		st.Notes = append(st.Notes, fmt.Sprintf("the cgroup's processes are polled every %v: one that lives less than that can be missed, and an exited one counts up to its last poll", m.opt.Poll))
+		st.Notes = append(st.Notes, fmt.Sprintf("the cgroup's processes are polled every %v: one that lives less than that can be missed, and an exited one counts up to its last poll, plus the rest its parent's cutime/cstime shows when the parent is a member that reaped it", m.opt.Poll))
 	}
 	if t := m.byPid[m.s.Pid]; t != nil && t.exited && mode == "window" {
 		st.Notes = append(st.Notes, fmt.Sprintf("pid %d exited during the window", m.s.Pid))
