@@ -273,8 +273,11 @@ func (r *Result) Footer(where string) string {
 			a.SiteReads, a.SiteReadsKernel, a.SiteReadsWalked, found, a.SiteReadsLate, a.SiteReadsFailed, slow, py, a.ObserverCPU.Seconds(), obs, TracepointSlowdown, end, where)
 	}
 	end := "detached from every thread"
-	if a.TargetExited {
+	switch {
+	case a.TargetExited:
 		end = "target exited"
+	case a.StillAttached != nil:
+		end = "still attached, counting nothing, until the command ends (a seccomp filter cannot be removed)"
 	}
 	return fmt.Sprintf("pyobs trace: engine ptrace%s; %d events, lost 0; %d threads, %d signals passed through, %d interrupted calls restarted by the kernel (not counted); whole Python stacks read at the exit stop for %d calls (%d found none; slow ≥ %s or failing); observer CPU %.2fs%s; target stopped %.3fs (summed over threads); %s; %s; wrote %s",
 		note, a.Calls, a.Threads, a.Signals, a.Restarted, a.SiteReads, a.SiteReadsFailed, slow, a.ObserverCPU.Seconds(), obs, a.Stopped.Seconds(), a.Slowdown, end, where)

@@ -99,6 +99,11 @@ type Account struct {
 	Spawned             bool
 	ExitCode            int   // the spawned target's status when it exited while traced
 	DetachError         error // first error while letting the target go
+	// StillAttached (ptrace with a seccomp filter): the trace's window is
+	// over but the spawned command runs on with the tracer attached,
+	// counting nothing (detaching would make its filtered calls fail);
+	// it blocks until the command ends and returns its status.
+	StillAttached func() int
 	// Walk: tracepoint engine: the whole Python stacks walked in the
 	// kernel at the calls, or why only the innermost frame was read.
 	Walk *StackWalk
