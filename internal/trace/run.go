@@ -60,6 +60,9 @@ func (o *Options) Validate() error {
 	if o.Slow < 0 {
 		return errors.New("trace: --slow must not be negative")
 	}
+	if o.Sites < 0 {
+		return fmt.Errorf("trace: --sites %d: must be 0 or more", o.Sites)
+	}
 	_, err := ParseSyscalls(o.Syscalls)
 	return err
 }
