@@ -173,6 +173,11 @@ func runTrace(cmd *cobra.Command, g *globals, f *traceFlags, args []string) erro
 		return fmt.Errorf("trace: %w (the kernel detaches the rest when pyobs exits)", res.Account.DetachError)
 	}
 	if a := res.Account; a.Spawned {
+		// The window is over, not CMD's life: it runs to its end (Ctrl-C:
+		// Grace, then it is ended) and its status is pyobs's.
+		if a.StillAttached != nil {
+			return finish(cmd.Context(), session.AdoptWaiting(a.Pid, a.StillAttached))
+		}
 		return finish(cmd.Context(), session.Adopt(a.Pid, a.TargetExited, a.ExitCode))
 	}
 	if s != nil && s.Spawned() {

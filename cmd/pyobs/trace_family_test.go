@@ -215,3 +215,84 @@ func readFamily(t *testing.T, path string) *familyOut {
 	}
 	return &j
 }
+
+// TestTraceSitesNotListed: with more call paths than --sites lists (four
+// processes' paths, --sites 2), the rmdir row still accounts for every
+// call the target made (its own report): the listed paths, the calls at
+// paths not listed and the unattributed ones add up to them, in JSON and
+// in the text's lines.
+func TestTraceSitesNotListed(t *testing.T) {
+	testutil.RequireRoot(t)
+	const n = 300
+	in := testutil.Find(t, "pyenv-3.12")
+	for _, format := range []string{"json", "text"} {
+		t.Run(format, func(t *testing.T) {
+			dir := t.TempDir()
+			report, o := filepath.Join(dir, "report"), filepath.Join(dir, "t.out")
+			child, _ := json.Marshal(in.Argv)
+			argv := append([]string{"trace", "-e", "rmdir", "--sites", "2", "--format", format, "-o", o, "--"}, in.Argv...)
+			argv = append(argv, filepath.Join(testutil.Repo(), "testdata", "targets", "trace_family.py"),
+				"--n", strconv.Itoa(n), "--out", report, "--child-argv", string(child), "--reexec")
+			r := runPyobs(t, os.Environ(), argv...)
+			if r.Code != 0 {
+				t.Fatalf("exit %d: %s", r.Code, r.Stderr)
+			}
+			var want uint64
+			for _, c := range familyTruth(t, report) {
+				want += uint64(c[1])
+			}
+			if want != 4*n {
+				t.Fatalf("the target made %d calls, want %d", want, 4*n)
+			}
+			if format == "json" {
+				var j struct {
+					Syscalls []struct {
+						Name           string                   `json:"name"`
+						Calls          uint64                   `json:"calls"`
+						TopPaths       []struct{ Calls uint64 } `json:"top_paths"`
+						PathsNotListed uint64                   `json:"paths_not_listed"`
+						Unattributed   uint64                   `json:"unattributed"`
+					} `json:"syscalls"`
+				}
+				readJSONInto(t, o, &j)
+				for _, s := range j.Syscalls {
+					if s.Name != "rmdir" {
+						continue
+					}
+					sum := s.PathsNotListed + s.Unattributed
+					for _, p := range s.TopPaths {
+						sum += p.Calls
+					}
+					if s.Calls < want || sum != s.Calls || len(s.TopPaths) != 2 || s.PathsNotListed == 0 {
+						t.Errorf("rmdir: %d calls (target: %d); %d paths listed + %d not listed + %d unattributed = %d", s.Calls, want, len(s.TopPaths), s.PathsNotListed, s.Unattributed, sum)
+					}
+					return
+				}
+				t.Fatalf("no rmdir row")
+			}
+			b, err := os.ReadFile(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var calls, sum uint64
+			var in, notListed bool
+			for _, l := range strings.Split(string(b), "\n") {
+				f := strings.Fields(l)
+				switch {
+				case len(f) > 7 && f[7] == "rmdir":
+					calls, _ = strconv.ParseUint(f[1], 10, 64)
+					in = true
+				case in && len(f) > 1 && strings.HasSuffix(f[0], "×"):
+					c, _ := strconv.ParseUint(strings.TrimSuffix(f[0], "×"), 10, 64)
+					sum += c
+					notListed = notListed || strings.Contains(l, "not listed")
+				default:
+					in = false
+				}
+			}
+			if calls < want || sum != calls || !notListed {
+				t.Errorf("rmdir: %d calls (target: %d), its lines sum to %d, a not-listed line %v:\n%s", calls, want, sum, notListed, b)
+			}
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -96,5 +97,56 @@ func TestTraceSpawnSeccompEndsEarly(t *testing.T) {
 	r := testutil.RunCmd(t, 30*time.Second, exec.Command(testutil.Binary(t), argv...))
 	if r.Code != 5 || !strings.Contains(r.Stdout, "DONE stats=0 sleeps=12") {
 		t.Fatalf("exit %d (want 5) — the command must finish its 12 sleeps after the trace ended\nstdout %s\nstderr %s", r.Code, r.Stdout, r.Stderr)
+	}
+}
+
+// TestTracePtraceWindowOutlived: -d shorter than the program ends the
+// trace, never the program: with and without a seccomp filter (-e) the
+// command is not signalled (it says so itself) and exits by itself, pyobs
+// passes its status on, the report covers the -d window, and the threads
+// counted are the target's own (the task count it prints), not the
+// re-exec'd seccomp helper's as well. Beside a CPU hog.
+func TestTracePtraceWindowOutlived(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.CPUHog(t, 1)
+	py := testutil.Find(t, "pyenv-3.12")
+	// 7 s: past the 5 s grace (and the 7 s SIGKILL) the old code gave a
+	// command after the window.
+	for _, filter := range []string{"", "newfstatat"} {
+		t.Run("e="+filter, func(t *testing.T) {
+			o := filepath.Join(t.TempDir(), "w.json")
+			argv := []string{"trace", "--engine", "ptrace", "-d", "1s", "--format", "json", "-o", o}
+			if filter != "" {
+				argv = append(argv, "-e", filter)
+			}
+			argv = append(append(argv, "--"), py.Argv...)
+			argv = append(argv, filepath.Join(testutil.Repo(), "testdata", "targets", "trace_outlive.py"), "7", "3")
+			start := time.Now()
+			r := testutil.RunCmd(t, 60*time.Second, exec.Command(testutil.Binary(t), argv...))
+			took := time.Since(start)
+			var own int
+			for _, l := range strings.Split(r.Stdout, "\n") {
+				if n, ok := strings.CutPrefix(l, "THREADS "); ok {
+					own, _ = strconv.Atoi(n)
+				}
+			}
+			var out struct {
+				traceOut
+				DurationS float64 `json:"duration_s"`
+			}
+			readJSONInto(t, o, &out)
+			if out.DurationS < 0.95 || out.DurationS > 1.5 {
+				t.Errorf("report covers %.2fs, want the 1s window", out.DurationS)
+			}
+			if own != 3 || out.Threads != own {
+				t.Errorf("%d threads counted, the target has %d (stdout %s)", out.Threads, own, r.Stdout)
+			}
+			if len(out.Syscalls) == 0 {
+				t.Errorf("no calls in the window")
+			}
+			if r.Code != 7 || !strings.Contains(r.Stdout, "EXIT 7") || strings.Contains(r.Stdout, "SIGNALLED") {
+				t.Errorf("exit %d after %s (want the program's own 7, unsignalled)\nstdout %s\nstderr %s", r.Code, took, r.Stdout, r.Stderr)
+			}
+		})
 	}
 }

@@ -349,3 +349,22 @@ func TestTraceOverhead(t *testing.T) {
 	traced := elapsed(append([]string{testutil.Binary(t), "trace", "-o", os.DevNull, "--"}, base...)...)
 	t.Logf("200k os.getpid(): bare %.3fs, under pyobs trace (ptrace) %.3fs: %.0f× slower", bare, traced, traced/bare)
 }
+
+// TestTraceBadListFlags: a negative --sites and an empty name in -e's list
+// are usage errors (one line, status 2), not silently taken.
+func TestTraceBadListFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--sites", "-1"}, "--sites -1"},
+		{[]string{"-e", "openat,,close"}, "empty syscall name"},
+		{[]string{"-e", "openat,"}, "empty syscall name"},
+	} {
+		argv := append(append([]string{"trace", "-p", strconv.Itoa(os.Getpid())}, c.args...), "-d", "10ms")
+		r := testutil.RunCmd(t, 30*time.Second, exec.Command(testutil.Binary(t), argv...))
+		if r.Code != 2 || !strings.Contains(r.Stderr, c.want) || strings.Count(strings.TrimSpace(r.Stderr), "\n") != 0 {
+			t.Errorf("%v: exit %d (want 2), stderr %q (want one line with %q)", c.args, r.Code, r.Stderr, c.want)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"context"
 	"errors"
 	"syscall"
 	"time"
@@ -9,8 +10,9 @@ import (
 // Adopt hands a session the end of life of a program an engine started
 // itself: the ptrace syscall tracer must be its child's only waiter while it
 // traces, so it spawns CMD on its own. exited and code say whether the
-// engine already reaped it, and its status. Finish then waits for it
-// (Grace), ends it (SIGTERM, KillGrace, SIGKILL) and returns its status.
+// engine already reaped it, and its status. Finish then waits for it as for
+// any spawned program (Ctrl-C: Grace, then SIGTERM, KillGrace, SIGKILL) and
+// returns its status.
 func Adopt(pid int, exited bool, code int) *Session {
 	s := &Session{Pid: pid, adopted: true, adoptedCode: code, waited: make(chan struct{})}
 	if exited {
@@ -31,10 +33,27 @@ func Adopt(pid int, exited bool, code int) *Session {
 	return s
 }
 
-// finishAdopted: the engine's observation is over, so the program gets
-// Grace to end by itself whatever ctx says, then is ended.
-func (s *Session) finishAdopted(end End) int {
+// AdoptWaiting is Adopt for a program its engine still waits for (a tracer
+// that cannot let go): wait blocks until it ended and returns its status.
+func AdoptWaiting(pid int, wait func() int) *Session {
+	s := &Session{Pid: pid, adopted: true, waited: make(chan struct{})}
+	go func() {
+		s.adoptedCode = wait()
+		close(s.waited)
+	}()
+	return s
+}
+
+// finishAdopted: Wait lets the program run to its end, as Finish does for
+// a spawned one; only when ctx ends first (Ctrl-C) does it get Grace, then
+// is ended. Kill ends it now.
+func (s *Session) finishAdopted(ctx context.Context, end End) int {
 	if end == Wait {
+		select {
+		case <-s.waited:
+			return s.adoptedCode
+		case <-ctx.Done():
+		}
 		select {
 		case <-s.waited:
 			return s.adoptedCode

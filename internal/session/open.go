@@ -119,7 +119,7 @@ func (s *Session) Finish(ctx context.Context, end End) int {
 		return s.ExitCode()
 	}
 	if s.adopted {
-		return s.finishAdopted(end)
+		return s.finishAdopted(ctx, end)
 	}
 	if s.cmd == nil {
 		return 0

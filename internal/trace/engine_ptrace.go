@@ -83,5 +83,8 @@ func runPtrace(ctx context.Context, r *sites, opt Options, a Account) (*Result, 
 	a.Threads, a.Signals, a.Restarted = st.Threads, st.Signals, r.restarts
 	a.SiteReads, a.SiteReadsFailed, a.SiteReadError = r.siteTried, r.siteFail, r.firstSiteErr
 	a.TargetExited, a.Spawned, a.ExitCode, a.DetachError = st.TargetGone, len(cfg.Argv) > 0, st.ExitCode, st.DetachError
+	if st.Attached != nil {
+		a.StillAttached = st.Attached.Wait
+	}
 	return &Result{Account: a, Syscalls: r.agg.Rows(a.Wall, opt.Sites)}, nil
 }

@@ -11,9 +11,14 @@ type SyscallJSON struct {
 	TopSites []SiteCount       `json:"top_sites"`
 	// TopPaths: the whole Python call paths of the calls whose stack the
 	// kernel walked (tracepoint engine), most calls first.
-	TopPaths     []PathCount `json:"top_paths,omitempty"`
-	Unattributed uint64      `json:"unattributed"`
-	LateReads    uint64      `json:"late_reads,omitempty"`
+	TopPaths []PathCount `json:"top_paths,omitempty"`
+	// SitesNotListed, PathsNotListed: attributed calls at the sites (on
+	// the paths) --sites cut from the lists, so that the listed calls plus
+	// these plus Unattributed are the calls.
+	SitesNotListed uint64 `json:"sites_not_listed"`
+	PathsNotListed uint64 `json:"paths_not_listed,omitempty"`
+	Unattributed   uint64 `json:"unattributed"`
+	LateReads      uint64 `json:"late_reads,omitempty"`
 }
 
 // CallStats is a set of calls in numbers: a syscall's row, a process's line.
@@ -40,6 +45,16 @@ func (a *Agg) Rows(wall time.Duration, topSites int) []SyscallJSON {
 			Name: s.Name, CallStats: callStats(s.Calls, s.Errors, s.Total, &s.Hist), Errnos: s.Errnos, TopSites: s.TopSites(topSites),
 			TopPaths:     s.TopPaths(topSites),
 			Unattributed: s.Unattributed(), LateReads: s.Late,
+		}
+		r.SitesNotListed = s.Attributed()
+		for _, x := range r.TopSites {
+			r.SitesNotListed -= x.Calls
+		}
+		if len(s.Paths) > 0 {
+			r.PathsNotListed = s.Attributed()
+			for _, x := range r.TopPaths {
+				r.PathsNotListed -= x.Calls
+			}
 		}
 		if wall > 0 {
 			r.PctWall = 100 * float64(s.Total) / float64(wall)

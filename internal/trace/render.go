@@ -133,9 +133,13 @@ func WriteText(w io.Writer, r *Result, afterLog bool) error {
 		sort.Strings(errs)
 		fmt.Fprintf(bw, "%6.1f %9d %8d %10s %9s %9s %9s  %-18s %s\n", r.PctWall, r.Calls, r.Errors, fmtUS(r.TotalS*1e6),
 			fmtUS(r.P50US), fmtUS(r.P99US), fmtUS(r.MaxUS), r.Name, strings.Join(errs, ", "))
-		if len(r.TopPaths) > 0 {
+		// Every call of a row with lines is on one: listed, cut by
+		// --sites, late or unattributed.
+		listed, cut, what := len(r.TopSites), r.SitesNotListed, "sites"
+		if len(r.TopPaths) > 0 || r.PathsNotListed > 0 {
 			// Whole paths (their leaves are the sites): the paths' calls
 			// and the sites' are the same calls.
+			listed, cut, what = len(r.TopPaths), r.PathsNotListed, "paths"
 			for _, p := range r.TopPaths {
 				fmt.Fprintf(bw, "%73s %d× %s\n", "", p.Calls, pathText(p))
 			}
@@ -144,10 +148,13 @@ func WriteText(w io.Writer, r *Result, afterLog bool) error {
 				fmt.Fprintf(bw, "%73s %d× %s (%s:%d)\n", "", site.Calls, site.Function, site.File, site.Line)
 			}
 		}
+		if cut > 0 {
+			fmt.Fprintf(bw, "%73s %d× at other %s (not listed: --sites %d)\n", "", cut, what, listed)
+		}
 		if r.LateReads > 0 {
 			fmt.Fprintf(bw, "%73s %d× [late read] (stack read after the call returned: not attributed)\n", "", r.LateReads)
 		}
-		if (len(r.TopSites) > 0 || r.LateReads > 0) && r.Unattributed > r.LateReads {
+		if (listed > 0 || cut > 0 || r.LateReads > 0) && r.Unattributed > r.LateReads {
 			fmt.Fprintf(bw, "%73s %d× unattributed\n", "", r.Unattributed-r.LateReads)
 		}
 	}
@@ -273,8 +280,11 @@ func (r *Result) Footer(where string) string {
 			a.SiteReads, a.SiteReadsKernel, a.SiteReadsWalked, found, a.SiteReadsLate, a.SiteReadsFailed, slow, py, a.ObserverCPU.Seconds(), obs, TracepointSlowdown, end, where)
 	}
 	end := "detached from every thread"
-	if a.TargetExited {
+	switch {
+	case a.TargetExited:
 		end = "target exited"
+	case a.StillAttached != nil:
+		end = "still attached, counting nothing, until the command ends (a seccomp filter cannot be removed)"
 	}
 	return fmt.Sprintf("pyobs trace: engine ptrace%s; %d events, lost 0; %d threads, %d signals passed through, %d interrupted calls restarted by the kernel (not counted); whole Python stacks read at the exit stop for %d calls (%d found none; slow ≥ %s or failing); observer CPU %.2fs%s; target stopped %.3fs (summed over threads); %s; %s; wrote %s",
 		note, a.Calls, a.Threads, a.Signals, a.Restarted, a.SiteReads, a.SiteReadsFailed, slow, a.ObserverCPU.Seconds(), obs, a.Stopped.Seconds(), a.Slowdown, end, where)

@@ -60,6 +60,9 @@ func (o *Options) Validate() error {
 	if o.Slow < 0 {
 		return errors.New("trace: --slow must not be negative")
 	}
+	if o.Sites < 0 {
+		return fmt.Errorf("trace: --sites %d: must be 0 or more", o.Sites)
+	}
 	_, err := ParseSyscalls(o.Syscalls)
 	return err
 }
@@ -99,6 +102,11 @@ type Account struct {
 	Spawned             bool
 	ExitCode            int   // the spawned target's status when it exited while traced
 	DetachError         error // first error while letting the target go
+	// StillAttached (ptrace with a seccomp filter): the trace's window is
+	// over but the spawned command runs on with the tracer attached,
+	// counting nothing (detaching would make its filtered calls fail);
+	// it blocks until the command ends and returns its status.
+	StillAttached func() int
 	// Walk: tracepoint engine: the whole Python stacks walked in the
 	// kernel at the calls, or why only the innermost frame was read.
 	Walk *StackWalk

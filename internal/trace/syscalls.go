@@ -32,7 +32,8 @@ func ParseSyscalls(expr string) (map[int]bool, error) {
 	for _, name := range strings.Split(expr, ",") {
 		name = strings.TrimSpace(name)
 		if name == "" {
-			continue
+			// "openat,,close" or a trailing comma: a name lost to a typo.
+			return nil, fmt.Errorf("trace: -e %q has an empty syscall name (names are comma-separated)", expr)
 		}
 		n, ok := nums[name]
 		if !ok {

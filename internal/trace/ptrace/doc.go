@@ -26,9 +26,11 @@
 // programs it execs do not gain privileges).
 //
 // A filter cannot be removed, and a filtered call without a tracer fails
-// with ENOSYS: asked to stop early, the tracer stops counting and keeps
-// passing stops through until the command ends (SIGTERM after 5 s, as an
-// untraced spawn). If pyobs itself is killed, the command's filtered calls
+// with ENOSYS: asked to stop early, Trace returns the window's stats at
+// once (TraceStats.Attached) while its tracer stays attached, passing
+// every stop through and counting nothing, until the command ends by
+// itself (Attached.Wait gives its status; ending it is the caller's
+// choice, never the window's). If pyobs itself is killed, the command's filtered calls
 // fail with ENOSYS from then on; that is why it is used only for commands
 // pyobs started.
 //

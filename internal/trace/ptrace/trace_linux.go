@@ -164,6 +164,25 @@ type TraceStats struct {
 	ExitCode    int    // spawned process's status (128+signal when killed), -1 unknown
 	Detached    int    // threads detached at the end
 	DetachError error  // first error while detaching, if any
+	// Attached: the trace ended while a seccomp filter holds the spawned
+	// command, so the tracer could not let go (a filtered call without a
+	// tracer fails with ENOSYS): it stays attached, passing every stop
+	// through and counting nothing, until the command ends. These stats
+	// are the window's; Attached.Wait gives the command's status.
+	Attached *Attached
+}
+
+// Attached is a tracer still attached after its trace ended (seccomp).
+type Attached struct {
+	done chan struct{}
+	code int
+}
+
+// Wait blocks until the command ended and returns its status (128+signal
+// when a signal ended it, -1 when the tracer lost it).
+func (a *Attached) Wait() int {
+	<-a.done
+	return a.code
 }
 
 type tracee struct {
@@ -193,10 +212,13 @@ type tracer struct {
 	// seccomp helper has not exec'd the command yet (nothing is counted).
 	seccomp, preExec bool
 	// passthrough: asked to stop while a seccomp filter is in place: stops
-	// are resumed, nothing is counted; ended: SIGTERM (1), SIGKILL (2) sent.
+	// are resumed, nothing is counted; window gets the stats at that moment.
 	passthrough bool
-	ended       int
-	info        [128]byte
+	window      chan TraceStats
+	// forgotten: threads an exec removed whose death reports are still to
+	// come; they must not be counted again as new threads.
+	forgotten map[int]bool
+	info      [128]byte
 }
 
 const (
@@ -214,7 +236,7 @@ func Trace(ctx context.Context, cfg TraceConfig) (TraceStats, error) {
 		st  TraceStats
 		err error
 	}
-	t := &tracer{cfg: cfg, pid: cfg.Pid, ts: map[int]*tracee{}}
+	t := &tracer{cfg: cfg, pid: cfg.Pid, ts: map[int]*tracee{}, window: make(chan TraceStats, 1), forgotten: map[int]bool{}}
 	t.st.ExitCode = -1
 	res := make(chan result, 1)
 	started := make(chan struct{})
@@ -252,9 +274,23 @@ func Trace(ctx context.Context, cfg TraceConfig) (TraceStats, error) {
 			}
 		}
 	}()
-	r := <-res
-	close(done)
-	return r.st, r.err
+	select {
+	case r := <-res:
+		close(done)
+		return r.st, r.err
+	case st := <-t.window:
+		// The window is over; the command runs on under a tracer that only
+		// passes its stops through (no more kicks needed).
+		close(done)
+		a := &Attached{done: make(chan struct{})}
+		go func() {
+			r := <-res
+			a.code = r.st.ExitCode
+			close(a.done)
+		}()
+		st.Attached = a
+		return st, nil
+	}
 }
 
 func (t *tracer) requestStop() {
@@ -454,28 +490,21 @@ func waitAny() (int, unix.WaitStatus, error) {
 }
 
 func (t *tracer) loop() error {
-	var stopAt time.Time
 	for len(t.ts) > 0 {
-		if t.stop.Load() {
-			if !t.seccomp || t.preExec {
+		if t.stop.Load() && !t.passthrough {
+			if !t.seccomp {
 				return nil
 			}
 			// Detaching would make every filtered call of the command fail
-			// with ENOSYS (SECCOMP_RET_TRACE without a tracer): stop
-			// counting, keep passing its stops through until it ends, and
-			// end it as an untraced spawn would be ended (finishSpawned).
-			if stopAt.IsZero() {
-				stopAt = time.Now()
-				t.passthrough = true
-			}
-			switch d := time.Since(stopAt); {
-			case d > 7*time.Second && t.ended < 2:
-				_ = unix.Kill(t.pid, unix.SIGKILL)
-				t.ended = 2
-			case d > 5*time.Second && t.ended < 1:
-				_ = unix.Kill(t.pid, unix.SIGTERM)
-				t.ended = 1
-			}
+			// with ENOSYS (SECCOMP_RET_TRACE without a tracer), also before
+			// the helper's exec (the filter is its first act): hand the
+			// window's stats over now, then keep passing stops through,
+			// counting nothing, until the command ends. Its life is the
+			// caller's to end (Ctrl-C), never the window's.
+			t.passthrough = true
+			st := t.st
+			st.ExitCode = -1
+			t.window <- st
 		}
 		var tid int
 		var ws unix.WaitStatus
@@ -500,6 +529,15 @@ func (t *tracer) loop() error {
 			return fmt.Errorf("wait4: %w", err)
 		}
 		x := t.ts[tid]
+		if x == nil && t.forgotten[tid] {
+			// A thread an exec ended, reporting its exit stop or its death.
+			if ws.Stopped() {
+				_ = unix.PtraceCont(tid, 0)
+			} else if ws.Exited() || ws.Signaled() {
+				delete(t.forgotten, tid)
+			}
+			continue
+		}
 		if x == nil {
 			// A new thread's first stop can come before its parent's clone event.
 			x = t.add(tid)
@@ -518,7 +556,9 @@ func (t *tracer) loop() error {
 		case sig == unix.SIGTRAP|0x80:
 			t.syscallStop(tid, x, now)
 		case sig == unix.SIGTRAP && event == unix.PTRACE_EVENT_SECCOMP:
-			if !t.preExec { // the helper's own exec is not the command's
+			// The helper's own exec is not the command's; after the window
+			// the call runs on without an exit stop (PTRACE_CONT).
+			if !t.preExec && !t.passthrough {
 				t.syscallStop(tid, x, now)
 			}
 		case sig == unix.SIGTRAP && event == unix.PTRACE_EVENT_CLONE:
@@ -533,16 +573,23 @@ func (t *tracer) loop() error {
 				}
 			}
 		case sig == unix.SIGTRAP && event == unix.PTRACE_EVENT_EXEC:
-			t.preExec = false
-			// The exec'ing thread now has the leader's tid; the others are gone.
+			// The exec'ing thread now has the leader's tid; the others are
+			// gone (their death reports may still come: forgotten).
 			if msg, err := unix.PtraceGetEventMsg(tid); err == nil && int(msg) != tid {
 				t.remove(int(msg))
 			}
 			for other := range t.ts {
 				if other != tid {
 					t.remove(other)
+					t.forgotten[other] = true
 				}
 			}
+			if t.preExec {
+				// The seccomp helper (this program, its Go runtime threads
+				// included) became the command: its account starts here.
+				t.st.Threads, t.st.Stops, t.st.Stopped, t.st.Signals = len(t.ts), 0, 0, 0
+			}
+			t.preExec = false
 			x.inSyscall = false
 		case sig == unix.SIGTRAP && event == unix.PTRACE_EVENT_EXIT:
 			// About to exit: let it.
