@@ -17,9 +17,15 @@ func newDiff(g *globals) *cobra.Command {
 		Use:   "diff BASE NEW [-o diff.svg | --format pprof -o diff.pb.gz]",
 		Short: "Differential flame graph of two recordings (pprof or folded, pyobs's or another tool's): NEW's shape, red grew, blue shrank",
 		Long: `diff compares two recordings (pprof or folded stacks, told apart by content).
+A pprof recording is weighed by its default sample type (else its last, as
+go tool pprof does): record's CPU time, offcpu's blocked microseconds (not its
+count of waits). Two pprof recordings of different measures (record against
+offcpu) are refused; folded stacks do not record their unit, so they compare
+with anything and the output names the unit each side was read in.
 svg (the default): NEW's flame graph, each frame coloured by the change of its
-share of all samples from BASE at the same stack (red grew, blue shrank;
-shares are normalised by each recording's total samples); hovering shows both.
+share of the total from BASE at the same stack (red grew, blue shrank; shares
+are normalised by each recording's total, named in the header with its unit);
+hovering shows both.
 pprof: NEW's samples and BASE's, scaled to NEW's total and negated, labelled
 pprof::base=true as go tool pprof -diff_base saves them: go tool pprof -top FILE.`,
 		Example: "  pyobs diff before.pb.gz after.pb.gz -o diff.svg\n  pyobs diff before.folded after.folded --format pprof -o diff.pb.gz",
@@ -53,34 +59,41 @@ func runDiff(g *globals, basePath, newPath string, icicle bool) error {
 	if g.pid != 0 || g.cgroup != "" || g.all || g.children {
 		return usagef("diff: reads two recordings, not a process: drop -p, --cgroup, --all, --children")
 	}
-	base, err := readRecording(basePath)
+	base, bw, err := readRecording(basePath)
 	if err != nil {
 		return err
 	}
-	newp, err := readRecording(newPath)
+	newp, nw, err := readRecording(newPath)
 	if err != nil {
 		return err
 	}
+	// Shares of different measures (waits' blocked time against CPU
+	// time) would colour a graph with nothing real to say.
+	if flame.Comparable(bw, nw) != nil {
+		return fmt.Errorf("can't compare %s (weighed in %s) with %s (weighed in %s): they measure different things; diff two recordings of one kind (record with record, offcpu with offcpu)",
+			basePath, bw, newPath, nw)
+	}
+	o := flame.DiffOptions{Base: basePath, New: newPath, BaseWeight: bw, NewWeight: nw, Icicle: icicle}
 	return output.Write(g.output, 0o644, func(w io.Writer) error {
 		if format == "pprof" {
-			return flame.WriteDiffPprof(w, base, newp)
+			return flame.WriteDiffPprof(w, base, newp, o)
 		}
-		return flame.WriteDiffSVG(w, base, newp, flame.DiffOptions{Base: basePath, New: newPath, Icicle: icicle})
+		return flame.WriteDiffSVG(w, base, newp, o)
 	})
 }
 
-func readRecording(path string) (*flame.Profile, error) {
+func readRecording(path string) (*flame.Profile, flame.Weight, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("can't open %s: %w", path, err)
+		return nil, flame.Weight{}, fmt.Errorf("can't open %s: %w", path, err)
 	}
 	defer f.Close()
-	p, err := flame.ReadProfile(f)
+	p, w, err := flame.ReadProfile(f)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, w, fmt.Errorf("%s: %w", path, err)
 	}
 	if p.Total() == 0 {
-		return nil, fmt.Errorf("%s: no samples: nothing to compare", path)
+		return nil, w, fmt.Errorf("%s: no samples: nothing to compare", path)
 	}
-	return p, nil
+	return p, w, nil
 }

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/pprof/profile"
+
 	"github.com/pyobs/pyobs/internal/testutil"
 )
 
@@ -59,8 +61,9 @@ func TestDiffRecordings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(data), "normalised by total samples") {
-		t.Error("the SVG does not say how shares were normalised")
+	// base is read in its CPU time, new (folded) in a unit it does not record.
+	if !regexp.MustCompile(`normalised by each one's total \(base [0-9,]+ cpu ns, new [0-9,]+ \(folded stacks: unit not recorded\)\)`).Match(data) {
+		t.Error("the SVG does not say how shares were normalised, in which units")
 	}
 	if bin := chromiumBin(); bin == "" {
 		testutil.Skip(t, "no chromium to load the SVG in a browser (Debian: apt-get install -y chromium)")
@@ -99,6 +102,131 @@ func TestDiffRecordings(t *testing.T) {
 	newPB := rec("beta", "new.pb.gz")
 	if m := flat("-diff_base="+base, newPB); !(m["alpha"] < 0 && m["beta"] > 0) {
 		t.Errorf("go tool pprof -diff_base: alpha %d, beta %d", m["alpha"], m["beta"])
+	}
+}
+
+// TestDiffUnits diffs real recordings of offcpu_waits.py io (its main,
+// reader and sleeper threads block through the whole window, its burner
+// runs): two offcpu pprofs are weighed by their default sample type,
+// blocked microseconds, the header's totals those of the files' offcpu
+// values as the pprof library reads them and at least the three blocked
+// threads' window (a count of waits is some tens); the pprof diff is in
+// offcpu/microseconds. A CPU recording against an off-CPU one is refused
+// with one line naming both units; folded off-CPU stacks against a pprof
+// are read, the header naming each side's unit.
+func TestDiffUnits(t *testing.T) {
+	testutil.RequireRoot(t)
+	tg := testutil.Start(t, testutil.Find(t, "pyenv-3.12"), "offcpu_waits.py", "io")
+	dir := t.TempDir()
+	rec := func(args ...string) string {
+		out := filepath.Join(dir, args[0])
+		argv := append([]string{args[1], "-p", strconv.Itoa(tg.Pid), "-d", "1s", "-o", out}, args[2:]...)
+		if r := testutil.Run(t, 60*time.Second, argv...); r.Code != 0 {
+			t.Fatalf("%v: exit %d: %s", argv, r.Code, r.Stderr)
+		}
+		return out
+	}
+	offA, offB := rec("a.pb.gz", "offcpu"), rec("b.pb.gz", "offcpu")
+	offFolded, cpu := rec("c.folded", "offcpu"), rec("cpu.pb.gz", "record")
+	// What the pprof library says each file holds: its default type's total.
+	truth := func(path string) (vt string, total int64) {
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		pp, err := profile.Parse(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		i, err := pp.SampleIndexByName("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range pp.Sample {
+			total += s.Value[i]
+		}
+		return pp.SampleType[i].Type + "/" + pp.SampleType[i].Unit, total
+	}
+	header := regexp.MustCompile(`normalised by ([^<]*)</text>`)
+	diffSVG := func(base, newp string) string {
+		out := filepath.Join(dir, "d.svg")
+		if r := testutil.Run(t, 30*time.Second, "diff", base, newp, "-o", out); r.Code != 0 {
+			t.Fatalf("diff %s %s: exit %d: %s", base, newp, r.Code, r.Stderr)
+		}
+		b, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := header.FindSubmatch(b)
+		if m == nil {
+			t.Fatalf("diff %s %s: no header", base, newp)
+		}
+		return string(m[1])
+	}
+	group := func(n int64) string { // as the header writes numbers: 3,021,007
+		s := strconv.FormatInt(n, 10)
+		for i := len(s) - 3; i > 0; i -= 3 {
+			s = s[:i] + "," + s[i:]
+		}
+		return s
+	}
+
+	ta, wa := truth(offA)
+	tb, wb := truth(offB)
+	if ta != "offcpu/microseconds" || tb != ta {
+		t.Fatalf("offcpu's default sample types %s, %s", ta, tb)
+	}
+	for _, w := range []int64{wa, wb} {
+		if w < 2_700_000 {
+			t.Errorf("an offcpu recording holds %d µs; the target's three blocked threads alone block 3 s in its 1 s", w)
+		}
+	}
+	if got, want := diffSVG(offA, offB), "total offcpu µs (base "+group(wa)+", new "+group(wb)+")"; got != want {
+		t.Errorf("header: %q, want %q", got, want)
+	}
+
+	pb := filepath.Join(dir, "d.pb.gz")
+	if r := testutil.Run(t, 30*time.Second, "diff", offA, offB, "--format", "pprof", "-o", pb); r.Code != 0 {
+		t.Fatalf("diff --format pprof: exit %d: %s", r.Code, r.Stderr)
+	}
+	f, err := os.Open(pb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dp, err := profile.Parse(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pos int64
+	for _, s := range dp.Sample {
+		if !s.HasLabel("pprof::base", "true") {
+			pos += s.Value[0]
+		}
+	}
+	var types []string
+	for _, st := range dp.SampleType {
+		types = append(types, st.Type+"/"+st.Unit)
+	}
+	if strings.Join(types, " ") != "offcpu/microseconds" || pos != wb {
+		t.Errorf("pprof diff: sample types %v, new's values %d; want offcpu/microseconds and %d", types, pos, wb)
+	}
+
+	tc, _ := truth(cpu)
+	if tc != "cpu/nanoseconds" {
+		t.Fatalf("record's default sample type %s", tc)
+	}
+	for _, pair := range [][2]string{{cpu, offA}, {offA, cpu}} {
+		r := testutil.Run(t, 30*time.Second, "diff", pair[0], pair[1], "-o", filepath.Join(dir, "x.svg"))
+		if r.Code != exitError || strings.Count(strings.TrimSpace(r.Stderr), "\n") != 0 ||
+			!strings.Contains(r.Stderr, "cpu/nanoseconds") || !strings.Contains(r.Stderr, "offcpu/microseconds") {
+			t.Errorf("diff %s %s: exit %d, stderr %q; want %d and one line naming both units", pair[0], pair[1], r.Code, r.Stderr, exitError)
+		}
+	}
+
+	if got := diffSVG(offFolded, offA); !strings.HasSuffix(got, ", new "+group(wa)+" offcpu µs)") || !strings.Contains(got, "unit not recorded") {
+		t.Errorf("folded against pprof: header %q; want each side's unit, new's %s offcpu µs", got, group(wa))
 	}
 }
 

@@ -1,14 +1,18 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -223,4 +227,202 @@ func TestTopUsage(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q; want %d and one line", args, r.Code, r.Stderr, exitUsage)
 		}
 	}
+}
+
+// cpuTruth samples a process's CPU time from /proc/PID/schedstat (its
+// leader thread's run time in ns: a one-thread target's whole CPU) every
+// 2 ms, with the time of each reading, until the file is gone or stop.
+type cpuTruth struct {
+	mu   sync.Mutex
+	at   []time.Time
+	ns   []int64
+	stop chan struct{}
+	done chan struct{}
+}
+
+func sampleCPU(t *testing.T, pid int) *cpuTruth {
+	t.Helper()
+	c := &cpuTruth{stop: make(chan struct{}), done: make(chan struct{})}
+	path := fmt.Sprintf("/proc/%d/schedstat", pid)
+	read := func() (int64, bool) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return 0, false
+		}
+		f := strings.Fields(string(b))
+		if len(f) == 0 {
+			return 0, false
+		}
+		n, err := strconv.ParseInt(f[0], 10, 64)
+		return n, err == nil
+	}
+	n, ok := read()
+	if !ok {
+		t.Fatalf("can't read %s", path)
+	}
+	c.at, c.ns = []time.Time{time.Now()}, []int64{n}
+	go func() {
+		defer close(c.done)
+		for {
+			n, ok := read()
+			if !ok {
+				return
+			}
+			c.mu.Lock()
+			c.at, c.ns = append(c.at, time.Now()), append(c.ns, n)
+			c.mu.Unlock()
+			select {
+			case <-c.stop:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+		}
+	}()
+	t.Cleanup(c.end)
+	return c
+}
+
+func (c *cpuTruth) end() {
+	select {
+	case <-c.stop:
+	default:
+		close(c.stop)
+	}
+	<-c.done
+}
+
+// cpu is the CPU seconds at t, between the readings around it (the
+// first one for a t up to 5 ms before it: a line's arrival, sampling
+// begun as it was read); ok false outside them.
+func (c *cpuTruth) cpu(t time.Time) (float64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i := sort.Search(len(c.at), func(i int) bool { return !c.at[i].Before(t) })
+	if i == 0 && len(c.at) > 0 && c.at[0].Sub(t) < 5*time.Millisecond {
+		return float64(c.ns[0]) / 1e9, true
+	}
+	if i == 0 || i == len(c.at) {
+		return 0, false
+	}
+	span := c.at[i].Sub(c.at[i-1]).Seconds()
+	frac := t.Sub(c.at[i-1]).Seconds() / span
+	return (float64(c.ns[i-1]) + frac*float64(c.ns[i]-c.ns[i-1])) / 1e9, true
+}
+
+// topLine is one JSON line of pyobs top and when it arrived.
+type topLine struct {
+	sn top.Snapshot
+	at time.Time
+}
+
+// runTopLines runs pyobs top with args, timing each JSON line's arrival;
+// onFirst is called with the first snapshot as it arrives.
+func runTopLines(t *testing.T, onFirst func(top.Snapshot), args ...string) (lines []topLine, stderr string, code int) {
+	t.Helper()
+	cmd := exec.Command(testutil.Binary(t), args...)
+	var se strings.Builder
+	cmd.Stderr = &se
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	timer := time.AfterFunc(60*time.Second, func() { _ = cmd.Process.Kill() })
+	defer timer.Stop()
+	sc := bufio.NewScanner(out)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		l := topLine{at: time.Now()}
+		if err := json.Unmarshal(sc.Bytes(), &l.sn); err != nil {
+			t.Fatalf("not JSON: %v: %s", err, sc.Text())
+		}
+		if len(lines) == 0 && onFirst != nil {
+			onFirst(l.sn)
+		}
+		lines = append(lines, l)
+	}
+	_ = cmd.Wait()
+	return lines, se.String(), cmd.ProcessState.ExitCode()
+}
+
+// TestTopTargetCPU: each interval's target_cpu is the target's CPU over
+// that interval, against /proc ground truth read beside it (a one-thread
+// spinner, with a CPU hog taking its share): the first interval counted
+// from the sampler's start, not from before its load (it said 1.27-1.34
+// for 1.00), and the last too. A program started with -- that exits: its
+// last interval is its CPU to its exit, from its own account (it said 0
+// with samples in it).
+func TestTopTargetCPU(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.CPUHog(t, 1)
+	in := testutil.Find(t, "pyenv-3.12")
+	// The window of interval i: from line i-1's arrival (the first: from
+	// the recording's start, its elapsed_s before its arrival) to line i's.
+	// pyobs reads /proc/PID/stat in 10 ms ticks at both ends, and its
+	// lines arrive some ms after it read (tens under load): allow 40 ms of
+	// CPU plus 3 %.
+	check := func(t *testing.T, name string, sn top.Snapshot, from, to time.Time, truth float64) {
+		t.Helper()
+		iv := to.Sub(from).Seconds()
+		want := truth / iv
+		tol := 0.04/iv + 0.03*want
+		t.Logf("%s: %d samples, target_cpu %.3f, /proc %.3f ± %.3f", name, sn.Samples, sn.TargetCPU, want, tol)
+		if sn.Samples > 0 && sn.TargetCPU == 0 || math.Abs(sn.TargetCPU-want) > tol {
+			t.Errorf("%s (elapsed %.3f s, %d samples): target_cpu %.3f, /proc says %.3f (%.3f s of CPU in %.3f s; tolerance %.3f)",
+				name, sn.ElapsedS, sn.Samples, sn.TargetCPU, want, truth, iv, tol)
+		}
+	}
+
+	t.Run("attached", func(t *testing.T) {
+		script := filepath.Join(t.TempDir(), "spin.py")
+		if err := os.WriteFile(script, []byte("print('READY', flush=True)\nx = 0\nwhile True:\n    x += 1\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		tg := testutil.StartArgv(t, append(append([]string{}, in.Argv...), script), 30*time.Second)
+		truth := sampleCPU(t, tg.Pid)
+		lines, stderr, code := runTopLines(t, nil, "top", "-p", strconv.Itoa(tg.Pid), "-d", "3s", "--format", "json")
+		truth.end()
+		if code != 0 || len(lines) < 3 || !lines[len(lines)-1].sn.Final {
+			t.Fatalf("exit %d, %d lines (want some and a final one): %s", code, len(lines), stderr)
+		}
+		from := lines[0].at.Add(-time.Duration(lines[0].sn.ElapsedS * float64(time.Second)))
+		for i, l := range lines {
+			c0, ok0 := truth.cpu(from)
+			c1, ok1 := truth.cpu(l.at)
+			if !ok0 || !ok1 {
+				t.Fatalf("line %d: no /proc reading around its interval", i+1)
+			}
+			check(t, fmt.Sprintf("interval %d of %d", i+1, len(lines)), l.sn, from, l.at, c1-c0)
+			from = l.at
+		}
+	})
+
+	t.Run("spawned exits", func(t *testing.T) {
+		// Spins 4.3 s of its wall time, then says its CPU seconds and
+		// exits at once (no interpreter finalization after its count).
+		code := "import os, time\nt = time.monotonic()\nwhile time.monotonic() - t < 4.3: pass\nprint('CPU', time.process_time(), flush=True)\nos._exit(0)\n"
+		var truth *cpuTruth
+		lines, stderr, rc := runTopLines(t, func(sn top.Snapshot) { truth = sampleCPU(t, sn.Pid) },
+			append(append([]string{"top", "--format", "json", "--"}, in.Argv...), "-c", code)...)
+		if truth == nil {
+			t.Fatalf("no JSON lines (exit %d): %s", rc, stderr)
+		}
+		truth.end()
+		m := regexp.MustCompile(`(?m)^CPU ([0-9.]+)$`).FindStringSubmatch(stderr)
+		if rc != 0 || m == nil || len(lines) < 3 || !lines[len(lines)-1].sn.Final {
+			t.Fatalf("exit %d, %d lines (want two or more and a final one), program's stderr: %s", rc, len(lines), stderr)
+		}
+		exitCPU, _ := strconv.ParseFloat(m[1], 64)
+		prev, last := lines[len(lines)-2], lines[len(lines)-1]
+		c0, ok := truth.cpu(prev.at)
+		if !ok {
+			t.Fatalf("no /proc reading at the last regular line")
+		}
+		if last.sn.Samples == 0 {
+			t.Fatalf("the last interval has no samples: %+v", last.sn)
+		}
+		check(t, "last interval", last.sn, prev.at, last.at, exitCPU-c0)
+	})
 }

@@ -14,20 +14,81 @@ import (
 	"github.com/google/pprof/profile"
 )
 
+// Weight says what a recording's weights measure: the pprof sample type
+// they were read from (Type "cpu", Unit "nanoseconds"), or nothing for
+// folded stacks, which do not record their unit.
+type Weight struct {
+	Type, Unit string
+	// Periodic: the profile was sampled at a fixed period in this type and
+	// also counts its samples (samples/count), so its weights and its
+	// sample counts are in proportion: it compares with a samples/count
+	// recording.
+	Periodic bool
+}
+
+// Known: the recording said what its weights are.
+func (w Weight) Known() bool { return w.Unit != "" }
+
+func (w Weight) isCount() bool { return w.Type == "samples" && w.Unit == "count" }
+
+// String names the weight as pprof does, "TYPE/UNIT".
+func (w Weight) String() string {
+	if !w.Known() {
+		return "folded stacks (unit not recorded)"
+	}
+	return w.Type + "/" + w.Unit
+}
+
+// short is the weight's name beside a number: "samples", "offcpu µs".
+func (w Weight) short() string {
+	switch {
+	case !w.Known():
+		return "(folded stacks: unit not recorded)"
+	case w.isCount():
+		return "samples"
+	}
+	u := map[string]string{"nanoseconds": "ns", "microseconds": "µs", "milliseconds": "ms", "seconds": "s"}[w.Unit]
+	if u == "" {
+		u = w.Unit
+	}
+	return w.Type + " " + u
+}
+
+// Comparable says whether two recordings' weights measure the same thing,
+// so that their shares compare: the same pprof sample type, or sample
+// counts against a profile sampled at a fixed period (its time is its
+// count times the period). Folded stacks do not say: they compare with
+// anything (the diff's output names each side's unit). The error names
+// both weights.
+func Comparable(base, newp Weight) error {
+	switch {
+	case !base.Known() || !newp.Known():
+		return nil
+	case base.Type == newp.Type && base.Unit == newp.Unit:
+		return nil
+	case base.isCount() && newp.Periodic, newp.isCount() && base.Periodic:
+		return nil
+	}
+	return fmt.Errorf("base is weighed in %s, new in %s: they measure different things", base, newp)
+}
+
 // ReadProfile reads a recording, pyobs's or another tool's, telling its
 // format by content: gzip or protocol buffer bytes are pprof, text is
 // folded stacks ("FRAME;FRAME WEIGHT" lines). From pprof the weight is the
-// "samples" value when the profile has one, else its default sample type;
-// a sample's "process" and "thread" labels become its root frames and its "state" label
-// its leaf, as WritePprof wrote them. Errors name what both readings said
-// (never a partial profile).
-func ReadProfile(r io.Reader) (*Profile, error) {
+// profile's default sample type, else its last one (pprof's own rule, as
+// go tool pprof shows it): an off-CPU profile's blocked microseconds, not
+// its count of waits; the Weight returned says which. Folded text does not
+// record its unit: its Weight is the zero one. A sample's "process" and
+// "thread" labels become its root frames and its "state" label its leaf,
+// as WritePprof wrote them. Errors name what both readings said (never a
+// partial profile).
+func ReadProfile(r io.Reader) (*Profile, Weight, error) {
 	data, err := io.ReadAll(r)
 	if err != nil {
-		return nil, fmt.Errorf("can't read profile: %w", err)
+		return nil, Weight{}, fmt.Errorf("can't read profile: %w", err)
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
-		return nil, errors.New("can't read profile: it is empty")
+		return nil, Weight{}, errors.New("can't read profile: it is empty")
 	}
 	if len(data) >= 2 && data[0] == 0x1f && data[1] == 0x8b { // gzip: pprof
 		return readPprof(data)
@@ -35,50 +96,47 @@ func ReadProfile(r io.Reader) (*Profile, error) {
 	p, ferr := ReadFolded(bytes.NewReader(data))
 	if ferr == nil {
 		p.Meta.Command = "folded"
-		return p, nil
+		return p, Weight{}, nil
 	}
-	p, perr := readPprof(data) // an uncompressed protocol buffer
+	p, w, perr := readPprof(data) // an uncompressed protocol buffer
 	if perr == nil {
-		return p, nil
+		return p, w, nil
 	}
 	if utf8.Valid(data) { // text: the folded reading's complaint is the useful one
-		return nil, ferr
+		return nil, Weight{}, ferr
 	}
-	return nil, perr
+	return nil, Weight{}, perr
 }
 
-func readPprof(data []byte) (*Profile, error) {
+func readPprof(data []byte) (*Profile, Weight, error) {
 	pp, err := profile.ParseData(data)
 	if err != nil {
-		return nil, fmt.Errorf("can't read profile: neither folded stacks nor pprof: %w", err)
+		return nil, Weight{}, fmt.Errorf("can't read profile: neither folded stacks nor pprof: %w", err)
 	}
-	vi := -1
-	for i, st := range pp.SampleType {
-		if st.Type == "samples" {
-			vi = i
-			break
+	vi, err := pp.SampleIndexByName("") // the default sample type, else the last
+	if err != nil || vi < 0 {
+		return nil, Weight{}, errors.New("can't read pprof profile: it has no sample types")
+	}
+	st := pp.SampleType[vi]
+	wt := Weight{Type: st.Type, Unit: st.Unit}
+	if pt := pp.PeriodType; pt != nil && pp.Period > 0 && pt.Type == st.Type && pt.Unit == st.Unit {
+		for _, t := range pp.SampleType {
+			wt.Periodic = wt.Periodic || t.Type == "samples" && t.Unit == "count"
 		}
 	}
-	if vi < 0 {
-		vi = len(pp.SampleType) - 1
-		for i, st := range pp.SampleType {
-			if st.Type == pp.DefaultSampleType {
-				vi = i
-			}
-		}
+	unit := "samples"
+	if st.Unit == "microseconds" || st.Unit == "bytes" {
+		unit = st.Unit
 	}
-	if vi < 0 {
-		return nil, errors.New("can't read pprof profile: it has no sample types")
-	}
-	p := New(Meta{Command: "pprof", Unit: "samples"})
+	p := New(Meta{Command: "pprof", Unit: unit})
 	var ids []int
 	for n, s := range pp.Sample {
 		if vi >= len(s.Value) {
-			return nil, fmt.Errorf("can't read pprof profile: sample %d has %d values, want %d", n, len(s.Value), len(pp.SampleType))
+			return nil, Weight{}, fmt.Errorf("can't read pprof profile: sample %d has %d values, want %d", n, len(s.Value), len(pp.SampleType))
 		}
 		w := s.Value[vi]
 		if w < 0 {
-			return nil, fmt.Errorf("can't read pprof profile: sample %d weighs %d (a difference? give the two recordings)", n, w)
+			return nil, Weight{}, fmt.Errorf("can't read pprof profile: sample %d weighs %d (a difference? give the two recordings)", n, w)
 		}
 		if w == 0 {
 			continue
@@ -107,7 +165,7 @@ func readPprof(data []byte) (*Profile, error) {
 		}
 		p.AddIDs(ids, w)
 	}
-	return p, nil
+	return p, wt, nil
 }
 
 func pprofFrame(l *profile.Location, ln profile.Line) Frame {
@@ -193,15 +251,16 @@ type svgDiff struct {
 	cls          [][]string // by depth and frame: colour class
 	line1, line2 string
 	css, script  string
+	unit         string // what the hover's numbers are, for data-unit
 }
 
 const diffShades = 8
 
-// diffShare: shares that moved less than this (of all samples) are "unchanged".
+// diffShare: shares that moved less than this (of the total) are "unchanged".
 const diffShare = 0.001
 
-func newSVGDiff(lay *svgLayout, base *Profile, newTotal int64, baseName, newName string) *svgDiff {
-	d := &svgDiff{}
+func newSVGDiff(lay *svgLayout, base *Profile, newTotal int64, o DiffOptions) *svgDiff {
+	d := &svgDiff{unit: o.NewWeight.short()}
 	bt := baseTrie(base)
 	nodes := [][]*difftrie{{bt}}
 	d.base = [][]int64{{bt.w}}
@@ -288,8 +347,15 @@ func newSVGDiff(lay *svgLayout, base *Profile, newTotal int64, baseName, newName
 		}
 	}
 	pp := func(x float64) string { return fmt.Sprintf("%+.2f pp", 100*x) }
-	d.line1 = fmt.Sprintf("%s → %s · colour: change in share of all samples, red grew, blue shrank · normalised by total samples (base %s, new %s)",
-		baseName, newName, group(bt.w), group(newTotal))
+	// Each side's total with the unit it was read in: the same unit once,
+	// else both (one may be folded stacks, which do not record theirs).
+	bw, nw := o.BaseWeight, o.NewWeight
+	totals := fmt.Sprintf("total %s (base %s, new %s)", nw.short(), group(bt.w), group(newTotal))
+	if bw != nw || !bw.Known() {
+		totals = fmt.Sprintf("each one's total (base %s %s, new %s %s)", group(bt.w), bw.short(), group(newTotal), nw.short())
+	}
+	d.line1 = fmt.Sprintf("%s → %s · colour: change in share of the total, red grew, blue shrank · normalised by %s",
+		o.Base, o.New, totals)
 	var b []string
 	if grew.label != "" {
 		b = append(b, "most grown: "+grew.label+" "+pp(grew.delta))
@@ -298,7 +364,11 @@ func newSVGDiff(lay *svgLayout, base *Profile, newTotal int64, baseName, newName
 		b = append(b, "most shrunk: "+shrank.label+" "+pp(shrank.delta))
 	}
 	if notDrawn > 0 {
-		b = append(b, fmt.Sprintf("%.2f%% of base's samples are on stacks new's graph does not draw", 100*share(notDrawn, bt.w)))
+		of := "base's total is"
+		if bw.isCount() {
+			of = "base's samples are"
+		}
+		b = append(b, fmt.Sprintf("%.2f%% of %s on stacks new's graph does not draw", 100*share(notDrawn, bt.w), of))
 	}
 	if len(b) == 0 {
 		b = append(b, "no frame's share moved")
@@ -327,20 +397,24 @@ st.textContent = g.getAttribute('data-label') + ' \u2014 new ' + w.toLocaleStrin
 	return d
 }
 
-// DiffOptions name the two recordings in a differential graph's header.
+// DiffOptions name the two recordings in a differential graph's header
+// and what their weights are (ReadProfile's Weight; the zero one for
+// folded stacks: the header says their unit was not recorded).
 type DiffOptions struct {
-	Title     string
-	Base, New string // names (file paths) of the recordings
-	Icicle    bool
+	Title                 string
+	Base, New             string // names (file paths) of the recordings
+	BaseWeight, NewWeight Weight
+	Icicle                bool
 }
 
 // WriteDiffSVG writes a differential flame graph: newp's shape (its frames
 // and widths, as WriteSVG draws it), each frame coloured by how its share
-// of all samples changed from base at the same path of labels (thread
+// of the total changed from base at the same path of labels (thread
 // roots matched by name, not TID; see diffKey) (red grew,
 // blue shrank, the strongest change the deepest colour; grey: moved less
-// than 0.1 % of all samples). Shares are normalised by each recording's
-// total, and the header says so. Each frame carries data-base (the base's
+// than 0.1 % of the total). Shares are normalised by each recording's
+// total, and the header says so, with the unit each side was read in.
+// Each frame carries data-base (the base's
 // weight at its path); hovering shows both values and the change.
 func WriteDiffSVG(w io.Writer, base, newp *Profile, o DiffOptions) error {
 	lay := layoutSVG(newp)
@@ -348,7 +422,7 @@ func WriteDiffSVG(w io.Writer, base, newp *Profile, o DiffOptions) error {
 	if title == "" {
 		title = "pyobs diff"
 	}
-	opts := SVGOptions{Title: title, Icicle: o.Icicle, diff: newSVGDiff(lay, base, lay.total, o.Base, o.New)}
+	opts := SVGOptions{Title: title, Icicle: o.Icicle, diff: newSVGDiff(lay, base, lay.total, o)}
 	sw := &svgWriter{w: bufio.NewWriterSize(w, 256<<10)}
 	sw.write(newp, lay, opts)
 	if sw.err == nil {
@@ -364,14 +438,21 @@ func WriteDiffSVG(w io.Writer, base, newp *Profile, o DiffOptions) error {
 // base's, scaled to newp's total and negated, each base sample labelled
 // pprof::base=true: the profile `go tool pprof -diff_base=BASE NEW` builds
 // and saves (its documented form), so `go tool pprof -top FILE` shows the
-// change directly, percentages of NEW's total.
-func WriteDiffPprof(w io.Writer, base, newp *Profile) error {
+// change directly, percentages of NEW's total. Its one sample type is
+// NEW's weight (o.NewWeight; samples/count for folded stacks, which do not
+// say), the scaled base's being in NEW's unit too; a comment names both.
+func WriteDiffPprof(w io.Writer, base, newp *Profile, o DiffOptions) error {
+	vt := &profile.ValueType{Type: "samples", Unit: "count"}
+	if o.NewWeight.Known() {
+		vt = &profile.ValueType{Type: o.NewWeight.Type, Unit: o.NewWeight.Unit}
+	}
 	flat := func(p *Profile) (*profile.Profile, error) {
 		q := *p
-		q.Meta = Meta{Command: "diff", Unit: "samples"} // one sample type, "samples": the two agree
+		q.Meta = Meta{Command: "diff", Unit: "samples"} // one sample type, then named as NEW's
 		pp, err := toPprof(&q)
 		if err == nil {
-			pp.PeriodType, pp.Period = &profile.ValueType{Type: "samples", Unit: "count"}, 1
+			pp.SampleType, pp.DefaultSampleType = []*profile.ValueType{vt}, vt.Type
+			pp.PeriodType, pp.Period = &profile.ValueType{Type: vt.Type, Unit: vt.Unit}, 1
 		}
 		return pp, err
 	}
@@ -405,8 +486,8 @@ func WriteDiffPprof(w io.Writer, base, newp *Profile) error {
 	if err != nil {
 		return fmt.Errorf("can't merge the two recordings: %w", err)
 	}
-	merged.Comments = []string{fmt.Sprintf("pyobs diff: new (%d samples) minus base (%d samples, scaled by %.4f to new's total); base samples are labelled pprof::base=true",
-		nt, bt, ratio)}
+	merged.Comments = []string{fmt.Sprintf("pyobs diff: new (%d, %s) minus base (%d, %s, scaled by %.4f to new's total); base samples are labelled pprof::base=true",
+		nt, o.NewWeight, bt, o.BaseWeight, ratio)}
 	if err := merged.CheckValid(); err != nil {
 		return fmt.Errorf("can't write pprof: %w", err)
 	}

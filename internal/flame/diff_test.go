@@ -3,6 +3,7 @@ package flame
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -48,7 +49,8 @@ func diffFrames(t *testing.T, svg string) map[string][2]string {
 func TestDiffSVG(t *testing.T) {
 	base, newp := diffPair()
 	var b bytes.Buffer
-	if err := WriteDiffSVG(&b, base, newp, DiffOptions{Base: "base.pb.gz", New: "new.folded"}); err != nil {
+	count := Weight{Type: "samples", Unit: "count"}
+	if err := WriteDiffSVG(&b, base, newp, DiffOptions{Base: "base.pb.gz", New: "new.folded", BaseWeight: count, NewWeight: count}); err != nil {
 		t.Fatal(err)
 	}
 	svg := b.String()
@@ -180,7 +182,7 @@ func TestDiffThreads(t *testing.T) {
 func TestDiffPprof(t *testing.T) {
 	base, newp := diffPair()
 	var b bytes.Buffer
-	if err := WriteDiffPprof(&b, base, newp); err != nil {
+	if err := WriteDiffPprof(&b, base, newp, DiffOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	pp, err := profile.Parse(bytes.NewReader(b.Bytes()))
@@ -235,7 +237,7 @@ func TestReadProfile(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, data := range map[string][]byte{"folded": folded.Bytes(), "pprof": pb.Bytes()} {
-		q, err := ReadProfile(bytes.NewReader(data))
+		q, _, err := ReadProfile(bytes.NewReader(data))
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -248,9 +250,145 @@ func TestReadProfile(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"", "a;b x\n", "\x00\x01\x02garbage"} {
-		if q, err := ReadProfile(strings.NewReader(bad)); err == nil || q != nil {
+		if q, _, err := ReadProfile(strings.NewReader(bad)); err == nil || q != nil {
 			t.Errorf("%q: %v, %v", bad, q, err)
 		}
+	}
+}
+
+// weightProfile: two stacks, main;wait and main;work, with one value per
+// sample type (vals[i] the stacks' values for type i).
+func weightProfile(types []*profile.ValueType, dflt string, period *profile.ValueType, vals ...[2]int64) []byte {
+	fn := []*profile.Function{{ID: 1, Name: "main", Filename: "t.py"}, {ID: 2, Name: "wait", Filename: "t.py"}, {ID: 3, Name: "work", Filename: "t.py"}}
+	loc := make([]*profile.Location, 3)
+	for i := range loc {
+		loc[i] = &profile.Location{ID: uint64(i + 1), Line: []profile.Line{{Function: fn[i], Line: int64(i + 1)}}}
+	}
+	pp := &profile.Profile{SampleType: types, DefaultSampleType: dflt, Function: fn, Location: loc}
+	if period != nil {
+		pp.PeriodType, pp.Period = period, 10_000_000
+	}
+	for j, leaf := range []*profile.Location{loc[1], loc[2]} {
+		s := &profile.Sample{Location: []*profile.Location{leaf, loc[0]}}
+		for _, v := range vals {
+			s.Value = append(s.Value, v[j])
+		}
+		pp.Sample = append(pp.Sample, s)
+	}
+	var b bytes.Buffer
+	if err := pp.Write(&b); err != nil {
+		panic(err)
+	}
+	return b.Bytes()
+}
+
+// TestReadProfileWeight: a pprof profile is weighed by its default sample
+// type, else (none set, or one it does not have) by its last, as pprof
+// itself picks; not by a "samples" type it also has. An off-CPU profile's
+// 2 long waits and 30 short ones weigh what they blocked.
+func TestReadProfileWeight(t *testing.T) {
+	vt := func(typ, unit string) *profile.ValueType { return &profile.ValueType{Type: typ, Unit: unit} }
+	count, offcpu, cpu := vt("samples", "count"), vt("offcpu", "microseconds"), vt("cpu", "nanoseconds")
+	waits, blocked := [2]int64{2, 30}, [2]int64{900_000, 3_000}
+	for _, c := range []struct {
+		name       string
+		data       []byte
+		want       Weight
+		wait, work int64
+	}{
+		{"offcpu default", weightProfile([]*profile.ValueType{count, offcpu}, "offcpu", nil, waits, blocked),
+			Weight{Type: "offcpu", Unit: "microseconds"}, 900_000, 3_000},
+		{"no default: the last", weightProfile([]*profile.ValueType{count, offcpu}, "", nil, waits, blocked),
+			Weight{Type: "offcpu", Unit: "microseconds"}, 900_000, 3_000},
+		{"unknown default: the last", weightProfile([]*profile.ValueType{count, offcpu}, "space", nil, waits, blocked),
+			Weight{Type: "offcpu", Unit: "microseconds"}, 900_000, 3_000},
+		{"default first", weightProfile([]*profile.ValueType{offcpu, count}, "offcpu", nil, blocked, waits),
+			Weight{Type: "offcpu", Unit: "microseconds"}, 900_000, 3_000},
+		{"cpu, sampled at a period", weightProfile([]*profile.ValueType{count, cpu}, "cpu", cpu, [2]int64{3, 1}, [2]int64{30_000_000, 10_000_000}),
+			Weight{Type: "cpu", Unit: "nanoseconds", Periodic: true}, 30_000_000, 10_000_000},
+		{"samples only", weightProfile([]*profile.ValueType{count}, "", nil, [2]int64{3, 1}),
+			Weight{Type: "samples", Unit: "count"}, 3, 1},
+	} {
+		p, w, err := ReadProfile(bytes.NewReader(c.data))
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		var folded bytes.Buffer
+		if err := WriteFolded(&folded, p); err != nil {
+			t.Fatal(err)
+		}
+		want := fmt.Sprintf("main (t.py:1);wait (t.py:2) %d\nmain (t.py:1);work (t.py:3) %d\n", c.wait, c.work)
+		if w != c.want || folded.String() != want {
+			t.Errorf("%s: weight %+v, stacks\n%s\nwant %+v,\n%s", c.name, w, folded.String(), c.want, want)
+		}
+	}
+	// Folded text does not say: the zero Weight.
+	if _, w, err := ReadProfile(strings.NewReader("main;wait 5\n")); err != nil || w != (Weight{}) || w.Known() {
+		t.Errorf("folded: %+v, %v", w, err)
+	}
+}
+
+// TestComparable: the same sample type compares, as do sample counts with
+// a profile sampled at a fixed period, and folded stacks with anything;
+// CPU time against blocked time, or counts against a profile not sampled
+// at a period (offcpu's waits), do not, the error naming both.
+func TestComparable(t *testing.T) {
+	cpu := Weight{Type: "cpu", Unit: "nanoseconds", Periodic: true}
+	wall := Weight{Type: "wall", Unit: "nanoseconds", Periodic: true}
+	offcpu := Weight{Type: "offcpu", Unit: "microseconds"}
+	count := Weight{Type: "samples", Unit: "count"}
+	space := Weight{Type: "space", Unit: "bytes"}
+	folded := Weight{}
+	for _, c := range []struct {
+		a, b Weight
+		ok   bool
+	}{
+		{offcpu, offcpu, true}, {cpu, cpu, true}, {cpu, count, true}, {count, wall, true},
+		{folded, offcpu, true}, {cpu, folded, true}, {folded, folded, true},
+		{cpu, offcpu, false}, {offcpu, cpu, false}, {count, offcpu, false}, {offcpu, count, false},
+		{cpu, wall, false}, {space, cpu, false}, {count, space, false},
+	} {
+		err := Comparable(c.a, c.b)
+		if (err == nil) != c.ok {
+			t.Errorf("%v against %v: %v, want comparable %v", c.a, c.b, err, c.ok)
+		}
+		if err != nil && (!strings.Contains(err.Error(), c.a.String()) || !strings.Contains(err.Error(), c.b.String())) {
+			t.Errorf("%v against %v: %q does not name both", c.a, c.b, err)
+		}
+	}
+}
+
+// TestDiffUnitsHeader: the header and the hover's unit name each side's
+// weight; the pprof diff carries NEW's sample type.
+func TestDiffUnitsHeader(t *testing.T) {
+	base, newp := diffPair()
+	offcpu := Weight{Type: "offcpu", Unit: "microseconds"}
+	for _, c := range []struct {
+		bw, nw     Weight
+		head, unit string
+	}{
+		{offcpu, offcpu, "normalised by total offcpu µs (base 104, new 200)", "offcpu µs"},
+		{Weight{}, offcpu, "normalised by each one's total (base 104 (folded stacks: unit not recorded), new 200 offcpu µs)", "offcpu µs"},
+	} {
+		var b bytes.Buffer
+		if err := WriteDiffSVG(&b, base, newp, DiffOptions{BaseWeight: c.bw, NewWeight: c.nw}); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(b.String(), c.head) || !strings.Contains(b.String(), `data-unit="`+c.unit+`"`) {
+			t.Errorf("%v → %v: header lacks %q or unit %q", c.bw, c.nw, c.head, c.unit)
+		}
+	}
+	var b bytes.Buffer
+	if err := WriteDiffPprof(&b, base, newp, DiffOptions{BaseWeight: offcpu, NewWeight: offcpu}); err != nil {
+		t.Fatal(err)
+	}
+	pp, err := profile.Parse(&b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pp.SampleType) != 1 || *pp.SampleType[0] != (profile.ValueType{Type: "offcpu", Unit: "microseconds"}) || pp.DefaultSampleType != "offcpu" {
+		t.Errorf("pprof diff's sample types %v (default %q), want offcpu/microseconds", pp.SampleType, pp.DefaultSampleType)
 	}
 }
 
@@ -267,7 +405,7 @@ func FuzzReadProfile(f *testing.F) {
 	f.Add([]byte{0x1f, 0x8b, 0, 0})
 	f.Add([]byte{0x0a, 0x02, 0x08, 0x01})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		p, err := ReadProfile(bytes.NewReader(data))
+		p, _, err := ReadProfile(bytes.NewReader(data))
 		if err != nil {
 			if p != nil {
 				t.Fatal("error with a profile")

@@ -198,7 +198,7 @@ func TestPprofProcessRoot(t *testing.T) {
 	if len(pp.Sample) != 1 || pp.Sample[0].Label["process"][0] != "[pid 42] python3 app.py" || pp.Sample[0].Label["thread"][0] != "MainThread" {
 		t.Fatalf("labels %v", pp.Sample[0].Label)
 	}
-	back, err := ReadProfile(bytes.NewReader(b.Bytes()))
+	back, _, err := ReadProfile(bytes.NewReader(b.Bytes()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -226,6 +226,9 @@ func (s *svgWriter) write(p *Profile, lay *svgLayout, opts SVGOptions) {
 	if m.Unit == "microseconds" {
 		unit = "µs"
 	}
+	if opts.diff != nil {
+		unit = opts.diff.unit
+	}
 	title := opts.Title
 	if title == "" {
 		title = profileName(m)
@@ -238,7 +241,7 @@ func (s *svgWriter) write(p *Profile, lay *svgLayout, opts SVGOptions) {
 	s.str(fmt.Sprintf(`<svg xmlns="http://www.w3.org/2000/svg" version="1.1" class="pyobs-flame" width="%d" height="%d" viewBox="0 0 %d %d"`,
 		svgWidth, height, svgWidth, height))
 	s.str(fmt.Sprintf(` data-total="%d" data-unit="%s" data-fx="%d" data-fw="%d" data-top="%d" data-fh="%d" data-maxdepth="%d" data-cw="%s" data-icicle="%s">`+"\n",
-		lay.total, unit, svgPad, svgFrameW, svgTop, svgFrameH, maxDepth, strconv.FormatFloat(svgCharW, 'f', -1, 64), icicle))
+		lay.total, appendXMLEscaped(nil, xmlSafe(unit)), svgPad, svgFrameW, svgTop, svgFrameH, maxDepth, strconv.FormatFloat(svgCharW, 'f', -1, 64), icicle))
 	css := svgCSS()
 	if opts.diff != nil {
 		css += opts.diff.css

@@ -44,6 +44,10 @@ type Options struct {
 	OnFallback func(string)
 	// Stream: see stream.go.
 	Stream func(*flame.Profile, Progress)
+	// End, when set, receives the recording's last numbers once, as it
+	// ends: Elapsed its whole length, TargetCPU the target's CPU to its
+	// end (a spawned program's exit account once it is gone).
+	End func(Progress)
 	// Look is how often the bpf engine reads its ring and counts and
 	// refreshes its thread map (default 200 ms, up to 1 s above 4 kHz: lookFor; Progress and Stream come
 	// as often). A slow sampler (the agent's 19 Hz) needs fewer looks.
@@ -71,6 +75,9 @@ type Progress struct {
 	Lost, Torn  uint64
 	Late        uint64
 	ObserverCPU time.Duration
+	// TargetCPU: the target's CPU seconds (user + system) since the
+	// recording began, read with Elapsed (see Recorder.targetCPU).
+	TargetCPU float64
 }
 
 // Recorder holds a recording's state.
@@ -650,12 +657,29 @@ func (r *Recorder) progress() {
 	if r.opt.Progress == nil && r.opt.Stream == nil {
 		return
 	}
-	p := Progress{Elapsed: time.Since(r.start), Samples: r.samples, AchievedHz: r.achieved(),
+	p := Progress{Elapsed: time.Since(r.start), TargetCPU: r.targetCPU(), Samples: r.samples, AchievedHz: r.achieved(),
 		Lost: r.lost, Torn: r.torn, Late: r.late, ObserverCPU: clock.ObserverCPU() - r.cpu0}
 	if r.opt.Progress != nil {
 		r.opt.Progress(p)
 	}
 	r.stream(p)
+}
+
+// targetCPU is the target's CPU seconds since the recording began: the
+// newest /proc/PID/stat reading (the last one kept: the file is gone once
+// the target is reaped), or a spawned program's whole account read at its
+// exit (wait4's rusage); a set's members' sum.
+func (r *Recorder) targetCPU() float64 {
+	if r.setCPU != nil {
+		return r.setCPU()
+	}
+	if c := targetCPU(r.s.Pid); c > r.lastCPU {
+		r.lastCPU = c
+	}
+	if c, ok := r.s.ExitCPU(); ok && c > r.lastCPU {
+		r.lastCPU = c
+	}
+	return max(0, r.lastCPU-r.tcpu0)
 }
 
 // achieved: cpu mode — samples per second of target CPU time (the kernel
@@ -668,13 +692,7 @@ func (r *Recorder) achieved() float64 {
 			}
 			return 0
 		}
-		if c := targetCPU(r.s.Pid); c > r.lastCPU {
-			r.lastCPU = c // keep the last reading: /proc/PID/stat is gone once it exits
-		}
-		if c, ok := r.s.ExitCPU(); ok && c > r.lastCPU {
-			r.lastCPU = c // a spawned program's whole account, read at its exit
-		}
-		cpu := r.lastCPU - r.tcpu0
+		cpu := r.targetCPU()
 		if cpu <= 0 {
 			return 0
 		}
@@ -693,7 +711,16 @@ func (r *Recorder) achieved() float64 {
 
 func (r *Recorder) finish() {
 	m := &r.prof.Meta
-	m.DurationS = time.Since(r.start).Seconds()
+	if r.opt.End != nil && r.s.Spawned() && !r.s.Alive() {
+		// Ended by its program's exit: its account comes with the reaping,
+		// which the session does at once.
+		select {
+		case <-r.s.Exited():
+		case <-time.After(time.Second):
+		}
+	}
+	end, endCPU := time.Since(r.start), r.targetCPU()
+	m.DurationS = end.Seconds()
 	m.Samples, m.Lost, m.Torn, m.Failed, m.Throttled, m.Late, m.Moved = r.samples, r.lost, r.torn, r.failed, r.throt, r.late, r.moved
 	m.StackReads = r.reads
 	if r.lagN > 0 {
@@ -719,6 +746,10 @@ func (r *Recorder) finish() {
 		if (a.Counts.Seen > 1 || r.opt.SetRequired) && r.opt.SetAccount != nil {
 			*r.opt.SetAccount = *a
 		}
+	}
+	if r.opt.End != nil {
+		r.opt.End(Progress{Elapsed: end, TargetCPU: endCPU, Samples: m.Samples, AchievedHz: m.AchievedHz,
+			Lost: m.Lost, Torn: m.Torn, Late: m.Late, ObserverCPU: time.Duration(m.ObserverCPUS * float64(time.Second))})
 	}
 }
 

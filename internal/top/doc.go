@@ -14,13 +14,18 @@
 // the number of distinct stacks, not with time).
 //
 // Truth read: the kernel's CPU samples (cpu), or the interpreter's thread
-// states on a timer (wall, gil); the target's CPU from /proc/PID/stat; the
-// observer's own CPU from getrusage.
+// states on a timer (wall, gil); the target's CPU from /proc/PID/stat, read
+// by the recorder with its progress (so an interval's CPU and length are
+// measured between the same instants, the first from the sampler's start,
+// after its load), and for a program started with -- that exited, its
+// account from wait4; the observer's own CPU from getrusage.
 //
 // Cannot see: anything the record engine cannot (see internal/record's
 // doc: off-CPU time in cpu mode, native frames, samples lost or read late
 // are shown as their markers, not guessed). A function is named by its
 // qualified name and file: lines within it are summed. An interval is as
 // long as the engine's progress tick lands (1 s ± 0.2 s); rates are per
-// the interval's measured length.
+// the interval's measured length. An attached target that exits and is
+// reaped by its parent before the recorder's next reading (every 200 ms):
+// its CPU since the last reading is not seen.
 package top

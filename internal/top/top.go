@@ -8,7 +8,6 @@ import (
 
 	"github.com/pyobs/pyobs/internal/clock"
 	"github.com/pyobs/pyobs/internal/flame"
-	"github.com/pyobs/pyobs/internal/procfs"
 	"github.com/pyobs/pyobs/internal/record"
 	"github.com/pyobs/pyobs/internal/session"
 )
@@ -92,23 +91,27 @@ type acc struct{ own, total, ownAll, totalAll int64 }
 
 // differ turns a growing profile into per-interval snapshots.
 type differ struct {
-	opt    Options
-	pid    int
-	prev   map[*flame.Stack]int64
-	funcs  map[funcKey]*acc
-	seen   []int // scratch: frame ids of one stack's functions, for once-per-sample totals
-	keys   map[int]funcKey
-	lastEl time.Duration
+	opt   Options
+	pid   int
+	prev  map[*flame.Stack]int64
+	funcs map[funcKey]*acc
+	seen  []int // scratch: frame ids of one stack's functions, for once-per-sample totals
+	keys  map[int]funcKey
+	// The recording's elapsed time and the target's CPU since its start
+	// at the last snapshot (both from one Progress: the first interval's
+	// CPU is counted from the recording's start, as its length is, not
+	// from before the sampler's load).
+	lastEl  time.Duration
+	lastCPU float64
 	// The observer's CPU and when it was read: from the sampler's first
 	// tick, so the walker's load (before it) is not the first second's.
-	obsAt   time.Time
-	obsCPU  time.Duration
-	lastCPU float64
+	obsAt  time.Time
+	obsCPU time.Duration
 }
 
 func newDiffer(pid int, opt Options) *differ {
 	return &differ{opt: opt, pid: pid, prev: map[*flame.Stack]int64{}, funcs: map[funcKey]*acc{},
-		keys: map[int]funcKey{}, lastCPU: targetCPU(pid)}
+		keys: map[int]funcKey{}}
 }
 
 // key is the function a frame counts under; ok false for a thread root.
@@ -224,14 +227,15 @@ func (d *differ) snapshot(p *flame.Profile, pr record.Progress) *Snapshot {
 		sn.Threads = append(sn.Threads, Thread{Thread: name, Samples: n, Pct: pct(n), Functions: fs})
 	}
 	sortThreads(sn.Threads)
-	if s := iv.Seconds(); s >= 0.1 { // rates over a sliver (a last one, or the load) mislead
+	if s := iv.Seconds(); s >= 0.1 { // a count over a sliver (a last one) misleads
 		sn.SamplesPerS = float64(sn.Samples) / s
-		if c := targetCPU(d.pid); c >= d.lastCPU {
-			sn.TargetCPU = (c - d.lastCPU) / s
-			d.lastCPU = c
-		}
 	}
-	d.lastEl = pr.Elapsed
+	// The target's CPU over the interval's own length, even a short last
+	// one's: its samples came from that CPU.
+	if s := iv.Seconds(); s > 0 && pr.TargetCPU >= d.lastCPU {
+		sn.TargetCPU = (pr.TargetCPU - d.lastCPU) / s
+	}
+	d.lastEl, d.lastCPU = pr.Elapsed, max(d.lastCPU, pr.TargetCPU)
 	if now, c := time.Now(), clock.ObserverCPU(); !d.obsAt.IsZero() {
 		if w := now.Sub(d.obsAt).Seconds(); w >= 0.1 {
 			sn.ObserverCPU = (c - d.obsCPU).Seconds() / w
@@ -257,8 +261,8 @@ func Run(ctx context.Context, s *session.Session, opt Options, emit func(*Snapsh
 	d := newDiffer(s.Pid, opt)
 	var last record.Progress
 	ropt := record.Options{Mode: opt.Mode, Freq: opt.Freq, Duration: opt.Duration, Threads: true, Engine: opt.Engine, OnFallback: opt.OnFallback,
+		End: func(pr record.Progress) { last = pr }, // the whole length, the target's CPU to its end
 		Stream: func(p *flame.Profile, pr record.Progress) {
-			last = pr
 			if d.obsAt.IsZero() {
 				d.obsAt, d.obsCPU = time.Now(), clock.ObserverCPU()
 			}
@@ -273,20 +277,9 @@ func Run(ctx context.Context, s *session.Session, opt Options, emit func(*Snapsh
 	}
 	prof, err := record.Run(ctx, s, ropt)
 	if prof != nil && err == nil {
-		last.Elapsed = time.Duration(prof.Meta.DurationS * float64(time.Second))
-		last.Samples, last.Lost, last.Torn, last.Late = prof.Meta.Samples, prof.Meta.Lost, prof.Meta.Torn, prof.Meta.Late
 		sn := d.snapshot(prof, last)
 		sn.Final = true
 		emit(sn)
 	}
 	return err
-}
-
-// targetCPU is the process's user+system CPU seconds (0 once it is gone).
-func targetCPU(pid int) float64 {
-	st, err := procfs.Default().Stat(pid)
-	if err != nil {
-		return 0
-	}
-	return st.CPUSeconds()
 }
