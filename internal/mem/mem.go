@@ -269,7 +269,6 @@ func tracemallocRun(ctx context.Context, s *session.Session, opt Options) (*Resu
 	ropt := remoteexec.Options{Tid: opt.Tid, Timeout: opt.Timeout, Nudge: opt.Nudge, AnyThread: opt.Tid == 0}
 	grace := opt.Duration + 2*opt.Timeout + 30*time.Second
 
-	rssStart, smErr := smaps(s)
 	ropt.Source, ropt.Name = []byte(startScript), "<pyobs mem start>"
 	every := curvePeriod(opt.Duration)
 	ropt.Globals = map[string]string{"TOKEN": token, "FIFO": ch.TargetPath("alive"),
@@ -305,6 +304,9 @@ func tracemallocRun(ctx context.Context, s *session.Session, opt Options) (*Resu
 
 	// RSS/PSS on the growth curve's period (CLOCK_MONOTONIC: the clock of
 	// the target's time.monotonic, so both curves share a time axis).
+	// The first reading once tracemalloc traces, not before the start
+	// script waited for the target's eval loop: both bound the window.
+	rssStart, smErr := smaps(s)
 	var rss []rssPoint
 	t := time.NewTimer(opt.Duration)
 	tick := time.NewTicker(every)
