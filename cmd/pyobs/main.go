@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/pyobs/pyobs/internal/output"
 	"github.com/pyobs/pyobs/internal/pyframes"
 	"github.com/pyobs/pyobs/internal/session"
 )
@@ -79,10 +80,15 @@ stdout goes to stderr, never into the report or profile.`,
 	pf.StringVar(&g.cgroup, "cgroup", "", "observe every process of this cgroup v2 `DIR` (a container, a systemd unit), those entering it later too")
 	pf.BoolVar(&g.all, "all", false, "observe every CPython process this user may read")
 	pf.StringVar(&g.format, "format", "", "output format (per command; see its help)")
-	pf.StringVarP(&g.output, "output", "o", "", "write the output to this file (atomically) instead of stdout")
+	pf.StringVarP(&g.output, "output", "o", "", "write the output to this file (atomically) instead of stdout; its directory must exist and be writable (checked first)")
 	pf.StringVar(&g.cpuProfile, "cpuprofile", "", "write pyobs's own CPU profile here (for pyobs developers)")
 	_ = pf.MarkHidden("cpuprofile")
 	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+		// Before any command attaches or spawns: an -o it could not write
+		// would otherwise fail only after the whole window.
+		if err := output.Check(g.output); err != nil {
+			return usageError{err}
+		}
 		if g.cpuProfile == "" {
 			return nil
 		}
