@@ -294,3 +294,38 @@ os.read(r, 1)
 		t.Fatalf("exec --any-thread: exit %d\nstdout: %s\nstderr: %s", r.Code, r.Stdout, r.Stderr)
 	}
 }
+
+// --nudge-signal names a signal the target catches: KILL and STOP (which
+// can't be caught) and signals it does not catch (TERM would end it) are
+// refused with exit 2 and one line, nothing is sent, the target lives; the
+// one it catches interrupts its blocking read.
+func TestExecNudgeSignalRefused(t *testing.T) {
+	testutil.RequireRoot(t)
+	in := testutil.Find(t, "sid-3.14")
+	p := filepath.Join(t.TempDir(), "blocked.py")
+	if err := os.WriteFile(p, []byte(blockedTarget), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tg := testutil.StartArgv(t, append(append([]string{}, in.Argv...), p, "handler"), 30*time.Second)
+	pid := strconv.Itoa(tg.Pid)
+	time.Sleep(200 * time.Millisecond) // into the read
+	for _, c := range []struct{ sig, want string }{
+		{"SIGKILL", "SIGKILL can't be caught: it would kill the target"},
+		{"9", "SIGKILL can't be caught"},
+		{"STOP", "SIGSTOP can't be caught: it would stop the target"},
+		{"TERM", "does not catch SIGTERM"},
+		{"SIGUSR1", "does not catch SIGUSR1"},
+	} {
+		r := testutil.Run(t, 30*time.Second, "exec", "-p", pid, "--timeout", "3s", "--nudge", "--nudge-signal", c.sig, "-c", "print('ran')")
+		if r.Code != 2 || r.Stdout != "" || !strings.Contains(r.Stderr, c.want) || strings.Count(strings.TrimSpace(r.Stderr), "\n") != 0 {
+			t.Errorf("--nudge-signal %s: exit %d, want 2 and one line with %q\nstdout: %s\nstderr: %s", c.sig, r.Code, c.want, r.Stdout, r.Stderr)
+		}
+		if !testutilAlive(tg.Pid) || strings.HasPrefix(testutil.ProcStatus(tg.Pid)["State"], "T") {
+			t.Fatalf("--nudge-signal %s: the target is %q", c.sig, testutil.ProcStatus(tg.Pid)["State"])
+		}
+	}
+	r := testutil.Run(t, 30*time.Second, "exec", "-p", pid, "--timeout", "5s", "--nudge", "--nudge-signal", "WINCH", "-c", "print('ran')")
+	if r.Code != 0 || r.Stdout != "ran\n" || !strings.Contains(r.Stderr, "sent SIGWINCH") {
+		t.Fatalf("--nudge-signal WINCH (caught): exit %d\nstdout: %s\nstderr: %s", r.Code, r.Stdout, r.Stderr)
+	}
+}
