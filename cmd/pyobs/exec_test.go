@@ -196,16 +196,18 @@ func TestExecRefusals(t *testing.T) {
 		opts   []string
 		env    []string
 		want   string
+		code   int // README's exit status; 0: any failure
 	}{
-		{"pre-3.14", testutil.Find(t, "pyenv-3.13"), nil, nil, "needs CPython 3.14+"},
-		{"-X disable-remote-debug", sid, []string{"-X", "disable-remote-debug"}, nil, "remote debugging is disabled"},
-		{"PYTHON_DISABLE_REMOTE_DEBUG", sid, nil, []string{"PYTHON_DISABLE_REMOTE_DEBUG=1"}, "remote debugging is disabled"},
+		{"pre-3.14", testutil.Find(t, "pyenv-3.13"), nil, nil, "needs CPython 3.14+", 5},
+		{"pre-3.14 (3.12)", testutil.Find(t, "pyenv-3.12"), nil, nil, "needs CPython 3.14+", 5},
+		{"-X disable-remote-debug", sid, []string{"-X", "disable-remote-debug"}, nil, "remote debugging is disabled", 0},
+		{"PYTHON_DISABLE_REMOTE_DEBUG", sid, nil, []string{"PYTHON_DISABLE_REMOTE_DEBUG=1"}, "remote debugging is disabled", 0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			tg := startInline(t, c.interp, idle, c.opts, c.env...)
 			r := testutil.Run(t, 30*time.Second, "exec", "-p", strconv.Itoa(tg.Pid), "-c", "print('ran')")
-			if r.Code == 0 || !strings.Contains(r.Stderr, c.want) || strings.Count(strings.TrimSpace(r.Stderr), "\n") != 0 {
+			if r.Code == 0 || c.code != 0 && r.Code != c.code || !strings.Contains(r.Stderr, c.want) || strings.Count(strings.TrimSpace(r.Stderr), "\n") != 0 {
 				t.Fatalf("exit %d, want one line with %q\nstdout: %s\nstderr: %s", r.Code, c.want, r.Stdout, r.Stderr)
 			}
 		})

@@ -18,6 +18,7 @@ import (
 
 	"github.com/pyobs/pyobs/internal/output"
 	"github.com/pyobs/pyobs/internal/pyframes"
+	"github.com/pyobs/pyobs/internal/remoteexec"
 	"github.com/pyobs/pyobs/internal/session"
 )
 
@@ -145,7 +146,8 @@ func exitCode(err error) int {
 	case errors.Is(err, session.ErrNoProcess), errors.Is(err, session.ErrZombie),
 		errors.Is(err, session.ErrKernelThread), errors.Is(err, session.ErrExited), errors.Is(err, session.ErrReplaced):
 		return exitNoTarget
-	case errors.Is(err, session.ErrNotPython), errors.As(err, &ve), errors.Is(err, pyframes.ErrNoInterpreter):
+	case errors.Is(err, session.ErrNotPython), errors.As(err, &ve), errors.Is(err, pyframes.ErrNoInterpreter),
+		errors.Is(err, remoteexec.ErrUnsupported): // exec, mem's tracemalloc: before 3.14, or a build without it
 		return exitNotPython
 	case isUnknownCommand(err):
 		return exitUsage

@@ -188,8 +188,8 @@ func TestMemRefusals(t *testing.T) {
 	testutil.RequireRoot(t)
 	tg := startInline(t, testutil.Find(t, "pyenv-3.13"), leakTarget, nil)
 	r := testutil.Run(t, 30*time.Second, "mem", "-p", strconv.Itoa(tg.Pid), "-d", "1s", "--engine", "tracemalloc")
-	if r.Code == 0 || !strings.Contains(r.Stderr, "needs 3.14+") {
-		t.Fatalf("mem --engine tracemalloc on 3.13: exit %d\nstderr: %s", r.Code, r.Stderr)
+	if r.Code != 5 || !strings.Contains(r.Stderr, "needs 3.14+") { // README: 5, a version the command does not support
+		t.Fatalf("mem --engine tracemalloc on 3.13: exit %d, want 5\nstderr: %s", r.Code, r.Stderr)
 	}
 	r = testutil.Run(t, 30*time.Second, "mem", "-p", strconv.Itoa(tg.Pid), "--engine", "nope")
 	if r.Code != 2 {

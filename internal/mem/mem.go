@@ -247,11 +247,18 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*Result, error) 
 	return tracemallocRun(ctx, s, opt)
 }
 
+// needs314 says why in mem's words and is remoteexec.ErrUnsupported (an
+// unsupported version: README's exit status 5).
+type needs314 struct{ msg string }
+
+func (e needs314) Error() string { return e.msg }
+func (e needs314) Unwrap() error { return remoteexec.ErrUnsupported }
+
 // tracemallocRun observes one window with tracemalloc in the target.
 func tracemallocRun(ctx context.Context, s *session.Session, opt Options) (*Result, error) {
 	v := s.Py.Version()
 	if v.Minor < 14 {
-		return nil, fmt.Errorf("pid %d runs Python %s: tracemalloc through PEP 768 needs 3.14+ (--engine probe works on every version)", s.Pid, v)
+		return nil, needs314{fmt.Sprintf("pid %d runs Python %s: tracemalloc through PEP 768 needs 3.14+ (--engine probe works on every version)", s.Pid, v)}
 	}
 	ch, err := remoteexec.Open(s)
 	if err != nil {
