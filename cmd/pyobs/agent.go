@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"regexp"
 	"strings"
@@ -61,6 +62,10 @@ Exporters (each may repeat):
 A sink that is down or slow is retried with backoff behind a small queue;
 windows it can't take are dropped and counted
 (pyobs_export_dropped_windows_total), and sampling never waits for it.
+
+-o and --format are refused (exit 2): the agent writes nothing but its
+exports. A malformed --metrics address is refused at once (exit 2); one that
+can't be bound ends the agent with exit 1.
 
 Resource: service.name (--service, else the script's or module's name),
 host.name, process.pid, process.command, process.runtime.version, and every
@@ -133,12 +138,21 @@ func runAgent(cmd *cobra.Command, g *globals, f *agentFlags, args []string) erro
 		return usagef("agent: unknown --engine %q (auto, bpf, perf)", f.engine)
 	case f.queue < 1 || f.queue > 1000:
 		return usagef("agent: --queue %d is outside 1..1000", f.queue)
+	case g.format != "":
+		return usagef("agent: --format does nothing here: the agent exports each window to --otlp, --pyroscope or --metrics")
+	case g.output != "":
+		return usagef("agent: -o does nothing here: the agent exports each window to --otlp, --pyroscope or --metrics")
 	case len(f.otlp) == 0 && len(f.pyroscope) == 0 && f.metrics == "":
 		return usagef("agent: nowhere to export: give --otlp URL, --pyroscope URL or --metrics ADDR")
 	case f.offWindow < 0 || f.offWindow > 0 && !f.offcpu:
 		return usagef("agent: --offcpu-window takes a positive duration, with --offcpu")
 	case f.red && f.metrics == "":
 		return usagef("agent: --red's request, error and duration metrics are served on /metrics: give --metrics ADDR")
+	}
+	if f.metrics != "" {
+		if err := listenAddr(f.metrics); err != nil {
+			return usagef("agent: --metrics %q: %v", f.metrics, err)
+		}
 	}
 	if strings.ContainsAny(f.service, ",{}\"\n") {
 		return usagef("agent: --service %q can't hold , { } \" or a newline", f.service)
@@ -196,4 +210,19 @@ func runAgent(cmd *cobra.Command, g *globals, f *agentFlags, args []string) erro
 		logf(line)
 	}
 	return err
+}
+
+// listenAddr checks an address to serve on before anything is observed:
+// HOST:PORT, the host may be empty (every address), the port a number (or
+// a service name, as net.Listen takes). One
+// that is well formed but can't be bound stays a runtime error.
+func listenAddr(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("want HOST:PORT (e.g. 127.0.0.1:9464, or :9464 for every address)")
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return fmt.Errorf("port %q is neither a number in 0..65535 nor a service name", port)
+	}
+	return nil
 }

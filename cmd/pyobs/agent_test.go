@@ -863,3 +863,34 @@ loop:
 		t.Errorf("observer CPU %.2f %% of one core, bar 1 %%", share)
 	}
 }
+
+// Flags that do nothing for the agent, and a --metrics that is no address,
+// are refused at once with one line and exit 2; an address that is well
+// formed but can't be bound is a runtime error (1) that says so in one line.
+func TestAgentFlagRefusals(t *testing.T) {
+	testutil.RequireRoot(t)
+	tg := startInline(t, testutil.Find(t, "pyenv-3.12"), "import time\nprint('READY', flush=True)\ntime.sleep(600)\n", nil)
+	pid := strconv.Itoa(tg.Pid)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "x.txt")
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--metrics", "127.0.0.1:0", "--format", "json"}, 2, "agent: --format does nothing here"},
+		{[]string{"--metrics", "127.0.0.1:0", "-o", out}, 2, "agent: -o does nothing here"},
+		{[]string{"--metrics", "notanaddress"}, 2, `agent: --metrics "notanaddress": want HOST:PORT`},
+		{[]string{"--metrics", "127.0.0.1:nosuchservice"}, 2, `port "nosuchservice" is neither a number`},
+		{[]string{"--metrics", "127.0.0.1:99999"}, 2, `port "99999" is neither a number in 0..65535`},
+		{[]string{"--metrics", "192.0.2.1:9464"}, 1, `--metrics "192.0.2.1:9464": can't listen`},
+	} {
+		r := testutil.Run(t, 30*time.Second, append([]string{"agent", "-p", pid, "-d", "2s"}, c.args...)...)
+		if r.Code != c.code || !strings.Contains(r.Stderr, c.want) || strings.Count(strings.TrimSpace(r.Stderr), "\n") != 0 {
+			t.Errorf("agent %v: exit %d, want %d and one line with %q\nstderr: %s", c.args, r.Code, c.code, c.want, r.Stderr)
+		}
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("agent -o left %d files in %s", len(ents), dir)
+	}
+}

@@ -52,7 +52,11 @@ blocked in and which Python threads run (--tid). --any-thread moves the
 request by itself, after a moment, to a Python thread that is running. --nudge then sends it a signal the target catches (SIGWINCH,
 SIGURG, SIGCHLD or SIGCONT: conventionally harmless) to interrupt the syscall;
 CPython itself catches only SIGINT (KeyboardInterrupt), so a target without
-such a handler is refused unless --nudge-signal names one.`,
+such a handler is refused unless --nudge-signal names one. --nudge-signal
+must name a signal the target catches (SigCgt in /proc/PID/status), so
+that its handler runs: SIGKILL and SIGSTOP are refused, and so is a signal
+it does not catch (its default action would end or stop the target, or
+interrupt nothing), with exit 2 before any request is made.`,
 		Example: `  pyobs exec -p 4242 report.py
   pyobs exec -p 4242 -c 'import threading; print(threading.enumerate())'
   pyobs exec -p 4242 --tid 4250 --timeout 2s report.py
@@ -67,7 +71,7 @@ such a handler is refused unless --nudge-signal names one.`,
 	fl.BoolVar(&f.any, "any-thread", false, "when the main thread does not take the request at once, move it to a Python thread that is running")
 	fl.DurationVar(&f.timeout, "timeout", 10*time.Second, "how long the thread may take to reach a safe point")
 	fl.BoolVar(&f.nudge, "nudge", false, "when the thread has not started the script after a moment, send it a signal it catches to interrupt a blocking syscall")
-	fl.StringVar(&f.nudgeSg, "nudge-signal", "", "with --nudge: the signal to send (name or number) instead of one pyobs picks")
+	fl.StringVar(&f.nudgeSg, "nudge-signal", "", "with --nudge: the signal to send (name or number) instead of one pyobs picks; one the target catches (never KILL or STOP)")
 	return c
 }
 
@@ -115,6 +119,10 @@ func runExec(cmd *cobra.Command, g *globals, f *execFlags, args []string) error 
 		if err != nil {
 			return usageError{err}
 		}
+		if sg == unix.SIGKILL || sg == unix.SIGSTOP {
+			return usagef("exec: --nudge-signal %s can't be caught: it would %s the target, not interrupt its syscall", unix.SignalName(sg),
+				map[bool]string{true: "kill", false: "stop"}[sg == unix.SIGKILL])
+		}
 		opt.NudgeSignal = sg
 	}
 	if g.pid == 0 {
@@ -123,6 +131,13 @@ func runExec(cmd *cobra.Command, g *globals, f *execFlags, args []string) error 
 	s, err := session.Open(cmd.Context(), session.Spec{Pid: g.pid})
 	if err != nil {
 		return err
+	}
+	if opt.NudgeSignal != 0 {
+		// Checked before the request is made: a signal the target does
+		// not catch would end it (TERM, HUP, USR1…) or do nothing.
+		if err := remoteexec.CheckNudgeSignal(s.FS, s.Pid, opt.NudgeSignal); err != nil {
+			return usagef("exec: --nudge-signal: %w", err)
+		}
 	}
 	ch, err := remoteexec.Open(s)
 	if err != nil {

@@ -196,16 +196,18 @@ func TestExecRefusals(t *testing.T) {
 		opts   []string
 		env    []string
 		want   string
+		code   int // README's exit status; 0: any failure
 	}{
-		{"pre-3.14", testutil.Find(t, "pyenv-3.13"), nil, nil, "needs CPython 3.14+"},
-		{"-X disable-remote-debug", sid, []string{"-X", "disable-remote-debug"}, nil, "remote debugging is disabled"},
-		{"PYTHON_DISABLE_REMOTE_DEBUG", sid, nil, []string{"PYTHON_DISABLE_REMOTE_DEBUG=1"}, "remote debugging is disabled"},
+		{"pre-3.14", testutil.Find(t, "pyenv-3.13"), nil, nil, "needs CPython 3.14+", 5},
+		{"pre-3.14 (3.12)", testutil.Find(t, "pyenv-3.12"), nil, nil, "needs CPython 3.14+", 5},
+		{"-X disable-remote-debug", sid, []string{"-X", "disable-remote-debug"}, nil, "remote debugging is disabled", 0},
+		{"PYTHON_DISABLE_REMOTE_DEBUG", sid, nil, []string{"PYTHON_DISABLE_REMOTE_DEBUG=1"}, "remote debugging is disabled", 0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			tg := startInline(t, c.interp, idle, c.opts, c.env...)
 			r := testutil.Run(t, 30*time.Second, "exec", "-p", strconv.Itoa(tg.Pid), "-c", "print('ran')")
-			if r.Code == 0 || !strings.Contains(r.Stderr, c.want) || strings.Count(strings.TrimSpace(r.Stderr), "\n") != 0 {
+			if r.Code == 0 || c.code != 0 && r.Code != c.code || !strings.Contains(r.Stderr, c.want) || strings.Count(strings.TrimSpace(r.Stderr), "\n") != 0 {
 				t.Fatalf("exit %d, want one line with %q\nstdout: %s\nstderr: %s", r.Code, c.want, r.Stdout, r.Stderr)
 			}
 		})
@@ -292,5 +294,40 @@ os.read(r, 1)
 	r = testutil.Run(t, 30*time.Second, "exec", "-p", pid, "--any-thread", "--timeout", "5s", "-c", "import threading; print(threading.current_thread().name)")
 	if r.Code != 0 || r.Stdout != "spinner\n" {
 		t.Fatalf("exec --any-thread: exit %d\nstdout: %s\nstderr: %s", r.Code, r.Stdout, r.Stderr)
+	}
+}
+
+// --nudge-signal names a signal the target catches: KILL and STOP (which
+// can't be caught) and signals it does not catch (TERM would end it) are
+// refused with exit 2 and one line, nothing is sent, the target lives; the
+// one it catches interrupts its blocking read.
+func TestExecNudgeSignalRefused(t *testing.T) {
+	testutil.RequireRoot(t)
+	in := testutil.Find(t, "sid-3.14")
+	p := filepath.Join(t.TempDir(), "blocked.py")
+	if err := os.WriteFile(p, []byte(blockedTarget), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tg := testutil.StartArgv(t, append(append([]string{}, in.Argv...), p, "handler"), 30*time.Second)
+	pid := strconv.Itoa(tg.Pid)
+	time.Sleep(200 * time.Millisecond) // into the read
+	for _, c := range []struct{ sig, want string }{
+		{"SIGKILL", "SIGKILL can't be caught: it would kill the target"},
+		{"9", "SIGKILL can't be caught"},
+		{"STOP", "SIGSTOP can't be caught: it would stop the target"},
+		{"TERM", "does not catch SIGTERM"},
+		{"SIGUSR1", "does not catch SIGUSR1"},
+	} {
+		r := testutil.Run(t, 30*time.Second, "exec", "-p", pid, "--timeout", "3s", "--nudge", "--nudge-signal", c.sig, "-c", "print('ran')")
+		if r.Code != 2 || r.Stdout != "" || !strings.Contains(r.Stderr, c.want) || strings.Count(strings.TrimSpace(r.Stderr), "\n") != 0 {
+			t.Errorf("--nudge-signal %s: exit %d, want 2 and one line with %q\nstdout: %s\nstderr: %s", c.sig, r.Code, c.want, r.Stdout, r.Stderr)
+		}
+		if !testutilAlive(tg.Pid) || strings.HasPrefix(testutil.ProcStatus(tg.Pid)["State"], "T") {
+			t.Fatalf("--nudge-signal %s: the target is %q", c.sig, testutil.ProcStatus(tg.Pid)["State"])
+		}
+	}
+	r := testutil.Run(t, 30*time.Second, "exec", "-p", pid, "--timeout", "5s", "--nudge", "--nudge-signal", "WINCH", "-c", "print('ran')")
+	if r.Code != 0 || r.Stdout != "ran\n" || !strings.Contains(r.Stderr, "sent SIGWINCH") {
+		t.Fatalf("--nudge-signal WINCH (caught): exit %d\nstdout: %s\nstderr: %s", r.Code, r.Stdout, r.Stderr)
 	}
 }

@@ -16,7 +16,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/pyobs/pyobs/internal/output"
 	"github.com/pyobs/pyobs/internal/pyframes"
+	"github.com/pyobs/pyobs/internal/remoteexec"
 	"github.com/pyobs/pyobs/internal/session"
 )
 
@@ -79,10 +81,15 @@ stdout goes to stderr, never into the report or profile.`,
 	pf.StringVar(&g.cgroup, "cgroup", "", "observe every process of this cgroup v2 `DIR` (a container, a systemd unit), those entering it later too")
 	pf.BoolVar(&g.all, "all", false, "observe every CPython process this user may read")
 	pf.StringVar(&g.format, "format", "", "output format (per command; see its help)")
-	pf.StringVarP(&g.output, "output", "o", "", "write the output to this file (atomically) instead of stdout")
+	pf.StringVarP(&g.output, "output", "o", "", "write the output to this file (atomically) instead of stdout; its directory must exist and be writable (checked first)")
 	pf.StringVar(&g.cpuProfile, "cpuprofile", "", "write pyobs's own CPU profile here (for pyobs developers)")
 	_ = pf.MarkHidden("cpuprofile")
 	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+		// Before any command attaches or spawns: an -o it could not write
+		// would otherwise fail only after the whole window.
+		if err := output.Check(g.output); err != nil {
+			return usageError{err}
+		}
 		if g.cpuProfile == "" {
 			return nil
 		}
@@ -139,7 +146,8 @@ func exitCode(err error) int {
 	case errors.Is(err, session.ErrNoProcess), errors.Is(err, session.ErrZombie),
 		errors.Is(err, session.ErrKernelThread), errors.Is(err, session.ErrExited), errors.Is(err, session.ErrReplaced):
 		return exitNoTarget
-	case errors.Is(err, session.ErrNotPython), errors.As(err, &ve), errors.Is(err, pyframes.ErrNoInterpreter):
+	case errors.Is(err, session.ErrNotPython), errors.As(err, &ve), errors.Is(err, pyframes.ErrNoInterpreter),
+		errors.Is(err, remoteexec.ErrUnsupported): // exec, mem's tracemalloc: before 3.14, or a build without it
 		return exitNotPython
 	case isUnknownCommand(err):
 		return exitUsage

@@ -188,8 +188,8 @@ func TestMemRefusals(t *testing.T) {
 	testutil.RequireRoot(t)
 	tg := startInline(t, testutil.Find(t, "pyenv-3.13"), leakTarget, nil)
 	r := testutil.Run(t, 30*time.Second, "mem", "-p", strconv.Itoa(tg.Pid), "-d", "1s", "--engine", "tracemalloc")
-	if r.Code == 0 || !strings.Contains(r.Stderr, "needs 3.14+") {
-		t.Fatalf("mem --engine tracemalloc on 3.13: exit %d\nstderr: %s", r.Code, r.Stderr)
+	if r.Code != 5 || !strings.Contains(r.Stderr, "needs 3.14+") { // README: 5, a version the command does not support
+		t.Fatalf("mem --engine tracemalloc on 3.13: exit %d, want 5\nstderr: %s", r.Code, r.Stderr)
 	}
 	r = testutil.Run(t, 30*time.Second, "mem", "-p", strconv.Itoa(tg.Pid), "--engine", "nope")
 	if r.Code != 2 {
@@ -375,5 +375,34 @@ func TestMemAutoEngine(t *testing.T) {
 				t.Errorf("auto on %s: engine %q (%q), want %s with its reason", c.label, res.Engine, res.EngineReason, c.want)
 			}
 		})
+	}
+}
+
+// RSS (and PSS) bound the window the probes counted: on a target that grows
+// only by what it leaks, RSS grows by the tracked growth and by the target's
+// own rate over the window, not also by what it grew while the probes were
+// loaded (a second or more beside a hog) or drained.
+func TestMemProbeRSSWindow(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.CPUHog(t, 2)
+	tg := startInline(t, testutil.Find(t, "pyenv-3.12"), leakTarget, nil)
+	nextLine(t, tg, "TRACING ", 5*time.Second)
+	r := testutil.Run(t, 60*time.Second, "mem", "-p", strconv.Itoa(tg.Pid), "-d", "3s", "--engine", "probe", "--format", "json")
+	if r.Code != 0 {
+		t.Fatalf("mem: exit %d\nstderr: %s", r.Code, r.Stderr)
+	}
+	var res mem.Result
+	if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil {
+		t.Fatalf("mem JSON: %v\n%s", err, r.Stdout)
+	}
+	m := res.Memory
+	if m.Error != "" {
+		t.Fatalf("memory: %s", m.Error)
+	}
+	const rate = 4 * 1024 * 1024 // the target's leak, bytes/s
+	truth := rate * res.WindowS
+	tracked := float64(res.GrowthTotalBytes)
+	if v := float64(m.RSSDeltaS); v < 0.85*tracked || v > 1.15*tracked || v < 0.85*truth || v > 1.15*truth {
+		t.Errorf("RSS delta %d bytes over %.2f s; tracked growth %d, the target leaks %.0f (±15%%)", m.RSSDeltaS, res.WindowS, res.GrowthTotalBytes, truth)
 	}
 }

@@ -219,3 +219,47 @@ func TestStatLiveOutputExisting(t *testing.T) {
 		t.Logf("killed after %v: a new file of %d whole intervals", after, len(lines)-1)
 	}
 }
+
+// TestOutputDirCheckedFirst: an -o in a missing directory, or under a file,
+// is refused before anything is observed: at once (not after the window),
+// exit 2, one line naming the output and the reason (not pyobs's temporary),
+// and a -- CMD is not spawned.
+func TestOutputDirCheckedFirst(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.Binary(t) // built before the clock starts
+	tg := startInline(t, testutil.Find(t, "pyenv-3.12"), "import time\nprint('READY', flush=True)\ntime.sleep(600)\n", nil)
+	pid := strconv.Itoa(tg.Pid)
+	missing := filepath.Join(t.TempDir(), "no", "such", "dir")
+	file := filepath.Join(t.TempDir(), "plain")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	check := func(args []string, out, reason string) {
+		t.Helper()
+		t0 := time.Now()
+		r := testutil.Run(t, 60*time.Second, args...)
+		took := time.Since(t0)
+		want := "pyobs: can't write " + out + ": " + reason + "\n"
+		if r.Code != 2 || r.Stderr != want || took > 1500*time.Millisecond {
+			t.Errorf("%v: exit %d after %v, stderr %q; want exit 2 at once, %q", args, r.Code, took.Round(time.Millisecond), r.Stderr, want)
+		}
+	}
+	for _, c := range [][]string{
+		{"trace"}, {"stat"}, {"red"}, {"mem"}, {"record"}, {"offcpu"},
+	} {
+		out := filepath.Join(missing, "out.json")
+		check(append(c, "-p", pid, "-d", "3s", "-o", out), out, "directory "+missing+" does not exist")
+	}
+	out := filepath.Join(file, "out.json")
+	check([]string{"stat", "-p", pid, "-d", "3s", "-o", out}, out, file+" is not a directory")
+	out = filepath.Join(missing, "dump.txt")
+	check([]string{"dump", "-p", pid, "-o", out}, out, "directory "+missing+" does not exist")
+
+	// -- CMD: refused before the command is spawned.
+	marker := filepath.Join(t.TempDir(), "spawned")
+	out = filepath.Join(missing, "stat.json")
+	check([]string{"stat", "-d", "3s", "-o", out, "--", "sh", "-c", "touch " + marker + "; sleep 3"}, out, "directory "+missing+" does not exist")
+	if _, err := os.Stat(marker); err == nil {
+		t.Errorf("stat -- CMD with an unwritable -o spawned the command")
+	}
+}

@@ -247,11 +247,18 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*Result, error) 
 	return tracemallocRun(ctx, s, opt)
 }
 
+// needs314 says why in mem's words and is remoteexec.ErrUnsupported (an
+// unsupported version: README's exit status 5).
+type needs314 struct{ msg string }
+
+func (e needs314) Error() string { return e.msg }
+func (e needs314) Unwrap() error { return remoteexec.ErrUnsupported }
+
 // tracemallocRun observes one window with tracemalloc in the target.
 func tracemallocRun(ctx context.Context, s *session.Session, opt Options) (*Result, error) {
 	v := s.Py.Version()
 	if v.Minor < 14 {
-		return nil, fmt.Errorf("pid %d runs Python %s: tracemalloc through PEP 768 needs 3.14+ (--engine probe works on every version)", s.Pid, v)
+		return nil, needs314{fmt.Sprintf("pid %d runs Python %s: tracemalloc through PEP 768 needs 3.14+ (--engine probe works on every version)", s.Pid, v)}
 	}
 	ch, err := remoteexec.Open(s)
 	if err != nil {
@@ -269,7 +276,6 @@ func tracemallocRun(ctx context.Context, s *session.Session, opt Options) (*Resu
 	ropt := remoteexec.Options{Tid: opt.Tid, Timeout: opt.Timeout, Nudge: opt.Nudge, AnyThread: opt.Tid == 0}
 	grace := opt.Duration + 2*opt.Timeout + 30*time.Second
 
-	rssStart, smErr := smaps(s)
 	ropt.Source, ropt.Name = []byte(startScript), "<pyobs mem start>"
 	every := curvePeriod(opt.Duration)
 	ropt.Globals = map[string]string{"TOKEN": token, "FIFO": ch.TargetPath("alive"),
@@ -305,6 +311,9 @@ func tracemallocRun(ctx context.Context, s *session.Session, opt Options) (*Resu
 
 	// RSS/PSS on the growth curve's period (CLOCK_MONOTONIC: the clock of
 	// the target's time.monotonic, so both curves share a time axis).
+	// The first reading once tracemalloc traces, not before the start
+	// script waited for the target's eval loop: both bound the window.
+	rssStart, smErr := smaps(s)
 	var rss []rssPoint
 	t := time.NewTimer(opt.Duration)
 	tick := time.NewTicker(every)

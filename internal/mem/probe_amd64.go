@@ -33,7 +33,6 @@ func probeRun(ctx context.Context, s *session.Session, opt Options) (*Result, er
 	if sb == 0 {
 		sb = DefaultSampleBytes
 	}
-	rssStart, smErr := smaps(s)
 	p, err := probebpf.Load(probebpf.Config{Pid: s.Pid, Binary: path, Layout: kl, TLS: tls, MaxFrames: probeFrames,
 		SampleBytes: sb, LibC: libc(s.Pid), NativeBytes: nativeBytes(opt)})
 	if err != nil {
@@ -122,6 +121,10 @@ func probeRun(ctx context.Context, s *session.Session, opt Options) (*Result, er
 			rss = append(rss, rssPoint{mono: now, rss: sm.Rss, pss: sm.Pss})
 		}
 	}
+	// RSS and PSS bound the window the probes count: read once they are
+	// attached and again as it ends, not around the load (a second or more)
+	// or the drain, when a growing target grows uncounted.
+	rssStart, smErr := smaps(s)
 	sample()
 	t := time.NewTimer(opt.Duration)
 	tick := time.NewTicker(curvePeriod(opt.Duration))
@@ -140,6 +143,7 @@ wait:
 	}
 	tick.Stop()
 	end := monotonic()
+	rssEnd, smErr2 := smaps(s)
 	if err := p.Stop(uint64(end * 1e9)); err != nil {
 		close(done)
 		<-readerDone
@@ -152,7 +156,6 @@ wait:
 	close(done)
 	<-readerDone
 	<-natDone
-	rssEnd, smErr2 := smaps(s)
 	res.WindowS = end - t0
 
 	c, err := p.ReadCounters()

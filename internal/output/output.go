@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"syscall"
 )
 
 // Write writes to stdout, or to path atomically: a temporary file in
@@ -97,5 +98,42 @@ func writeThrough(path string, write func(io.Writer) error) error {
 	if err != nil {
 		return fmt.Errorf("can't write %s: %w", path, err)
 	}
+	return nil
+}
+
+// Check tells, before anything is observed, whether Write could put a file
+// at path: its directory exists and takes a new file (one is created and
+// removed, which also catches a read-only mount and a full inode table), and
+// path is not a directory. stdout and non-regular files (/dev/null, a FIFO)
+// pass. The error names path and the reason, never the probe's name.
+func Check(path string) error {
+	if !ToFile(path) {
+		return nil
+	}
+	if fi, err := os.Stat(path); err == nil {
+		if fi.IsDir() {
+			return fmt.Errorf("can't write %s: it is a directory", path)
+		}
+		if !fi.Mode().IsRegular() {
+			return nil
+		}
+	}
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".check*")
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			return fmt.Errorf("can't write %s: directory %s does not exist", path, dir)
+		case errors.Is(err, syscall.ENOTDIR):
+			return fmt.Errorf("can't write %s: %s is not a directory", path, dir)
+		}
+		return fmt.Errorf("can't write %s: directory %s: %w", path, dir, err)
+	}
+	f.Close()
+	os.Remove(f.Name())
 	return nil
 }

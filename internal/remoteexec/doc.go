@@ -39,7 +39,9 @@
 // runs nothing until it comes back to the eval loop; --nudge sends a
 // signal that interrupts the syscall, and only a signal the target already
 // catches does (CPython catches only SIGINT by default, whose handler raises
-// KeyboardInterrupt: never sent unless asked by name). An audit hook in
+// KeyboardInterrupt: never sent unless asked by name); a signal asked by
+// name must be one the target catches (CheckNudgeSignal: never KILL or STOP,
+// never one whose default action would end it). An audit hook in
 // the target may refuse the script. Output the script writes to file
 // descriptors 1/2 directly (os.write, C extensions) is not captured: only
 // sys.stdout/sys.stderr writes from the script's own thread are.

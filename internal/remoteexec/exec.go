@@ -234,6 +234,10 @@ func (c *Channel) Run(ctx context.Context, opt Options) (*Result, error) {
 		if sig, err = harmlessSignal(s.FS, s.Pid); err != nil {
 			return nil, err
 		}
+	} else if opt.Nudge {
+		if err := CheckNudgeSignal(s.FS, s.Pid, sig); err != nil {
+			return nil, err
+		}
 	}
 	c.n++
 	run, body := fmt.Sprintf("run-%d.py", c.n), fmt.Sprintf("body-%d.py", c.n)
@@ -488,6 +492,29 @@ func harmlessSignal(fs procfs.FS, pid int) (syscall.Signal, error) {
 		}
 	}
 	return 0, fmt.Errorf("pid %d catches none of SIGWINCH, SIGURG, SIGCHLD, SIGCONT (caught: %s): no signal would interrupt its syscall harmlessly (CPython catches only SIGINT, raising KeyboardInterrupt); name one with --nudge-signal to send it anyway", pid, caught(st.SigCgt))
+}
+
+// CheckNudgeSignal refuses a nudge signal the target does not catch: KILL
+// and STOP can't be caught at all, and any other uncaught signal either takes
+// its default action (for most, ending or stopping the target: pyobs would
+// have killed it) or is ignored and interrupts nothing.
+func CheckNudgeSignal(fs procfs.FS, pid int, sig syscall.Signal) error {
+	name := unix.SignalName(sig)
+	if name == "" {
+		name = "signal " + strconv.Itoa(int(sig))
+	}
+	if sig == unix.SIGKILL || sig == unix.SIGSTOP {
+		return fmt.Errorf("%s can't be caught: it would %s pid %d, not interrupt its syscall", name,
+			map[bool]string{true: "kill", false: "stop"}[sig == unix.SIGKILL], pid)
+	}
+	st, err := fs.Status(pid)
+	if err != nil {
+		return err
+	}
+	if st.SigCgt&(1<<(uint(sig)-1)) == 0 {
+		return fmt.Errorf("pid %d does not catch %s (caught: %s): sent, it would take its default action (end or stop the target, or nothing) instead of interrupting a syscall", pid, name, caught(st.SigCgt))
+	}
+	return nil
 }
 
 func caught(mask uint64) string {
