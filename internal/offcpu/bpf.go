@@ -836,6 +836,9 @@ func (e *bpfEngine) classOf(k schedbpf.Wkey, knames []string, rec *pyRec) string
 	if k.Flags&schedbpf.FlagRunQueue != 0 {
 		return ClassRunQueue
 	}
+	if k.Flags&schedbpf.FlagStopped != 0 {
+		return ClassStopped // prev_state: __TASK_STOPPED or __TASK_TRACED
+	}
 	if rec != nil && rec.class != "" && k.Flags&schedbpf.FlagRegs == 0 {
 		return rec.class
 	}
@@ -856,6 +859,8 @@ func (e *bpfEngine) classOf(k schedbpf.Wkey, knames []string, rec *pyRec) string
 	}
 	for _, n := range knames {
 		switch {
+		case stopFrame(n):
+			w.Wchan = n
 		case w.Syscall == "" && (strings.HasPrefix(n, "__x64_sys_") || strings.HasPrefix(n, "__ia32_sys_")):
 			w.Syscall = n[strings.Index(n, "_sys_")+5:]
 		case strings.HasSuffix(n, "pipe_read"):
