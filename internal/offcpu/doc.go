@@ -46,8 +46,16 @@
 // the waker) that notes the waker's tid, comm and kernel stack per wakee;
 // the switch-in joins the wait to it (only a waking after the switch-out
 // counts) in a second aggregate. User space folds those waits with
-// [woken by] and the waker's kernel frames after the class, and the rest
-// of each aggregate without. Waits that began before the attach or were
+// [woken by] and the waker's kernel frames (the whole stack: an interrupt
+// taken inside __schedule is where the wake-up was made) after the class,
+// and the rest of each aggregate without. In interrupt context current is
+// whatever task was interrupted, which woke nobody: a waker stack with a
+// hard IRQ's or softirq's handler frame, or a timer callback
+// (hrtimer_wakeup, process_timeout), is labelled "[interrupt: KIND] while
+// NAME (TID, …) ran" (waker.go: the innermost such frame decides; an
+// interrupt's entry frame alone does not, as its return path runs signal
+// delivery and preemption in task context). A waker whose stack id failed
+// (counted) keeps the thread label: nothing says otherwise. Waits that began before the attach or were
 // still open at the end have no waker.
 // Waits in progress at the attach are read from procfs
 // (/proc/PID/task/TID/{stat,syscall,stack}) like the perf engine does.
