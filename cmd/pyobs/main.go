@@ -136,9 +136,12 @@ func exitCode(err error) int {
 	var ge *session.GateError
 	var ve *session.UnsupportedVersionError
 	var ee *session.EndedError
+	var xe *session.ExecError
 	switch {
 	case errors.As(err, &ee):
 		return ee.Code
+	case errors.As(err, &xe):
+		return xe.Code()
 	case errors.As(err, &ue):
 		return exitUsage
 	case errors.As(err, &ge):
@@ -196,6 +199,11 @@ func targetSpec(cmd *cobra.Command, g *globals, args []string) (session.Spec, er
 	}
 	spec := session.Spec{Pid: g.pid, Argv: argv, Set: set}
 	if len(argv) > 0 {
+		// A command that cannot run is said before anything loads: one
+		// line, status 127 (not found) or 126 (not executable).
+		if err := session.CheckCommand(argv[0]); err != nil {
+			return session.Spec{}, err
+		}
 		spec.Stdout = programStdout(g)
 	}
 	return spec, nil
@@ -273,7 +281,8 @@ func finish(ctx context.Context, s *session.Session) error {
 }
 
 // execFailed is err, or, when a held command could not be executed
-// (session.ExecError), its one line on stderr and status 127.
+// (session.ExecError), its one line on stderr and status 127 (no such
+// command) or 126 (not executable).
 func execFailed(err error) error {
 	var xe *session.ExecError
 	if errors.As(err, &xe) {

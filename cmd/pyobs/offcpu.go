@@ -34,7 +34,10 @@ func newOffcpu(g *globals) *cobra.Command {
 weights the Python stack it was blocked in by how long it was blocked
 (microseconds), with the wait class: lock (futex under a Python lock), GIL
 (futex on the interpreter's GIL), sleep, pipe/read, network/poll, disk I/O,
-other; run-queue (preempted: runnable but not running) is reported apart.
+stopped (by a signal — SIGSTOP, job control — or a tracer: the thread did
+not wait for anything of its own; bpf: from the switch-out's state, perf:
+from /proc's T/t), other; run-queue (preempted: runnable but not running)
+is reported apart.
 
 Engines (--engine auto|bpf|perf; auto: bpf, else perf, saying why on
 stderr). Both time every interval with the kernel's clock and read a
@@ -57,7 +60,11 @@ stack, [lock], then "[woken by] NAME (TID, this process)" for a thread of
 the target (its thread name), "[woken by] COMM (TID, pid PID)" for another
 process, "(0: an interrupt on an idle CPU)" for the idle task, then the
 waker's kernel frames — which thread's lock release, which pipe write or
-timer interrupt ended the wait. Waits nobody woke in the window (still
+timer interrupt ended the wait. A wake-up made in interrupt context (the
+waker's kernel stack holds a hard IRQ's or softirq's handler, or a timer
+callback such as hrtimer_wakeup) is the interrupt's, not the thread's it
+happened to interrupt: "[woken by] [interrupt: timer] while NAME (TID,
+this process) ran", or "... on an idle CPU". Waits nobody woke in the window (still
 blocked at the end, preempted) have no waker.
 
 --exclude REGEXP (repeatable) leaves out of the profile every stack with a

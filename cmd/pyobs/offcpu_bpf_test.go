@@ -408,3 +408,76 @@ func TestOffcpuBPFShortLockWaits(t *testing.T) {
 		})
 	}
 }
+
+// TestOffcpuBPFWakerInterrupt: a thread that only sleeps (clock_nanosleep:
+// nothing but its timer wakes it) beside a CPU burner on the same CPU
+// (timer_wakes.py pins both to one): each wake-up comes from the timer
+// interrupt while the burner (or a hog) runs there. None of the sleeper's
+// sleep time may be put on a thread as its waker — the burner least of
+// all — and nearly all of it is "[interrupt: timer] while … ran", a good
+// part naming the burner (the target's own tids say who is who). Also an
+// interrupt taken inside the scheduler (a switch finishing) counts: the
+// waker's stack is kept whole.
+func TestOffcpuBPFWakerInterrupt(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.CPUHog(t, 1)
+	tg := testutil.Start(t, testutil.Find(t, "pyenv-3.12"), "timer_wakes.py")
+	var sleeper, burner int
+	select {
+	case l := <-tg.Lines:
+		if _, err := fmt.Sscanf(l, "TIDS sleeper=%d burner=%d", &sleeper, &burner); err != nil {
+			t.Fatalf("target said %q: %v", l, err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("target did not print its tids")
+	}
+	r := testutil.Run(t, time.Minute, "offcpu", "-p", fmt.Sprint(tg.Pid), "-d", "2s", "--threads", "--waker", "--engine", "bpf", "--format", "folded")
+	if r.Code != 0 {
+		t.Fatalf("exit %d: %s", r.Code, r.Stderr)
+	}
+	root := fmt.Sprintf("sleeper (%d);", sleeper)
+	burnerLabel := fmt.Sprintf("burner (%d, this process)", burner)
+	var sleepUS, byThread, byInterrupt, whileBurner int64
+	for _, line := range strings.Split(strings.TrimSpace(r.Stdout), "\n") {
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 || !strings.HasPrefix(line, root) {
+			continue
+		}
+		us, _ := strconv.ParseInt(line[i+1:], 10, 64)
+		stack := line[:i]
+		if !strings.Contains(stack, ";[sleep]") {
+			continue
+		}
+		sleepUS += us
+		_, wake, ok := strings.Cut(stack, ";"+offcpu.WokenBy)
+		if !ok {
+			continue
+		}
+		label, _, _ := strings.Cut(wake, ";")
+		switch {
+		case strings.HasPrefix(label, offcpu.InterruptPrefix+"timer] "):
+			byInterrupt += us
+			if strings.Contains(label, "while "+burnerLabel+" ran") {
+				whileBurner += us
+			}
+		default:
+			byThread += us
+			t.Errorf("sleep woken by a thread, %q: %d µs (%s)", label, us, wake)
+		}
+	}
+	t.Logf("sleeper %d: sleep %.3fs, woken by the timer interrupt %.3fs (%.3fs of it while burner %d ran), by a thread %.3fs",
+		sleeper, float64(sleepUS)/1e6, float64(byInterrupt)/1e6, float64(whileBurner)/1e6, burner, float64(byThread)/1e6)
+	// 10 ms sleeps: 0.3 s is ≥ 30 wake-ups, even when the machine's load
+	// keeps the sleeper waiting for its CPU and the GIL most of the time.
+	if sleepUS < 3e5 {
+		t.Fatalf("the sleeper slept %.3fs of 2 s: the target did not run as meant", float64(sleepUS)/1e6)
+	}
+	if byInterrupt < sleepUS*8/10 {
+		t.Errorf("only %.3fs of the sleeper's %.3fs sleep woken by [interrupt: timer]", float64(byInterrupt)/1e6, float64(sleepUS)/1e6)
+	}
+	// Not all: the hog and the machine's other tasks get turns on that
+	// CPU too (under load, half of them).
+	if whileBurner < byInterrupt/5 {
+		t.Errorf("only %.3fs of %.3fs of timer wake-ups name the burner as the thread interrupted (pinned to the sleeper's CPU)", float64(whileBurner)/1e6, float64(byInterrupt)/1e6)
+	}
+}

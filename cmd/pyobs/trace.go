@@ -63,8 +63,9 @@ With -- CMD ARGS, pyobs holds CMD before its exec while the eBPF programs
 load and attach (that one-time cost is reported apart: CMD has not
 started), then lets it run: CMD is traced from its first instruction, and
 every process it forks or spawns joins at its fork (--children, the
-default for -- CMD). pyobs exits with CMD's status (127 when CMD cannot be
-executed; if pyobs dies while holding it, CMD does not run). Several -p,
+default for -- CMD). pyobs exits with CMD's status (127 when there is no
+such CMD, 126 when it cannot be executed; if pyobs dies while holding it,
+CMD does not run). Several -p,
 -p PID --children, --cgroup DIR and --all trace a set too. A set's table
 sums its processes; a per-process table and the set's account (seen,
 joined late, exited, refused) follow. Each process's slow or failing

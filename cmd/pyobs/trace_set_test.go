@@ -287,12 +287,22 @@ func median(v []float64) float64 {
 }
 
 // TestTraceHeldExecFails: a command that cannot be executed is said in
-// one line, with the shell's status 127, and nothing is traced.
+// one line, with env(1)'s status, and nothing is traced: 127 for no such
+// command (found before anything loads), 126 for a file the kernel
+// refuses at the held command's exec (ENOEXEC).
 func TestTraceHeldExecFails(t *testing.T) {
 	testutil.RequireRoot(t)
 	res := testutil.Run(t, time.Minute, "trace", "--", "/nonexistent/pyobs-no-such-command")
-	if res.Code != 127 || strings.Count(strings.TrimSpace(res.Stderr), "\n") != 0 || !strings.Contains(res.Stderr, "can't run /nonexistent/pyobs-no-such-command") {
+	if res.Code != 127 || strings.Count(strings.TrimSpace(res.Stderr), "\n") != 0 || !strings.Contains(res.Stderr, "cannot run /nonexistent/pyobs-no-such-command: no such file or directory") {
 		t.Errorf("exit %d, stderr %q: want 127 and one line", res.Code, res.Stderr)
+	}
+	bad := filepath.Join(t.TempDir(), "garbage")
+	if err := os.WriteFile(bad, []byte("\x01\x02 not a program"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	res = testutil.Run(t, time.Minute, "trace", "--", bad)
+	if res.Code != 126 || strings.Count(strings.TrimSpace(res.Stderr), "\n") != 0 || !strings.Contains(res.Stderr, "cannot run "+bad+": exec format error") {
+		t.Errorf("exit %d, stderr %q: want 126 and one line", res.Code, res.Stderr)
 	}
 }
 

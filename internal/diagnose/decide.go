@@ -292,6 +292,11 @@ func waits(p *flame.Profile, n int) []Wait {
 				break
 			}
 		}
+		// A wake-up in interrupt context is the interrupt's, whichever
+		// thread it interrupted: one waker per kind of interrupt.
+		if k := offcpu.InterruptKind(waker); k != "" {
+			waker = k
+		}
 		leaf := p.Frame(s.Frames[end]).Function
 		class := strings.Trim(leaf, "[]")
 		if leaf == "[on-CPU]" || class == offcpu.ClassRunQueue {
@@ -387,7 +392,10 @@ func (r *run) offFindings(res *offcpu.Result) *hypothesis {
 			break
 		}
 		who := ""
-		if w.Waker != "" {
+		switch {
+		case offcpu.InterruptKind(w.Waker) != "":
+			who = ", woken in interrupt context (" + w.Waker + "), not by a thread"
+		case w.Waker != "":
 			who = ", woken by " + w.Waker
 		}
 		ev := map[string]any{"seconds": w.Seconds, "window_s": round(window, 3), "threads": w.Threads, "class": w.Class}

@@ -69,6 +69,16 @@ func TestWaitsAndHottest(t *testing.T) {
 		w[1].Class != "sleep" || w[1].Function != "nap" || w[2].Function != "[not read]" || w[2].File != "" {
 		t.Errorf("waits %+v", w)
 	}
+	// Wake-ups in interrupt context are the interrupt's, whichever thread
+	// it interrupted (or none): they add up under the interrupt's kind and
+	// outweigh the thread that woke the sleeper for real less often.
+	q := flame.New(flame.Meta{Unit: "microseconds"})
+	q.Add([]flame.Frame{th("s"), py("nap", 9), st("[sleep]"), st("[woken by] [interrupt: timer] while burner (5, this process) ran")}, 400000)
+	q.Add([]flame.Frame{th("s"), py("nap", 9), st("[sleep]"), st("[woken by] [interrupt: timer] on an idle CPU")}, 300000)
+	q.Add([]flame.Frame{th("s"), py("nap", 9), st("[sleep]"), st("[woken by] burner (5, this process)")}, 500000)
+	if w := waits(q, 10); len(w) != 1 || w[0].Waker != "[interrupt: timer]" {
+		t.Errorf("interrupt wakers: %+v, want [interrupt: timer]", w)
+	}
 	c := flame.New(flame.Meta{Unit: "samples"})
 	c.Add([]flame.Frame{py("main", 1), py("hot", 10)}, 60)
 	c.Add([]flame.Frame{py("main", 1), py("hot", 11)}, 20)

@@ -128,10 +128,28 @@ type Meta struct {
 	// MapOnly: the kernel found thread states through user space's tid map
 	// alone (the threads agreed on no TLS offset).
 	MapOnly bool `json:"tstate_map_only,omitempty"`
+	// Stopped: the target's threads seen stopped by a signal (job control)
+	// or a tracer during the recording (record); nil when none was.
+	Stopped *Stopped `json:"stopped,omitempty"`
 	// Mixed: the native and kernel frames' account (record --native and
 	// --kernel; offcpu's kernel symbols), nil when the profile has none. Its
 	// fields sit at the top level of the JSON meta.
 	*Mixed
+}
+
+// Stopped says that threads of the target were stopped — a job-control
+// stop (SIGSTOP, SIGTSTP, …: /proc state T) or a tracer's stop (state t) —
+// at some of the looks at their states during a recording: a stopped
+// thread takes no CPU and is not sampled, so a profile of a stopped
+// target is empty or thin for that reason, not because it was idle.
+type Stopped struct {
+	Threads int `json:"threads"` // the most threads seen stopped at one look
+	Of      int `json:"of"`      // the threads the target had at that look
+	// Seconds: how long at least one thread was seen stopped, to a look's
+	// period (LookMS).
+	Seconds float64 `json:"seconds"`
+	State   string  `json:"state"` // T (job control), t (tracer), or "T and t"
+	LookMS  int     `json:"look_ms"`
 }
 
 // Mixed is the account of a profile's native and kernel frames.

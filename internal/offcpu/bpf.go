@@ -52,7 +52,7 @@ type bpfEngine struct {
 	recs    []pyRec
 	recIdx  map[string]uint32
 	ksyms   *procfs.Kallsyms
-	kcache  map[int32]kstack
+	kcache  map[int32]kstack // whole stacks, root first
 	ucache  map[uint64]int
 	uproc   *unwind.Process
 	bres    BPFStats
@@ -75,6 +75,9 @@ const kernelWalkLook = 20 * time.Millisecond
 type kstack struct {
 	ids   []int
 	names []string
+	// keep: how many frames (root first) lie outside the scheduler's own
+	// (the outermost __schedule and what it calls): a wait's view.
+	keep int
 }
 
 // RunBPF is Run on the eBPF engine. An error wrapping
@@ -812,20 +815,30 @@ func (e *bpfEngine) wakerFrames(k schedbpf.Okey) []int {
 		b = append(b, byte(c))
 	}
 	comm := string(b)
-	var label string
+	var who string
 	switch {
 	case int(k.Wtgid) == e.s.Pid:
 		if n := e.name(int(k.Wtid)); n != "" {
 			comm = n
 		}
-		label = fmt.Sprintf("%s%s (%d, this process)", WokenBy, comm, k.Wtid)
+		who = fmt.Sprintf("%s (%d, this process)", comm, k.Wtid)
 	case k.Wtid == 0:
-		label = fmt.Sprintf("%s%s (0: an interrupt on an idle CPU)", WokenBy, comm)
+		who = fmt.Sprintf("%s (0: an interrupt on an idle CPU)", comm)
 	default:
-		label = fmt.Sprintf("%s%s (%d, pid %d)", WokenBy, comm, k.Wtid, k.Wtgid)
+		who = fmt.Sprintf("%s (%d, pid %d)", comm, k.Wtid, k.Wtgid)
 	}
-	ids := []int{e.prof.Intern(flame.Frame{Kind: flame.State, Function: label})}
-	return append(ids, e.kernelStack(k.Wkstack).ids...)
+	ks := e.wholeStack(k.Wkstack)
+	// sched_waking runs in whatever context woke the thread: in an
+	// interrupt, current is the task it interrupted, which woke nobody.
+	if kind := interruptOf(ks.names); kind != "" {
+		ran := who
+		if k.Wtid == 0 {
+			ran = ""
+		}
+		who = interruptLabel(kind, ran)
+	}
+	ids := []int{e.prof.Intern(flame.Frame{Kind: flame.State, Function: WokenBy + who})}
+	return append(ids, ks.ids...)
 }
 
 // classOf names the wait class: from the kernel's hints (syscall and GIL
@@ -835,6 +848,9 @@ func (e *bpfEngine) wakerFrames(k schedbpf.Okey) []int {
 func (e *bpfEngine) classOf(k schedbpf.Wkey, knames []string, rec *pyRec) string {
 	if k.Flags&schedbpf.FlagRunQueue != 0 {
 		return ClassRunQueue
+	}
+	if k.Flags&schedbpf.FlagStopped != 0 {
+		return ClassStopped // prev_state: __TASK_STOPPED or __TASK_TRACED
 	}
 	if rec != nil && rec.class != "" && k.Flags&schedbpf.FlagRegs == 0 {
 		return rec.class
@@ -856,6 +872,8 @@ func (e *bpfEngine) classOf(k schedbpf.Wkey, knames []string, rec *pyRec) string
 	}
 	for _, n := range knames {
 		switch {
+		case stopFrame(n):
+			w.Wchan = n
 		case w.Syscall == "" && (strings.HasPrefix(n, "__x64_sys_") || strings.HasPrefix(n, "__ia32_sys_")):
 			w.Syscall = n[strings.Index(n, "_sys_")+5:]
 		case strings.HasSuffix(n, "pipe_read"):
@@ -878,6 +896,14 @@ func (e *bpfEngine) classOf(k schedbpf.Wkey, knames []string, rec *pyRec) string
 // kernelStack names a kernel stack id's frames, root first, without the
 // scheduler's own frames (from __schedule inwards: every wait has them).
 func (e *bpfEngine) kernelStack(id int32) kstack {
+	ks := e.wholeStack(id)
+	return kstack{ids: ks.ids[:ks.keep], names: ks.names[:ks.keep], keep: ks.keep}
+}
+
+// wholeStack is kernelStack with every frame: a waker's stack, where what
+// runs inside __schedule (an interrupt taken as a switch finishes) is
+// where the wake-up was made.
+func (e *bpfEngine) wholeStack(id int32) kstack {
 	if id < 0 {
 		return kstack{}
 	}
@@ -887,17 +913,14 @@ func (e *bpfEngine) kernelStack(id int32) kstack {
 	var ks kstack
 	addrs, err := schedbpf.Stack(e.tr.Kstacks, id)
 	if err == nil {
-		names := make([]string, len(addrs))
-		cut := -1
-		for i, a := range addrs {
-			names[i] = e.ksym(a)
-			if names[i] == "__schedule" {
-				cut = i
+		ks.keep = len(addrs)
+		for i := len(addrs) - 1; i >= 0; i-- {
+			n := e.ksym(addrs[i])
+			if n == "__schedule" && ks.keep == len(addrs) {
+				ks.keep = len(ks.names)
 			}
-		}
-		for i := len(names) - 1; i > cut; i-- {
-			ks.names = append(ks.names, names[i])
-			ks.ids = append(ks.ids, e.prof.Intern(flame.Frame{Kind: flame.Kernel, Function: names[i], Addr: addrs[i]}))
+			ks.names = append(ks.names, n)
+			ks.ids = append(ks.ids, e.prof.Intern(flame.Frame{Kind: flame.Kernel, Function: n, Addr: addrs[i]}))
 		}
 	}
 	e.kcache[id] = ks

@@ -37,6 +37,11 @@ func TestBPFClassOf(t *testing.T) {
 		{"before the attach, unread", schedbpf.Wkey{Flags: schedbpf.FlagBefore, Sysnr: -1}, nil, nil, ""},
 		{"before the attach, read", schedbpf.Wkey{Flags: schedbpf.FlagBefore, Sysnr: -1}, nil, &pyRec{class: ClassPipe}, ClassPipe},
 		{"nothing known", schedbpf.Wkey{Sysnr: -1}, nil, nil, ""},
+		{"stopped in a futex call", schedbpf.Wkey{Flags: regs | schedbpf.FlagStopped, Sysnr: unix.SYS_FUTEX}, []string{"get_signal", "do_signal_stop"}, nil, ClassStopped},
+		{"stop flag beats a procfs read", schedbpf.Wkey{Flags: schedbpf.FlagStopped, Sysnr: -1}, nil, read, ClassStopped},
+		{"no flag: the stop from the stack", schedbpf.Wkey{Flags: regs, Sysnr: unix.SYS_CLOCK_NANOSLEEP}, []string{"arch_do_signal_or_restart", "get_signal", "do_signal_stop"}, nil, ClassStopped},
+		{"ptrace stop from the stack", schedbpf.Wkey{Sysnr: -1}, []string{"ptrace_signal", "ptrace_stop"}, nil, ClassStopped},
+		{"before the attach, read stopped", schedbpf.Wkey{Flags: schedbpf.FlagBefore, Sysnr: -1}, nil, &pyRec{class: ClassStopped}, ClassStopped},
 	} {
 		if got := e.classOf(c.k, c.stack, c.rec); got != c.want {
 			t.Errorf("%s: class %q, want %q", c.name, got, c.want)

@@ -18,8 +18,13 @@ const (
 	ClassOther    = "other"
 )
 
+// ClassStopped: stopped, not waiting for anything of its own — a
+// job-control stop (SIGSTOP, SIGTSTP, SIGTTIN/OU: state T) or a tracer's
+// stop (ptrace: state t) — until SIGCONT or the tracer lets it go.
+const ClassStopped = "stopped"
+
 // Classes in report order.
-var Classes = []string{ClassLock, ClassGIL, ClassSleep, ClassPipe, ClassNet, ClassDisk, ClassOther, ClassRunQueue}
+var Classes = []string{ClassLock, ClassGIL, ClassSleep, ClassPipe, ClassNet, ClassDisk, ClassStopped, ClassOther, ClassRunQueue}
 
 // WaitInfo is what procfs says about a blocked thread.
 type WaitInfo struct {
@@ -64,6 +69,11 @@ func readWait(fs procfs.FS, pid, tid int) WaitInfo {
 // Classify names the wait class of a blocked thread; gilLo/gilHi bound the
 // interpreter's GIL state (a futex inside it is the GIL).
 func Classify(w WaitInfo, gilLo, gilHi uint64) string {
+	// A stopped thread still shows the syscall it was in (to be restarted
+	// at SIGCONT): the stop, not that call, is why it does not run.
+	if w.State == "T" || w.State == "t" || stopFrame(w.Wchan) {
+		return ClassStopped
+	}
 	if w.State == "D" || strings.Contains(w.Wchan, "io_schedule") || strings.Contains(w.Wchan, "folio_wait") {
 		return ClassDisk
 	}
@@ -90,4 +100,15 @@ func Classify(w WaitInfo, gilLo, gilHi uint64) string {
 		return ClassNet
 	}
 	return ClassOther
+}
+
+// stopFrame: the kernel function (a wchan, a kernel stack frame) a thread
+// is stopped in: a job-control stop, a ptrace stop, a group stop's trap
+// under PTRACE_SEIZE.
+func stopFrame(fn string) bool {
+	switch fn {
+	case "do_signal_stop", "ptrace_stop", "do_jobctl_trap":
+		return true
+	}
+	return false
 }

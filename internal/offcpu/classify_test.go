@@ -28,6 +28,10 @@ func TestClassify(t *testing.T) {
 		{WaitInfo{State: "S", Wchan: "io_schedule"}, ClassDisk},
 		{WaitInfo{State: "S", Syscall: "wait4"}, ClassOther},
 		{WaitInfo{State: "S"}, ClassOther},
+		// A stopped thread shows the call it will restart: the stop wins.
+		{WaitInfo{State: "T", Syscall: "futex", Args: []uint64{0x1080}}, ClassStopped},
+		{WaitInfo{State: "t", Syscall: "clock_nanosleep"}, ClassStopped},
+		{WaitInfo{State: "S", Wchan: "do_signal_stop"}, ClassStopped},
 	} {
 		if got := Classify(c.w, lo, hi); got != c.want {
 			t.Errorf("Classify(%+v) = %q, want %q", c.w, got, c.want)

@@ -1,7 +1,17 @@
 // Package offcpu measures where a Python process's threads wait: every
 // off-CPU interval of every thread, weighted in microseconds, attributed to
 // the Python stack the thread was blocked in and to a wait class (lock, GIL,
-// sleep, pipe/read, network/poll, disk I/O, run-queue, other). Two engines
+// sleep, pipe/read, network/poll, disk I/O, stopped, run-queue, other).
+// "stopped" is time the thread did not run because it was stopped, not
+// because it waited for anything of its own: a job-control stop (SIGSTOP,
+// SIGTSTP, SIGTTIN/SIGTTOU; /proc state T) or a tracer's stop (ptrace:
+// state t) — a stopped thread still shows the call it will restart (a
+// futex, a sleep), so that call must not name the wait. The eBPF engine
+// takes it from the switch-out's prev_state (__TASK_STOPPED,
+// __TASK_TRACED: exact, for every stop however short) and, for a wait
+// without it, from the kernel stack (do_signal_stop, ptrace_stop); the perf
+// engine, and both for a thread already stopped at the attach, from procfs
+// (state T or t) while the stop lasts. Two engines
 // share the Python-stack reading, the classification (Classify) and the
 // profile: RunBPF (primary) and the perf engine (the fallback); Run picks
 // one (internal/fallback: eBPF, else perf, saying why in Result.Fallback),
@@ -36,8 +46,16 @@
 // the waker) that notes the waker's tid, comm and kernel stack per wakee;
 // the switch-in joins the wait to it (only a waking after the switch-out
 // counts) in a second aggregate. User space folds those waits with
-// [woken by] and the waker's kernel frames after the class, and the rest
-// of each aggregate without. Waits that began before the attach or were
+// [woken by] and the waker's kernel frames (the whole stack: an interrupt
+// taken inside __schedule is where the wake-up was made) after the class,
+// and the rest of each aggregate without. In interrupt context current is
+// whatever task was interrupted, which woke nobody: a waker stack with a
+// hard IRQ's or softirq's handler frame, or a timer callback
+// (hrtimer_wakeup, process_timeout), is labelled "[interrupt: KIND] while
+// NAME (TID, …) ran" (waker.go: the innermost such frame decides; an
+// interrupt's entry frame alone does not, as its return path runs signal
+// delivery and preemption in task context). A waker whose stack id failed
+// (counted) keeps the thread label: nothing says otherwise. Waits that began before the attach or were
 // still open at the end have no waker.
 // Waits in progress at the attach are read from procfs
 // (/proc/PID/task/TID/{stat,syscall,stack}) like the perf engine does.

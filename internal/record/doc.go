@@ -65,6 +65,14 @@
 // carries its native stack (internal/unwind) and kernel callchain, merged
 // with the Python frames.
 //
+// Stopped targets (stopped.go): the target's thread states are read every
+// 100 ms from its own goroutine (/proc/PID/task/TID/stat); threads seen
+// stopped by a signal or a tracer (T, t) go to Meta.Stopped and a sentence
+// of the footer — such a thread is not sampled (cpu: it runs nothing), and
+// an empty profile must not pass for an idle target. Price: one stat read
+// per thread per look. Only the target process is looked at, not the other
+// members of a set.
+//
 // Cannot see: off-CPU time in cpu mode (by construction: use --mode wall or
 // `pyobs offcpu`). With -- CMD on the perf engine, --native, --async, wall
 // and gil: the command's start — it runs unheld and the recording begins

@@ -64,6 +64,12 @@ Several processes (cpu mode, bpf engine): -- CMD follows what CMD forks or
   another CPython build is never walked). The other engines and modes
   record the target alone.
 
+A target (or some of its threads) stopped by someone else during the
+  recording — SIGSTOP or job control (state T), a tracer (state t) — runs
+  nothing and is not sampled: the end of the run says so (how many
+  threads, about how long; looks every 100 ms), so a thin or empty profile
+  is not taken for an idle program.
+
 Price: sampling. The target is never stopped. The end of the run reports
 which engine took the stacks, requested vs achieved rate, samples exact
 (bpf), truncated, faulted, lost, torn, failed, the BPF run time per sample

@@ -258,6 +258,7 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*flame.Profile, 
 		defer t.Stop()
 		deadline = t.C
 	}
+	stops := startStopWatch(s.FS, s.Pid)
 	switch {
 	case kr != nil:
 		err = r.runKernel(ctx, deadline, kr)
@@ -266,6 +267,7 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*flame.Profile, 
 	default:
 		err = r.runTimer(ctx, deadline)
 	}
+	r.prof.Meta.Stopped = stops.end()
 	r.finish()
 	return r.prof, err
 }

@@ -23,7 +23,8 @@ import (
 // holder reads one byte and execs the command (same pid, same stdio).
 // An exec that fails (no such command, not executable) is written back on
 // a second pipe (close-on-exec in the holder: a successful exec closes it
-// empty), and Release returns an *ExecError (exit status 127, as a shell).
+// empty), and Release returns an *ExecError (exit status 127 when there
+// is no such command, 126 when it cannot be executed, as env(1)).
 // If pyobs dies while holding, the holder reads EOF and exits without
 // running the command; Unhold lets it go the same way, quietly (an engine
 // that fell back to one that spawns the command itself).
@@ -48,21 +49,6 @@ type hold struct {
 	argv    []string
 	since   time.Time // the holder's start
 }
-
-// ExecError: the held command could not be executed. Its status is 127
-// (as a shell's: command not found or not executable).
-type ExecError struct {
-	Pid  int
-	Argv string
-	Msg  string
-}
-
-func (e *ExecError) Error() string {
-	return fmt.Sprintf("can't run %s (pid %d): %s", e.Argv, e.Pid, e.Msg)
-}
-
-// Code is the exit status pyobs passes on.
-func (e *ExecError) Code() int { return 127 }
 
 // The holder must exec from its main thread, the thread group's leader:
 // an exec from another thread ends the leader (de_thread), which the
@@ -91,12 +77,13 @@ func HoldMain() {
 	}
 	syscall.CloseOnExec(rfd)
 	syscall.CloseOnExec(efd)
-	fail := func(msg string) {
-		_, _ = syscall.Write(efd, []byte(msg))
-		os.Exit(127)
+	fail := func(err error) {
+		xe := holderError(0, "", holderMessage(err))
+		_, _ = syscall.Write(efd, []byte(holderMessage(err)))
+		os.Exit(xe.Code())
 	}
 	if len(os.Args) == 0 {
-		fail("no command")
+		fail(errors.New("no command"))
 	}
 	var b [1]byte
 	for {
@@ -117,10 +104,9 @@ func HoldMain() {
 	_ = syscall.Close(rfd)
 	path, err := exec.LookPath(os.Args[0])
 	if err != nil {
-		fail(err.Error())
+		fail(err)
 	}
-	err = syscall.Exec(path, os.Args, os.Environ())
-	fail(fmt.Sprintf("exec %s: %v", path, err))
+	fail(syscall.Exec(path, os.Args, os.Environ()))
 }
 
 // spawnHeld starts the holder for argv; the session's pid is the
@@ -187,7 +173,7 @@ func (s *Session) HeldLayout() (l *pyframes.KernelLayout, path string, err error
 }
 
 // Release lets a held command exec and returns once it has (or could
-// not: an *ExecError, status 127). A session that is not held: nil.
+// not: an *ExecError, status 127 or 126). A session that is not held: nil.
 func (s *Session) Release() error {
 	h := s.hold
 	if h == nil {
@@ -205,7 +191,7 @@ func (s *Session) Release() error {
 	msg, _ := io.ReadAll(h.errs) // EOF at the exec (close-on-exec) or the holder's exit
 	if len(msg) > 0 {
 		<-s.waited
-		return &ExecError{Pid: s.Pid, Argv: h.argv0, Msg: string(msg)}
+		return holderError(s.Pid, h.argv0, string(msg))
 	}
 	return nil
 }

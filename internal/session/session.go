@@ -181,7 +181,7 @@ func spawn(argv []string, stdout *os.File) (*Session, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, os.Stderr
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("can't start %s: %w", argv[0], err)
+		return nil, CommandError(argv[0], err)
 	}
 	s := &Session{Pid: cmd.Process.Pid, FS: procfs.Default(), cmd: cmd, waited: make(chan struct{}), started: time.Now()}
 	go func() { waitExited(s.Pid); s.waitErr = cmd.Wait(); close(s.waited) }()

@@ -11,6 +11,7 @@ import (
 	"github.com/pyobs/pyobs/internal/clock"
 	"github.com/pyobs/pyobs/internal/procfs"
 	"github.com/pyobs/pyobs/internal/pyframes"
+	"github.com/pyobs/pyobs/internal/session"
 	tptrace "github.com/pyobs/pyobs/internal/trace/ptrace"
 )
 
@@ -66,6 +67,10 @@ func runPtrace(ctx context.Context, r *sites, opt Options, a Account) (*Result, 
 		r.mem = nil
 	}
 	if err != nil {
+		var se *tptrace.StartError
+		if errors.As(err, &se) {
+			return nil, session.CommandError(se.Argv0, se.Err) // 127 or 126, as the other engines
+		}
 		if errors.Is(err, unix.EPERM) && r.sess != nil {
 			return nil, r.sess.Explain("PTRACE_SEIZE", err)
 		}

@@ -40,6 +40,8 @@
 #include "procset.h"
 
 #define TASK_UNINTERRUPTIBLE 0x2
+#define __TASK_STOPPED 0x4
+#define __TASK_TRACED 0x8
 #define TASK_DEAD 0x80
 
 // Hints: what the wait was, so that user space can classify a wait it never
@@ -53,6 +55,7 @@
 #define F_FILTERED 0x40 // shorter than min_block_ns: totals only
 #define F_WOKEN 0x80    // the part of a blocked wait after its waking: runnable, waiting for a CPU
 #define F_PREPY 0x100   // began before the walk was configured (a held command's interpreter not up yet)
+#define F_STOPPED 0x200 // a job-control stop (SIGSTOP…) or a ptrace stop: not a wait of the thread's own
 
 struct start {
 	u64 ts;  // switch-out time
@@ -321,6 +324,8 @@ static __always_inline void switch_out(void *ctx, struct task_struct *prev, u32 
 	u64 a0 = 0;
 	if (preempt || prev_state == 0)
 		s.flags |= F_RUNQ;
+	else if (prev_state & (__TASK_STOPPED | __TASK_TRACED))
+		s.flags |= F_STOPPED;
 	else if (prev_state & TASK_UNINTERRUPTIBLE)
 		s.flags |= F_D;
 	if (use_regs) {
@@ -339,10 +344,11 @@ static __always_inline void switch_out(void *ctx, struct task_struct *prev, u32 
 		if (!(s.flags & F_RUNQ))
 			s.uip = ip;
 	}
-	// Keyed by the syscall, whether it was a preemption, and its first
+	// Keyed by the syscall, whether it was a preemption or a stop (a
+	// stopped thread still shows the syscall it will restart), and its first
 	// argument. Not for preemptions outside a syscall (sysnr -1): the
 	// interrupt differs; they come at most once per tick anyway.
-	s32 walk_nr = s.sysnr | ((s.flags & F_RUNQ) ? 0x40000000 : 0);
+	s32 walk_nr = s.sysnr | ((s.flags & F_RUNQ) ? 0x40000000 : 0) | ((s.flags & F_STOPPED) ? 0x20000000 : 0);
 	int reuse = t && (s.flags & F_REGS) && s.sysnr >= 0 && t->walk_id >= 0 &&
 		    t->walk_nr == walk_nr && t->walk_a0 == a0 && now - t->walked < reuse_ns;
 	if (reuse) {

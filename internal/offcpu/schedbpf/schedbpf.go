@@ -27,6 +27,7 @@ const (
 	FlagFiltered = 0x40  // shorter than Config.MinBlockNS
 	FlagWoken    = 0x80  // with FlagRunQueue: a blocked wait's time after its waking
 	FlagPrePy    = 0x100 // began before the walk was configured (Config.Late)
+	FlagStopped  = 0x200 // prev_state had __TASK_STOPPED or __TASK_TRACED: a job-control or ptrace stop
 )
 
 // Counter slots (C_ in offcpu.bpf.c).

@@ -317,11 +317,21 @@ func (t *tracer) kick() {
 	}
 }
 
+// StartError: the command to trace could not be looked up or executed
+// (Err: exec.LookPath's error or the exec's errno).
+type StartError struct {
+	Argv0 string
+	Err   error
+}
+
+func (e *StartError) Error() string { return fmt.Sprintf("can't start %s: %v", e.Argv0, e.Err) }
+func (e *StartError) Unwrap() error { return e.Err }
+
 func (t *tracer) start() error {
 	if len(t.cfg.Argv) > 0 {
 		path, err := exec.LookPath(t.cfg.Argv[0])
 		if err != nil {
-			return fmt.Errorf("can't start %s: %w", t.cfg.Argv[0], err)
+			return &StartError{Argv0: t.cfg.Argv[0], Err: err}
 		}
 		env := os.Environ()
 		opts := uintptr(seizeOpts)
@@ -354,7 +364,7 @@ func (t *tracer) start() error {
 		attr := &syscall.ProcAttr{Env: env, Files: []uintptr{0, out, 2}, Sys: &syscall.SysProcAttr{Ptrace: true}}
 		pid, err := syscall.ForkExec(path, t.cfg.Argv, attr)
 		if err != nil {
-			return fmt.Errorf("can't start %s: %w", t.cfg.Argv[0], err)
+			return &StartError{Argv0: t.cfg.Argv[0], Err: err}
 		}
 		t.pid = pid
 		t.st.Pid = pid
