@@ -212,3 +212,25 @@ func TestReportStatJSONShape(t *testing.T) {
 		}
 	}
 }
+
+// TestReportContentionNeedsWait: involuntary switches are contention only
+// when they cost a wait for the CPU, where schedstat can say: a burner
+// preempted at each time slice but hardly queued is not (diagnose said
+// "the scheduler keeps preempting it" beside a run queue it ruled out at
+// 2 %).
+func TestReportContentionNeedsWait(t *testing.T) {
+	burner := func(waitNs uint64) Input {
+		a := &procfs.Sample{Time: t0, Pid: 9, Comm: "burn", Threads: []procfs.TaskSample{
+			{Tid: 9, Comm: "burn", State: "R", HasStatus: true, HasSched: true, RunNs: 1e9}}}
+		b := &procfs.Sample{Time: t0.Add(time.Second), Pid: 9, Comm: "burn", UTimeTicks: 100, Threads: []procfs.TaskSample{
+			{Tid: 9, Comm: "burn", State: "R", HasStatus: true, HasSched: true, NonVolCtxt: 250, RunNs: 2e9, WaitNs: waitNs, UTimeTicks: 100}}}
+		return Input{Pid: 9, Mode: "window", A: a, B: b, Complete: true, OnlineCPUs: 2, DelayAcct: "off"}
+	}
+	if st := Build(burner(2e7)); has(st.Verdicts, "cpu-contention") {
+		t.Errorf("250 preemptions/s, 2 %% run-queue wait: verdicts %v, want no cpu-contention", st.Verdicts)
+	}
+	st := Build(burner(3e8))
+	if !has(st.Verdicts, "cpu-contention") {
+		t.Errorf("250 preemptions/s, 23 %% run-queue wait: verdicts %v, want cpu-contention", st.Verdicts)
+	}
+}

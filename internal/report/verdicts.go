@@ -11,12 +11,16 @@ import (
 // Thresholds of the verdicts (the seed's decision procedure). Each finding
 // states the one it crossed.
 const (
-	OnCPUCores        = 0.5  // cores used: at or above → on-cpu, below → off-cpu
-	RunqueueShare     = 0.25 // run-queue wait / (on-CPU + wait)
-	RunqueueMinS      = 0.1  // … and at least this much wait per wall second
-	SwitchRatio       = 4.0  // one kind of context switch ≥ 4× the other
-	ContentionPerSec  = 20.0 // nonvoluntary switches per second
-	BlockingPerSec    = 5.0  // voluntary switches per second
+	OnCPUCores       = 0.5  // cores used: at or above → on-cpu, below → off-cpu
+	RunqueueShare    = 0.25 // run-queue wait / (on-CPU + wait)
+	RunqueueMinS     = 0.1  // … and at least this much wait per wall second
+	SwitchRatio      = 4.0  // one kind of context switch ≥ 4× the other
+	ContentionPerSec = 20.0 // nonvoluntary switches per second
+	// ContentionShare: … and, where schedstat says, at least this share of
+	// the time it wanted a CPU spent waiting for one (a preemption that
+	// costs no wait is the scheduler's time slice, not contention).
+	ContentionShare   = 0.05
+	BlockingPerSec    = 5.0 // voluntary switches per second
 	MajorFaultsPerSec = 10.0
 	FDPressure        = 0.8 // fds used / soft RLIMIT_NOFILE
 	MemoryPSIPct      = 10.0
@@ -78,13 +82,21 @@ func judge(st *Stat, in Input, wall float64) {
 			Threshold: fmt.Sprintf("wait share >= %.0f %% and wait >= %.2f s per second", 100*RunqueueShare, RunqueueMinS),
 			Next:      "see what else runs on these CPUs (top -H, the cgroup's cpu.pressure); check affinity (taskset -p) and the CPU count"})
 	}
-	if nonvol/wall >= ContentionPerSec && nonvol >= SwitchRatio*max(vol, 1) {
+	waited := !st.Sched.SchedstatAvail || st.Sched.RunqueueShare >= ContentionShare
+	if nonvol/wall >= ContentionPerSec && nonvol >= SwitchRatio*max(vol, 1) && waited {
+		ev := map[string]float64{"nonvoluntary_ctxt_switches": nonvol, "voluntary_ctxt_switches": vol, "nonvoluntary_per_s": round(nonvol/wall, 2)}
+		cost := ""
+		if st.Sched.SchedstatAvail {
+			ev["runqueue_wait_share"] = st.Sched.RunqueueShare
+			cost = fmt.Sprintf(", waiting %.0f %% of the time it wanted a CPU", 100*st.Sched.RunqueueShare)
+		}
 		st.add(Finding{Code: "cpu-contention",
-			Sentence: fmt.Sprintf("CPU contention: %d involuntary context switches (%.0f/s) against %d voluntary: the scheduler keeps preempting it for other work.",
-				st.Sched.Nonvoluntary, nonvol/wall, st.Sched.Voluntary),
-			Evidence:  map[string]float64{"nonvoluntary_ctxt_switches": nonvol, "voluntary_ctxt_switches": vol, "nonvoluntary_per_s": round(nonvol/wall, 2)},
-			Threshold: fmt.Sprintf("nonvoluntary >= %.0f/s and >= %.0fx voluntary", ContentionPerSec, SwitchRatio),
-			Next:      "find the competing load on these CPUs (top, pidstat -w), or give the process more CPUs"})
+			Sentence: fmt.Sprintf("CPU contention: %d involuntary context switches (%.0f/s) against %d voluntary: the scheduler keeps preempting it for other work%s.",
+				st.Sched.Nonvoluntary, nonvol/wall, st.Sched.Voluntary, cost),
+			Evidence: ev,
+			Threshold: fmt.Sprintf("nonvoluntary >= %.0f/s and >= %.0fx voluntary, and (schedstat) run-queue wait >= %.0f %% of the time it wanted a CPU",
+				ContentionPerSec, SwitchRatio, 100*ContentionShare),
+			Next: "find the competing load on these CPUs (top, pidstat -w), or give the process more CPUs"})
 	}
 	if demand < OnCPUCores && vol/wall >= BlockingPerSec && vol >= SwitchRatio*max(nonvol, 1) {
 		w, n := topWchan(in.Wchans)
