@@ -242,7 +242,7 @@ func TestDumpBadInput(t *testing.T) {
 		oneLineError(t, run("flamegraph"), exitUsage, "unknown command")
 	})
 	t.Run("spawn-missing-program", func(t *testing.T) {
-		oneLineError(t, run("dump", "--", "/nonexistent/python"), exitError, "/nonexistent/python")
+		oneLineError(t, run("dump", "--", "/nonexistent/python"), 127, "cannot run /nonexistent/python")
 	})
 	// A target that exits while being read: either a dump or the one-line
 	// "exited" error — never a crash, never another kind of failure.

@@ -115,6 +115,9 @@ func TestNoTargetEveryCommand(t *testing.T) {
 	t.Run("record/permission", func(t *testing.T) {
 		tg := sleeperPy(t)
 		dir := t.TempDir()
+		// The output's directory writable by the user, so the refusal is
+		// the attach's (an output it can't write is refused first, exit 2).
+		_ = os.Chmod(filepath.Dir(dir), 0o711)
 		_ = os.Chmod(dir, 0o777)
 		c := exec.Command(testutil.Binary(t), "record", "-d", "300ms", "-p", strconv.Itoa(tg.Pid), "-o", filepath.Join(dir, "p.folded"))
 		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
@@ -125,15 +128,16 @@ func TestNoTargetEveryCommand(t *testing.T) {
 	})
 }
 
-// TestUnwritableOutput: an output that can't be written is one line and a
-// non-zero exit for every command, and leaves no temporary behind.
+// TestUnwritableOutput: an output that can't be written is one line and
+// exit 2 (refused before the target is attached) for every command, and
+// leaves no temporary behind.
 func TestUnwritableOutput(t *testing.T) {
 	testutil.RequireRoot(t)
 	pid := strconv.Itoa(sleeperPy(t).Pid)
 	for _, cmd := range [][]string{{"dump"}, {"record", "-d", "300ms", "--format", "folded"}, {"stat", "-d", "200ms"}} {
 		t.Run(cmd[0]+"/missing-directory", func(t *testing.T) {
 			r := testutil.Run(t, 60*time.Second, append(cmd, "-p", pid, "-o", "/proc/nonexistent/x")...)
-			oneLineError(t, r, exitError, "/proc/nonexistent")
+			oneLineError(t, r, exitUsage, "/proc/nonexistent")
 		})
 		t.Run(cmd[0]+"/not-a-directory", func(t *testing.T) {
 			file := filepath.Join(t.TempDir(), "file")
@@ -141,7 +145,7 @@ func TestUnwritableOutput(t *testing.T) {
 				t.Fatal(err)
 			}
 			r := testutil.Run(t, 60*time.Second, append(cmd, "-p", pid, "-o", file+"/x")...)
-			oneLineError(t, r, exitError, file)
+			oneLineError(t, r, exitUsage, file)
 			if b, _ := os.ReadFile(file); string(b) != "keep" {
 				t.Errorf("the file in the way was changed: %q", b)
 			}
@@ -153,7 +157,7 @@ func TestUnwritableOutput(t *testing.T) {
 				t.Fatal(err)
 			}
 			r := testutil.Run(t, 60*time.Second, append(cmd, "-p", pid, "-o", target)...)
-			oneLineError(t, r, exitError, target)
+			oneLineError(t, r, exitUsage, target)
 			ents, _ := os.ReadDir(parent)
 			if len(ents) != 1 || ents[0].Name() != "out" || !ents[0].IsDir() {
 				t.Errorf("the directory holds %v, want only the directory out/", ents)

@@ -402,7 +402,10 @@ func TestMemProbeRSSWindow(t *testing.T) {
 	const rate = 4 * 1024 * 1024 // the target's leak, bytes/s
 	truth := rate * res.WindowS
 	tracked := float64(res.GrowthTotalBytes)
-	if v := float64(m.RSSDeltaS); v < 0.85*tracked || v > 1.15*tracked || v < 0.85*truth || v > 1.15*truth {
-		t.Errorf("RSS delta %d bytes over %.2f s; tracked growth %d, the target leaks %.0f (±15%%)", m.RSSDeltaS, res.WindowS, res.GrowthTotalBytes, truth)
+	// The target paces its leak by the clock: beside two hogs it can fall
+	// behind its rate (never ahead), so the rate bounds from above, and
+	// from below only loosely.
+	if v := float64(m.RSSDeltaS); v < 0.85*tracked || v > 1.15*tracked || v < 0.5*truth || v > 1.15*truth {
+		t.Errorf("RSS delta %d bytes over %.2f s; tracked growth %d (want within 15 %%), the target leaks at most %.0f", m.RSSDeltaS, res.WindowS, res.GrowthTotalBytes, truth)
 	}
 }

@@ -166,19 +166,32 @@ func runTrace(cmd *cobra.Command, g *globals, f *traceFlags, args []string) erro
 	if log != nil {
 		_ = log.Flush()
 	}
-	if err := output.Write(g.output, 0o644, func(w io.Writer) error { return trace.Write(w, format, res, log) }); err != nil {
-		return err
+	werr := output.Write(g.output, 0o644, func(w io.Writer) error { return trace.Write(w, format, res, log) })
+	if werr == nil {
+		fmt.Fprintln(os.Stderr, res.Footer(where))
 	}
-	fmt.Fprintln(os.Stderr, res.Footer(where))
+	if a := res.Account; a.StillAttached != nil {
+		// A seccomp-filtered command needs its tracer until it ends (its
+		// filtered calls fail with ENOSYS without one): whatever went wrong
+		// here is said after it ended.
+		ferr := finish(cmd.Context(), session.AdoptWaiting(a.Pid, a.StillAttached))
+		if werr != nil {
+			return werr
+		}
+		if a.DetachError != nil {
+			return fmt.Errorf("trace: %w", a.DetachError)
+		}
+		return ferr
+	}
+	if werr != nil {
+		return werr
+	}
 	if res.Account.DetachError != nil {
 		return fmt.Errorf("trace: %w (the kernel detaches the rest when pyobs exits)", res.Account.DetachError)
 	}
 	if a := res.Account; a.Spawned {
 		// The window is over, not CMD's life: it runs to its end (Ctrl-C:
 		// Grace, then it is ended) and its status is pyobs's.
-		if a.StillAttached != nil {
-			return finish(cmd.Context(), session.AdoptWaiting(a.Pid, a.StillAttached))
-		}
 		return finish(cmd.Context(), session.Adopt(a.Pid, a.TargetExited, a.ExitCode))
 	}
 	if s != nil && s.Spawned() {

@@ -17,7 +17,10 @@ type codeInfo struct {
 	table      []byte
 	localNames []string
 	localKinds []byte
-	cache      map[int]int // addrq -> line
+	// localsPartial: localNames stopped short (a names tuple unreadable):
+	// read again at the next use, not kept.
+	localsPartial bool
+	cache         map[int]int // addrq -> line
 }
 
 func (p *Process) code(addr uint64) (*codeInfo, error) {
@@ -239,10 +242,12 @@ var errFreed = errors.New("freed")
 // still says code object. Free-threaded builds start with the owning
 // thread's id there: not checked.
 func (l *Layout) liveRefcount(hdr []byte) bool {
-	if l.FreeThreaded || len(hdr) < 8 {
+	// The count sits right before ob_type (after _ob_next/_ob_prev in a
+	// Py_TRACE_REFS build).
+	if l.FreeThreaded || l.ObType < 8 || uint64(len(hdr)) < l.ObType {
 		return true
 	}
-	rc := le64(hdr, 0)
+	rc := le64(hdr, l.ObType-8)
 	if rc == 0 {
 		return false
 	}
@@ -252,8 +257,10 @@ func (l *Layout) liveRefcount(hdr []byte) bool {
 		// bits 32-47 set and no flags.
 		return !(rc>>48 == 0 && rc>>32 != 0)
 	}
-	// ≤3.13: immortal objects (3.12+) hold 2^32-1; no live count is above it.
-	return rc <= 1<<32
+	// ≤3.13: no live count reaches 2^40 (immortal objects, 3.12+, hold
+	// 2^32-1, a little more after increments by extensions built for older
+	// versions); a user-space pointer does.
+	return rc < 1<<40
 }
 
 // recheckLoaded reads the code objects just loaded (addrs[i] for i in loaded)

@@ -32,7 +32,7 @@ const (
 
 func (p *Process) locals(frame uint64, ci *codeInfo) []Local {
 	l, r := p.Layout, &p.objs
-	if ci.localNames == nil {
+	if ci.localNames == nil || ci.localsPartial {
 		p.loadLocalNames(ci)
 	}
 	n := len(ci.localNames)
@@ -75,7 +75,7 @@ func (p *Process) locals(frame uint64, ci *codeInfo) []Local {
 
 func (p *Process) loadLocalNames(ci *codeInfo) {
 	l, r := p.Layout, &p.objs
-	ci.localNames = []string{}
+	ci.localNames, ci.localsPartial = []string{}, false
 	tuple := le64(ci.hdr, l.CodeLocalsplusNames)
 	items, err := p.tupleItems(tuple)
 	if err != nil {
@@ -101,7 +101,11 @@ func (p *Process) loadLocalNames(ci *codeInfo) {
 			}
 			more, err := p.tupleItems(le64(ci.hdr, part.off))
 			if err != nil || len(items)+len(more) > maxLocals {
-				continue
+				// The slots after these have no names we can trust (the
+				// free variables' would land on the cells): stop here,
+				// and read them again next time.
+				ci.localsPartial = true
+				break
 			}
 			items = append(items, more...)
 			for range more {

@@ -81,6 +81,7 @@ type kdef struct {
 	frame  uint32 // its frames: k.frames[frame : frame+n], innermost first
 	fid    uint32 // its Python frames' ids: k.fids[fid : fid+n], root first
 	n      uint32
+	hops   uint32 // frames the walk visited, shims included (Sample.Marker)
 	hasFid bool
 }
 
@@ -268,7 +269,7 @@ func (r *Recorder) runKernel(ctx context.Context, deadline <-chan time.Time, k *
 			// The ring brings each distinct stack once (the counts come
 			// from DrainCounts).
 			if s.ID != 0 {
-				k.defs[s.ID] = kdef{gen: s.CodeGen, frame: uint32(len(k.frames)), n: uint32(len(s.Frames))}
+				k.defs[s.ID] = kdef{gen: s.CodeGen, frame: uint32(len(k.frames)), n: uint32(len(s.Frames)), hops: uint32(s.Hops)}
 				k.frames = append(k.frames, s.Frames...)
 				if k.early {
 					k.warm(&s)
@@ -595,7 +596,7 @@ func (r *Recorder) foldCount(k *kernelRec, c kwalk.Count, final bool) {
 			}
 			return
 		}
-		s.ID, s.Frames, s.CodeGen = c.ID, k.frames[def.frame:def.frame+def.n], def.gen
+		s.ID, s.Frames, s.CodeGen, s.Hops = c.ID, k.frames[def.frame:def.frame+def.n], def.gen, int(def.hops)
 	}
 	if k.kstacks != nil && c.KStack != 0 {
 		r.kern = r.kernelFrames(k, c.KStack, c.N)

@@ -32,7 +32,11 @@
 // between its last poll and its exit (but its CPU then, when its parent
 // is a living member that reaped it: the parent's cutime and cstime grow
 // by the child's whole CPU; children of one parent that exit between the
-// same two polls share that rest evenly), grandchildren re-parented away from
+// same two polls share that rest evenly, each up to its threads × the time
+// since its last poll — so a child the polls missed, reaped beside a
+// member, can lend that member up to one poll's worth; and a grandchild
+// reaped by a child just before the child's last poll can be taken off
+// twice, crediting less), grandchildren re-parented away from
 // the set (to init or a subreaper), and perf counters (not opened: they
 // inherit into children and would count them twice).
 package stat

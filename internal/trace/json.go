@@ -17,6 +17,10 @@ type SyscallJSON struct {
 	// these plus Unattributed are the calls.
 	SitesNotListed uint64 `json:"sites_not_listed"`
 	PathsNotListed uint64 `json:"paths_not_listed,omitempty"`
+	// SiteOnly: with paths, attributed calls named by their innermost
+	// frame alone (no path: counted in the sites only), so that the listed
+	// paths plus PathsNotListed plus these plus Unattributed are the calls.
+	SiteOnly uint64 `json:"site_only,omitempty"`
 	Unattributed   uint64 `json:"unattributed"`
 	LateReads      uint64 `json:"late_reads,omitempty"`
 }
@@ -51,9 +55,16 @@ func (a *Agg) Rows(wall time.Duration, topSites int) []SyscallJSON {
 			r.SitesNotListed -= x.Calls
 		}
 		if len(s.Paths) > 0 {
-			r.PathsNotListed = s.Attributed()
+			var onPaths uint64
+			for _, p := range s.Paths {
+				onPaths += p.Calls
+			}
+			r.PathsNotListed = onPaths
 			for _, x := range r.TopPaths {
 				r.PathsNotListed -= x.Calls
+			}
+			if a := s.Attributed(); a > onPaths {
+				r.SiteOnly = a - onPaths
 			}
 		}
 		if wall > 0 {

@@ -151,6 +151,9 @@ func WriteText(w io.Writer, r *Result, afterLog bool) error {
 		if cut > 0 {
 			fmt.Fprintf(bw, "%73s %d× at other %s (not listed: --sites %d)\n", "", cut, what, listed)
 		}
+		if what == "paths" && r.SiteOnly > 0 {
+			fmt.Fprintf(bw, "%73s %d× named by their innermost frame only (no path: in top_sites)\n", "", r.SiteOnly)
+		}
 		if r.LateReads > 0 {
 			fmt.Fprintf(bw, "%73s %d× [late read] (stack read after the call returned: not attributed)\n", "", r.LateReads)
 		}

@@ -135,3 +135,34 @@ func TestAddKernelMatchesAdd(t *testing.T) {
 		t.Fatalf("sites: %+v", r)
 	}
 }
+
+// TestRowsSiteOnlyAccounted: a row whose calls came partly with a whole
+// path and partly with their innermost frame alone: the frame-only calls
+// are their own number, not "at other paths" that --sites never cut.
+func TestRowsSiteOnlyAccounted(t *testing.T) {
+	a := New()
+	site := func(fn string) Site { return Site{Function: fn, File: "app.py", Line: 1} }
+	for i, fn := range []string{"a", "b", "c"} {
+		for k := 0; k <= i; k++ {
+			a.Add(Call{Name: "rmdir", Errno: "ENOENT"})
+			a.addPath("rmdir", fn, []Site{site(fn), site("main")}, false)
+		}
+	}
+	for k := 0; k < 50; k++ {
+		a.Add(Call{Name: "rmdir", Errno: "ENOENT"})
+		s := site("leaf")
+		a.AddSite("rmdir", &s, false)
+	}
+	rows := a.Rows(time.Second, 10)
+	if len(rows) != 1 {
+		t.Fatalf("%d rows", len(rows))
+	}
+	r := rows[0]
+	var listed uint64
+	for _, p := range r.TopPaths {
+		listed += p.Calls
+	}
+	if r.PathsNotListed != 0 || r.SiteOnly != 50 || listed+r.PathsNotListed+r.SiteOnly+r.Unattributed != r.Calls {
+		t.Errorf("calls %d: paths listed %d, not listed %d, site only %d, unattributed %d; want 6, 0, 50, 0", r.Calls, listed, r.PathsNotListed, r.SiteOnly, r.Unattributed)
+	}
+}

@@ -464,6 +464,7 @@ func (t *tracer) add(tid int) *tracee {
 	}
 	x := &tracee{}
 	t.ts[tid] = x
+	delete(t.forgotten, tid) // a clone event names it: a thread of now, whatever the tid was
 	t.st.Threads++
 	t.mu.Lock()
 	t.tids = append(t.tids, tid)
