@@ -20,9 +20,9 @@ type SyscallJSON struct {
 	// SiteOnly: with paths, attributed calls named by their innermost
 	// frame alone (no path: counted in the sites only), so that the listed
 	// paths plus PathsNotListed plus these plus Unattributed are the calls.
-	SiteOnly uint64 `json:"site_only,omitempty"`
-	Unattributed   uint64 `json:"unattributed"`
-	LateReads      uint64 `json:"late_reads,omitempty"`
+	SiteOnly     uint64 `json:"site_only,omitempty"`
+	Unattributed uint64 `json:"unattributed"`
+	LateReads    uint64 `json:"late_reads,omitempty"`
 }
 
 // CallStats is a set of calls in numbers: a syscall's row, a process's line.
