@@ -403,3 +403,18 @@ func (p *Profile) EachStack(fn func(*Stack)) {
 		}
 	}
 }
+
+// Rename gives frame i new fields in place: every stack that holds it
+// shows f (a thread root labelled once its name was learned). It reports
+// false, changing nothing, when f is another frame already.
+func (p *Profile) Rename(i int, f Frame) bool {
+	if j, ok := p.index[f]; ok {
+		return j == i
+	}
+	if p.index[p.frames[i]] == i {
+		delete(p.index, p.frames[i])
+	}
+	p.frames[i] = f
+	p.index[f] = i
+	return true
+}

@@ -209,7 +209,6 @@ func runHeld(ctx context.Context, s *session.Session, opt Options) (*Result, err
 func newBPFEngine(s *session.Session, opt Options) *bpfEngine {
 	e := &bpfEngine{engine: newEngine(s, opt, EngineBPF),
 		ths: map[int]*bthr{}, recIdx: map[string]uint32{}, kcache: map[int32]kstack{}, ucache: map[uint64]int{}}
-	e.refreshNames()
 	return e
 }
 
@@ -303,6 +302,7 @@ func (e *bpfEngine) run(ctx context.Context, walked bool, kl *pyframes.KernelLay
 			break
 		}
 		e.drainPy()
+		e.lookNames()
 		if time.Since(lastScan) > max(50*time.Millisecond, drain) {
 			lastScan = time.Now()
 			_ = e.memberTasks(func(_, tid int) { e.thread(tid) })
@@ -328,6 +328,7 @@ func (e *bpfEngine) run(ctx context.Context, walked bool, kl *pyframes.KernelLay
 			}
 		}
 	}
+	e.lookNames() // the last names, if the target still runs
 	end := clock.MonoNow()
 	e.schedRun(func(th *bthr, v int64) { th.run1, th.haveRun1 = v, true })
 	if serr := tr.Stop(end); err == nil {

@@ -160,10 +160,15 @@
 // walk; a compare on every other switch and waking of the machine; one-off
 // ~0.1 s of CPU to read /proc/kallsyms; user space looks every 20 ms. perf — one ring
 // write per switch. Both: per wait longer than ~1 ms one Python stack read.
-// Footers report switch rates, drops/lost records and pyobs's CPU. Once a
-// second, while the target lives, the names of threads not named yet (and,
-// eBPF, the target's mappings) are read (alive.go), so a spawned program
-// that ended before the report keeps its thread names and native symbols.
+// Footers report switch rates, drops/lost records and pyobs's CPU. While
+// the target lives its thread names are read (alive.go,
+// session.ThreadNamer: by each Thread's own _native_id, never through its
+// ident, which glibc hands to the next thread; with --threads every 20 ms
+// while threads come and go, else once a second), and (eBPF) once a second
+// its mappings, so a spawned program that ended before the report keeps its
+// thread names and native symbols. With --threads each thread has one root
+// frame, "NAME (TID)" once its name is known (its earlier waits included),
+// "thread TID" when it ended before any read.
 //
 // Cannot see: (eBPF without the kernel walk, and perf) the Python stack of
 // waits shorter than a look (their time, class and — eBPF — kernel stack

@@ -7,7 +7,6 @@ import (
 	"regexp"
 	"runtime"
 	"sort"
-	"strconv"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -152,7 +151,6 @@ type engine struct {
 	prof     *flame.Profile
 	threads  map[int]*thr
 	order    []int
-	names    map[uint64]string
 	frameIDs map[[2]uint64]int
 	gilLo    uint64
 	gilHi    uint64
@@ -160,8 +158,10 @@ type engine struct {
 	minNS    int64
 	drainNS  int64
 	scratch  []int
-	learned  learned   // names read while the target lived (alive.go)
-	green    *greenOff // --greenlets
+	namer    *session.ThreadNamer // the target's thread names, learned while it lives (alive.go)
+	roots    *flame.ThreadRoots   // --threads: each thread's root frame
+	learnAt  time.Time            // the last maps refresh (alive_bpf.go)
+	green    *greenOff            // --greenlets
 }
 
 // runPerf is the perf engine: it watches the target's context switches
@@ -172,7 +172,6 @@ func runPerf(ctx context.Context, s *session.Session, opt Options) (*Result, err
 	e.tr = perfevent.NewSwitchTracer()
 	defer e.tr.Close()
 	opt = e.opt
-	e.refreshNames()
 	e.gilLo, e.gilHi = s.Py.GILRange()
 
 	runtime.LockOSThread()
@@ -200,7 +199,7 @@ func runPerf(ctx context.Context, s *session.Session, opt Options) (*Result, err
 		}
 		e.look()
 		e.greenTick()
-		e.learn(e.order)
+		e.lookNames()
 		if time.Since(lastScan) > 50*time.Millisecond {
 			lastScan = time.Now()
 			if err = e.addThreads(); err != nil {
@@ -220,6 +219,7 @@ func runPerf(ctx context.Context, s *session.Session, opt Options) (*Result, err
 	if derr := e.drain(); err == nil {
 		err = derr
 	}
+	e.lookNames() // the last names, if the target still runs
 	end := clock.MonoNow()
 	e.finish(end)
 	e.greenEnd()
@@ -435,40 +435,11 @@ func (e *engine) pythonIDsIn(ids []int, frames []pyframes.Frame, frameIDs map[[2
 	return ids
 }
 
+// threadFrame is tid's root frame (--threads): one per thread, named
+// when its name is learned, whenever that is.
 func (e *engine) threadFrame(tid int) int {
-	label := "thread " + strconv.Itoa(tid)
-	if n := e.name(tid); n != "" {
-		label = n + " (" + strconv.Itoa(tid) + ")"
-	}
-	return e.prof.Intern(flame.Frame{Kind: flame.Thread, Function: label})
-}
-
-func (e *engine) liveName(tid int) string {
-	ref, ok := e.tids.Lookup(tid)
-	if !ok {
-		return ""
-	}
-	n := e.names[ref.ThreadID]
-	if n == "" && ref.ThreadID != 0 {
-		e.refreshNames()
-		n = e.names[ref.ThreadID]
-	}
-	return n
-}
-
-func (e *engine) refreshNames() {
-	ths, err := e.s.Py.Threads(pyframes.Options{Names: true, Retries: 1})
-	if err != nil {
-		return
-	}
-	if e.names == nil {
-		e.names = map[uint64]string{}
-	}
-	for _, t := range ths {
-		if t.Name != "" {
-			e.names[t.ThreadID] = t.Name
-		}
-	}
+	k := session.ThreadGen{Tid: tid, Gen: e.namer.Gen(tid)}
+	return e.roots.ID(flame.ThreadKey{Tid: tid, Gen: k.Gen}, e.namer.Name(k))
 }
 
 // finish closes every open interval at end and folds the per-thread sums.
@@ -570,6 +541,7 @@ func newEngine(s *session.Session, opt Options, engineName string) *engine {
 	e := &engine{s: s, opt: opt, tids: s.NewTidMap(), threads: map[int]*thr{},
 		frameIDs: map[[2]uint64]int{}, minNS: opt.MinBlock.Nanoseconds(), drainNS: opt.Drain.Nanoseconds()}
 	e.prof = flame.New(flame.Meta{Command: "offcpu", Mode: mode, Unit: "microseconds", Pid: s.Pid, Python: s.Py.Version().String()})
+	e.namer, e.roots = s.NewThreadNamer(opt.Threads), flame.NewThreadRoots(e.prof)
 	e.res.DrainMS = float64(opt.Drain.Microseconds()) / 1e3
 	e.res.Engine = engineName
 	e.tids.Refresh()

@@ -10,13 +10,15 @@ import (
 // prometheus/procfs (which finds the comm between the first "(" and the
 // last ")", so a comm holding parentheses or spaces parses).
 type Stat struct {
-	Comm       string
-	State      string // one letter: R S D Z T t X I
-	Flags      uint   // PF_* (include/linux/sched.h)
-	UTimeTicks uint64 // in UserHZ; for a process, all its threads, living and dead
-	STimeTicks uint64
-	Threads    int
-	Processor  int
+	Comm        string
+	State       string // one letter: R S D Z T t X I
+	Flags       uint   // PF_* (include/linux/sched.h)
+	UTimeTicks  uint64 // in UserHZ; for a process, all its threads, living and dead
+	STimeTicks  uint64
+	CUTimeTicks uint64 // a process: the children it waited for
+	CSTimeTicks uint64
+	Threads     int
+	Processor   int
 }
 
 // PF_* flags of a task (include/linux/sched.h).
@@ -30,6 +32,7 @@ func (s Stat) CPUSeconds() float64 { return float64(s.UTimeTicks+s.STimeTicks) /
 
 func statOf(st procfs.ProcStat) Stat {
 	return Stat{Comm: st.Comm, State: st.State, Flags: st.Flags, UTimeTicks: uint64(st.UTime), STimeTicks: uint64(st.STime),
+		CUTimeTicks: uint64(max(st.CUTime, 0)), CSTimeTicks: uint64(max(st.CSTime, 0)),
 		Threads: st.NumThreads, Processor: int(st.Processor)}
 }
 

@@ -17,6 +17,10 @@ type Process struct {
 
 	codeSerial uint64
 
+	// ThreadNames' threading._active dict of each interpreter, and when
+	// it was looked up (names.go).
+	actives map[uint64]activeDict
+
 	Stats Stats
 
 	scratch scratch // reused by every walk: a Process is not for concurrent use

@@ -49,8 +49,9 @@
 // would name them); stacks are rooted at "[pid N] argv" when the set held more
 // than one process (else the profile is the one process's, unchanged);
 // SetAccount is the account. The achieved rate is per CPU-second of all
-// members. The perf engine, --native, --async, wall and gil observe the
-// target alone and refuse an explicit set.
+// members, each over its own window (below). The perf engine, --native,
+// --async, wall and gil observe the target alone and refuse an explicit
+// set.
 //
 // Price: bpf — ~2–5 µs of kernel time per sample in the target's context
 // (bpf stats, 12–20-frame stacks; per-sample, so independent of how long
@@ -72,6 +73,23 @@
 // an empty profile must not pass for an idle target. Price: one stat read
 // per thread per look. Only the target process is looked at, not the other
 // members of a set.
+//
+// The achieved rate (cpu mode) counts the samples and the target's CPU
+// over one window: up to the last reading of its /proc/PID/stat, which
+// goes when it exits (a zombie's still reads: its account complete); a
+// spawned command that exited is counted whole, by wait4's account of its
+// own threads (session.ExitOwnCPU). So samples taken after the last
+// reading of a target that exited are in the profile, not in the rate.
+//
+// --threads roots each stack at its thread, one frame per thread (TID and,
+// when the kernel reused the TID for a new thread during the recording, a
+// new frame for it), labelled "NAME (TID)" as soon as its name is known —
+// samples folded before included — else "thread TID" (it ended before
+// any read). Names come from each threading.Thread's own _native_id and
+// _name (session.ThreadNamer), never through its ident: glibc gives a
+// finished thread's pthread_t to the next. They are read every 20 ms while
+// the target's threads come and go (a thread-per-request server's
+// requests), else once a second.
 //
 // Cannot see: off-CPU time in cpu mode (by construction: use --mode wall or
 // `pyobs offcpu`). With -- CMD on the perf engine, --native, --async, wall

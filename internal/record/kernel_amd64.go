@@ -14,7 +14,6 @@ import (
 	"github.com/pyobs/pyobs/internal/kwalk"
 	"github.com/pyobs/pyobs/internal/mixed"
 	"github.com/pyobs/pyobs/internal/procset"
-	"github.com/pyobs/pyobs/internal/pyframes"
 	"github.com/pyobs/pyobs/internal/session"
 	"github.com/pyobs/pyobs/internal/unwind"
 )
@@ -199,7 +198,7 @@ func (r *Recorder) openKernel() (*kernelRec, error) {
 	k.w.Known = func(id uint64) bool { _, ok := k.defs[id]; return ok }
 	if k.w.Set != nil {
 		k.set = newSetRec(k, r, kl)
-		r.setCPU = k.set.cpuSum
+		r.setRate = k.set.rateWindow
 	}
 	return k, nil
 }
@@ -257,11 +256,26 @@ func (r *Recorder) runKernel(ctx context.Context, deadline <-chan time.Time, k *
 	defer k.close()
 	lastCheck := time.Now()
 	read := func(until time.Time) error {
-		k.w.SetDeadline(until)
+		// --threads: the names are read between the ring's reads, as often
+		// as threads come and go.
+		wake := func() {
+			if r.namer != nil && r.namer.Next().Before(until) {
+				k.w.SetDeadline(r.namer.Next())
+			} else {
+				k.w.SetDeadline(until)
+			}
+		}
+		wake()
 		for {
 			s, err := k.w.Read()
 			if errors.Is(err, os.ErrDeadlineExceeded) {
-				return nil
+				now := time.Now()
+				r.lookNames(now)
+				if r.namer == nil || !now.Before(until) {
+					return nil
+				}
+				wake()
+				continue
 			}
 			if err != nil {
 				return err
@@ -389,8 +403,8 @@ func (r *Recorder) kernelSample(k *kernelRec, s *kwalk.Sample, n uint64, def *kd
 		// Rooted at its process; read through that process's own reader.
 		p, m := k.set.proc(s.Tgid)
 		p.samples += n
-		r.procRoot, r.hasRoot = k.set.rootFrame(r, p), true
-		defer func() { r.hasRoot = false }()
+		r.procRoot, r.hasRoot, r.tgid = k.set.rootFrame(r, p), true, s.Tgid
+		defer func() { r.hasRoot, r.tgid = false, 0 }()
 		switch {
 		case m.Sym == nil && m.Gone:
 			k.set.unread += n
@@ -432,11 +446,7 @@ func (r *Recorder) kernelSample(k *kernelRec, s *kwalk.Sample, n uint64, def *kd
 	}
 	fids := r.rootIDs()
 	if r.opt.Threads {
-		ref, ok := r.tids.Lookup(s.Tid)
-		if !ok {
-			ref = pyframes.ThreadRef{NativeID: s.Tid}
-		}
-		fids = append(fids, r.threadFrame(ref))
+		fids = append(fids, r.threadFrame(s.Tid))
 	}
 	if s.Complete() {
 		k.exact += n

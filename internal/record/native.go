@@ -352,10 +352,7 @@ func (r *Recorder) sampleNative(tid int, natives []nativeSample, late bool) {
 	for _, ns := range natives {
 		ids := r.ids[:0]
 		if r.opt.Threads {
-			if !ok {
-				ref = pyframes.ThreadRef{NativeID: tid}
-			}
-			ids = append(ids, r.threadFrame(ref))
+			ids = append(ids, r.threadFrame(tid))
 		}
 		ids = r.nat.stack(r.prof, ids, ns, py, marker)
 		r.prof.AddIDs(ids, 1)

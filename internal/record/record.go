@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"strconv"
 	"strings"
 	"time"
 
@@ -86,11 +85,11 @@ type Recorder struct {
 	opt      Options
 	prof     *flame.Profile
 	tids     *session.TidMap
-	names    map[uint64]string
-	namesAt  time.Time         // last refresh of names
-	ids      []int             // scratch for one stack's frame ids
-	kern     []int             // bpf engine, --kernel: the sample's kernel frames, root first, appended to its stack
-	frameIDs map[[2]uint64]int // (code object, line) -> interned frame
+	namer    *session.ThreadNamer // --threads: the target's thread names, learned while it lives
+	roots    *flame.ThreadRoots   // and each thread's one root frame, relabelled as they are learned
+	ids      []int                // scratch for one stack's frame ids
+	kern     []int                // bpf engine, --kernel: the sample's kernel frames, root first, appended to its stack
+	frameIDs map[[2]uint64]int    // (code object, line) -> interned frame
 	start    time.Time
 	cpu0     time.Duration
 	tcpu0    float64
@@ -106,7 +105,10 @@ type Recorder struct {
 	nat      *native       // with --native/--kernel
 	natCur   *nativeSample // bpf engine, --native: the sample being folded (its pcs in nat.slab)
 	natLinks []uint64      // and its Python runs' C-stack links, innermost first
-	lastCPU  float64       // last reading of the target's CPU seconds
+	lastCPU  float64       // the achieved rate's window: the last reading of the target's CPU seconds
+	progCPU  float64       // Progress.TargetCPU's: the newest reading (its own, apart from the rate's window)
+	rateN    uint64        // and the samples folded when it was taken
+	cpuGone  bool          // the target's stat can't be read any more
 	maxLag   int64         // ns between the kernel's sample and our read beyond which the read is "late"
 	lagSum   int64
 	lagN     int64
@@ -116,8 +118,9 @@ type Recorder struct {
 	// set's account at the end.
 	procRoot int
 	hasRoot  bool
+	tgid     int // the process of the sample being folded (a set's; 0: the target)
 	setAcct  *SetAccount
-	setCPU   func() float64 // the members' CPU seconds since each was first read
+	setRate  func() (uint64, float64) // the members' samples and CPU seconds over each one's window
 
 	async *asyncAttr // with Async
 	green *greenAttr // with Greenlets
@@ -216,7 +219,9 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*flame.Profile, 
 	}
 	r.opt.Engine = opt.Engine
 	r.tids.Refresh()
-	r.refreshNames()
+	if opt.Threads {
+		r.namer, r.roots = s.NewThreadNamer(true), flame.NewThreadRoots(r.prof)
+	}
 	r.cpu0 = clock.ObserverCPU() // the walker's load included
 	var kr *kernelRec
 	if opt.Mode == "cpu" {
@@ -372,6 +377,7 @@ func (r *Recorder) runCPU(ctx context.Context, deadline <-chan time.Time) error 
 			return err
 		}
 		r.readPending()
+		r.lookNames(time.Now())
 		if time.Since(lastScan) > 50*time.Millisecond {
 			// New threads get their event within ~50 ms of appearing.
 			lastScan = time.Now()
@@ -477,6 +483,7 @@ func (r *Recorder) runTimer(ctx context.Context, deadline <-chan time.Time) erro
 		} else {
 			r.sampleWall()
 		}
+		r.lookNames(time.Now())
 		if time.Since(lastCheck) > 200*time.Millisecond {
 			lastCheck = time.Now()
 			r.tids.Refresh()
@@ -536,11 +543,7 @@ func (r *Recorder) marker(tid int, what string, weight int64) {
 	r.samples += uint64(weight)
 	ids := r.rootIDs()
 	if r.opt.Threads {
-		ref, ok := r.tids.Lookup(tid)
-		if !ok {
-			ref = pyframes.ThreadRef{NativeID: tid}
-		}
-		ids = append(ids, r.threadFrame(ref))
+		ids = append(ids, r.threadFrame(tid))
 	}
 	if r.natCur != nil {
 		// bpf engine, --native: the sample's native stack under the marker.
@@ -581,7 +584,7 @@ func (r *Recorder) sampleRef(ref pyframes.ThreadRef, state string, weight int64)
 	}
 	ids := r.ids[:0]
 	if r.opt.Threads {
-		ids = append(ids, r.threadFrame(ref))
+		ids = append(ids, r.threadFrame(ref.NativeID))
 	}
 	switch {
 	case err != nil && !errors.Is(err, pyframes.ErrTorn):
@@ -621,37 +624,26 @@ func (r *Recorder) sampleRef(ref pyframes.ThreadRef, state string, weight int64)
 	r.ids = ids
 }
 
-func (r *Recorder) threadFrame(ref pyframes.ThreadRef) int {
-	name := r.names[ref.ThreadID]
-	if name == "" && ref.ThreadID != 0 && time.Since(r.namesAt) > 500*time.Millisecond {
-		// A thread not named yet (or never: not started by threading):
-		// look again, but not on every sample.
-		r.refreshNames()
-		name = r.names[ref.ThreadID]
+// threadFrame is tid's root frame (--threads): one per thread, named
+// when its name is learned, whenever that is.
+func (r *Recorder) threadFrame(tid int) int {
+	if r.tgid != 0 && r.tgid != r.s.Pid {
+		// Another member of a set: its names are not read.
+		return r.roots.ID(flame.ThreadKey{Pid: r.tgid, Tid: tid}, "")
 	}
-	label := "thread " + strconv.Itoa(ref.NativeID)
-	if name != "" {
-		label = name + " (" + strconv.Itoa(ref.NativeID) + ")"
-	}
-	return r.prof.Intern(flame.Frame{Kind: flame.Thread, Function: label})
+	k := session.ThreadGen{Tid: tid, Gen: r.namer.Gen(tid)}
+	return r.roots.ID(flame.ThreadKey{Tid: tid, Gen: k.Gen}, r.namer.Name(k))
 }
 
-func (r *Recorder) refreshNames() {
-	if !r.opt.Threads {
+// lookNames reads the target's thread names when due (--threads) and
+// relabels the roots of the threads named since (their earlier samples
+// included).
+func (r *Recorder) lookNames(now time.Time) {
+	if r.namer == nil {
 		return
 	}
-	r.namesAt = time.Now()
-	ths, err := r.s.Py.Threads(pyframes.Options{Names: true, Retries: 1})
-	if err != nil {
-		return
-	}
-	if r.names == nil {
-		r.names = map[uint64]string{}
-	}
-	for _, t := range ths {
-		if t.Name != "" {
-			r.names[t.ThreadID] = t.Name
-		}
+	for _, k := range r.namer.Look(now) {
+		r.roots.Relabel(flame.ThreadKey{Tid: k.Tid, Gen: k.Gen}, r.namer.Name(k))
 	}
 }
 
@@ -672,33 +664,34 @@ func (r *Recorder) progress() {
 // the target is reaped), or a spawned program's whole account read at its
 // exit (wait4's rusage); a set's members' sum.
 func (r *Recorder) targetCPU() float64 {
-	if r.setCPU != nil {
-		return r.setCPU()
+	if r.setRate != nil {
+		_, c := r.setRate()
+		return c
 	}
-	if c := targetCPU(r.s.Pid); c > r.lastCPU {
-		r.lastCPU = c
+	if c := targetCPU(r.s.Pid); c > r.progCPU {
+		r.progCPU = c
 	}
-	if c, ok := r.s.ExitCPU(); ok && c > r.lastCPU {
-		r.lastCPU = c
+	if c, ok := r.s.ExitOwnCPU(); ok && c > r.progCPU {
+		r.progCPU = c
 	}
-	return max(0, r.lastCPU-r.tcpu0)
+	return max(0, r.progCPU-r.tcpu0)
 }
 
 // achieved: cpu mode — samples per second of target CPU time (the kernel
 // samples on-CPU time); wall/gil — ticks per wall second.
+//
+// cpu mode counts the samples and the CPU over one window: up to the last
+// reading of the target's CPU. A target that exits takes its /proc/PID/stat
+// with it: the CPU it used after the last reading is not known, so the
+// samples folded since are not counted either (they stay in the profile).
+// A spawned program's account at its exit (wait4) holds every sample.
 func (r *Recorder) achieved() float64 {
 	if r.opt.Mode == "cpu" {
-		if r.setCPU != nil {
-			if c := r.setCPU(); c > 0 {
-				return float64(r.samples) / c
-			}
-			return 0
-		}
-		cpu := r.targetCPU()
+		n, cpu := r.rateWindow()
 		if cpu <= 0 {
 			return 0
 		}
-		return float64(r.samples) / cpu
+		return float64(n) / cpu
 	}
 	el := time.Since(r.start).Seconds()
 	if r.opt.Mode == "wall" {
@@ -711,16 +704,37 @@ func (r *Recorder) achieved() float64 {
 	return float64(r.samples) / el
 }
 
+// rateWindow is cpu mode's samples and target CPU seconds over one window,
+// the CPU read now if it still can be.
+func (r *Recorder) rateWindow() (uint64, float64) {
+	if r.setRate != nil {
+		return r.setRate()
+	}
+	if c, ok := r.s.ExitOwnCPU(); ok {
+		r.lastCPU, r.rateN = c, r.samples // a spawned program's whole account, read at its exit
+	} else if !r.cpuGone {
+		// Alive, or a zombie (its account complete). Once its stat is
+		// gone, or reads less than before (its pid taken by another
+		// process), the last reading stands.
+		if st, err := procfs.Default().Stat(r.s.Pid); err == nil && st.CPUSeconds() >= r.lastCPU {
+			r.lastCPU, r.rateN = st.CPUSeconds(), r.samples
+		} else {
+			r.cpuGone = true
+		}
+	}
+	return r.rateN, r.lastCPU - r.tcpu0
+}
+
 func (r *Recorder) finish() {
-	m := &r.prof.Meta
-	if r.opt.End != nil && r.s.Spawned() && !r.s.Alive() {
-		// Ended by its program's exit: its account comes with the reaping,
-		// which the session does at once.
+	r.lookNames(time.Now()) // the last names, if the target still runs
+	if r.s.Spawned() && !r.s.Alive() {
+		// Exited: its account comes with its reaping, a moment away.
 		select {
 		case <-r.s.Exited():
 		case <-time.After(time.Second):
 		}
 	}
+	m := &r.prof.Meta
 	end, endCPU := time.Since(r.start), r.targetCPU()
 	m.DurationS = end.Seconds()
 	m.Samples, m.Lost, m.Torn, m.Failed, m.Throttled, m.Late, m.Moved = r.samples, r.lost, r.torn, r.failed, r.throt, r.late, r.moved

@@ -7,8 +7,10 @@ import (
 
 	"github.com/pyobs/pyobs/internal/flame"
 	"github.com/pyobs/pyobs/internal/kwalk"
+	"github.com/pyobs/pyobs/internal/procfs"
 	"github.com/pyobs/pyobs/internal/procset"
 	"github.com/pyobs/pyobs/internal/pyframes"
+	"github.com/pyobs/pyobs/internal/session"
 )
 
 // procRec is one member process of a recorded set: the program its
@@ -22,6 +24,7 @@ type procRec struct {
 	cpu0    float64 // CPU seconds at its first reading (0 for a fork: it starts at 0)
 	cpu     float64 // the last reading
 	readCPU bool
+	rateN   uint64 // samples folded at the last reading (the achieved rate's window)
 }
 
 // pendingLook is the look period while a member's interpreter is still
@@ -31,6 +34,7 @@ const pendingLook = 20 * time.Millisecond
 
 // setRec is the bpf engine's state for a set.
 type setRec struct {
+	s      *session.Session // the target's
 	set    *procset.Set
 	ms     *kwalk.Members
 	procs  map[int]*procRec
@@ -38,11 +42,15 @@ type setRec struct {
 }
 
 func newSetRec(k *kernelRec, r *Recorder, kl *pyframes.KernelLayout) *setRec {
-	sr := &setRec{set: k.w.Set, ms: kwalk.NewMembers(k.w.Set, k.w.PyAddrs(), kl), procs: map[int]*procRec{}}
+	sr := &setRec{set: k.w.Set, ms: kwalk.NewMembers(k.w.Set, k.w.PyAddrs(), kl), procs: map[int]*procRec{}, s: r.s}
 	sr.ms.Look = pendingLook
 	// The target is read through the session's own reader.
 	sr.ms.Add(r.s.Pid, r.s.Py, k.sym)
-	sr.procs[r.s.Pid] = &procRec{pid: r.s.Pid, m: sr.ms.Get(r.s.Pid), ids: k.ids, root: -1, cpu0: targetCPU(r.s.Pid)}
+	cpu0 := targetCPU(r.s.Pid)
+	if h := r.held; h != nil && h.taken {
+		cpu0 = h.tcpu0 // sampled from its exec
+	}
+	sr.procs[r.s.Pid] = &procRec{pid: r.s.Pid, m: sr.ms.Get(r.s.Pid), ids: k.ids, root: -1, cpu0: cpu0}
 	// A fork or an exec wakes the look at once: an exec'd interpreter's
 	// samples are invalid until its addresses are in the kernel's map.
 	sr.set.OnChange(k.w.Wake)
@@ -103,9 +111,12 @@ func (sr *setRec) threadRefs(target []pyframes.ThreadRef, targetPid int) []pyfra
 	return append(refs, sr.ms.ThreadRefs()...)
 }
 
-// cpu reads each member's CPU seconds (the last reading of an exited one
-// stays) and returns their sum since each was first read.
-func (sr *setRec) cpuSum() float64 {
+// rateWindow reads each member's CPU seconds (an exited one's last reading
+// stays; the spawned target's from its exit) and returns the samples and
+// the CPU seconds over each member's window: from its first reading to its
+// last, the samples folded by then. A member whose CPU was never read
+// counts neither.
+func (sr *setRec) rateWindow() (uint64, float64) {
 	for _, m := range sr.set.Members() {
 		p := sr.procs[m.Pid]
 		if p == nil {
@@ -115,18 +126,27 @@ func (sr *setRec) cpuSum() float64 {
 			}
 			sr.procs[m.Pid] = p
 		}
-		if c := targetCPU(m.Pid); c > p.cpu {
-			p.cpu = c
-			p.readCPU = true
+		if m.Pid == sr.s.Pid {
+			if c, ok := sr.s.ExitOwnCPU(); ok {
+				p.cpu, p.readCPU, p.rateN = c, true, p.samples
+				continue
+			}
+		}
+		// A member that exited reads while it is a zombie (its account
+		// complete); after, its last reading stands.
+		if st, err := procfs.Default().Stat(m.Pid); err == nil && (!m.Exited || st.State == "Z") && st.CPUSeconds() >= p.cpu {
+			p.cpu, p.readCPU, p.rateN = st.CPUSeconds(), true, p.samples
 		}
 	}
+	var n uint64
 	sum := 0.0
 	for _, p := range sr.procs {
 		if p.readCPU && p.cpu > p.cpu0 {
+			n += p.rateN
 			sum += p.cpu - p.cpu0
 		}
 	}
-	return sum
+	return n, sum
 }
 
 // account is the set's account at the end.

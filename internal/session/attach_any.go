@@ -5,7 +5,6 @@ import (
 	"syscall"
 
 	"github.com/pyobs/pyobs/internal/procfs"
-	"github.com/pyobs/pyobs/internal/pyframes"
 )
 
 // AttachAny is Attach for commands that do not need the frame walker (stat):
@@ -41,20 +40,23 @@ func (s *Session) TryPython() bool {
 }
 
 // ThreadNames maps kernel TIDs to Python threading names, best effort:
-// nil when the walker is not open or the read fails.
+// nil when the walker is not open or the read fails. Each name comes with
+// the TID its Thread object recorded (pyframes.ThreadNames).
 func (s *Session) ThreadNames() map[int]string {
 	if s.Py == nil {
 		return nil
 	}
-	threads, err := s.Py.Threads(pyframes.Options{Names: true, Retries: 1})
+	threads, err := s.Py.ThreadNames()
 	if err != nil {
 		return nil
 	}
-	tids, _ := s.FS.Tasks(s.Pid)
 	ns := s.hostTids()
 	out := map[int]string{}
 	for _, t := range threads {
-		tid := s.hostTid(t.NativeID, t.ThreadID, tids, ns)
+		tid := t.NativeID
+		if ns != nil {
+			tid = ns[tid]
+		}
 		if tid > 0 && t.Name != "" {
 			out[tid] = t.Name
 		}

@@ -148,7 +148,7 @@ func spawnHeld(argv []string, stdout *os.File) (*Session, error) {
 	}
 	s := &Session{Pid: cmd.Process.Pid, FS: procfs.Default(), cmd: cmd, waited: make(chan struct{}),
 		hold: &hold{release: rw, errs: er, argv0: argv[0], argv: argv, since: time.Now()}}
-	go func() { waitExited(s.Pid); s.waitErr = cmd.Wait(); close(s.waited) }()
+	go s.reap()
 	return s, nil
 }
 

@@ -133,14 +133,22 @@ func TestExitCPU(t *testing.T) {
 	}
 	// `times`: the shell's user and system time, then its children's (the
 	// date commands), each "XmY.YYYs".
-	var sum float64
-	for _, f := range strings.Fields(string(b)) {
+	var sum, own float64
+	for i, f := range strings.Fields(string(b)) {
 		var m, sec float64
 		if _, err := fmt.Sscanf(f, "%fm%fs", &m, &sec); err == nil {
 			sum += 60*m + sec
+			if i < 2 {
+				own += 60*m + sec
+			}
 		}
 	}
 	if sum <= 0 || cpu < 0.8*sum-0.02 || cpu > 1.2*sum+0.02 {
 		t.Errorf("exit account %.3fs, the shell's own times %.3fs (%q)", cpu, sum, b)
+	}
+	// Without its children: the shell's own line (its stat counts in
+	// 10 ms ticks).
+	if c, ok := s.ExitOwnCPU(); !ok || c < 0.8*own-0.02 || c > 1.2*own+0.02 {
+		t.Errorf("own exit account %.3fs (%v), the shell's own times %.3fs (%q)", c, ok, own, b)
 	}
 }

@@ -49,9 +49,10 @@ type Session struct {
 	// that observe sets seed internal/procset with Options().
 	Set SetSpec
 
-	cmd     *exec.Cmd
-	waited  chan struct{}
-	waitErr error
+	cmd      *exec.Cmd
+	waited   chan struct{}
+	waitErr  error
+	exitKids float64 // CPU seconds of the children a spawned target waited for, read at its exit
 
 	adopted     bool // started by an engine (Adopt); waited for here once handed over
 	adoptedCode int
@@ -184,7 +185,7 @@ func spawn(argv []string, stdout *os.File) (*Session, error) {
 		return nil, CommandError(argv[0], err)
 	}
 	s := &Session{Pid: cmd.Process.Pid, FS: procfs.Default(), cmd: cmd, waited: make(chan struct{}), started: time.Now()}
-	go func() { waitExited(s.Pid); s.waitErr = cmd.Wait(); close(s.waited) }()
+	go s.reap()
 	return s, nil
 }
 
@@ -283,7 +284,8 @@ func (s *Session) ExitCode() int {
 
 // ExitCPU is the CPU seconds (user + system) of a spawned target that has
 // exited and was reaped, from the kernel's account at its exit (its
-// /proc/PID/stat is gone by then); ok false before that.
+// /proc/PID/stat is gone by then; wait4's rusage: the children it waited
+// for included); ok false before that.
 func (s *Session) ExitCPU() (float64, bool) {
 	if s.cmd == nil {
 		return 0, false
@@ -301,6 +303,28 @@ func (s *Session) ExitCPU() (float64, bool) {
 		return 0, false
 	}
 	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9, true
+}
+
+// ExitOwnCPU is ExitCPU without the children the target waited for
+// (their CPU as its stat gave it while it was a zombie): the CPU of the
+// target's own threads, which is what samplers of it count.
+func (s *Session) ExitOwnCPU() (float64, bool) {
+	c, ok := s.ExitCPU()
+	if !ok {
+		return 0, false
+	}
+	return max(0, c-s.exitKids), true
+}
+
+// reap waits for the spawned target's exit, reads its children's CPU from
+// its stat while it is a zombie (for ExitOwnCPU), and reaps it.
+func (s *Session) reap() {
+	waitExited(s.Pid)
+	if st, err := s.FS.Stat(s.Pid); err == nil {
+		s.exitKids = float64(st.CUTimeTicks+st.CSTimeTicks) / procfs.UserHZ
+	}
+	s.waitErr = s.cmd.Wait()
+	close(s.waited)
 }
 
 // StatusCode is a wait status as a shell reports it: the exit code, or
