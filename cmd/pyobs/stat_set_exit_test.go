@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pyobs/pyobs/internal/stat"
 	"github.com/pyobs/pyobs/internal/testutil"
 )
 
@@ -79,14 +77,7 @@ func TestStatSetShortChildrenExact(t *testing.T) {
 	if r.Code != 0 {
 		t.Fatalf("stat: exit %d: %s", r.Code, r.Stderr)
 	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var st stat.SetStat
-	if err := json.Unmarshal(b, &st); err != nil {
-		t.Fatalf("not a set document: %v\n%s", err, b)
-	}
+	st := readSetStat(t, out)
 	got, kids := 0.0, 0
 	for _, p := range st.Processes {
 		if p.Pid == tg.Pid {

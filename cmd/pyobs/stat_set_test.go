@@ -79,14 +79,7 @@ func TestStatSetChildren(t *testing.T) {
 	if r.Code != 0 {
 		t.Fatalf("stat: exit %d: %s", r.Code, r.Stderr)
 	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var st stat.SetStat
-	if err := json.Unmarshal(b, &st); err != nil {
-		t.Fatalf("not a set document: %v\n%s", err, b)
-	}
+	st := readSetStat(t, out)
 	if st.WindowS > 30 {
 		t.Errorf("window %.1f s: it should end once every process exited", st.WindowS)
 	}
@@ -221,4 +214,18 @@ func runAsync(t *testing.T, timeout time.Duration, args ...string) func() testut
 		_ = cmd.Wait()
 		return testutil.Result{Stdout: so.String(), Stderr: se.String(), Code: cmd.ProcessState.ExitCode()}
 	}
+}
+
+// readSetStat reads the set document stat wrote to out.
+func readSetStat(t *testing.T, out string) *stat.SetStat {
+	t.Helper()
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st stat.SetStat
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatalf("not a set document: %v\n%s", err, b)
+	}
+	return &st
 }
