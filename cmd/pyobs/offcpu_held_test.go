@@ -83,15 +83,17 @@ func TestOffcpuHeldFirstInstruction(t *testing.T) {
 			// The thread's CPU from the exec on. The program's own count
 			// also holds the holder's start before the exec (pyobs's
 			// runtime: 2-13 ms beside the hog), so it bounds from above;
-			// from below, its own run after its first line plus at least
-			// half of its interpreter's start-up (measured bare, the same
-			// minute): the part that only an observer from the first
-			// instruction sees. It exits at once after the count.
+			// from below, its own run after its first line plus at least a
+			// quarter of its interpreter's start-up (measured bare, the same
+			// minute; a start-up beside it can be quicker, its files cached
+			// by then: CI measured 6 of a bare 13 ms): the part that only an
+			// observer from the first instruction sees. It exits at once
+			// after the count.
 			on := doc.Result.Threads[0].On
 			script := truth.CPU - truth.Start
 			t.Logf("%s: on CPU %.3fs; the thread's own CPU time %.3fs, %.3fs of it after its first line, a bare start-up %.3fs", label, on, truth.CPU, script, startUp)
-			if on > truth.CPU+0.003 || on < script+startUp/2 {
-				t.Errorf("on CPU %.3fs, want between %.3fs (its run after its first line and half a start-up) and the thread's %.3fs", on, script+startUp/2, truth.CPU)
+			if on > truth.CPU+0.003 || on < script+startUp/4 {
+				t.Errorf("on CPU %.3fs, want between %.3fs (its run after its first line and a quarter of a start-up) and the thread's %.3fs", on, script+startUp/4, truth.CPU)
 			}
 			if !strings.Contains(r.Stderr, "observed from the command's first instruction") && !strings.Contains(r.Stderr, "0 stack reads") {
 				t.Logf("footer: %s", r.Stderr)
