@@ -120,6 +120,10 @@ type Meta struct {
 	// gone when pyobs read it (freed since the sample): each such frame
 	// is [code object unreadable], the rest of the stack named.
 	PartlyNamed uint64 `json:"partly_named,omitempty"`
+	// NamesByAge (bpf): why the code objects of this recording could only
+	// be re-checked by age (kwalk.Symbolizer: no code-object generation
+	// to tell a freed and reused address by); empty when they could.
+	NamesByAge string `json:"names_by_age,omitempty"`
 	// BeforePython: samples of a held command taken before its
 	// interpreter was up (not walked: [before the interpreter]).
 	BeforePython   uint64  `json:"before_python,omitempty"`

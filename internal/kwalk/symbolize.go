@@ -41,6 +41,7 @@ type Symbolizer struct {
 	gen        bool
 	created    bool                   // 3.12/3.13: gen counts creations, entries check co_version
 	counter    func() (uint64, error) // created: the counter now
+	byAge      string                 // why there is no generation ("" when there is)
 	cache      map[uint64]*symEntry
 	Stats      SymStats
 	now        func() time.Time
@@ -81,6 +82,12 @@ func NewSymbolizer(p *pyframes.Process, l *pyframes.KernelLayout) *Symbolizer {
 		addr := l.CodeGenerationAddr
 		s.created = true
 		s.counter = func() (uint64, error) { return p.CodeCounter(addr) }
+	}
+	if !s.gen {
+		s.byAge = l.CodeGenerationWhy
+		if s.byAge == "" {
+			s.byAge = fmt.Sprintf("python %s keeps no count of code objects created or freed", l.Version)
+		}
 	}
 	return s
 }
@@ -172,9 +179,13 @@ func (s *Symbolizer) put(addr uint64, e *symEntry) {
 	s.cache[addr] = e
 }
 
-// Generations: the samples carry the code-object generation (3.14+), so a
+// Generations: the samples carry the code-object generation (3.12+), so a
 // name read once holds for every sample of the same generation.
 func (s *Symbolizer) Generations() bool { return s.gen }
+
+// ByAge says why names are re-checked by age only (no generation), ""
+// when they are not.
+func (s *Symbolizer) ByAge() string { return s.byAge }
 
 // Tick sets the clock the ≤3.13 re-validation reads, for a caller that
 // symbolizes in batches (a ring drained every look): one clock read per

@@ -93,8 +93,11 @@ func engineNote(m flame.Meta) string {
 		held += fmt.Sprintf("; the command waited %.2fs before its exec while the walker loaded, its layout %s", m.HeldS, m.HeldLayout)
 	}
 	partly := ""
+	if m.NamesByAge != "" {
+		partly = fmt.Sprintf("; code objects re-checked by age only (%s): one freed and its address reused within a second can be misnamed", m.NamesByAge)
+	}
 	if m.PartlyNamed > 0 {
-		partly = fmt.Sprintf("; %d named but for frames whose code object was freed before pyobs read it ([code object unreadable])", m.PartlyNamed)
+		partly += fmt.Sprintf("; %d named but for frames whose code object was freed before pyobs read it ([code object unreadable])", m.PartlyNamed)
 	}
 	return fmt.Sprintf(" (bpf engine: stacks walked in the kernel at each sample: exact %d (%.2f %% of walks), truncated %d, faulted %d, invalid %d, not Python %d%s, no frames %d%s%s; BPF run time per sample %s, bpf stats %s; observer CPU %.1f µs per sample)",
 		m.Exact, pct, m.KernelTruncated, m.KernelFaulted, m.KernelInvalid, m.NotPython, mapOnly, m.NoFrames, held, partly, bpf, m.BPFStats, per)

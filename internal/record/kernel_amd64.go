@@ -658,6 +658,9 @@ func (r *Recorder) kernelAccount(k *kernelRec) {
 	m := &r.prof.Meta
 	m.Exact, m.KernelTruncated, m.KernelFaulted, m.KernelInvalid = k.exact, k.trunc, k.fault, k.invalid
 	m.PartlyNamed = k.partly
+	if k.sym != nil {
+		m.NamesByAge = k.sym.ByAge()
+	}
 	m.NotPython, m.NoFrames, m.BeforePython = k.nopy, k.empty, k.prepy
 	m.BPFStats = k.note
 	m.MapOnly = k.mapOnly
