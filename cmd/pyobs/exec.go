@@ -119,10 +119,6 @@ func runExec(cmd *cobra.Command, g *globals, f *execFlags, args []string) error 
 		if err != nil {
 			return usageError{err}
 		}
-		if sg == unix.SIGKILL || sg == unix.SIGSTOP {
-			return usagef("exec: --nudge-signal %s can't be caught: it would %s the target, not interrupt its syscall", unix.SignalName(sg),
-				map[bool]string{true: "kill", false: "stop"}[sg == unix.SIGKILL])
-		}
 		opt.NudgeSignal = sg
 	}
 	if g.pid == 0 {

@@ -41,6 +41,7 @@ type Symbolizer struct {
 	gen        bool
 	created    bool                   // 3.12/3.13: gen counts creations, entries check co_version
 	counter    func() (uint64, error) // created: the counter now
+	counted    uint64                 // created: the counter's last reading
 	byAge      string                 // why there is no generation ("" when there is)
 	cache      map[uint64]*symEntry
 	Stats      SymStats
@@ -150,11 +151,16 @@ func (s *Symbolizer) codeCreated(addr, gen uint64) (*pyframes.CodeSymbol, error)
 		s.Stats.Misses++
 	}
 	// The counter first: the object read next holds for every generation
-	// up to it (one created after this read would have moved it).
-	hi, err := s.counter()
-	if err != nil || hi < gen {
-		hi = gen
+	// up to it (one created after this read would have moved it). Any
+	// earlier reading bounds it too, so the counter is read again only for
+	// a sample newer than the last reading: once per batch of a churning
+	// program's samples, not once per frame.
+	if s.counted < gen {
+		if c, err := s.counter(); err == nil {
+			s.counted = c
+		}
 	}
+	hi := max(s.counted, gen)
 	sym, err := s.P.Code(addr)
 	if err != nil {
 		s.Stats.Errors++

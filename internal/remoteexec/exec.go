@@ -504,7 +504,7 @@ func CheckNudgeSignal(fs procfs.FS, pid int, sig syscall.Signal) error {
 		name = "signal " + strconv.Itoa(int(sig))
 	}
 	if sig == unix.SIGKILL || sig == unix.SIGSTOP {
-		return fmt.Errorf("%s can't be caught: it would %s pid %d, not interrupt its syscall", name,
+		return fmt.Errorf("%s can't be caught: it would %s the target (pid %d), not interrupt its syscall", name,
 			map[bool]string{true: "kill", false: "stop"}[sig == unix.SIGKILL], pid)
 	}
 	st, err := fs.Status(pid)
