@@ -231,7 +231,8 @@ func TestTopUsage(t *testing.T) {
 
 // cpuTruth samples a process's CPU time from /proc/PID/schedstat (its
 // leader thread's run time in ns: a one-thread target's whole CPU) every
-// 2 ms, with the time of each reading, until the file is gone or stop.
+// 2 ms, with the time of each reading, until the file is gone or stop
+// (and once after it).
 type cpuTruth struct {
 	mu   sync.Mutex
 	at   []time.Time
@@ -263,7 +264,14 @@ func sampleCPU(t *testing.T, pid int) *cpuTruth {
 	c.at, c.ns = []time.Time{time.Now()}, []int64{n}
 	go func() {
 		defer close(c.done)
-		for {
+		for stopped := false; !stopped; {
+			select {
+			case <-c.stop:
+				// One reading after stop: the last line arrived before
+				// stop, perhaps after the reading before it.
+				stopped = true
+			case <-time.After(2 * time.Millisecond):
+			}
 			n, ok := read()
 			if !ok {
 				return
@@ -271,11 +279,6 @@ func sampleCPU(t *testing.T, pid int) *cpuTruth {
 			c.mu.Lock()
 			c.at, c.ns = append(c.at, time.Now()), append(c.ns, n)
 			c.mu.Unlock()
-			select {
-			case <-c.stop:
-				return
-			case <-time.After(2 * time.Millisecond):
-			}
 		}
 	}()
 	t.Cleanup(c.end)
