@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/spf13/pflag"
 )
 
 // PidError is a -p value that is not a process id.
@@ -58,11 +60,43 @@ func (v pidValue) String() string {
 func (v pidValue) Type() string { return "pid" }
 
 // FlagError is err, or the *PidError inside it when a -p value was refused
-// (without the flag parser's "invalid argument ... for flag" wrapping).
+// (without the flag parser's "invalid argument ... for flag" wrapping), or,
+// for a number, duration or switch the flag parser could not read, one
+// line naming the flag and the form it takes instead of strconv's or
+// time's text.
 func FlagError(err error) error {
 	var pe *PidError
 	if errors.As(err, &pe) {
 		return pe
 	}
+	var ve *pflag.InvalidValueError
+	if errors.As(err, &ve) && ve.GetFlag() != nil {
+		if want := flagForm(ve.GetFlag().Value.Type()); want != "" {
+			f := ve.GetFlag()
+			name := "--" + f.Name
+			if f.Shorthand != "" {
+				name = "-" + f.Shorthand + "/" + name
+			}
+			return fmt.Errorf("invalid value %s for %s: want %s", strconv.Quote(ve.GetValue()), name, want)
+		}
+	}
 	return err
+}
+
+// flagForm says what a flag of the parser's own type takes ("": a value
+// of pyobs's own, whose Set already says why in its words).
+func flagForm(typ string) string {
+	switch typ {
+	case "int", "int8", "int16", "int32", "int64":
+		return "a whole number"
+	case "uint", "uint8", "uint16", "uint32", "uint64":
+		return "a whole number, 0 or more"
+	case "float32", "float64":
+		return "a number"
+	case "duration":
+		return "a duration such as 500ms, 5s or 2m"
+	case "bool":
+		return "true or false"
+	}
+	return ""
 }
