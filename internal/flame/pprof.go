@@ -20,7 +20,9 @@ import (
 // Python frames become Function{Name: qualname, Filename: file} with the
 // executing line in Line; native and kernel frames keep their address and,
 // when File is set, a Mapping for that file; kernel functions are named
-// "SYMBOL_[k]" as in the folded format. Thread and State frames are not
+// "SYMBOL_[k]" as in the folded format. Every name is written as the other
+// formats show it, in Name alone (no SystemName), so go tool pprof shows
+// it unchanged. Thread and State frames are not
 // locations: they become the sample labels "thread" and "state" — and a
 // set's process root ("[pid N] argv", IsProcessRoot) the label "process".
 // Meta goes into the profile's comments.
@@ -111,7 +113,12 @@ func toPprof(p *Profile) (*profile.Profile, error) {
 		fk := funcKey{name, f.File}
 		fn := funcs[fk]
 		if fn == nil {
-			fn = &profile.Function{ID: uint64(len(pp.Function) + 1), Name: name, SystemName: name, Filename: f.File}
+			// No SystemName: when Name equals it, pprof's symbolizer takes
+			// the name for a C++ symbol and cuts what is between <> and ()
+			// ("<module>" and "<lambda>" became empty, "[unknown]
+			// (lib+0xoff)" lost its place). Our names are final (native
+			// ones already demangled by internal/unwind).
+			fn = &profile.Function{ID: uint64(len(pp.Function) + 1), Name: name, Filename: f.File}
 			funcs[fk] = fn
 			pp.Function = append(pp.Function, fn)
 		}

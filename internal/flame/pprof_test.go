@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -206,5 +207,89 @@ func TestPprofProcessRoot(t *testing.T) {
 	back.EachStack(func(s *Stack) { got = back.FoldedKey(s) })
 	if want := "[pid 42] python3 app.py;MainThread;main (app.py:3)"; got != want {
 		t.Errorf("read back %q, want %q", got, want)
+	}
+}
+
+// TestPprofNamesKept: every function keeps the name pyobs gave it when go
+// tool pprof reads the file. pprof's symbolizer rewrites a name it takes for
+// undemangled C++ (its Name equal to its SystemName, with <> or [] in it):
+// `<module>` and `<lambda>` lost everything between the brackets, to the
+// empty name -top shows as <unknown>, and "[unknown] (lib+0xoff)" its
+// "(lib+0xoff)". Each leaf below has its own weight, so a merge or a rename
+// shows in -top's flat column.
+func TestPprofNamesKept(t *testing.T) {
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		testutil.Skip(t, "no go on PATH to run go tool pprof")
+	}
+	p := New(Meta{Command: "record", Mode: "cpu", Unit: "samples", RequestedHz: 100}) // 10 ms a sample
+	mod := Frame{Kind: Python, Function: "<module>", File: "names.py", Line: 8}
+	leaves := []struct {
+		f     Frame
+		name  string // as pprof should show it
+		count int64
+	}{
+		{mod, "<module>", 1},
+		{Frame{Kind: Python, Function: "<lambda>", File: "names.py", Line: 2}, "<lambda>", 2},
+		{Frame{Kind: Python, Function: "<genexpr>", File: "names.py", Line: 2}, "<genexpr>", 3},
+		{Frame{Kind: Python, Function: "<lambda>.<locals>.<genexpr>", File: "names.py", Line: 2}, "<lambda>.<locals>.<genexpr>", 4},
+		{Frame{Kind: Python, Function: "comp.<locals>.<listcomp>", File: "names.py", Line: 3}, "comp.<locals>.<listcomp>", 5},
+		{Frame{Kind: Python, Function: "Grid[int].get", File: "names.py", Line: 9}, "Grid[int].get", 6},
+		{Frame{Kind: Native, Function: "[unknown] (libc.so.6+0x9a1b)", File: "/usr/lib/x86_64-linux-gnu/libc.so.6", Addr: 0x7f1234569a1b}, "[unknown] (libc.so.6+0x9a1b)", 7},
+		{Frame{Kind: Kernel, Function: "ksys_read", Addr: 0xffffffff81234560}, "ksys_read_[k]", 8},
+	}
+	for i, l := range leaves {
+		stack := []Frame{{Kind: Thread, Function: "MainThread"}, l.f}
+		if i > 0 {
+			stack = []Frame{{Kind: Thread, Function: "MainThread"}, mod, l.f}
+		}
+		p.Add(stack, l.count)
+	}
+	pp, raw := writeParsePprof(t, p)
+
+	// The library reads back the names written.
+	names := map[string]bool{}
+	for _, fn := range pp.Function {
+		names[fn.Name] = true
+	}
+	for _, l := range leaves {
+		if !names[l.name] {
+			t.Errorf("no pprof Function named %q (have %v)", l.name, names)
+		}
+	}
+
+	// go tool pprof shows them: its flat column is each leaf's own weight.
+	dir := t.TempDir()
+	file := filepath.Join(dir, "names.pb.gz")
+	if err := os.WriteFile(file, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, gobin, "tool", "pprof", "-top", "-nodefraction=0", "-nodecount=100", "-sample_index=samples", file)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("go tool pprof -top: %v\n%s", err, out)
+	}
+	flat := map[string]string{}
+	table := false
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.Contains(line, "flat%") {
+			table = true
+			continue
+		}
+		// flat flat% sum% cum cum% NAME (the name may hold spaces)
+		if fields := strings.Fields(line); table && len(fields) >= 6 {
+			flat[strings.Join(fields[5:], " ")] = fields[0]
+		}
+	}
+	for _, l := range leaves {
+		if got, want := flat[l.name], strconv.FormatInt(l.count, 10); got != want {
+			t.Errorf("go tool pprof -top: %q flat %q, want %s", l.name, got, want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("go tool pprof -top:\n%s", out)
 	}
 }
