@@ -88,7 +88,8 @@ func New(mem Memory, pid int, info *RuntimeInfo) (*Process, error) {
 }
 
 // detectLayout reads the version: the debug-offsets table (3.13+), else the
-// Py_Version symbol (3.11+), else the file name (3.10).
+// Py_Version symbol (3.11+), else the file name (3.10), its micro from
+// Py_GetVersion's PY_VERSION string when that can be found.
 func detectLayout(mem Memory, info *RuntimeInfo) (*Layout, error) {
 	r := reader{mem: mem}
 	head := make([]byte, 16)
@@ -119,7 +120,10 @@ func detectLayout(mem Memory, info *RuntimeInfo) (*Layout, error) {
 		}
 		v = VersionHex(uint64(x))
 	} else if nv, ok := versionFromName(info.Binary); ok {
-		v = nv
+		v = nv // 3.minor only: the micro, when found, from Py_GetVersion's PY_VERSION literal
+		if full, ok := versionFromGetVersion(mem, info); ok && full.Major == v.Major && full.Minor == v.Minor {
+			v = full
+		}
 	} else {
 		return nil, errors.New("can't tell the Python version: no debug offsets, no Py_Version, no version in the file name")
 	}

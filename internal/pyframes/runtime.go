@@ -33,7 +33,7 @@ type RuntimeInfo struct {
 
 // Symbols the walker resolves (all exported by every CPython 3.10+ build).
 var wantSyms = []string{
-	"_PyRuntime", "Py_Version", "PyCode_Type", "PyFrame_Type", "PyUnicode_Type", "PyBytes_Type",
+	"_PyRuntime", "Py_Version", "Py_GetVersion", "PyCode_Type", "PyFrame_Type", "PyUnicode_Type", "PyBytes_Type",
 	"PyLong_Type", "PyBool_Type", "PyFloat_Type", "PyTuple_Type", "PyList_Type", "PyDict_Type",
 	"_Py_NoneStruct", "_Py_TrueStruct", "PyModule_Type", "PySet_Type", "PyCell_Type",
 }
@@ -267,4 +267,60 @@ func versionFromName(path string) (Version, bool) {
 	maj, _ := strconv.Atoi(m[1])
 	min, _ := strconv.Atoi(m[2])
 	return Version{Major: maj, Minor: min, Micro: -1}, true
+}
+
+var pyVersionString = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^(\d+)\.(\d+)\.(\d+)(?:(?:a|b|rc)\d+)?\+?$`)
+})
+
+// versionFromGetVersion reads the full version of a build without
+// Py_Version (3.10) from the PY_VERSION string ("3.10.13") that
+// Py_GetVersion() formats into sys.version: its code loads that literal's
+// address with a RIP-relative lea (x86-64), so each such lea's target in
+// its first bytes is read and kept if it is a whole version string. The
+// literal cannot be found by scanning .rodata alone: the linker merges it
+// into the tail of longer strings (pyenv's prefix ".../versions/3.10.13").
+// False when no single version string is found (another compiler's code,
+// another architecture): the caller keeps the file name's 3.minor.
+func versionFromGetVersion(mem Memory, info *RuntimeInfo) (Version, bool) {
+	fn, ok := info.Syms["Py_GetVersion"]
+	if !ok {
+		return Version{}, false
+	}
+	code := make([]byte, 96) // pyenv 3.10.13: the lea is at byte 35
+	if err := mem.Read(fn, code); err != nil {
+		return Version{}, false
+	}
+	var found []Version
+	for i := 0; i+7 <= len(code); i++ {
+		// REX.W (0x48, or 0x4c for r8–r15) 8d /r with mod 00, r/m 101:
+		// lea disp32(%rip), reg; the address is that of the next instruction plus disp32.
+		if code[i]&0xfb != 0x48 || code[i+1] != 0x8d || code[i+2]&0xc7 != 0x05 {
+			continue
+		}
+		at := fn + uint64(i+7) + uint64(int64(int32(le32(code, uint64(i+3)))))
+		buf := make([]byte, 16) // "3.10.13rc1+" and its NUL fit
+		if err := mem.Read(at, buf); err != nil {
+			continue
+		}
+		end := bytes.IndexByte(buf, 0)
+		if end < 0 {
+			continue
+		}
+		m := pyVersionString().FindStringSubmatch(string(buf[:end]))
+		if m == nil {
+			continue
+		}
+		maj, _ := strconv.Atoi(m[1])
+		min, _ := strconv.Atoi(m[2])
+		mic, _ := strconv.Atoi(m[3])
+		v := Version{Major: maj, Minor: min, Micro: mic}
+		if len(found) == 0 || found[0] != v {
+			found = append(found, v)
+		}
+	}
+	if len(found) != 1 {
+		return Version{}, false
+	}
+	return found[0], true
 }

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/pyobs/pyobs/internal/testutil"
 )
@@ -94,5 +96,34 @@ func TestDynSymsMatchesDecoder(t *testing.T) {
 			t.Errorf("%s: in place %v, decoded %v", path, got, ref)
 		}
 		t.Logf("%s: %d of %d symbols", path, len(got), len(wantSyms))
+	}
+}
+
+// TestVersionMatchesTarget: the version read from each interpreter is the
+// one it reports itself (sys.version_info), micro included. 3.10 has no
+// Py_Version: its micro comes from Py_GetVersion's PY_VERSION literal (it
+// was printed as "3.10").
+func TestVersionMatchesTarget(t *testing.T) {
+	testutil.RequireRoot(t)
+	interps := append(testutil.Interpreters(t), testutil.FreeThreadedInterpreters(t)...)
+	for _, in := range interps {
+		t.Run(in.Label, func(t *testing.T) {
+			argv := append(append([]string{}, in.Argv...), "-c",
+				"import sys, time\nprint('READY', flush=True)\nprint('%d.%d.%d' % sys.version_info[:3], flush=True)\ntime.sleep(60)")
+			tg := testutil.StartArgv(t, argv, 30*time.Second)
+			var want string
+			select {
+			case want = <-tg.Lines:
+			case <-time.After(30 * time.Second):
+				t.Fatal("the target did not print its sys.version_info")
+			}
+			p, err := Open(tg.Pid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := p.Version().String(); got != strings.TrimSpace(want) {
+				t.Errorf("version %s, the target says %s (%s)", got, want, p.Info.Binary)
+			}
+		})
 	}
 }
