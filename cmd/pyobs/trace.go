@@ -70,9 +70,12 @@ CMD does not run). Several -p,
 sums its processes; a per-process table and the set's account (seen,
 joined late, exited, refused) follow. Each process's slow or failing
 calls are named by their whole Python path, walked in the kernel with the
-target's layout (a held command's read from its files before its exec);
-a process of another CPython build is counted without sites, and so are a
-held command's calls before its interpreter is up (calls_before_walk).
+target's layout (a held command's read from its files before its exec;
+when they name no interpreter, a shell wrapper or pyenv's shim, taken
+from the first of its processes to be Python, the one it execs or a
+child: a longer load while it is held); a process of another CPython
+build is counted without sites, and so are a held command's calls before
+its interpreter is up (calls_before_walk).
 
 --engine ptrace follows one process (the set's others are not traced, and
 it says so). With -- CMD it starts CMD under trace from its first

@@ -36,8 +36,16 @@
 //     per-process accounts cost one more per-CPU hash update per call
 //     (~0.6 µs per call in all with the raw tracepoints themselves, of
 //     which those take ~0.3 µs on this VM: BENCHMARKS.md). A held
-//     command waits for the programs' load and attach (~0.1–0.3 s), which
-//     the Account reports apart (Attach): it is not part of its run.
+//     command waits for the programs' load and attach (~0.1–0.4 s), which
+//     the Account reports apart (Attach): it is not part of its run. The
+//     walk's layout is read from the command's files (PATH, #!, env, the
+//     loader); when they name no interpreter (a shell script, pyenv's
+//     python3 shim, which exec or run one), the programs are loaded
+//     without it (syscallsheld: the verifier checks every version's
+//     branches, a longer load: ~1 s against ~0.4 s on this loaded VM) and get
+//     the whole walk once the first of the command's processes is Python
+//     (the command after its exec, or a child it runs): that one is then
+//     the target the set's others are checked against.
 //   - ptrace: two stops (four context switches) per syscall of every thread,
 //     10–70× slower for a syscall-heavy program; with seccomp, two stops per
 //     listed call and none for the rest. The stopped time is measured.
@@ -72,8 +80,9 @@
 // takes one layout) and of an exec'd member's calls before pyobs read its
 // interpreter (its walks fail their checks until its addresses are in the
 // kernel's map: counted invalid); a held command's calls before its
-// interpreter is up (calls_before_walk), and all of its sites when its
-// files name no interpreter (a shell script); a held command's own calls
+// interpreter is up, or, when its files name no interpreter, before the
+// first of its processes' is (calls_before_walk: counted, not named); a
+// held command's own calls
 // before its exec (the holder's: not counted, the exec included); calls
 // in progress when it attached (not
 // counted); the site of calls that were neither slow nor failing (reading a

@@ -363,6 +363,9 @@ func runTracepoint(ctx context.Context, run *sites, tp *tracepoint.Tracer, opt O
 				if b.ms.lateWhy == "" {
 					w.Why = "counts only: the command ran no Python interpreter pyobs could read"
 				}
+				if run.walkLayout == nil {
+					w.HeldLayout = "" // to be taken once up: never was
+				}
 			}
 		}
 	}

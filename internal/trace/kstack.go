@@ -21,15 +21,20 @@ func walkConfig(s *session.Session) (any, *pyframes.KernelLayout, string) {
 	if s == nil || s.Py == nil {
 		return nil, nil, "no Python interpreter open"
 	}
-	kl, err := s.Py.KernelLayout()
+	return procWalkConfig(s.Pid, s.Py)
+}
+
+// procWalkConfig is walkConfig for process pid's interpreter py.
+func procWalkConfig(pid int, py *pyframes.Process) (any, *pyframes.KernelLayout, string) {
+	kl, err := py.KernelLayout()
 	if err != nil {
 		return nil, nil, err.Error()
 	}
-	tls, err := s.Py.TLSOffsets()
+	tls, err := py.TLSOffsets()
 	if err != nil {
 		tls = nil // threads are then found through the map user space fills
 	}
-	c, err := kwalk.ProgramConfig(s.Pid, kl, kwalk.MaxFrames, tls)
+	c, err := kwalk.ProgramConfig(pid, kl, kwalk.MaxFrames, tls)
 	if err != nil {
 		return nil, nil, err.Error()
 	}

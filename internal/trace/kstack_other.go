@@ -47,4 +47,6 @@ func (r *sites) setWalk(*tracepoint.Config) string {
 	return "counts only: the kernel's Python stack walker is x86_64 only"
 }
 
+func (r *sites) layoutOnceUp(string) {}
+
 const startLook = 20 * time.Millisecond

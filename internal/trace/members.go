@@ -21,14 +21,28 @@ import (
 // fork, an exec'd one's once its addresses are in the map (until then
 // they fail the walk's checks: counted invalid, never guessed). A held
 // command's programs were loaded with the layout of its files; its
-// addresses are written once its interpreter is up (calls before that
-// are counted in BeforeWalk).
+// addresses are written once its interpreter is up. When its files name
+// no interpreter (a script, a shim that execs one), the programs were
+// loaded without a layout: the whole walk is written once the first of
+// its processes comes up Python (the command itself after an exec, or a
+// child it runs), and that process is the target the others are checked
+// against. Calls before the walk is on are counted in BeforeWalk.
 type members struct {
 	run    *sites
 	tp     *tracepoint.Tracer
-	layout *pyframes.KernelLayout // the walk's: the target's, or read from the held command's files
-	late   bool                   // held: the addresses are not written yet
+	layout *pyframes.KernelLayout // the walk's: the target's, or read from the held command's files (nil: not known yet)
+	late   bool                   // held: the addresses (or the whole walk) are not written yet
 	set    *kwalk.Members
+	// seedPid and seedPy: the target Added to set and its reader (the
+	// session's, or a held command's child that came up Python first).
+	seedPid int
+	seedPy  *pyframes.Process
+	// notPy: held, no layout yet: processes read and found not Python
+	// for good (past their start), by when their program began.
+	notPy map[int]uint64
+	// starting: held, not walked yet: a process that may still come up
+	// Python began a moment ago.
+	starting bool
 	// refresh: the kernel's thread map was last filled then; stale: a
 	// call came from a thread it did not know.
 	refresh time.Time
@@ -49,9 +63,10 @@ type members struct {
 const startLook = kwalk.RetryLook
 
 func newMembers(run *sites, tp *tracepoint.Tracer, layout *pyframes.KernelLayout) *members {
-	ms := &members{run: run, tp: tp, layout: layout, late: tp.AddrsLate(), set: kwalk.NewMembers(tp.Set, tp.PyAddrs, layout)}
+	ms := &members{run: run, tp: tp, layout: layout, late: tp.AddrsLate() || tp.WalkLate(),
+		set: kwalk.NewMembers(tp.Set, tp.PyAddrs, layout), notPy: map[int]uint64{}}
 	if s := run.sess; !ms.late && s.Py != nil {
-		ms.set.Add(s.Pid, s.Py, kwalk.NewSymbolizer(s.Py, layout))
+		ms.adopt(s.Pid, s.Py, layout)
 	}
 	// A fork or an exec ends the engine's wait at once: the new program
 	// is read while it starts.
@@ -64,12 +79,17 @@ func newMembers(run *sites, tp *tracepoint.Tracer, layout *pyframes.KernelLayout
 func (r *sites) setWalk(cfg *tracepoint.Config) string {
 	if r.held {
 		kl, path, err := r.sess.HeldLayout()
-		if err != nil {
-			return "counts only: the command's files name no interpreter to walk before its exec (" + err.Error() + ")"
+		var w any
+		if err == nil {
+			w, err = kwalk.ProgramConfig(r.pid, kl, kwalk.MaxFrames, nil)
 		}
-		w, err := kwalk.ProgramConfig(r.pid, kl, kwalk.MaxFrames, nil)
 		if err != nil {
-			return "counts only: " + err.Error()
+			// No interpreter named by the command's files (a shell
+			// script, a shim that execs one): the programs take the
+			// whole walk once one of its processes is Python.
+			cfg.Walk, cfg.Late = nil, true
+			r.layoutOnceUp("the command's files: " + err.Error())
+			return ""
 		}
 		cfg.Walk, cfg.Late, r.walkLayout, r.heldFrom = w, true, kl, kwalk.LayoutRead(path)
 		return ""
@@ -85,6 +105,12 @@ func (r *sites) setWalk(cfg *tracepoint.Config) string {
 	return ""
 }
 
+// layoutOnceUp: the held command's walk takes its layout from the first
+// of its processes to come up Python, not its files (why).
+func (r *sites) layoutOnceUp(why string) {
+	r.walkLayout, r.heldFrom = nil, kwalk.LayoutOnceUp(why)
+}
+
 // tick does what is due: the held command's addresses once its
 // interpreter is up, the members not read yet, the thread map.
 func (ms *members) tick() {
@@ -94,7 +120,7 @@ func (ms *members) tick() {
 	ms.set.Open()
 	// Looked at often only while a program starts: a held command that
 	// is not Python (yet) 2 s after its exec is looked at as usual.
-	ms.pending = ms.set.Pending || ms.late && ms.lateWhy == "" && ms.tp.Set.Starting(ms.run.pid)
+	ms.pending = ms.set.Pending || ms.late && ms.lateWhy == "" && ms.starting
 	if (ms.stale && time.Since(ms.refresh) > 5*time.Millisecond) || time.Since(ms.refresh) > 250*time.Millisecond {
 		ms.fillThreads()
 	}
@@ -104,7 +130,12 @@ func (ms *members) tick() {
 // interpreter can be read, after checking that it is the build the
 // programs were loaded for.
 func (ms *members) configureLate() {
+	if ms.tp.WalkLate() {
+		ms.configureHeld()
+		return
+	}
 	s := ms.run.sess
+	ms.starting = ms.tp.Set.Starting(s.Pid)
 	if !s.TryPython() {
 		return // not up yet (or not Python: its calls stay counted only)
 	}
@@ -122,9 +153,76 @@ func (ms *members) configureLate() {
 		ms.lateWhy = fmt.Sprintf("pid %d: %v", s.Pid, err)
 		return
 	}
-	ms.late = false
-	ms.set.Add(s.Pid, s.Py, kwalk.NewSymbolizer(s.Py, kl))
+	ms.adopt(s.Pid, s.Py, kl)
 	ms.fillThreads()
+}
+
+// configureHeld gives programs loaded without a layout the whole walk of
+// the first of the held command's processes whose interpreter is up.
+func (ms *members) configureHeld() {
+	pid, py := ms.firstPython()
+	if py == nil {
+		return
+	}
+	walk, kl, why := procWalkConfig(pid, py)
+	if walk == nil {
+		ms.lateWhy = fmt.Sprintf("pid %d: %s", pid, why)
+		return
+	}
+	if err := ms.tp.SetWalk(kwalk.Dormant(walk), walk); err != nil {
+		ms.lateWhy = fmt.Sprintf("pid %d: %v", pid, err)
+		return
+	}
+	// Its addresses are the programs': the others of its build get
+	// their own in pyaddrs, as a set's members do.
+	ms.layout, ms.run.walkLayout = kl, kl
+	ms.set = kwalk.NewMembers(ms.tp.Set, ms.tp.PyAddrs, kl)
+	ms.adopt(pid, py, kl)
+	ms.fillThreads()
+}
+
+// firstPython is the held command itself once its interpreter can be
+// read, else the first live process of its set whose interpreter can
+// (a python it ran); nil while none can. A process found not Python
+// past its start is not read again until it runs another program.
+func (ms *members) firstPython() (int, *pyframes.Process) {
+	s := ms.run.sess
+	set := ms.tp.Set
+	ms.starting = false
+	var pids []int
+	for _, m := range set.Members() {
+		if b, ok := ms.notPy[m.Pid]; m.Exited || ok && b == m.Began {
+			continue
+		}
+		pids = append(pids, m.Pid)
+	}
+	for _, pid := range pids {
+		var py *pyframes.Process
+		if pid == s.Pid {
+			if s.TryPython() {
+				py = s.Py
+			}
+		} else if p, err := pyframes.Open(pid); err == nil {
+			py = p
+		}
+		if py != nil {
+			return pid, py
+		}
+		m, _ := set.Member(pid)
+		if set.Starting(pid) {
+			ms.starting = true
+		} else {
+			ms.notPy[pid] = m.Began
+		}
+	}
+	return 0, nil
+}
+
+// adopt makes pid (read through py, walked with layout kl) the target of
+// the walk: the one the set's members are checked against.
+func (ms *members) adopt(pid int, py *pyframes.Process, kl *pyframes.KernelLayout) {
+	ms.late, ms.seedPid, ms.seedPy = false, pid, py
+	ms.set.Add(pid, py, kwalk.NewSymbolizer(py, kl))
 }
 
 // notWalked says why pid's stacks are not walked for good (not Python,
@@ -143,8 +241,8 @@ func (ms *members) symbolizer(tgid int) (*kwalk.Symbolizer, string) { return ms.
 func (ms *members) fillThreads() {
 	ms.refresh, ms.stale = time.Now(), false
 	refs := ms.set.ThreadRefs()
-	if s := ms.run.sess; !ms.late && s.Py != nil && ms.set.Seed() == s.Pid {
-		if own, err := s.Py.ThreadRefs(); err == nil {
+	if !ms.late && ms.seedPy != nil && ms.set.Seed() == ms.seedPid {
+		if own, err := ms.seedPy.ThreadRefs(); err == nil {
 			refs = append(refs, own...)
 		}
 	}

@@ -293,7 +293,14 @@ func choose(r *sites, opt Options, acct *Account) (*tracepoint.Tracer, error) {
 	var tp *tracepoint.Tracer
 	useBPF, err := fallback.Choose(want, func() (err error) {
 		tp, err = tracepoint.Open(cfg)
-		if err != nil && cfg.Walk != nil && !fallback.Denied(err) {
+		if err != nil && cfg.Late && cfg.Walk != nil && !fallback.Denied(err) {
+			// The layout read before the exec refused: the programs that
+			// take the whole walk once the interpreter is up, then.
+			r.layoutOnceUp(fmt.Sprintf("loaded with the layout read before the exec: %v", err))
+			cfg.Walk = nil
+			tp, err = tracepoint.Open(cfg)
+		}
+		if err != nil && (cfg.Walk != nil || cfg.Late) && !fallback.Denied(err) {
 			// The walk is what a kernel may refuse (bpf_loop: 5.17+):
 			// the programs without it still read each call's innermost frame.
 			walkWhy = fmt.Sprintf("the kernel refused the programs with the stack walk (%v)", err)

@@ -6,6 +6,13 @@
 // cgroup's). Config.PerPid keeps each member's own account (calls, errors,
 // time, latency histogram; ReadPids); Config.Held counts a command held
 // before its exec from the exec on (the holder's own calls are not its).
+// Its walk is loaded before the interpreter is up (Config.Late): with the
+// layout read from the command's files and the process's addresses
+// written later (syscallslate, SetAddrs), or, when the files name no
+// interpreter, with nothing and the whole walk written later (syscallsheld,
+// built with PYWALK_CFG_MUTABLE: the verifier checks every version's
+// branches, a longer load; SetWalk). Until then the calls are counted and
+// their events carry no stack.
 //
 // What truth it reads: the kernel's own syscall entry and exit of every
 // thread of the target (threads started later included: the filter is the

@@ -18,6 +18,7 @@ import (
 // clang) and committed so that go build needs no clang.
 //go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang -target bpfel -type start -type stat -type event syscalls syscalls.bpf.c -- -I../../bpf/include -O2 -g -Wall -Werror
 //go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang -target bpfel syscallslate syscalls.bpf.c -- -I../../bpf/include -O2 -g -Wall -Werror -DPYWALK_ADDRS_LATE
+//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang -target bpfel syscallsheld syscalls.bpf.c -- -I../../bpf/include -O2 -g -Wall -Werror -DPYWALK_CFG_MUTABLE
 
 // MaxNr bounds the syscall numbers the programs count (x86_64 has < 512).
 const MaxNr = 512
@@ -77,7 +78,12 @@ type Config struct {
 	// Late: Walk is the layout read before the process's interpreter was
 	// up (a held command's files: pyframes.CommandLayout); its addresses
 	// come after the load (Tracer.SetAddrs): syscallslate, the same
-	// programs built with PYWALK_ADDRS_LATE.
+	// programs built with PYWALK_ADDRS_LATE. Late without Walk (the
+	// command's files name no interpreter: a shell script that execs or
+	// runs one): the whole walk configuration comes after the load
+	// (Tracer.SetWalk): syscallsheld, built with PYWALK_CFG_MUTABLE, a
+	// program the verifier checks for every version's branches (a longer
+	// load, while the command waits).
 	Late bool
 	// Batched: the caller reads the events at least every few tens of
 	// milliseconds (ReadEvents with a near deadline): with the walk, the
@@ -108,6 +114,12 @@ type lateVar struct {
 	Late *ebpf.Variable `ebpf:"late"`
 }
 
+// cfgVar is syscallsheld's writable walk configuration (pywalk.h struct
+// config).
+type cfgVar struct {
+	Cfg *ebpf.Variable `ebpf:"cfg"`
+}
+
 // Tracer is a loaded and attached pair of programs.
 type Tracer struct {
 	objs  objects
@@ -123,6 +135,7 @@ type Tracer struct {
 	// for a set's process of the target's build mapped elsewhere.
 	PyAddrs *ebpf.Map
 	late    *ebpf.Variable // Config.Late: the process's addresses
+	cfg     *ebpf.Variable // Config.Late without Walk: the whole walk configuration
 	// Set: the observed processes and their account (procset).
 	Set *procset.Set
 }
@@ -137,13 +150,13 @@ func Open(cfg Config) (*Tracer, error) {
 	if err := bpfload.CheckPidNS(); err != nil {
 		return nil, err
 	}
-	if cfg.Late && cfg.Walk == nil {
-		return nil, errors.New("trace's programs: a late walk without its layout")
-	}
 	var s syscallsSpecs
 	load := loadSyscalls
-	if cfg.Late {
-		load = loadSyscallslate
+	switch {
+	case cfg.Late && cfg.Walk != nil:
+		load = loadSyscallslate // the same programs, the process's addresses writable
+	case cfg.Late:
+		load = loadSyscallsheld // the same programs, the whole walk configuration writable
 	}
 	spec, err := bpfload.Spec(load, &s)
 	if err != nil {
@@ -181,7 +194,7 @@ func Open(cfg Config) (*Tracer, error) {
 	if err := bpfload.SetVars(vars...); err != nil {
 		return nil, err
 	}
-	if cfg.Walk == nil {
+	if cfg.Walk == nil && !cfg.Late {
 		// Unused: the smallest the kernel takes.
 		s.Pyseen.MaxEntries, s.Pystacks.MaxEntries = 1, uint32(os.Getpagesize())
 	}
@@ -201,23 +214,30 @@ func Open(cfg Config) (*Tracer, error) {
 			return nil, err
 		}
 	}
-	t := &Tracer{Walking: cfg.Walk != nil}
+	t := &Tracer{Walking: cfg.Walk != nil || cfg.Late}
 	what := "trace's BPF programs sys_enter/sys_exit"
 	if t.Walking {
 		what += " (with the Python stack walk)"
 	}
 	var lv lateVar
+	var cv cfgVar
 	var to any = &t.objs
-	if cfg.Late {
+	switch {
+	case cfg.Late && cfg.Walk != nil:
 		to = &struct {
 			*objects
 			*lateVar
 		}{&t.objs, &lv}
+	case cfg.Late:
+		to = &struct {
+			*objects
+			*cfgVar
+		}{&t.objs, &cv}
 	}
 	if err := bpfload.Load(what, spec, to); err != nil {
 		return nil, err
 	}
-	t.Tstates, t.PyAddrs, t.late = t.objs.Tstates, t.objs.Pyaddrs, lv.Late
+	t.Tstates, t.PyAddrs, t.late, t.cfg = t.objs.Tstates, t.objs.Pyaddrs, lv.Late, cv.Cfg
 	if err := t.SetThreads(cfg.Threads); err != nil {
 		t.Close()
 		return nil, err
@@ -311,6 +331,20 @@ func (t *Tracer) Wake() { t.ring.Wake() }
 // AddrsLate: the programs walk with a layout fixed at load and wait for
 // the process's addresses (Config.Late; SetAddrs).
 func (t *Tracer) AddrsLate() bool { return t.late != nil }
+
+// WalkLate: the programs were loaded without a layout (Config.Late
+// without Walk) and walk nothing until SetWalk.
+func (t *Tracer) WalkLate() bool { return t.cfg != nil }
+
+// SetWalk gives WalkLate programs their whole walk configuration (walk:
+// kwalk.ProgramConfig's value; dormant: kwalk.Dormant of it, the walk
+// off, written first so that no walk reads half of it) while they run.
+func (t *Tracer) SetWalk(dormant, walk any) error {
+	if t.cfg == nil {
+		return errors.New("trace's programs were loaded with their walk's layout")
+	}
+	return bpfload.SetLive(t.cfg, dormant, walk)
+}
 
 // SetAddrs gives AddrsLate programs the process's addresses (addrs:
 // kwalk.LateAddrs's value; ready: kwalk.LateReady of it, the walk on)
