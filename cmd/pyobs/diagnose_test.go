@@ -163,6 +163,30 @@ func TestDiagnoseLock(t *testing.T) {
 	ruledOut(t, rep, "on-cpu work", "cores used")
 }
 
+// TestDiagnoseSleepSelect: CPython 3.10 sleeps in pselect6 on no
+// descriptor; the diagnosis must see a sleep (not traced: nothing there
+// to time), not a network wait with a trace of the network calls.
+func TestDiagnoseSleepSelect(t *testing.T) {
+	testutil.RequireRoot(t)
+	tg := testutil.Start(t, testutil.Find(t, "pyenv-3.10"), "sleeper.py", "--nap", "0.02")
+	favour(t, tg.Pid)
+	rep := diagnoseRun(t, tg.Pid, 6*time.Second)
+	if rep.Verdict != diagnose.VerdictOffCPU {
+		t.Fatalf("verdict %s, want off-cpu: %s", rep.Verdict, rep.Decision)
+	}
+	if len(rep.Waits) == 0 || rep.Waits[0].Class != "sleep" || rep.Waits[0].Function != "<module>" {
+		t.Errorf("waits %+v: want sleep in <module> first", rep.Waits)
+	}
+	for _, w := range rep.Waits {
+		if w.Class == "network/poll" {
+			t.Errorf("wait %+v: the target has no network wait", w)
+		}
+	}
+	if phaseRan(rep, diagnose.PhaseTrace) || rep.Hypothesis != "" {
+		t.Errorf("phases %+v, hypothesis %q: want no trace (a sleep is not traced)", rep.Phases, rep.Hypothesis)
+	}
+}
+
 // TestDiagnoseThrottled (done-means 3): a burner in a cgroup with a 20 %
 // CPU quota → cpu-throttled with nr_throttled and the throttled time, and
 // the procedure stops there: no sampling, no off-CPU, no trace.

@@ -33,10 +33,11 @@ func newOffcpu(g *globals) *cobra.Command {
 		Long: `offcpu measures every off-CPU interval of every thread of the target and
 weights the Python stack it was blocked in by how long it was blocked
 (microseconds), with the wait class: lock (futex under a Python lock), GIL
-(futex on the interpreter's GIL), sleep, pipe/read, network/poll, disk I/O,
-stopped (by a signal — SIGSTOP, job control — or a tracer: the thread did
-not wait for anything of its own; bpf: from the switch-out's state, perf:
-from /proc's T/t), other; run-queue (preempted: runnable but not running)
+(futex on the interpreter's GIL), sleep (also a select or poll given no
+descriptor and a timeout: CPython 3.10's time.sleep), pipe/read,
+network/poll, disk I/O, stopped (by a signal — SIGSTOP, job control — or a
+tracer: the thread did not wait for anything of its own; bpf: from the
+switch-out's state, perf: from /proc's T/t), other; run-queue (preempted: runnable but not running)
 is reported apart.
 
 Engines (--engine auto|bpf|perf; auto: bpf, else perf, saying why on

@@ -870,6 +870,7 @@ func (e *bpfEngine) classOf(k schedbpf.Wkey, knames []string, rec *pyRec) string
 			arg = e.gilLo
 		}
 		w.Args = []uint64{arg}
+		w.NoFds = k.Flags&schedbpf.FlagNoFds != 0
 	}
 	for _, n := range knames {
 		switch {

@@ -33,6 +33,10 @@ type WaitInfo struct {
 	Args    []uint64 // the syscall's arguments
 	Wchan   string
 	FdLink  string // readlink of the fd ARG0 for read-like calls
+	// NoFds: a select, pselect6, poll or ppoll given no descriptor and a
+	// timeout, which only waits the timeout out (CPython 3.10's
+	// time.sleep is pselect6(0, NULL, NULL, NULL, &ts)): a sleep.
+	NoFds bool
 	// Woken: the thread was runnable at the read (the kernel shows no
 	// syscall then), so the read says nothing of the wait it left.
 	Woken bool
@@ -53,6 +57,7 @@ func readWait(fs procfs.FS, pid, tid int) WaitInfo {
 	case err == nil && sc.Nr >= 0:
 		w.Syscall = procfs.SyscallName(sc.Nr)
 		w.Args = sc.Args
+		w.NoFds = noFds(w.Syscall, w.Args)
 	}
 	switch w.Syscall {
 	case "read", "readv", "pread64", "preadv", "preadv2":
@@ -95,11 +100,34 @@ func Classify(w WaitInfo, gilLo, gilHi uint64) string {
 			return ClassDisk
 		}
 		return ClassOther
-	case "epoll_wait", "epoll_pwait", "epoll_pwait2", "poll", "ppoll", "select", "pselect6",
+	case "poll", "ppoll", "select", "pselect6":
+		if w.NoFds {
+			return ClassSleep
+		}
+		return ClassNet
+	case "epoll_wait", "epoll_pwait", "epoll_pwait2",
 		"recvfrom", "recvmsg", "recvmmsg", "accept", "accept4", "connect", "sendto", "sendmsg":
 		return ClassNet
 	}
 	return ClassOther
+}
+
+// noFds: whether a select, pselect6, poll or ppoll with these arguments
+// waits on no descriptor, with a timeout — only for the timeout, like a
+// nanosleep. Without a timeout it waits for a signal: left as it was.
+func noFds(syscall string, args []uint64) bool {
+	if len(args) < 5 {
+		return false
+	}
+	switch syscall {
+	case "select", "pselect6": // (nfds, readfds, writefds, exceptfds, timeout, …)
+		return uint32(args[0]) == 0 && args[4] != 0
+	case "poll": // (fds, nfds, timeout ms: < 0 waits for ever)
+		return uint32(args[1]) == 0 && int32(args[2]) >= 0
+	case "ppoll": // (fds, nfds, timeout timespec: NULL waits for ever, …)
+		return uint32(args[1]) == 0 && args[2] != 0
+	}
+	return false
 }
 
 // stopFrame: the kernel function (a wchan, a kernel stack frame) a thread

@@ -23,6 +23,10 @@ func TestClassify(t *testing.T) {
 		{WaitInfo{State: "S", Syscall: "read", Args: []uint64{0}, FdLink: "/dev/pts/0"}, ClassDisk},
 		{WaitInfo{State: "S", Syscall: "epoll_wait"}, ClassNet},
 		{WaitInfo{State: "S", Syscall: "select"}, ClassNet},
+		{WaitInfo{State: "S", Syscall: "pselect6", NoFds: true}, ClassSleep},
+		{WaitInfo{State: "S", Syscall: "poll", NoFds: true}, ClassSleep},
+		{WaitInfo{State: "S", Syscall: "epoll_wait", NoFds: true}, ClassNet}, // never set for it
+		{WaitInfo{State: "T", Syscall: "pselect6", NoFds: true}, ClassStopped},
 		{WaitInfo{State: "S", Syscall: "recvfrom"}, ClassNet},
 		{WaitInfo{State: "D", Syscall: "read", FdLink: "pipe:[1]"}, ClassDisk},
 		{WaitInfo{State: "S", Wchan: "io_schedule"}, ClassDisk},
@@ -40,6 +44,35 @@ func TestClassify(t *testing.T) {
 	// Without a GIL range every futex is a lock.
 	if got := Classify(WaitInfo{Syscall: "futex", Args: []uint64{0x1080}}, 0, 0); got != ClassLock {
 		t.Errorf("no GIL range: %q", got)
+	}
+}
+
+// TestNoFds: a select or poll on no descriptor with a timeout only
+// sleeps; one on descriptors, or with no timeout, does not.
+func TestNoFds(t *testing.T) {
+	for _, c := range []struct {
+		sc   string
+		args []uint64
+		want bool
+	}{
+		{"pselect6", []uint64{0, 0, 0, 0, 0x7ffd1000, 0}, true}, // CPython 3.10's time.sleep
+		{"select", []uint64{0, 0, 0, 0, 0x7ffd1000, 0}, true},
+		{"pselect6", []uint64{0, 0x7ffd2000, 0x7ffd2080, 0x7ffd2100, 0x7ffd1000, 0}, true}, // select([], [], [], t)
+		{"pselect6", []uint64{4, 0x7ffd2000, 0, 0, 0x7ffd1000, 0}, false},                  // a socket
+		{"pselect6", []uint64{0, 0, 0, 0, 0, 0}, false},                                    // no timeout: a signal's wait
+		{"select", []uint64{0xffffffff00000000, 0, 0, 0, 0x7ffd1000, 0}, true},             // nfds is an int
+		{"poll", []uint64{0x7ffd3000, 0, 10, 0, 0, 0}, true},
+		{"poll", []uint64{0x7ffd3000, 0, 0xffffffff, 0, 0, 0}, false}, // -1: for ever
+		{"poll", []uint64{0x7ffd3000, 1, 10, 0, 0, 0}, false},
+		{"ppoll", []uint64{0, 0, 0x7ffd1000, 0, 8, 0}, true},
+		{"ppoll", []uint64{0, 0, 0, 0, 8, 0}, false},
+		{"epoll_wait", []uint64{3, 0x7ffd3000, 0, 10, 0, 0}, false},
+		{"clock_nanosleep", []uint64{1, 1, 0x7ffd1000, 0, 0, 0}, false},
+		{"pselect6", []uint64{0}, false}, // arguments not known
+	} {
+		if got := noFds(c.sc, c.args); got != c.want {
+			t.Errorf("noFds(%s, %#x) = %v, want %v", c.sc, c.args, got, c.want)
+		}
 	}
 }
 

@@ -2,6 +2,13 @@
 // off-CPU interval of every thread, weighted in microseconds, attributed to
 // the Python stack the thread was blocked in and to a wait class (lock, GIL,
 // sleep, pipe/read, network/poll, disk I/O, stopped, run-queue, other).
+// A select, pselect6, poll or ppoll given no descriptor and a timeout is a
+// sleep, not network/poll: it only waits its timeout out (CPython 3.10's
+// time.sleep is pselect6(0, NULL, NULL, NULL, &ts); select.select([], [],
+// [], t) and an empty poll() on any version). procfs gives all six
+// arguments; the eBPF engine reads them at the switch-out (below). One
+// with no timeout (a wait for a signal) and an epoll_wait stay
+// network/poll: an epoll set's emptiness is not in the call's arguments.
 // "stopped" is time the thread did not run because it was stopped, not
 // because it waited for anything of its own: a job-control stop (SIGSTOP,
 // SIGTSTP, SIGTTIN/SIGTTOU; /proc state T) or a tracer's stop (ptrace:
@@ -20,8 +27,12 @@
 // eBPF engine (bpf.go, kernel half in schedbpf): one program on
 // sched_switch stamps each switch-out of a target thread (prev is current
 // there) with CLOCK_MONOTONIC, its kernel stack id, prev_state, the
-// syscall number, its first argument's GIL bit and the user instruction
-// pointer, and walks the thread's Python stack right there (pywalk.h, the
+// syscall number, its first argument's GIL bit, whether it is a
+// select/poll on no descriptor with a timeout (F_NOFDS: nfds and the
+// timeout are read only when the call is select, pselect6, poll or ppoll —
+// one or two more 8-byte reads of the saved user registers then, a few
+// compares on every other switch) and the user instruction pointer, and
+// walks the thread's Python stack right there (pywalk.h, the
 // walk record's kernel walker uses: internal/kwalk); at the switch-in it
 // adds the interval to an in-kernel aggregate keyed by the stacks' ids;
 // only sums reach user space, and each distinct Python stack once, through
@@ -153,7 +164,8 @@
 // code objects' addresses). The perf engine observes the target alone and
 // says so; --greenlets refuses a set.
 //
-// Price: eBPF — per target switch a few hash-map updates, the Python stack
+// Price: eBPF — per target switch a few hash-map updates, three reads of
+// the saved user registers (four or five in a select or poll), the Python stack
 // walk (~1.5 µs on a 10-deep stack, measured from the kernel's BPF run-time
 // stats, which the footer reports) and, unless the thread blocks again in
 // the same call within 10 ms (the id is reused, counted), a kernel stack
@@ -177,7 +189,10 @@
 // syscall site; the waker's own Python or user stack (--waker gives its
 // thread and kernel stack only); the
 // on-CPU stacks (--wall folds on-CPU time under [on-CPU] only: use `pyobs
-// record`). The perf engine also has no kernel stacks and no class for
+// record`); (eBPF without syscall hints, "syscall hints false" in the
+// footer: the kernel refused bpf_task_pt_regs) whether a select or poll
+// had descriptors — it stays network/poll. The
+// perf engine also has no kernel stacks and no class for
 // short waits other than preemption. The eBPF engine keys threads by the
 // kernel's (init namespace) tgid: pyobs must see the target's pid as the
 // kernel does (no pid namespace between them).

@@ -56,6 +56,14 @@
 #define F_WOKEN 0x80    // the part of a blocked wait after its waking: runnable, waiting for a CPU
 #define F_PREPY 0x100   // began before the walk was configured (a held command's interpreter not up yet)
 #define F_STOPPED 0x200 // a job-control stop (SIGSTOP…) or a ptrace stop: not a wait of the thread's own
+#define F_NOFDS 0x400   // a select, pselect6, poll or ppoll given no descriptor and a timeout: a sleep
+
+// x86_64 numbers of the calls F_NOFDS looks at (the program is built for
+// amd64 only: gen.go).
+#define NR_POLL 7
+#define NR_SELECT 23
+#define NR_PSELECT6 270
+#define NR_PPOLL 271
 
 struct start {
 	u64 ts;  // switch-out time
@@ -339,6 +347,24 @@ static __always_inline void switch_out(void *ctx, struct task_struct *prev, u32 
 		a0 = di;
 		if (di >= gil_lo && di < gil_hi)
 			s.flags |= F_GIL;
+		// A select or poll with no descriptor only waits out its
+		// timeout: CPython 3.10's time.sleep is pselect6(0, NULL, NULL,
+		// NULL, &ts), select.select([], [], [], t) too. Its other
+		// arguments are read only in these calls.
+		if ((nr == NR_SELECT || nr == NR_PSELECT6) && (u32)di == 0) {
+			unsigned long tmo = 0; // arg 4: the timeout, NULL: none
+			if (!bpf_probe_read_kernel(&tmo, sizeof(tmo), &regs->r8) && tmo)
+				s.flags |= F_NOFDS;
+		} else if (nr == NR_POLL || nr == NR_PPOLL) {
+			// A failed read zeroes: it must not pass for nfds 0.
+			unsigned long si = 0, dx = 0; // arg 1: nfds
+			if (!bpf_probe_read_kernel(&si, sizeof(si), &regs->si) && (u32)si == 0 &&
+			    !bpf_probe_read_kernel(&dx, sizeof(dx), &regs->dx)) {
+				// arg 2: poll's ms (< 0: none), ppoll's timespec (NULL: none)
+				if (nr == NR_POLL ? (s32)dx >= 0 : dx != 0)
+					s.flags |= F_NOFDS;
+			}
+		}
 		// Preempted at any instruction: a user frame per preemption
 		// point would only multiply the keys.
 		if (!(s.flags & F_RUNQ))

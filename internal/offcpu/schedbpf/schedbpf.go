@@ -28,6 +28,7 @@ const (
 	FlagWoken    = 0x80  // with FlagRunQueue: a blocked wait's time after its waking
 	FlagPrePy    = 0x100 // began before the walk was configured (Config.Late)
 	FlagStopped  = 0x200 // prev_state had __TASK_STOPPED or __TASK_TRACED: a job-control or ptrace stop
+	FlagNoFds    = 0x400 // with FlagRegs: a select, pselect6, poll or ppoll given no descriptor and a timeout (a sleep)
 )
 
 // Counter slots (C_ in offcpu.bpf.c).
