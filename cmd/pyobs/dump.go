@@ -58,7 +58,8 @@ thread is marked, and every thread's stack follows. 3.14+: read through the
 _asyncio module's AsyncioDebug offsets, complete. 3.12/3.13: read from the
 asyncio module's task sets with per-version offsets; a task's thread and
 awaiters are not recorded there, and the output lists what is rebuilt and
-how. Before 3.12 it says so and shows the thread stacks only.
+how (a thread's running task: the task whose coroutine frame, by address,
+is on the thread's frame chain). Before 3.12 it says so and shows the thread stacks only.
 
 --greenlets prints every greenlet (greenlet 3.x, gevent) instead, under its
 thread: id, type, state (running, suspended, not started, dead but still

@@ -11,6 +11,10 @@ type Frame struct {
 	File     string
 	Line     int // line of the instruction being executed (the call, for a caller)
 	Code     uint64
+	// Addr is the frame's own address (3.11+: its _PyInterpreterFrame,
+	// which a generator or coroutine keeps inside its object; 3.10: its
+	// PyFrameObject): one running frame, where Code is any run of a function.
+	Addr uint64 `json:"-"`
 	// CodeID is unique to the code object as read (a new one if its address
 	// is reused): with Line it identifies the frame's label cheaply.
 	CodeID uint64 `json:"-"`
@@ -647,7 +651,7 @@ func (p *Process) stack(addr, tsFrame, baseFrame uint64, opt Options) ([]Frame, 
 	}
 	for i, rf := range raw {
 		ci := infos[i]
-		f := Frame{Function: ci.name, File: ci.file, Code: rf.code, CodeID: ci.serial, Entry: rf.entry}
+		f := Frame{Function: ci.name, File: ci.file, Code: rf.code, CodeID: ci.serial, Entry: rf.entry, Addr: rf.addr}
 		if opt.Links && rf.entry {
 			f.Link = rf.link
 		}
