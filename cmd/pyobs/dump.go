@@ -36,6 +36,9 @@ Price: introspection. By default the target is not stopped: each stack is read
 while the thread runs, validated, and re-read if it changed underneath
 (reported per thread as consistent or not). --lock stops all threads with
 PTRACE_SEIZE+INTERRUPT for a frozen snapshot and resumes them at once.
+[holds GIL] marks the thread that held the GIL from before the stacks and
+the threads' states were read to after; when it changed hands meanwhile,
+nobody is marked and the header says so.
 Cannot see: native (C) frames (without --native), and anything between two reads.
 
 --native adds each thread's native (C) frames, in call order with its
