@@ -36,6 +36,9 @@ Price: introspection. By default the target is not stopped: each stack is read
 while the thread runs, validated, and re-read if it changed underneath
 (reported per thread as consistent or not). --lock stops all threads with
 PTRACE_SEIZE+INTERRUPT for a frozen snapshot and resumes them at once.
+[holds GIL] marks the thread that held the GIL from before the stacks and
+the threads' states were read to after; when it changed hands meanwhile,
+nobody is marked and the header says so.
 Cannot see: native (C) frames (without --native), and anything between two reads.
 
 --native adds each thread's native (C) frames, in call order with its
@@ -58,7 +61,8 @@ thread is marked, and every thread's stack follows. 3.14+: read through the
 _asyncio module's AsyncioDebug offsets, complete. 3.12/3.13: read from the
 asyncio module's task sets with per-version offsets; a task's thread and
 awaiters are not recorded there, and the output lists what is rebuilt and
-how. Before 3.12 it says so and shows the thread stacks only.
+how (a thread's running task: the task whose coroutine frame, by address,
+is on the thread's frame chain). Before 3.12 it says so and shows the thread stacks only.
 
 --greenlets prints every greenlet (greenlet 3.x, gevent) instead, under its
 thread: id, type, state (running, suspended, not started, dead but still

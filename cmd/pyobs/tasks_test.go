@@ -354,3 +354,64 @@ func TestTasksAwaitCycle(t *testing.T) {
 		t.Errorf("exit %d, text:\n%s", r.Code, r.Stdout)
 	}
 }
+
+// TestTasksTwoLoopsSameCoroutine: two threads, each running its own loop,
+// each with a CPU-bound task of the same coroutine function (3.12/3.13 keep
+// no task → thread link: pyobs matches the running task to the thread
+// whose frame chain holds that task's coroutine frame). Truth: each task
+// prints its own name and its thread's TID (asyncio_two_loops.py). Over
+// many dumps, beside a CPU hog, a thread's running task must never be the
+// other thread's task; on 3.14+ (read from the thread state) as well.
+// Matching by the coroutine's code put a task on the other thread in 8-9
+// of 80 dumps on 3.12, 1-3 on 3.13.
+func TestTasksTwoLoopsSameCoroutine(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.CPUHog(t, 1)
+	for _, label := range []string{"pyenv-3.12", "pyenv-3.13", "sid-3.14"} {
+		t.Run(label, func(t *testing.T) {
+			in := testutil.Find(t, label)
+			tg := testutil.Start(t, in, "asyncio_two_loops.py")
+			taskTid := map[string]int{}
+			for len(taskTid) < 2 {
+				var l struct {
+					Task string `json:"task"`
+					Tid  int    `json:"tid"`
+				}
+				line := readTaskTruthLine(t, tg)
+				if err := json.Unmarshal([]byte(line), &l); err != nil {
+					t.Fatalf("truth line %q: %v", line, err)
+				}
+				taskTid[l.Task] = l.Tid
+			}
+			const dumps = 80
+			matched, wrong := 0, 0
+			for i := 0; i < dumps; i++ {
+				d := tasksJSON(t, "-p", fmt.Sprint(tg.Pid))
+				names := map[uint64]string{}
+				for _, x := range d.Tasks {
+					names[x.ID] = x.Name
+				}
+				for _, th := range d.Threads {
+					if th.RunningTask == 0 {
+						continue
+					}
+					name := names[th.RunningTask]
+					want, ok := taskTid[name]
+					if !ok {
+						continue // the main thread runs no loop; any other task is not a spinner
+					}
+					matched++
+					if want != th.Tid {
+						wrong++
+						t.Errorf("dump %d: thread %d's running task is %q, which runs on thread %d (target's own account)", i, th.Tid, name, want)
+					}
+				}
+			}
+			t.Logf("%s: %d dumps, %d running tasks placed on a thread, %d on the wrong one", label, dumps, matched, wrong)
+			// A read that places nothing would pass the check above.
+			if matched < dumps/4 {
+				t.Errorf("only %d running tasks placed on a thread in %d dumps", matched, dumps)
+			}
+		})
+	}
+}

@@ -13,7 +13,11 @@
 //
 // Truth read: the interpreter's thread states, frames and code objects;
 // /proc for thread ids and scheduler states; with Native, registers and
-// stack memory.
+// stack memory. The GIL is read before the stacks and states and again
+// after them (with Lock, while still stopped): a thread is marked as its
+// holder only when both readings name it with no switch between, so its
+// state is of a time it held the GIL; otherwise nobody is marked
+// (ReadInfo.GIL says whether the GIL was free or changed hands).
 //
 // On a set of processes (RunSet: several pids, the descendants living at
 // the dump's instant, a cgroup's processes, every Python process) each
@@ -21,7 +25,9 @@
 // Lock one process is stopped at a time. A process that is not Python, may
 // not be read or exited is refused with its reason, not an error.
 //
-// Cannot see: anything between two reads (a dump is one moment); native
+// Cannot see: anything between two reads (a dump is one moment); a
+// holder that dropped the GIL and took it back between the two GIL
+// readings with no other thread taking it (≤3.11: with one, too); native
 // frames without Native; kernel frames; threads that have no Python thread
 // state. In a set, the processes are read one after the other (one moment
 // each, not one for all), and children re-parented away from the set's

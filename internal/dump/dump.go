@@ -39,6 +39,12 @@ type ReadInfo struct {
 	TornRetries uint64  `json:"torn_retries"`
 	Restops     int     `json:"restops,omitempty"` // stopped again: a thread was mid-transition
 	Torn        int     `json:"threads_inconsistent"`
+	// GIL: how the GIL's holder read (see gilVerdict): "held" (one
+	// thread held it from before the stacks and states were read to after;
+	// it is marked), "free" (free at both readings; nobody marked),
+	// "changed" (taken, dropped or passed on during the read; nobody
+	// marked); "" when there is no GIL (free-threaded) or it was not read.
+	GIL string `json:"gil,omitempty"`
 }
 
 // ThreadDump is one thread.
@@ -120,6 +126,12 @@ func Run(_ context.Context, s *session.Session, opt Options) (*Dump, error) {
 	var states map[int]string
 	var nat *nativeDump
 	var read time.Duration
+	// The GIL is read before and after the stacks and the threads' states
+	// (a holder is marked only if nothing changed between): read once,
+	// it was another moment than the states, and a thread that had just
+	// dropped it for its peer was marked holding it, asleep in futex.
+	gilBefore := s.Py.GIL()
+	var gilAfter map[int64]pyframes.GILState
 	if opt.Lock || opt.Native {
 		d.Read.Method = "ptrace-stopped"
 		states = taskStates(s) // after Thaw, every thread looks "running" while it wakes up
@@ -142,6 +154,9 @@ func Run(_ context.Context, s *session.Session, opt Options) (*Dump, error) {
 				nat.capture(f)
 			}
 			threads, err = s.Py.Threads(pyframes.Options{Names: true, Locals: opt.Locals, Retries: 1, Links: opt.Native})
+			// Read while stopped: the states were read before the stop, and
+			// once thawed a waiter whose interval ran out takes the GIL.
+			gilAfter = s.Py.GIL()
 			f.Thaw()
 			d.Read.StoppedUS += float64(f.Held.Nanoseconds()) / 1e3
 			if err != nil || !anyTorn(threads) || attempt == maxStops-1 {
@@ -187,16 +202,31 @@ func Run(_ context.Context, s *session.Session, opt Options) (*Dump, error) {
 	var need []int
 	for _, t := range threads {
 		if tid := s.HostTid(t.NativeID, t.ThreadID, tids, ns); tid > 0 {
-			if _, ok := states[tid]; !ok {
+			_, ok := states[tid]
+			// Unstopped, the states were begun before the GIL's first
+			// reading: the holder's is read again, between the two.
+			again := !opt.Lock && !opt.Native && t.HoldsGIL && gilBefore[t.Interp].Holder == t.Addr
+			if !ok || again {
+				delete(states, tid)
 				need = append(need, tid)
 			}
 		}
 	}
 	more := statesOf(s.FS, s.Pid, need)
+	if gilAfter == nil {
+		gilAfter = s.Py.GIL()
+	}
+	var holders map[uint64]bool
+	holders, d.Read.GIL = gilVerdict(gilBefore, gilAfter)
 	d.Threads = make([]ThreadDump, 0, len(threads))
 	for _, t := range threads {
-		td := ThreadDump{ThreadID: t.ThreadID, Name: t.Name, HoldsGIL: t.HoldsGIL, Interp: t.Interp,
+		td := ThreadDump{ThreadID: t.ThreadID, Name: t.Name, Interp: t.Interp,
 			Consistent: t.Consistent, Tid: s.HostTid(t.NativeID, t.ThreadID, tids, ns), Frames: make([]FrameDump, 0, len(t.Frames))}
+		// With the threads stopped, a state read after the thaw (a thread
+		// born since the states were read) lies outside the readings.
+		_, stateBetween := states[td.Tid]
+		stateBetween = stateBetween || (!opt.Lock && !opt.Native)
+		td.HoldsGIL = t.HoldsGIL && holders[t.Addr] && stateBetween
 		if t.Err != nil {
 			td.Error = t.Err.Error()
 			d.Read.Torn++
@@ -226,6 +256,35 @@ func Run(_ context.Context, s *session.Session, opt Options) (*Dump, error) {
 		return a < b
 	})
 	return d, nil
+}
+
+// gilVerdict compares the GIL readings before and after a dump's reads,
+// interpreter by interpreter: the thread states that held their GIL
+// throughout, and the verdict for ReadInfo.GIL ("changed" if any GIL
+// changed, else "held" if any was held, else "free"; "" with no GIL read).
+func gilVerdict(before, after map[int64]pyframes.GILState) (map[uint64]bool, string) {
+	holders := map[uint64]bool{}
+	verdict := ""
+	for id, b := range before {
+		a, ok := after[id]
+		if !b.Read || !ok || !a.Read {
+			continue
+		}
+		switch h := b.HeldThrough(a); {
+		case h != 0:
+			holders[h] = true
+			if verdict != "changed" {
+				verdict = "held"
+			}
+		case b == a: // free at both, with no take between
+			if verdict == "" {
+				verdict = "free"
+			}
+		default:
+			verdict = "changed"
+		}
+	}
+	return holders, verdict
 }
 
 // TasksDump is the asyncio task tree of a process (dump --tasks); see

@@ -32,6 +32,9 @@ func writeThreads(w io.Writer, d *Dump) {
 	if d.Read.TornRetries > 0 || d.Read.Torn > 0 {
 		fmt.Fprintf(w, "  torn reads: %d retried, %d threads still inconsistent\n", d.Read.TornRetries, d.Read.Torn)
 	}
+	if d.Read.GIL == "changed" {
+		fmt.Fprintln(w, "  GIL: taken, dropped or passed on during the read: no thread is marked as its holder")
+	}
 	writeNativeAccount(w, d.Native)
 	var line []byte
 	for _, t := range d.Threads {

@@ -626,7 +626,7 @@ func (ar *asyncReader) coroChain(coro uint64) ([]Frame, string, error) {
 		if l.FrameTLBCIndex != 0 && uint64(len(fr)) >= l.FrameTLBCIndex+4 {
 			tlbc = int32(le32(fr, l.FrameTLBCIndex))
 		}
-		f := Frame{Function: ci.name, File: ci.file, Code: code, CodeID: ci.serial,
+		f := Frame{Function: ci.name, File: ci.file, Code: code, CodeID: ci.serial, Addr: coro + ar.giIFrame,
 			Line: ci.line(int((int64(instr) - int64(p.instrBase(code, tlbc))) / 2))}
 		if state == ar.st.created {
 			f.Line = ci.firstLine

@@ -16,8 +16,10 @@ import (
 //
 // What cannot be reconstructed exactly, and is said so in Limits:
 //   - a task's thread: a TaskObj does not record it (3.14 links each task
-//     into its thread's list). A thread's running task is found by the
-//     task's coroutine code on that thread's stack.
+//     into its thread's list). A thread's running task is the one whose
+//     coroutine's frame (held inside the coroutine object) is on that
+//     thread's frame chain: the frame's address, not its code, which two
+//     threads running tasks of one coroutine function share.
 //   - awaited-by: 3.12/3.13 keep no awaiter links. It is rebuilt from each
 //     task's task_fut_waiter (the future its step is blocked on): a Task it
 //     awaits directly, or the children of the gather() future it awaits.
@@ -74,7 +76,7 @@ var legacyAsyncLayouts = map[int]legacyAsyncLayout{
 // LegacyAsyncLimits are the per-field limits of a 3.12/3.13 task read.
 var LegacyAsyncLimits = []string{
 	"tasks: from asyncio.tasks._scheduled_tasks (weak set) and _eager_tasks, as asyncio.all_tasks() reads them, for every loop and thread together",
-	"thread_id: a task does not record its thread before 3.14 (0 here means unknown, not an exited thread); a thread's running task is found by its coroutine's code on the thread's stack (left out when several threads match), and a loop is seen only while one of its tasks runs",
+	"thread_id: a task does not record its thread before 3.14 (0 here means unknown, not an exited thread); a thread's running task is the one whose coroutine's own frame (by address) is on the thread's frame chain when its stack is read (none when it was between two steps of its task then), and a loop is seen only while one of its tasks runs",
 	"awaited_by: rebuilt from each task's _fut_waiter (a Task it awaits, or the children of the gather() it awaits); tasks awaited through other futures (TaskGroup, wait(), shield()) show no awaiter",
 }
 
@@ -235,44 +237,41 @@ func (p *Process) asyncioTasksLegacy(lt legacyAsyncLayout) (*AsyncSnapshot, erro
 			}
 		}
 	}
-	// Each running task's thread: the thread whose stack holds its
-	// coroutine's code. Two threads running the same coroutine function
-	// can't be told apart this way: such a task is left without a thread.
+	// Each running task's thread: the thread whose frame chain holds the
+	// task's coroutine frame, by address (it lives in the coroutine
+	// object: one per task). By code, two threads running tasks of one
+	// coroutine function were told apart only by luck: a task read as
+	// running while its thread was between steps was put on the other.
+	frameOf := map[uint64]uint64{} // coroutine frame address → running task
+	for task := range running {
+		if i, ok := byAddr[task]; ok && len(snap.Tasks[i].Coroutines) > 0 && snap.Tasks[i].Coroutines[0].Addr != 0 {
+			frameOf[snap.Tasks[i].Coroutines[0].Addr] = task
+		}
+	}
 	refs, err := p.ThreadRefs()
 	if err != nil {
 		return nil, err
 	}
-	matches := map[uint64][]int{} // running task → indexes in snap.Threads
 	for _, ref := range refs {
 		if ref.Interp != 0 {
 			continue
 		}
 		th := AsyncThread{ThreadID: ref.ThreadID, NativeID: ref.NativeID, Tstate: ref.Addr, Tasks: -1}
-		if len(running) > 0 {
+		if len(frameOf) > 0 {
 			frames, _, _, err := p.Stack(ref.Addr, Options{Retries: 1})
 			if err != nil && !errors.Is(err, ErrTorn) {
 				th.Err = err.Error()
 			}
-			for task := range running {
-				i, ok := byAddr[task]
-				if !ok || len(snap.Tasks[i].Coroutines) == 0 {
-					continue
-				}
-				code := snap.Tasks[i].Coroutines[0].Code
-				for _, f := range frames {
-					if f.Code == code {
-						matches[task] = append(matches[task], len(snap.Threads))
-						break
-					}
+			// The innermost: a loop nested inside a task (nest_asyncio)
+			// runs its own task above the outer one.
+			for _, f := range frames {
+				if task, ok := frameOf[f.Addr]; ok {
+					th.RunningLoop, th.RunningTask = running[task], task
+					break
 				}
 			}
 		}
 		snap.Threads = append(snap.Threads, th)
-	}
-	for task, ths := range matches {
-		if len(ths) == 1 {
-			snap.Threads[ths[0]].RunningLoop, snap.Threads[ths[0]].RunningTask = running[task], task
-		}
 	}
 	for _, t := range snap.Tasks {
 		if t.Err != "" && !strings.Contains(t.Err, "not an _asyncio.Task") {

@@ -214,7 +214,8 @@ func layoutFromDebugOffsets(d *DebugOffsets) (*Layout, error) {
 	l.InterpCevalGIL = get("interpreter_state.ceval_gil")
 	gil := get("interpreter_state.gil_runtime_state")
 	if h, lk := get("interpreter_state.gil_runtime_state_holder"), get("interpreter_state.gil_runtime_state_locked"); h > gil && lk > gil {
-		l.GILLastHolder, l.GILLocked = h-gil, lk-gil
+		// switch_number is not published: it follows int locked (pycore_gil.h 3.13–3.15).
+		l.GILLastHolder, l.GILLocked, l.GILSwitchNumber = h-gil, lk-gil, lk-gil+8
 	}
 
 	l.TstateNext = get("thread_state.next")

@@ -35,3 +35,89 @@ func (p *Process) GILRange() (lo, hi uint64) {
 	}
 	return gil, gil + gilStructSize
 }
+
+// GILState is one reading of an interpreter's GIL.
+type GILState struct {
+	// Holder is the thread state holding it, 0 when it is free. 3.12+:
+	// last_holder while locked is set (the taker sets locked first, then
+	// last_holder; the dropper clears locked and leaves last_holder), and
+	// on 3.15 the holder's own holds_gil set as well; ≤3.11: the runtime's
+	// current thread state, cleared before the GIL is dropped.
+	Holder uint64
+	// Switches is switch_number (3.12+), which each take by a thread other
+	// than the last holder bumps: two readings with the same holder and
+	// count saw no other thread take it between. 0 on ≤3.11 (not read).
+	Switches uint64
+	// Read is false when there is no GIL (free-threaded) or it could not
+	// be read.
+	Read bool
+}
+
+// HeldThrough returns the thread state that held the GIL at both readings,
+// s and a later one, with no other thread taking it between; 0 when it was
+// free at either, changed hands, or either reading failed. (A holder that
+// released the GIL and took it back with no one else taking it between,
+// or on ≤3.11 one that got it back after another thread had it, looks as
+// if it held it throughout.)
+func (s GILState) HeldThrough(later GILState) uint64 {
+	if !s.Read || !later.Read || s.Holder == 0 || s != later {
+		return 0
+	}
+	return s.Holder
+}
+
+// GIL reads every interpreter's GIL, by interpreter id (as Thread.Interp);
+// nil on a free-threaded build.
+func (p *Process) GIL() map[int64]GILState {
+	if p.Layout.FreeThreaded {
+		return nil
+	}
+	out := map[int64]GILState{}
+	_ = p.interps(func(id int64, interp uint64) error {
+		out[id] = p.gilState(interp)
+		return nil
+	})
+	return out
+}
+
+// gilState reads interp's GIL (≤3.11: the runtime's; interp is unused).
+func (p *Process) gilState(interp uint64) GILState {
+	l, r := p.Layout, &p.objs
+	switch {
+	case l.FreeThreaded:
+		return GILState{} // no GIL (freethreaded.go)
+	case l.InterpCevalGIL == 0:
+		if l.RuntimeTstateCurrent == 0 {
+			return GILState{}
+		}
+		h, err := r.u64(p.Info.Runtime + l.RuntimeTstateCurrent)
+		return GILState{Holder: h, Read: err == nil}
+	}
+	gil, err := r.u64(interp + l.InterpCevalGIL)
+	if err != nil || gil == 0 {
+		return GILState{}
+	}
+	// The three fields in one read: one moment's holder, lock and count.
+	lo := min(l.GILLastHolder, l.GILLocked, l.GILSwitchNumber)
+	hi := max(l.GILLastHolder+8, l.GILLocked+4, l.GILSwitchNumber+8)
+	var buf [64]byte
+	if hi-lo > uint64(len(buf)) {
+		return GILState{}
+	}
+	b := buf[:hi-lo]
+	if err := r.mem.Read(gil+lo, b); err != nil {
+		return GILState{}
+	}
+	st := GILState{Switches: le64(b, l.GILSwitchNumber-lo), Read: true}
+	if int32(le32(b, l.GILLocked-lo)) > 0 { // 0: free; -1: not created
+		st.Holder = le64(b, l.GILLastHolder-lo)
+	}
+	if st.Holder != 0 && l.TstateHoldsGIL != 0 {
+		// 3.15: the holder says so too (set once it has taken the GIL,
+		// cleared before it drops it).
+		if v, err := r.u32(st.Holder + l.TstateHoldsGIL); err != nil || v == 0 {
+			st.Holder = 0
+		}
+	}
+	return st
+}

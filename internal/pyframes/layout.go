@@ -45,6 +45,7 @@ type Layout struct {
 	InterpCevalGIL    uint64 // 3.12+: pointer to struct _gil_runtime_state
 	GILLastHolder     uint64 // within the gil struct
 	GILLocked         uint64 // within the gil struct
+	GILSwitchNumber   uint64 // within the gil struct: bumped by each take by a thread other than last_holder
 
 	// PyThreadState
 	TstateNext           uint64
@@ -214,6 +215,7 @@ func commonObjects() *Layout {
 		CellRef:            16,
 		GILLastHolder:      8,
 		GILLocked:          16,
+		GILSwitchNumber:    24, // unsigned long after int locked (pycore_gil.h, 3.10–3.15)
 		CFrameCurrentFrame: -1,
 		FrameIsEntry:       -1,
 		ManagedDictBack:    24, // MANAGED_DICT_OFFSET -3 words (pycore_object.h)

@@ -11,6 +11,10 @@ type Frame struct {
 	File     string
 	Line     int // line of the instruction being executed (the call, for a caller)
 	Code     uint64
+	// Addr is the frame's own address (3.11+: its _PyInterpreterFrame,
+	// which a generator or coroutine keeps inside its object; 3.10: its
+	// PyFrameObject): one running frame, where Code is any run of a function.
+	Addr uint64 `json:"-"`
 	// CodeID is unique to the code object as read (a new one if its address
 	// is reused): with Line it identifies the frame's label cheaply.
 	CodeID uint64 `json:"-"`
@@ -78,34 +82,38 @@ var ErrTorn = errors.New("stack changed while it was read")
 // Py_Initialize and after Py_Finalize.
 var ErrNoInterpreter = errors.New("no interpreter state: the interpreter is not initialised yet, or already finalised")
 
-// Threads walks every interpreter's thread states and their stacks.
+// Threads walks every interpreter's thread states and their stacks. A
+// thread is marked HoldsGIL only when its interpreter's GIL was held by it
+// both before and after the walk, with no change of holder between
+// (GILState.HeldThrough).
 func (p *Process) Threads(opt Options) ([]Thread, error) {
-	l, r := p.Layout, &p.objs
-	var holderOld uint64
-	if l.RuntimeTstateCurrent != 0 {
-		holderOld, _ = r.u64(p.Info.Runtime + l.RuntimeTstateCurrent)
-	}
 	var out []Thread
 	err := p.interps(func(id int64, interp uint64) error {
-		holder := holderOld
-		if l.InterpCevalGIL != 0 {
-			holder = p.gilHolder(interp)
-		}
+		before := p.gilState(interp)
 		var names map[uint64]string
 		if opt.Names {
 			names, _ = p.threadNames(interp) // names are best effort: a stack without a name is still a stack
 		}
-		return p.tstates(interp, func(ts uint64) (uint64, error) {
+		first := len(out)
+		err := p.tstates(interp, func(ts uint64) (uint64, error) {
 			t, next, err := p.thread(ts, interp, opt)
 			if err != nil {
 				return 0, err
 			}
 			t.Interp = id
-			t.HoldsGIL = holder != 0 && holder == ts
 			t.Name = names[t.ThreadID]
 			out = append(out, t)
 			return next, nil
 		})
+		if err != nil {
+			return err
+		}
+		if holder := before.HeldThrough(p.gilState(interp)); holder != 0 {
+			for i := first; i < len(out); i++ {
+				out[i].HoldsGIL = out[i].Addr == holder
+			}
+		}
+		return nil
 	})
 	return out, err
 }
@@ -157,23 +165,6 @@ func (p *Process) tstates(interp uint64, fn func(ts uint64) (uint64, error)) err
 		}
 	}
 	return nil
-}
-
-func (p *Process) gilHolder(interp uint64) uint64 {
-	l, r := p.Layout, &p.objs
-	if l.FreeThreaded {
-		return 0 // no GIL (freethreaded.go)
-	}
-	gil, err := r.u64(interp + l.InterpCevalGIL)
-	if err != nil || gil == 0 {
-		return 0
-	}
-	locked, err := r.u32(gil + l.GILLocked)
-	if err != nil || locked == 0 {
-		return 0 // last_holder is not cleared on release: only trust it while locked
-	}
-	h, _ := r.u64(gil + l.GILLastHolder)
-	return h
 }
 
 // ThreadRef identifies a thread state without reading its stack.
@@ -229,16 +220,14 @@ func (p *Process) tstateHeader(ts, interp uint64) ([]byte, error) {
 // GILHolder returns the thread state holding the main interpreter's GIL
 // (3.12+: per interpreter; ≤3.11: the runtime's current thread), or 0.
 func (p *Process) GILHolder() uint64 {
-	l, r := p.Layout, &p.objs
-	if l.RuntimeTstateCurrent != 0 {
-		h, _ := r.u64(p.Info.Runtime + l.RuntimeTstateCurrent)
-		return h
+	if p.Layout.InterpCevalGIL == 0 {
+		return p.gilState(0).Holder // one GIL for the runtime
 	}
-	interp, err := r.u64(p.Info.Runtime + l.RuntimeInterpretersHead)
+	interp, err := p.objs.u64(p.Info.Runtime + p.Layout.RuntimeInterpretersHead)
 	if err != nil || interp == 0 {
 		return 0
 	}
-	return p.gilHolder(interp)
+	return p.gilState(interp).Holder
 }
 
 // Stack reads one thread's stack (innermost first), retrying torn reads.
@@ -647,7 +636,7 @@ func (p *Process) stack(addr, tsFrame, baseFrame uint64, opt Options) ([]Frame, 
 	}
 	for i, rf := range raw {
 		ci := infos[i]
-		f := Frame{Function: ci.name, File: ci.file, Code: rf.code, CodeID: ci.serial, Entry: rf.entry}
+		f := Frame{Function: ci.name, File: ci.file, Code: rf.code, CodeID: ci.serial, Entry: rf.entry, Addr: rf.addr}
 		if opt.Links && rf.entry {
 			f.Link = rf.link
 		}

@@ -318,14 +318,14 @@ func standardWorld(t testing.TB) (*world312, []Thread) {
 	want := []Thread{
 		{Addr: workerTs, ThreadID: 0x7f0000bbbb00, NativeID: 1002, Name: "worker-1", HoldsGIL: true, Consistent: true,
 			Frames: []Frame{
-				{Function: "loops", File: "loops.py", Line: line(loops, 30), Code: cLoops, Entry: true, Locals: []Local{
+				{Function: "loops", File: "loops.py", Line: line(loops, 30), Code: cLoops, Entry: true, Addr: loopsFrame, Locals: []Local{
 					{Name: "n", Type: "int", Value: "10"}, {Name: "items", Type: "list", Value: "len 3"},
 					{Name: "total", Type: "int", Value: "0"}, {Name: "x", Type: "str", Value: "'處理 ü'"}}},
-				{Function: "<module>", File: "loops.py", Line: line(module, 3), Code: cModule, Entry: true},
+				{Function: "<module>", File: "loops.py", Line: line(module, 3), Code: cModule, Entry: true, Addr: modFrame},
 			}},
 		{Addr: mainTs, ThreadID: 0x7f0000aaaa00, NativeID: 1001, Name: "MainThread", Consistent: true,
 			Frames: []Frame{
-				{Function: "simple", File: "simple.py", Line: line(simple, 6), Code: cSimple, Entry: true, Locals: []Local{
+				{Function: "simple", File: "simple.py", Line: line(simple, 6), Code: cSimple, Entry: true, Addr: simpleFrame, Locals: []Local{
 					{Name: "a", Type: "int", Value: "1099511627776"}, {Name: "b", Type: "bytes", Value: `b"a'\x00"`},
 					{Name: "f", Type: "float", Value: "1.5"}, {Name: "none", Type: "NoneType", Value: "None"},
 					{Name: "yes", Type: "bool", Value: "True"}, {Name: "tup", Type: "tuple", Value: "len 2"},
