@@ -61,6 +61,7 @@ type bpfEngine struct {
 	swept   map[uint32]bool // tids folded and deleted as exited
 	kp      *kpy            // the kernel's Python stacks; nil: read from user space
 	set     *offSet         // a set of processes (s.Set.Many()); nil: the target alone
+	stopAt  int64           // the window's end, once the program stopped counting
 }
 
 // reuseKernelStack: how long a thread blocking again in the same syscall on
@@ -334,6 +335,7 @@ func (e *bpfEngine) run(ctx context.Context, walked bool, kl *pyframes.KernelLay
 	if serr := tr.Stop(end); err == nil {
 		err = serr
 	}
+	e.stopAt = end
 	tr.Detach()
 	e.drainPy()
 	// Exited threads first, so that the maps' fill at the end shows what
@@ -583,6 +585,9 @@ func (e *bpfEngine) sweep(final bool, end int64) error {
 			e.dropSwept(tid, byTid[tid], woke[tid])
 			continue
 		}
+		if e.unlisted(int(tid)) {
+			continue
+		}
 		th := e.thread(int(tid))
 		t, seen := totals[tid]
 		th.acc.gone = true
@@ -636,8 +641,17 @@ func (e *bpfEngine) close(th *bthr, t schedbpf.Thr, seen bool, waits []waitEnt, 
 		a.onNS, a.offNS, a.rqNS = int64(t.OnNs-min(t.LostNs, t.OnNs)), int64(t.OffNs), int64(t.RqNs)
 		e.bres.NotRunS += float64(t.LostNs) / 1e9
 		a.switches = t.Outs
-		if t.Exited != 0 {
+		switch {
+		case t.Exited != 0:
 			last, a.gone = int64(t.Exited), true
+		case a.gone:
+			// Swept as exited, its last switch-out unseen (the last thread
+			// of a set's member: the process leaves the set before it):
+			// it ran from its last switch-in to its exit.
+			last = e.exitOf(th.tid, t)
+			if t.OnSince != 0 {
+				a.onNS += max(last-int64(t.OnSince), 0)
+			}
 		}
 	}
 	// The waits joined to a waker are also in waits: fold them with their
@@ -653,7 +667,11 @@ func (e *bpfEngine) close(th *bthr, t schedbpf.Thr, seen bool, waits []waitEnt, 
 		e.fold(th, wk, int64(o.v.Ns), o.v.Count, e.wakerFrames(k))
 	}
 	for _, w := range waits {
-		a.switches += w.v.Count
+		if !seen {
+			// No totals entry (the threads map was full): each wait ended
+			// in a switch-in, which is the nearest count of its switches.
+			a.switches += w.v.Count
+		}
 		ns, n := w.v.Ns, w.v.Count
 		if v, ok := wokeOf[w.k]; ok {
 			// More woken than in waits: the waits map was full for some.
@@ -739,6 +757,48 @@ func (e *bpfEngine) close(th *bthr, t schedbpf.Thr, seen bool, waits []waitEnt, 
 	e.res.ShortN += a.shortN
 	e.res.ShortS += st.ShortS
 	e.done = append(e.done, st)
+}
+
+// unlisted says whether a thread missing from the members' task lists
+// still lives in an observed process: a forked member whose join the set
+// has not read yet is not listed, and sweeping its thread then would
+// drop the rest of its life.
+func (e *bpfEngine) unlisted(tid int) bool {
+	st, err := e.opt.FS.Status(tid)
+	if err != nil || strings.HasPrefix(st.State, "Z") || strings.HasPrefix(st.State, "X") {
+		return false
+	}
+	if st.Tgid == e.s.Pid {
+		return true
+	}
+	if e.set != nil && st.Tgid > 0 && e.set.set.Has(st.Tgid) {
+		e.set.pidOf[tid] = st.Tgid
+		return true
+	}
+	return false
+}
+
+// exitOf is when a thread that exited without a final switch-out seen
+// did: its process's exit (the set's exit event), never before its last
+// event; else its last event (a lower bound: the time it ran after its
+// last switch-in is then unknown).
+func (e *bpfEngine) exitOf(tid int, t schedbpf.Thr) int64 {
+	last := max(int64(t.First+t.OnNs+t.OffNs+t.RqNs), int64(t.OnSince), int64(t.First))
+	if e.set == nil {
+		return last
+	}
+	m, ok := e.set.set.Member(e.pidOfTid(tid))
+	if !ok || !m.Exited {
+		m, ok = e.set.set.Member(tid) // a process's leader: tid is its pid
+	}
+	if ok && m.Exited && int64(m.ExitedAt) >= last {
+		last = int64(m.ExitedAt)
+	}
+	if e.stopAt > 0 && last > e.stopAt {
+		// It exited after the window: observed until its end.
+		last = max(e.stopAt, int64(t.OnSince))
+	}
+	return last
 }
 
 // fold adds one aggregate (count waits, ns long in all) to the profile
@@ -1008,7 +1068,9 @@ func (e *bpfEngine) counters() {
 		e.closeKernelWalk(c)
 		b.KernelWalk = &e.kp.acct
 	}
-	e.res.Switches = b.TargetOut + b.TargetIn
+	// A context switch is one event: a switch-out, later its switch-in.
+	// Counting both would double it (and exceed the machine's own count).
+	e.res.Switches = b.TargetOut
 	// Waits lost to the profile and the thread totals alike.
 	e.res.Lost = b.Drops.StartMapFull + b.Drops.ThreadsMapFull
 }

@@ -5,9 +5,9 @@ type BPFStats struct {
 	Attach          string      `json:"attach"`        // tp_btf/sched_switch or raw_tp/sched_switch
 	SyscallHints    bool        `json:"syscall_hints"` // syscall number and GIL bit read at switch-out
 	SchedSwitches   uint64      `json:"sched_switches"`
-	SchedSwitchRate float64     `json:"sched_switch_rate"` // per second, the whole machine: what the program runs on
-	TargetOut       uint64      `json:"target_switch_outs"`
-	TargetIn        uint64      `json:"target_switch_ins"`
+	SchedSwitchRate float64     `json:"sched_switch_rate"`    // per second of the window, the whole machine: what the program runs on
+	TargetOut       uint64      `json:"target_switch_outs"`   // the target's switches (Result.Switches), comparable to SchedSwitches
+	TargetIn        uint64      `json:"target_switch_ins"`    // the ends of those switches (and first switch-ins of waits begun before the attach)
 	PythonJoined    uint64      `json:"python_stacks_joined"` // waits keyed under a Python stack read while they lasted
 	Drops           BPFDrops    `json:"drops"`
 	Maps            []BPFMapUse `json:"maps"`

@@ -161,8 +161,19 @@
 // the JSON and a footer. The kernel's stack hash does not hold the
 // process: a stack of one member identical in code addresses and lines
 // to another's is named once, by the first (forked workers share their
-// code objects' addresses). The perf engine observes the target alone and
-// says so; --greenlets refuses a set.
+// code objects' addresses). The last thread of a member leaves the set
+// (procset.h's exit) before its last switch-out, which the program then
+// does not see: its window ends at its process's exit event
+// (procset.Member.ExitedAt; without one, at its last event seen) and the
+// time since its last switch-in is on CPU. The perf engine observes the
+// target alone and says so; --greenlets refuses a set.
+//
+// Accounts: a context switch is counted once, at its switch-out
+// (Result.Switches, ThreadStat.Switches; the footer's rate is the target's
+// over the window, beside the machine's sched_switch rate over the same
+// window). The top stacks' percentages (TopBlocked, text and JSON) are of
+// all off-CPU time in the profile, blocked and run-queue: one whole, so
+// the rows add up to at most 100 %.
 //
 // Price: eBPF — per target switch a few hash-map updates, three reads of
 // the saved user registers (four or five in a select or poll), the Python stack

@@ -79,7 +79,7 @@ type ThreadStat struct {
 	ShortN   uint64             `json:"short_waits"`   // waits that ended before anyone looked
 	ShortS   float64            `json:"short_waits_s"` // their total (included in off_cpu_s / runqueue_s)
 	ClassS   map[string]float64 `json:"classes_s"`
-	Switches uint64             `json:"switches"`
+	Switches uint64             `json:"switches"` // its switch-outs: one per context switch
 	Exited   bool               `json:"exited,omitempty"`
 }
 
@@ -89,7 +89,7 @@ type Result struct {
 	WindowS      float64            `json:"window_s"`
 	Threads      []ThreadStat       `json:"threads"`
 	ClassS       map[string]float64 `json:"classes_s"`
-	Switches     uint64             `json:"switches"`
+	Switches     uint64             `json:"switches"` // the target's switch-outs: one per context switch
 	Lost         uint64             `json:"lost"`
 	Looks        uint64             `json:"stack_reads"`
 	LookRetries  uint64             `json:"reads_discarded"` // reads thrown away: the thread ran (or was woken) during the read
@@ -293,9 +293,11 @@ func (e *engine) handle(tid int, rec perfevent.RawRecord) {
 		}
 		t := int64(id.Time)
 		d := max(t-th.since, 0)
-		th.switches++
-		e.res.Switches++
 		if out {
+			// One switch, counted at its switch-out (its switch-in is
+			// the same switch's end, not another one).
+			th.switches++
+			e.res.Switches++
 			// Whatever we believed, it was running until now.
 			th.onNS += d
 			th.on, th.since, th.preempt, th.seen = false, t, preempt, false

@@ -17,10 +17,15 @@ type TopStack struct {
 	Class   string  `json:"class"`
 	Waker   string  `json:"waker,omitempty"` // --waker: who ended these waits (the [woken by] frame)
 	US      int64   `json:"us"`
-	Percent float64 `json:"percent"` // of all blocked (non-run-queue) time in the profile
+	Percent float64 `json:"percent"` // of all off-CPU time in the profile: blocked and run-queue
 }
 
-// TopBlocked lists the profile's heaviest waiting stacks (not [on-CPU]).
+// OffCPUHeading names the whole TopStack.Percent is a share of.
+const OffCPUHeading = "% of off-CPU time in the profile, blocked and run-queue"
+
+// TopBlocked lists the profile's heaviest waiting stacks (not [on-CPU]),
+// each with its share of all off-CPU time in the profile (run-queue
+// included: the rows are of one whole and add up to at most 100 %).
 func TopBlocked(p *flame.Profile, n int) []TopStack {
 	var out []TopStack
 	var total int64
@@ -51,9 +56,7 @@ func TopBlocked(p *flame.Profile, n int) []TopStack {
 				}
 			}
 		}
-		if !strings.HasPrefix(class, ClassRunQueue) {
-			total += s.Weight
-		}
+		total += s.Weight
 		out = append(out, TopStack{Stack: p.FoldedKey(s), Class: class, Waker: waker, US: s.Weight})
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].US > out[j].US })
@@ -123,7 +126,7 @@ func WriteText(w io.Writer, r *Result) error {
 	if x := r.Excluded; x != nil {
 		fmt.Fprintf(w, "\nLeft out by --exclude %s: %.3fs in %d stacks (still in the totals above)\n", strings.Join(x.Patterns, ", "), float64(x.US)/1e6, x.Stacks)
 	}
-	fmt.Fprintf(w, "\nTop blocked stacks (%% of blocked time in the profile; innermost frame last):\n")
+	fmt.Fprintf(w, "\nTop blocked stacks (%s; innermost frame last):\n", OffCPUHeading)
 	for _, t := range TopBlocked(r.Profile, 10) {
 		st, woke := t.Stack, ""
 		if t.Waker != "" {
@@ -230,15 +233,15 @@ func Footer(r *Result, where string) string {
 		if b.BPFRuns > 0 {
 			py += fmt.Sprintf("; BPF %.3fs of CPU (%.0f ns per run, %d runs)", b.BPFCPUS, b.BPFNSPerRun, b.BPFRuns)
 		}
-		return fmt.Sprintf("pyobs offcpu: eBPF engine (%s, syscall hints %v), %d threads, %d switches in %.1fs (%.0f/s), "+
-			"machine sched_switch rate %.0f/s; drops: start map %d, waits map %d (%.3fs, in the totals), threads map %d, kernel stack ids %d, unpaired %d; kernel stacks reused %d; "+
+		return fmt.Sprintf("pyobs offcpu: eBPF engine (%s, syscall hints %v), %d threads, %d switches (switch-outs) in %.1fs (%.0f/s), "+
+			"machine sched_switch rate %.0f/s (%d switches in the same window); drops: start map %d, waits map %d (%.3fs, in the totals), threads map %d, kernel stack ids %d, unpaired %d; kernel stacks reused %d; "+
 			"%s; short waits not read: %d, %.3fs; "+
 			"below --min-block: %d, %.3fs; exited threads swept %d; %sobserver CPU %.2fs%s; target stopped 0s; wrote %s",
-			b.Attach, b.SyscallHints, len(r.Threads), r.Switches, r.WindowS, rate, b.SchedSwitchRate,
+			b.Attach, b.SyscallHints, len(r.Threads), r.Switches, r.WindowS, rate, b.SchedSwitchRate, b.SchedSwitches,
 			d.StartMapFull, d.WaitsMapFull, d.WaitsMapFullS, d.ThreadsMapFull, d.KernelStackErr, d.Unpaired, d.KernelReused,
 			py, r.ShortN, r.ShortS, r.FilteredN, r.FilteredS, b.SweptThreads, wake, r.ObserverCPUS, obs, where)
 	}
-	return fmt.Sprintf("pyobs offcpu: perf context-switch engine, %d threads, %d switches in %.1fs (%.0f/s), lost %d; "+
+	return fmt.Sprintf("pyobs offcpu: perf context-switch engine, %d threads, %d switches (switch-outs) in %.1fs (%.0f/s), lost %d; "+
 		"%d stack reads (%d discarded: the thread ran during the read); short waits not read: %d, %.3fs (%d of them ≥ 2 drain periods); "+
 		"below --min-block: %d, %.3fs; observer CPU %.2fs%s; target stopped 0s; wrote %s",
 		len(r.Threads), r.Switches, r.WindowS, rate, r.Lost, r.Looks, r.LookRetries, r.ShortN, r.ShortS, r.ShortLongN,

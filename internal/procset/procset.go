@@ -60,6 +60,11 @@ type Member struct {
 	Joined uint64   `json:"joined_ns,omitempty"` // CLOCK_MONOTONIC ns; 0 for a seed
 	Execs  int      `json:"execs,omitempty"`
 	Exited bool     `json:"exited,omitempty"`
+	// ExitedAt: when its last thread exited (CLOCK_MONOTONIC ns, the exit
+	// event's time); 0 when not known. That thread's own last switch-out
+	// comes after the process left the set: engines that end a thread's
+	// window there take its exit from here.
+	ExitedAt uint64 `json:"-"`
 	// Began: when its current program began (CLOCK_MONOTONIC ns: its
 	// join, or its last exec); 0 for a seed.
 	Began uint64 `json:"-"`
@@ -291,7 +296,7 @@ func (s *Set) applyLocked(pid int, e event) bool {
 		}
 	case evExit:
 		if m != nil && !m.Exited {
-			m.Exited = true
+			m.Exited, m.ExitedAt = true, e.Time
 			s.stats.Exited++
 		}
 	}
