@@ -41,6 +41,10 @@ the threads' states were read to after; when it changed hands meanwhile,
 nobody is marked and the header says so.
 Cannot see: native (C) frames (without --native), and anything between two reads.
 
+A thread running a sub-interpreter's code is one thread: the sub-interpreter's
+frames on top of the calling interpreter's, each part after a line "In
+interpreter N:".
+
 --native adds each thread's native (C) frames, in call order with its
 Python frames. It implies --lock: while the threads are stopped pyobs reads
 each one's registers (PTRACE_GETREGS) and copies its stack from the stack

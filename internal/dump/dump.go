@@ -70,6 +70,11 @@ type FrameDump struct {
 	Locals   []pyframes.Local `json:"locals,omitempty"`
 	Kind     string           `json:"kind,omitempty"`   // with --native: python, native or marker
 	Offset   uint64           `json:"offset,omitempty"` // native: address in File's own terms
+	// Interp: the interpreter the frame runs in, on every Python frame of
+	// a thread whose stack spans several (it runs a sub-interpreter's
+	// code: those frames on top of the calling interpreter's); absent
+	// otherwise (the thread's "interpreter" is every frame's).
+	Interp *int64 `json:"interpreter,omitempty"`
 }
 
 // Options select what a dump reads.
@@ -236,8 +241,16 @@ func Run(_ context.Context, s *session.Session, opt Options) (*Dump, error) {
 		} else if st, ok := more[td.Tid]; ok {
 			td.State = st
 		}
+		several := false
 		for _, f := range t.Frames {
-			td.Frames = append(td.Frames, FrameDump{Function: f.Function, File: f.File, Line: f.Line, Entry: f.Entry, Locals: f.Locals})
+			several = several || f.Interp != t.Frames[0].Interp
+		}
+		for _, f := range t.Frames {
+			fd := FrameDump{Function: f.Function, File: f.File, Line: f.Line, Entry: f.Entry, Locals: f.Locals}
+			if several {
+				fd.Interp = &f.Interp
+			}
+			td.Frames = append(td.Frames, fd)
 		}
 		if nat != nil {
 			nat.glue(&td, t.Frames)

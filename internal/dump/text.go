@@ -66,11 +66,20 @@ func writeThreads(w io.Writer, d *Dump) {
 			fmt.Fprintln(w, "  (no Python frames)")
 			continue
 		}
+		in := int64(-1) // the interpreter of the frames printed last (a stack spanning several)
 		for i := len(t.Frames) - 1; i >= 0; i-- {
 			fr := t.Frames[i]
 			if fr.Kind == KindNative || fr.Kind == KindMarker {
 				writeNativeFrame(w, fr)
 				continue
+			}
+			if fr.Interp != nil && *fr.Interp != in {
+				in = *fr.Interp
+				if in == 0 {
+					fmt.Fprintln(w, "  In interpreter 0 (main):")
+				} else {
+					fmt.Fprintf(w, "  In interpreter %d:\n", in)
+				}
 			}
 			// Appended, not Fprintf'd: a 50-thread dump prints ~1,000
 			// of these lines, and fmt took ~0.5 ms of its ~15.

@@ -17,7 +17,18 @@
 // pointer at a fixed offset from the thread's fsbase (pthread TSD slot of
 // autoTSSkey on 3.10–3.14, TLS _Py_tss_gilstate on 3.15), found by
 // pyframes.TLSOffsets and checked per sample (thread_id == fsbase,
-// native_thread_id == tid). Every frame is checked (owner in range,
+// native_thread_id == tid). A thread running a sub-interpreter's code
+// (3.12+) is walked from the state it is attached to now (the static TLS
+// _Py_tss_tstate, pyframes.Process.AttachedTLS; checked likewise): the
+// sub-interpreter's chain, then, when it is whole, the chain of the map's
+// state for the thread (user space keys a thread to its state in the
+// lowest interpreter, the one it started in), whose frames called into
+// it. Without that state (a thread the map does not list yet: 3.12+'s
+// gilstate slot follows the attached state) a sub-interpreter's stack is
+// flagged truncated, its callers missing. The walk runs as one global
+// function (pywalk_chain, verified once with its arguments unknown: the
+// walk state is handed over through a per-CPU map), called once per
+// chain. Every frame is checked (owner in range,
 // code's ob_type == &PyCode_Type, frame != previous, a generator frame
 // below the top is EXECUTING); a walk is Complete only if the chain ended
 // at the version's outermost marker (3.11 is_entry, 3.12–3.14 the entry
@@ -30,14 +41,19 @@
 // 4 KiB page that holds the top frame (its callers in the same data-stack
 // chunk come with it; a frame elsewhere — a generator's, an older chunk's —
 // costs another page), on 3.10 one read per frame object, plus a type read
-// per code object not seen lately on that CPU, and a ring-buffer record of
+// per code object not seen lately on that CPU, on 3.12+ a read of the
+// thread's attached-state pointer (and of a sub-interpreter's chain and
+// its callers' when there is one), and a ring-buffer record of
 // 48 + 16·depth bytes. The reader is woken only when a sixteenth of the
 // ring is full (each wake-up is an interrupt: a VM exit on a guest) and
 // polls every Options.Latency; while a program observed starts
 // (SetUrgent) every record wakes it, so that the code objects of an
 // import, freed as it ends, are read while they live. Measured here (2-vCPU VM, 20 kHz, bpf
 // stats; TestKernelWalkCost*): 1.3–2.6 µs of program time per sample of a
-// 12-frame stack, ~6 µs at 122 frames.
+// 12-frame stack, ~6 µs at 122 frames (the attached-state read and the
+// walk as a global function added 0.1–0.3 µs: TestKernelWalkCostByDepth
+// on 3.13 1.49–1.52 → 1.68–1.76 µs at 12 frames, 5.8–6.1 → 5.95 at 122;
+// the program's verification fell from ~92,000 instructions to ~28,000).
 //
 // Clocks: per-CPU task-clock and cpu-clock events with the tgid filter
 // both delivered 100–107 % of the target's on-CPU time × F in this VM
@@ -46,8 +62,10 @@
 // What it cannot see: native frames; frames deeper than MaxFrames (128;
 // flagged truncated); pages not present (a fault fails the sample: the
 // program cannot sleep to bring them in); a thread whose thread state is
-// neither in the map nor at the TLS offsets (dlopen'ed libpython, other
-// interpreters than the main one: counted as not-Python); free-threaded
+// neither in the map nor at the TLS offsets (dlopen'ed libpython: counted
+// as not-Python); a thread detached inside a sub-interpreter (a blocking
+// call there: no attached state) is walked in the calling interpreter's
+// frames alone; free-threaded
 // builds with thread-local bytecode (3.14t+: pyframes refuses them; 3.13t
 // is walked, its own object header from the layout). 3.11/3.12 samples taken while the
 // evaluator sets up its cframe read a stale frame and come out truncated.

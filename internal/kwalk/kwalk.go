@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"time"
 	"unsafe"
 
@@ -230,6 +231,10 @@ func Config(pid int, l *pyframes.KernelLayout, maxFrames int) (kwalkConfig, erro
 	if l.CodeGenerationCreated {
 		c.CodegenU32 = 1
 	}
+	if l.HasAttachedTLS {
+		c.AttN, c.AttOff = 1, l.AttachedTLS
+	}
+	c.TstateInterp, c.InterpId = uint32(l.TstateInterp), uint32(l.InterpID)
 	if l.CodeType == 0 {
 		return c, fmt.Errorf("pid %d: no PyCode_Type address: can't check code objects", pid)
 	}
@@ -258,6 +263,12 @@ func walkConfig(pid int, l *pyframes.KernelLayout, maxFrames int, tls []int64) (
 	if l.TstateThreadID == 0 {
 		return cfg, fmt.Errorf("pid %d: no thread_id offset: can't check thread states", pid)
 	}
+	if l.HasAttachedTLS && slices.Contains(tls, l.AttachedTLS) {
+		// The vote may have kept the attached state's variable (a thread
+		// attached while it was read): it is not the bound one, which
+		// the walk needs below a sub-interpreter's frames.
+		tls = slices.DeleteFunc(slices.Clone(tls), func(o int64) bool { return o == l.AttachedTLS })
+	}
 	if len(tls) > len(cfg.TlsOff) {
 		tls = tls[:len(cfg.TlsOff)]
 	}
@@ -282,6 +293,9 @@ func SameBuild(target, member *pyframes.KernelLayout) (layout, addrs bool) {
 	}
 	a.CodeType, a.FrameType, a.CodegenAddr = 0, 0, 0
 	b.CodeType, b.FrameType, b.CodegenAddr = 0, 0, 0
+	// The attached state's TLS offset is the process's too (a member's
+	// walk checks what it finds there: a wrong one costs a read).
+	a.AttN, a.AttOff, b.AttN, b.AttOff = 0, 0, 0, 0
 	return a == b, false
 }
 
@@ -508,7 +522,8 @@ func (w *Walker) configureAddrs(l *pyframes.KernelLayout, tls []int64) error {
 // program's walk configuration (ProgramConfig's value), not yet ready.
 func LateAddrs(cfg any) any {
 	c, _ := cfg.(kwalkConfig)
-	return kwalklateLateAddrs{CodeType: c.CodeType, FrameType: c.FrameType, CodegenAddr: c.CodegenAddr, TlsOff: c.TlsOff, TlsN: c.TlsN}
+	return kwalklateLateAddrs{CodeType: c.CodeType, FrameType: c.FrameType, CodegenAddr: c.CodegenAddr, TlsOff: c.TlsOff, TlsN: c.TlsN,
+		AttOff: c.AttOff, AttN: c.AttN}
 }
 
 // LateReady is a LateAddrs value with the walk on.
@@ -544,13 +559,24 @@ func (w *Walker) SetThreads(refs []pyframes.ThreadRef) error {
 // FillThreads makes m — the tstates map of a program that includes
 // pywalk.h — exactly refs, as SetThreads does for the walker's own.
 func FillThreads(m *ebpf.Map, pid int, refs []pyframes.ThreadRef) error {
+	// A thread with states in several interpreters (it runs a
+	// sub-interpreter's code) is keyed to the one of the lowest
+	// interpreter id, the one it started in: its bound state, whose
+	// frames called into the others (the kernel puts the attached
+	// state's frames on top).
 	want := map[uint64]uint64{}
+	wantInterp := map[uint64]int64{}
+	put := func(k uint64, r pyframes.ThreadRef) {
+		if id, ok := wantInterp[k]; !ok || r.Interp < id {
+			want[k], wantInterp[k] = r.Addr, r.Interp
+		}
+	}
 	for _, r := range refs {
 		if r.NativeID > 0 {
-			want[uint64(r.NativeID)] = r.Addr
+			put(uint64(r.NativeID), r)
 		}
 		if r.ThreadID != 0 {
-			want[r.ThreadID] = r.Addr
+			put(r.ThreadID, r)
 		}
 	}
 	var k, v uint64

@@ -48,6 +48,11 @@ type kwalkConfig struct {
 	CodeFlags       uint32
 	CframePrevious  uint32
 	CodegenU32      uint32
+	AttN            uint32
+	TstateInterp    uint32
+	InterpId        uint32
+	_               [4]byte
+	AttOff          int64
 }
 
 type kwalkCountKey struct {
@@ -135,6 +140,28 @@ type kwalkSampleHdr struct {
 	Nlinks  uint32
 }
 
+type kwalkWalk struct {
+	_         structs.HostLayout
+	Addr      uint64
+	Last      uint64
+	CodeOk    uint64
+	Wbase     uint64
+	Depth     uint32
+	Hops      uint32
+	Flags     uint32
+	Nlinks    uint32
+	LastShim  uint8
+	LastEntry uint8
+	LastGen   uint8
+	Done      uint8
+	_         [4]byte
+	LastCode  uint64
+	Hash      uint64
+	CodeType  uint64
+	FrameType uint64
+	AltCf     uint64
+}
+
 type kwalkWindow struct {
 	_ structs.HostLayout
 	D [4224]uint8
@@ -161,6 +188,7 @@ const (
 	kwalkMapSent            = "sent"
 	kwalkMapTstates         = "tstates"
 	kwalkMapUrgent          = "urgent"
+	kwalkMapWalks           = "walks"
 	kwalkMapWin             = "win"
 	kwalkProgKwalkSample    = "kwalk_sample"
 	kwalkProgProcsetExec    = "procset_exec"
@@ -245,6 +273,7 @@ type kwalkMapSpecs struct {
 	Sent            *ebpf.MapSpec `ebpf:"sent"`
 	Tstates         *ebpf.MapSpec `ebpf:"tstates"`
 	Urgent          *ebpf.MapSpec `ebpf:"urgent"`
+	Walks           *ebpf.MapSpec `ebpf:"walks"`
 	Win             *ebpf.MapSpec `ebpf:"win"`
 }
 
@@ -299,6 +328,7 @@ type kwalkMaps struct {
 	Sent            *ebpf.Map `ebpf:"sent"`
 	Tstates         *ebpf.Map `ebpf:"tstates"`
 	Urgent          *ebpf.Map `ebpf:"urgent"`
+	Walks           *ebpf.Map `ebpf:"walks"`
 	Win             *ebpf.Map `ebpf:"win"`
 }
 
@@ -321,6 +351,7 @@ func (m *kwalkMaps) Close() error {
 		m.Sent,
 		m.Tstates,
 		m.Urgent,
+		m.Walks,
 		m.Win,
 	)
 }

@@ -48,6 +48,11 @@ type kwalkheldConfig struct {
 	CodeFlags       uint32
 	CframePrevious  uint32
 	CodegenU32      uint32
+	AttN            uint32
+	TstateInterp    uint32
+	InterpId        uint32
+	_               [4]byte
+	AttOff          int64
 }
 
 type kwalkheldCountKey struct {
@@ -131,6 +136,28 @@ type kwalkheldSample struct {
 	Links [32]uint64
 }
 
+type kwalkheldWalk struct {
+	_         structs.HostLayout
+	Addr      uint64
+	Last      uint64
+	CodeOk    uint64
+	Wbase     uint64
+	Depth     uint32
+	Hops      uint32
+	Flags     uint32
+	Nlinks    uint32
+	LastShim  uint8
+	LastEntry uint8
+	LastGen   uint8
+	Done      uint8
+	_         [4]byte
+	LastCode  uint64
+	Hash      uint64
+	CodeType  uint64
+	FrameType uint64
+	AltCf     uint64
+}
+
 type kwalkheldWindow struct {
 	_ structs.HostLayout
 	D [4224]uint8
@@ -157,6 +184,7 @@ const (
 	kwalkheldMapSent            = "sent"
 	kwalkheldMapTstates         = "tstates"
 	kwalkheldMapUrgent          = "urgent"
+	kwalkheldMapWalks           = "walks"
 	kwalkheldMapWin             = "win"
 	kwalkheldProgKwalkSample    = "kwalk_sample"
 	kwalkheldProgProcsetExec    = "procset_exec"
@@ -241,6 +269,7 @@ type kwalkheldMapSpecs struct {
 	Sent            *ebpf.MapSpec `ebpf:"sent"`
 	Tstates         *ebpf.MapSpec `ebpf:"tstates"`
 	Urgent          *ebpf.MapSpec `ebpf:"urgent"`
+	Walks           *ebpf.MapSpec `ebpf:"walks"`
 	Win             *ebpf.MapSpec `ebpf:"win"`
 }
 
@@ -295,6 +324,7 @@ type kwalkheldMaps struct {
 	Sent            *ebpf.Map `ebpf:"sent"`
 	Tstates         *ebpf.Map `ebpf:"tstates"`
 	Urgent          *ebpf.Map `ebpf:"urgent"`
+	Walks           *ebpf.Map `ebpf:"walks"`
 	Win             *ebpf.Map `ebpf:"win"`
 }
 
@@ -317,6 +347,7 @@ func (m *kwalkheldMaps) Close() error {
 		m.Sent,
 		m.Tstates,
 		m.Urgent,
+		m.Walks,
 		m.Win,
 	)
 }

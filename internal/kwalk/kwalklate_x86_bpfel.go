@@ -48,6 +48,11 @@ type kwalklateConfig struct {
 	CodeFlags       uint32
 	CframePrevious  uint32
 	CodegenU32      uint32
+	AttN            uint32
+	TstateInterp    uint32
+	InterpId        uint32
+	_               [4]byte
+	AttOff          int64
 }
 
 type kwalklateCountKey struct {
@@ -65,8 +70,11 @@ type kwalklateLateAddrs struct {
 	FrameType   uint64
 	CodegenAddr uint64
 	TlsOff      [2]int64
+	AttOff      int64
 	TlsN        uint32
+	AttN        uint32
 	Ready       uint32
+	_           [4]byte
 }
 
 type kwalklateNatrec struct {
@@ -141,6 +149,28 @@ type kwalklateSample struct {
 	Links [32]uint64
 }
 
+type kwalklateWalk struct {
+	_         structs.HostLayout
+	Addr      uint64
+	Last      uint64
+	CodeOk    uint64
+	Wbase     uint64
+	Depth     uint32
+	Hops      uint32
+	Flags     uint32
+	Nlinks    uint32
+	LastShim  uint8
+	LastEntry uint8
+	LastGen   uint8
+	Done      uint8
+	_         [4]byte
+	LastCode  uint64
+	Hash      uint64
+	CodeType  uint64
+	FrameType uint64
+	AltCf     uint64
+}
+
 type kwalklateWindow struct {
 	_ structs.HostLayout
 	D [4224]uint8
@@ -167,6 +197,7 @@ const (
 	kwalklateMapSent            = "sent"
 	kwalklateMapTstates         = "tstates"
 	kwalklateMapUrgent          = "urgent"
+	kwalklateMapWalks           = "walks"
 	kwalklateMapWin             = "win"
 	kwalklateProgKwalkSample    = "kwalk_sample"
 	kwalklateProgProcsetExec    = "procset_exec"
@@ -252,6 +283,7 @@ type kwalklateMapSpecs struct {
 	Sent            *ebpf.MapSpec `ebpf:"sent"`
 	Tstates         *ebpf.MapSpec `ebpf:"tstates"`
 	Urgent          *ebpf.MapSpec `ebpf:"urgent"`
+	Walks           *ebpf.MapSpec `ebpf:"walks"`
 	Win             *ebpf.MapSpec `ebpf:"win"`
 }
 
@@ -307,6 +339,7 @@ type kwalklateMaps struct {
 	Sent            *ebpf.Map `ebpf:"sent"`
 	Tstates         *ebpf.Map `ebpf:"tstates"`
 	Urgent          *ebpf.Map `ebpf:"urgent"`
+	Walks           *ebpf.Map `ebpf:"walks"`
 	Win             *ebpf.Map `ebpf:"win"`
 }
 
@@ -329,6 +362,7 @@ func (m *kwalklateMaps) Close() error {
 		m.Sent,
 		m.Tstates,
 		m.Urgent,
+		m.Walks,
 		m.Win,
 	)
 }

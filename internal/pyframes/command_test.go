@@ -12,10 +12,11 @@ import (
 )
 
 // noAddrs is k without what the process decides as it runs (ASLR, its
-// interpreter state, so whether its code-object counter was found): what
-// a command's files can tell.
+// interpreter state, so whether its code-object counter was found; its
+// TLS layout): what a command's files can tell.
 func noAddrs(k pyframes.KernelLayout) pyframes.KernelLayout {
 	k.CodeType, k.FrameType, k.Interp, k.CodeGenerationAddr, k.CodeGenerationWhy = 0, 0, 0, 0, ""
+	k.AttachedTLS, k.HasAttachedTLS = 0, false
 	return k
 }
 

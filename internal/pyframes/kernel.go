@@ -35,6 +35,17 @@ type KernelLayout struct {
 	TstateBaseFrame    uint64 // 3.15: tstate->base_frame, 0 otherwise
 	TstateThreadID     uint64 // pthread_t (== the thread's fsbase on x86_64)
 	TstateNativeID     uint64 // kernel tid; 0 on 3.10
+	// AttachedTLS (HasAttachedTLS; 3.12+): where, from a thread's fsbase,
+	// the thread state it is attached to now is (AttachedTLS): while it
+	// runs a sub-interpreter, that one's, on top of its bound state's
+	// frames. A property of the process (its TLS layout), like the
+	// addresses above.
+	AttachedTLS    int64
+	HasAttachedTLS bool
+	// TstateInterp, InterpID: a thread state's interpreter and that one's
+	// id (main: 0), so that a sub-interpreter's state found with no
+	// caller known is said to miss its callers.
+	TstateInterp, InterpID uint64
 
 	FrameObjects  bool // 3.10
 	FramePrevious uint64
@@ -102,13 +113,16 @@ func (p *Process) KernelLayout() (*KernelLayout, error) {
 		FrameObjects: l.FrameObjects, FramePrevious: l.FramePrevious, FrameCode: l.FrameCode,
 		FrameInstr: l.FrameInstr, FrameOwner: l.FrameOwner, FrameIsEntry: l.FrameIsEntry,
 		FrameSize: l.FrameSize, CodeTagged: l.CodeTagged, CodeAdaptive: l.CodeAdaptive,
-		OwnerSkip: l.FrameOwnerSkip,
+		OwnerSkip: l.FrameOwnerSkip, TstateInterp: l.TstateInterp, InterpID: l.InterpID,
 	}
 	interp, err := r.u64(p.Info.Runtime + l.RuntimeInterpretersHead)
 	if err != nil {
 		return nil, fmt.Errorf("pid %d: can't read the interpreter list at 0x%x: %w", p.Pid, p.Info.Runtime+l.RuntimeInterpretersHead, err)
 	}
 	k.Interp = interp
+	// Best effort: without it a thread running a sub-interpreter is
+	// walked in its bound (calling) interpreter's frames alone.
+	k.AttachedTLS, k.HasAttachedTLS, _ = p.AttachedTLS()
 	// Owner values and the generator's FRAME_EXECUTING, per version
 	// (Include/internal/pycore_frame.h, pycore_interpframe_structs.h;
 	// ../shared/KERNEL-WALKER.md §2). gi_frame_state sits 5 bytes before

@@ -36,6 +36,7 @@ var wantSyms = []string{
 	"_PyRuntime", "Py_Version", "Py_GetVersion", "PyCode_Type", "PyFrame_Type", "PyUnicode_Type", "PyBytes_Type",
 	"PyLong_Type", "PyBool_Type", "PyFloat_Type", "PyTuple_Type", "PyList_Type", "PyDict_Type",
 	"_Py_NoneStruct", "_Py_TrueStruct", "PyModule_Type", "PySet_Type", "PyCell_Type",
+	"_PyThreadState_GetCurrent", // 3.12+: where a thread's attached state is (AttachedTLS)
 }
 
 // ReadMaps returns pid's file-backed mappings.
@@ -166,7 +167,7 @@ func runtimeFromELF(f *elf.File, path string, maps []Mapping) (*RuntimeInfo, err
 	if _, ok := syms["_PyRuntime"]; !ok {
 		return nil, errNoRuntimeHere
 	}
-	if len(syms) < len(wantSyms)-2 { // some (e.g. PyFrame_Type) are optional; a stripped dynsym is not
+	if len(syms) < len(wantSyms)-3 { // some (e.g. PyFrame_Type, _PyThreadState_GetCurrent) are optional; a stripped dynsym is not
 		if ss, err := f.Symbols(); err == nil {
 			collectSyms(ss, want, syms)
 		}

@@ -3,6 +3,7 @@ package pyframes
 import (
 	"errors"
 	"fmt"
+	"sort"
 )
 
 // Frame is one Python frame, innermost first in a Thread.
@@ -27,11 +28,16 @@ type Frame struct {
 	// _PyEval_EvalFrameDefault's native frame; 0 when unknown.
 	Link   uint64  `json:"-"`
 	Locals []Local `json:",omitempty"`
+	// Interp: the id of the interpreter the frame runs in (main: 0). A
+	// thread that runs a sub-interpreter's code has its frames on top of
+	// the calling interpreter's (Threads).
+	Interp int64
 }
 
-// Thread is one thread state of one interpreter.
+// Thread is one OS thread: its thread state, or (Threads) its states in
+// several interpreters, stacked.
 type Thread struct {
-	Interp     int64
+	Interp     int64  // the interpreter of its newest frames
 	Addr       uint64 // PyThreadState*
 	ThreadID   uint64 // pthread_t, what threading.get_ident() returns
 	NativeID   int    // kernel TID (0 on 3.10; filled by the session from /proc)
@@ -82,9 +88,12 @@ var ErrTorn = errors.New("stack changed while it was read")
 // Py_Initialize and after Py_Finalize.
 var ErrNoInterpreter = errors.New("no interpreter state: the interpreter is not initialised yet, or already finalised")
 
-// Threads walks every interpreter's thread states and their stacks. A
-// thread is marked HoldsGIL only when its interpreter's GIL was held by it
-// both before and after the walk, with no change of holder between
+// Threads walks every interpreter's thread states and their stacks, one
+// Thread per OS thread: a thread with states in several interpreters (it
+// runs a sub-interpreter's code, entered from the calling interpreter's
+// frames) is one Thread, its frames stacked (stackInterps). A thread is
+// marked HoldsGIL only when its interpreter's GIL was held by it both
+// before and after the walk, with no change of holder between
 // (GILState.HeldThrough).
 func (p *Process) Threads(opt Options) ([]Thread, error) {
 	var out []Thread
@@ -101,6 +110,9 @@ func (p *Process) Threads(opt Options) ([]Thread, error) {
 				return 0, err
 			}
 			t.Interp = id
+			for i := range t.Frames {
+				t.Frames[i].Interp = id
+			}
 			t.Name = names[t.ThreadID]
 			out = append(out, t)
 			return next, nil
@@ -115,7 +127,76 @@ func (p *Process) Threads(opt Options) ([]Thread, error) {
 		}
 		return nil
 	})
-	return out, err
+	return stackInterps(out), err
+}
+
+// stackInterps makes one Thread of the thread states one OS thread has in
+// several interpreters (the same pthread_t and native id): the states
+// with frames, the highest interpreter id on top, down to the lowest, the
+// one the thread started in. A thread enters a sub-interpreter from a
+// call in the interpreter it runs (run_string, Interpreter.exec): that
+// call's frames are the callers of the sub-interpreter's. (Ids order the
+// nesting unless a thread entered an older interpreter from a newer one;
+// a state without frames — one left from an earlier run — adds nothing.)
+func stackInterps(ts []Thread) []Thread {
+	type osThread struct {
+		id  uint64
+		nid int
+	}
+	parts := map[osThread][]int{}
+	multi := false
+	for i, t := range ts {
+		if t.ThreadID == 0 {
+			continue // not bound to an OS thread yet
+		}
+		k := osThread{t.ThreadID, t.NativeID}
+		parts[k] = append(parts[k], i)
+		multi = multi || len(parts[k]) > 1
+	}
+	if !multi {
+		return ts
+	}
+	out := make([]Thread, 0, len(ts))
+	for i, t := range ts {
+		k := osThread{t.ThreadID, t.NativeID}
+		idx := parts[k]
+		if t.ThreadID == 0 || len(idx) < 2 {
+			out = append(out, t)
+			continue
+		}
+		if idx[0] != i {
+			continue // merged at its first state's place
+		}
+		group := make([]Thread, len(idx))
+		for j, at := range idx {
+			group[j] = ts[at]
+		}
+		sort.SliceStable(group, func(a, b int) bool { return group[a].Interp > group[b].Interp })
+		m := Thread{ThreadID: t.ThreadID, NativeID: t.NativeID, Consistent: true, Snapshot: true, Interp: -1}
+		for _, g := range group {
+			if len(g.Frames) > 0 && m.Interp < 0 {
+				m.Interp, m.Addr = g.Interp, g.Addr
+			}
+			m.Frames = append(m.Frames, g.Frames...)
+			m.HoldsGIL = m.HoldsGIL || g.HoldsGIL
+			m.Consistent = m.Consistent && g.Consistent
+			m.Snapshot = m.Snapshot && g.Snapshot
+			m.Retries += g.Retries
+			if m.Err == nil {
+				m.Err = g.Err
+			}
+		}
+		last := group[len(group)-1]
+		if m.Interp < 0 {
+			m.Interp, m.Addr = last.Interp, last.Addr
+		}
+		// The threading name of the interpreter it started in.
+		for j := len(group) - 1; j >= 0 && m.Name == ""; j-- {
+			m.Name = group[j].Name
+		}
+		out = append(out, m)
+	}
+	return out
 }
 
 // interps calls fn for each interpreter in the runtime's list (bounded,

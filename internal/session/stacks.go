@@ -49,7 +49,10 @@ func (m *TidMap) Refresh() {
 			tids, _ = m.s.FS.Tasks(m.s.Pid)
 		}
 		tid := m.s.hostTid(r.NativeID, r.ThreadID, tids, ns)
-		if tid != 0 {
+		if old, ok := by[tid]; tid != 0 && (!ok || r.Interp < old.Interp) {
+			// A thread with states in several interpreters (it runs a
+			// sub-interpreter's code) is its state in the lowest, where
+			// it started: the frames that called into the others.
 			r.NativeID = tid
 			by[tid] = r
 		}

@@ -9,10 +9,11 @@
 // a verifier that explores every version's branches: a longer load; one that
 // defines PYWALK_ADDRS_LATE keeps the layout constant and takes only the
 // process's addresses after the load, in `late`), PW_READY (walk now),
-// pywalk_scratch (the walk as a global function, verified once), the maps
-// tstates (tid or fsbase -> PyThreadState*, filled by user space), pyaddrs
-// (a process's own addresses where they are not cfg's), scratch, codes_ok
-// and win, pywalk(), and pywalk_send() to send each distinct
+// pywalk_scratch (the walk as a global function, verified once) and
+// pywalk_chain (one frame chain, a global function too), the maps tstates
+// (tid or fsbase -> PyThreadState*, filled by user space), pyaddrs (a
+// process's own addresses where they are not cfg's), scratch, walks,
+// codes_ok and win, pywalk(), and pywalk_send() to send each distinct
 // stack once. See internal/kwalk/doc.go for the walk.
 
 #ifndef PYOBS_PYWALK_H
@@ -81,6 +82,12 @@ struct config {
 	u32 code_flags;   // 3.10: offset of PyCodeObject.co_flags, 0: none
 	u32 cframe_previous; // 3.11/3.12: offset of _PyCFrame.previous, 0: none
 	u32 codegen_u32;  // the code-object generation is a u32 (3.12/3.13: the next co_version)
+	u32 att_n;        // 1: att_off is known (3.12+)
+	u32 tstate_interp; // offset of the thread state's interp pointer, 0: none
+	u32 interp_id;    // offset of the interpreter's id (main: 0), 0: none
+	s64 att_off;      // where the thread's attached tstate pointer sits, from fsbase
+	                  // (_Py_tss_tstate: NULL while detached; a sub-interpreter's
+	                  // while the thread runs one)
 };
 
 // co_flags of code that runs in a generator's, coroutine's or async
@@ -160,13 +167,17 @@ struct late_addrs {
 	u64 frame_type;
 	u64 codegen_addr;
 	s64 tls_off[2];
+	s64 att_off;
 	u32 tls_n;
+	u32 att_n;
 	u32 ready;
 };
 volatile struct late_addrs late = {};
 #define PW_READY (late.ready)
 #define PW_TLS_N (late.tls_n)
 #define PW_TLS_OFF(i) (late.tls_off[i])
+#define PW_ATT_N (late.att_n)
+#define PW_ATT_OFF (late.att_off)
 #define PW_CODE_TYPE (late.code_type)
 #define PW_FRAME_TYPE (late.frame_type)
 #define PW_CODEGEN (late.codegen_addr)
@@ -176,6 +187,8 @@ volatile struct late_addrs late = {};
 #define PW_READY (cfg.minor)
 #define PW_TLS_N (cfg.tls_n)
 #define PW_TLS_OFF(i) (cfg.tls_off[i])
+#define PW_ATT_N (cfg.att_n)
+#define PW_ATT_OFF (cfg.att_off)
 #define PW_CODE_TYPE (cfg.code_type)
 #define PW_FRAME_TYPE (cfg.frame_type)
 #define PW_CODEGEN (cfg.codegen_addr)
@@ -295,6 +308,61 @@ static __always_inline long fail(struct walk *w, u32 flag)
 		return 0;
 #endif
 	return 1;
+}
+
+// How the chain ended, once previous was NULL.
+static __always_inline int whole(struct walk *w, u64 tstate)
+{
+	switch (cfg.end_rule) {
+	case END_NULL: {
+		// 3.10: no marker. A chain ending at a generator's frame lost its
+		// callers (read between a yield and the clearing of f_back); so
+		// did one whose last code is a generator's (a finished generator's
+		// frame, kept by its code object, has f_gen NULL).
+		if (w->last_gen)
+			return 0;
+		if (!cfg.code_flags)
+			return 1;
+		u32 fl = 0;
+		if (bpf_probe_read_user(&fl, sizeof(fl), (const void *)(w->last_code + cfg.code_flags)))
+			return 0;
+		return !(fl & GEN_CODE_FLAGS);
+	}
+	case END_ENTRY:
+		// 3.11: entered from C, and not a generator's frame (a generator
+		// resumed from C has its caller linked while it runs).
+		return w->last_entry && !w->last_shim && !w->last_gen;
+	case END_SHIM:
+		return w->last_shim;
+	case END_BASE: {
+		if (!cfg.tstate_base_frame)
+			return 0;
+		u64 base = tstate + cfg.tstate_base_frame;
+		if (w->last == base)
+			return 1; // embedded in the thread state
+		u64 p = 0;
+		if (read_u64(&p, base))
+			return 0;
+		return p != 0 && w->last == p;
+	}
+	}
+	return 0;
+}
+
+// top_frame reads the newest frame of thread state ts into *top (0: none),
+// and on 3.11/3.12 the cframe that holds it into *cf; non-zero: a fault.
+static __always_inline int top_frame(u64 ts, u64 *top, u64 *cf)
+{
+	*top = 0;
+	*cf = 0;
+	if (read_u64(top, ts + cfg.tstate_frame))
+		return 1;
+	if (cfg.cframe_current >= 0 && *top) {
+		*cf = *top;
+		if (read_u64(top, *cf + (u64)cfg.cframe_current))
+			return 1;
+	}
+	return 0;
 }
 
 static long step(u32 i, void *vctx)
@@ -469,43 +537,16 @@ static long step(u32 i, void *vctx)
 	return prev == 0;
 }
 
-// How the chain ended, once previous was NULL.
-static __always_inline int whole(struct walk *w, u64 tstate)
+// in_sub says whether thread state ts belongs to a sub-interpreter (its
+// interpreter's id is not the main one's, 0).
+static __always_inline u8 in_sub(u64 ts)
 {
-	switch (cfg.end_rule) {
-	case END_NULL: {
-		// 3.10: no marker. A chain ending at a generator's frame lost its
-		// callers (read between a yield and the clearing of f_back); so
-		// did one whose last code is a generator's (a finished generator's
-		// frame, kept by its code object, has f_gen NULL).
-		if (w->last_gen)
-			return 0;
-		if (!cfg.code_flags)
-			return 1;
-		u32 fl = 0;
-		if (bpf_probe_read_user(&fl, sizeof(fl), (const void *)(w->last_code + cfg.code_flags)))
-			return 0;
-		return !(fl & GEN_CODE_FLAGS);
-	}
-	case END_ENTRY:
-		// 3.11: entered from C, and not a generator's frame (a generator
-		// resumed from C has its caller linked while it runs).
-		return w->last_entry && !w->last_shim && !w->last_gen;
-	case END_SHIM:
-		return w->last_shim;
-	case END_BASE: {
-		if (!cfg.tstate_base_frame)
-			return 0;
-		u64 base = tstate + cfg.tstate_base_frame;
-		if (w->last == base)
-			return 1; // embedded in the thread state
-		u64 p = 0;
-		if (read_u64(&p, base))
-			return 0;
-		return p != 0 && w->last == p;
-	}
-	}
-	return 0;
+	u64 interp = 0, id = 0;
+	if (!cfg.tstate_interp || !cfg.interp_id)
+		return 0;
+	if (read_u64(&interp, ts + cfg.tstate_interp) || !interp || read_u64(&id, interp + cfg.interp_id))
+		return 0;
+	return id != 0;
 }
 
 // Events of a thread-state lookup that user space counts.
@@ -513,6 +554,65 @@ struct pywalk_ev {
 	u32 mapstale; // a map entry whose thread state belongs to another thread
 	u32 tlsbad;   // a TLS/TSD candidate that failed its check
 };
+
+// The walk between its chains (a sub-interpreter's, then its callers'),
+// per CPU: the walk is handed to bpf_loop from there, so the verifier
+// knows nothing of its fields and checks the frame step once.
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct walk);
+} walks SEC(".maps");
+
+// pywalk_chain walks the frame chain from top, thread state ts's, into the
+// per-CPU scratch sample: from its first frame (first), or on below the
+// frames walked (the callers of a sub-interpreter's chain, in the same
+// hop budget). It returns whether the chain ended whole with nothing
+// amiss. A global function, checked once with its arguments unknown (two
+// walks inlined were checked for each state the thread-state lookup
+// reached them in: 5x the instructions, seconds of load).
+__attribute__((noinline)) int pywalk_chain(u64 top, u64 ts, u64 first)
+{
+	u32 zero = 0;
+	struct sample *s = bpf_map_lookup_elem(&scratch, &zero);
+	struct walk *wm = bpf_map_lookup_elem(&walks, &zero);
+	if (!s || !wm)
+		return 0;
+	if (first) {
+		__builtin_memset(wm, 0, sizeof(*wm));
+		u64 code_type = PW_CODE_TYPE, frame_type = PW_FRAME_TYPE, codegen = PW_CODEGEN;
+		u32 tgid = (u32)(bpf_get_current_pid_tgid() >> 32);
+		struct proc_addrs *pa = bpf_map_lookup_elem(&pyaddrs, &tgid);
+		if (pa) {
+			code_type = pa->code_type;
+			frame_type = pa->frame_type;
+			codegen = pa->codegen_addr;
+		}
+		if (codegen && cfg.codegen_u32) {
+			u32 g = 0;
+			bpf_probe_read_user(&g, sizeof(g), (const void *)codegen);
+			s->h.codegen = g;
+		} else if (codegen) {
+			read_u64(&s->h.codegen, codegen);
+		}
+		wm->code_type = code_type;
+		wm->frame_type = frame_type;
+#ifdef PYWALK_RESTART
+		if (cfg.cframe_previous)
+			read_u64(&wm->alt_cf, ts + cfg.tstate_frame);
+#endif
+	} else {
+		wm->done = 0;
+		wm->last_shim = 0;
+		wm->alt_cf = 0;
+	}
+	wm->addr = top;
+	struct walk w = *wm;
+	bpf_loop(w.hops < MAX_HOPS ? MAX_HOPS - w.hops : 0, step, &w, 0);
+	*wm = w;
+	return !w.flags && w.done && whole(&w, ts);
+}
 
 // pywalk fills s (its header zeroed but for time, tid and cpu) with the
 // current thread's Python stack: the thread state from the map (by tid,
@@ -533,6 +633,7 @@ static __always_inline void pywalk(struct sample *s, u32 tid, struct pywalk_ev *
 			tstate = 0;
 		}
 	}
+	u8 mapped = tstate != 0;
 	u64 fs = 0;
 	if (!tstate) {
 		struct task_struct___kwalk *task = (struct task_struct___kwalk *)bpf_get_current_task();
@@ -577,35 +678,54 @@ static __always_inline void pywalk(struct sample *s, u32 tid, struct pywalk_ev *
 			}
 		}
 	}
+	// The thread state the thread is attached to now (3.12+): another
+	// than the map's while it runs a sub-interpreter's code (user space
+	// keys a thread to its state in the lowest interpreter, the one it
+	// started in), whose frames then lie on top of the map's (the calls
+	// that entered the sub-interpreter). NULL while detached: the bound
+	// state is the stack. (The gilstate TSD slot follows the attached
+	// state on 3.12+: it finds no caller.)
+	u64 att = 0, below = 0;
+	u8 orphan = 0; // a sub-interpreter's state whose callers are not known
+	if (PW_ATT_N) {
+		if (!fs) {
+			struct task_struct___kwalk *task = (struct task_struct___kwalk *)bpf_get_current_task();
+			bpf_probe_read_kernel(&fs, sizeof(fs), &task->thread.fsbase);
+		}
+		u64 cand = 0;
+		if (fs && !read_u64(&cand, fs + PW_ATT_OFF) && cand && cand != tstate) {
+			u64 id = 0, nt = 0;
+			if (read_u64(&id, cand + cfg.tstate_thread_id) || id != fs ||
+			    (cfg.tstate_native_tid && (read_u64(&nt, cand + cfg.tstate_native_tid) || nt != tid)))
+				ev->tlsbad++;
+			else
+				att = cand;
+		}
+		// Walked first: the attached state, then the map's below it.
+		if (att) {
+			below = tstate;
+			tstate = att;
+		}
+		if (tstate && !below && !(s->h.flags & S_MAPKEY_FS) && !mapped)
+			orphan = in_sub(tstate);
+	}
 	if (!tstate) {
 		s->h.flags |= S_NOPY;
 		return;
 	}
 	s->h.tstate = tstate;
-	u64 code_type = PW_CODE_TYPE, frame_type = PW_FRAME_TYPE, codegen = PW_CODEGEN;
-	u32 tgid = (u32)(bpf_get_current_pid_tgid() >> 32);
-	struct proc_addrs *pa = bpf_map_lookup_elem(&pyaddrs, &tgid);
-	if (pa) {
-		code_type = pa->code_type;
-		frame_type = pa->frame_type;
-		codegen = pa->codegen_addr;
-	}
-	if (codegen && cfg.codegen_u32) {
-		u32 g = 0;
-		bpf_probe_read_user(&g, sizeof(g), (const void *)codegen);
-		s->h.codegen = g;
-	} else if (codegen) {
-		read_u64(&s->h.codegen, codegen);
-	}
-
 	u64 top = 0, cf = 0;
-	if (read_u64(&top, tstate + cfg.tstate_frame)) {
+	if (top_frame(tstate, &top, &cf)) {
 		s->h.flags |= S_FAULT;
 		return;
 	}
-	if (cfg.cframe_current >= 0 && top) {
-		cf = top;
-		if (read_u64(&top, cf + (u64)cfg.cframe_current)) {
+	if (!top && below) {
+		// Attached to a sub-interpreter with no frame yet: the bound
+		// state's stack is the thread's.
+		tstate = below;
+		below = 0;
+		s->h.tstate = tstate;
+		if (top_frame(tstate, &top, &cf)) {
 			s->h.flags |= S_FAULT;
 			return;
 		}
@@ -615,32 +735,35 @@ static __always_inline void pywalk(struct sample *s, u32 tid, struct pywalk_ev *
 		return;
 	}
 
-	struct walk w = {.addr = top, .code_type = code_type, .frame_type = frame_type};
-#ifdef PYWALK_RESTART
-	if (cfg.cframe_previous)
-		w.alt_cf = cf;
-#endif
-	bpf_loop(MAX_HOPS, step, &w, 0);
-	s->h.depth = w.depth;
-	s->h.hops = w.hops;
-	s->h.nlinks = w.nlinks;
-	s->h.last = w.last;
-	u32 flags = w.flags;
-	if (!flags && !w.done)
-		flags |= S_TRUNCATED; // MAX_HOPS visited and the chain goes on
-	if (!flags && w.done) {
-		if (whole(&w, tstate))
-			flags |= S_COMPLETE;
-		else
-			flags |= S_TRUNCATED; // ended somewhere else: callers missing
+	int whole_ = pywalk_chain(top, tstate, 1);
+	if (whole_ && below) {
+		// The sub-interpreter's chain is whole: its callers are the
+		// bound state's frames.
+		if (top_frame(below, &top, &cf))
+			s->h.flags |= S_FAULT;
+		else if (top)
+			whole_ = pywalk_chain(top, below, 0);
 	}
+	u32 zero = 0;
+	struct walk *w = bpf_map_lookup_elem(&walks, &zero);
+	if (!w)
+		return;
+	s->h.depth = w->depth;
+	s->h.hops = w->hops;
+	s->h.nlinks = w->nlinks;
+	s->h.last = w->last;
+	u32 flags = w->flags | (s->h.flags & S_FAULT);
+	if (!flags && !w->done)
+		flags |= S_TRUNCATED; // MAX_HOPS visited and the chain goes on
+	if (!flags && w->done)
+		flags |= whole_ && !orphan ? S_COMPLETE : S_TRUNCATED; // else ended elsewhere, or in a sub-interpreter: callers missing
 	s->h.flags |= flags;
 	// The process is in the identity: the same code addresses in two
 	// processes of a set may be other code (each worker's own, compiled
 	// after its fork where its sibling's is), and each stack is sent, and
 	// named through its own process's memory, once per process.
 	if (flags & (S_COMPLETE | S_TRUNCATED))
-		s->h.id = mix(mix(mix(w.hash, s->h.codegen), s->h.tgid), (u64)(flags & (S_COMPLETE | S_TRUNCATED)) << 32 | w.depth);
+		s->h.id = mix(mix(mix(w->hash, s->h.codegen), s->h.tgid), (u64)(flags & (S_COMPLETE | S_TRUNCATED)) << 32 | w->depth);
 }
 
 // ---- Sending stacks once ----

@@ -48,6 +48,11 @@ type allocConfig struct {
 	CodeFlags       uint32
 	CframePrevious  uint32
 	CodegenU32      uint32
+	AttN            uint32
+	TstateInterp    uint32
+	InterpId        uint32
+	_               [4]byte
+	AttOff          int64
 }
 
 type allocLive struct {
@@ -131,6 +136,28 @@ type allocSample struct {
 	Links [32]uint64
 }
 
+type allocWalk struct {
+	_         structs.HostLayout
+	Addr      uint64
+	Last      uint64
+	CodeOk    uint64
+	Wbase     uint64
+	Depth     uint32
+	Hops      uint32
+	Flags     uint32
+	Nlinks    uint32
+	LastShim  uint8
+	LastEntry uint8
+	LastGen   uint8
+	Done      uint8
+	_         [4]byte
+	LastCode  uint64
+	Hash      uint64
+	CodeType  uint64
+	FrameType uint64
+	AltCf     uint64
+}
+
 type allocWindow struct {
 	_ structs.HostLayout
 	D [4224]uint8
@@ -152,6 +179,7 @@ const (
 	allocMapPystacks      = "pystacks"
 	allocMapScratch       = "scratch"
 	allocMapTstates       = "tstates"
+	allocMapWalks         = "walks"
 	allocMapWin           = "win"
 	allocProgAllocEnter   = "alloc_enter"
 	allocProgAllocExit    = "alloc_exit"
@@ -232,6 +260,7 @@ type allocMapSpecs struct {
 	Pystacks  *ebpf.MapSpec `ebpf:"pystacks"`
 	Scratch   *ebpf.MapSpec `ebpf:"scratch"`
 	Tstates   *ebpf.MapSpec `ebpf:"tstates"`
+	Walks     *ebpf.MapSpec `ebpf:"walks"`
 	Win       *ebpf.MapSpec `ebpf:"win"`
 }
 
@@ -280,6 +309,7 @@ type allocMaps struct {
 	Pystacks  *ebpf.Map `ebpf:"pystacks"`
 	Scratch   *ebpf.Map `ebpf:"scratch"`
 	Tstates   *ebpf.Map `ebpf:"tstates"`
+	Walks     *ebpf.Map `ebpf:"walks"`
 	Win       *ebpf.Map `ebpf:"win"`
 }
 
@@ -297,6 +327,7 @@ func (m *allocMaps) Close() error {
 		m.Pystacks,
 		m.Scratch,
 		m.Tstates,
+		m.Walks,
 		m.Win,
 	)
 }

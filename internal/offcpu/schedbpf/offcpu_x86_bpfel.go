@@ -48,6 +48,11 @@ type offcpuConfig struct {
 	CodeFlags       uint32
 	CframePrevious  uint32
 	CodegenU32      uint32
+	AttN            uint32
+	TstateInterp    uint32
+	InterpId        uint32
+	_               [4]byte
+	AttOff          int64
 }
 
 type offcpuOkey struct {
@@ -152,6 +157,28 @@ type offcpuWake struct {
 	Comm   [16]int8
 }
 
+type offcpuWalk struct {
+	_         structs.HostLayout
+	Addr      uint64
+	Last      uint64
+	CodeOk    uint64
+	Wbase     uint64
+	Depth     uint32
+	Hops      uint32
+	Flags     uint32
+	Nlinks    uint32
+	LastShim  uint8
+	LastEntry uint8
+	LastGen   uint8
+	Done      uint8
+	_         [4]byte
+	LastCode  uint64
+	Hash      uint64
+	CodeType  uint64
+	FrameType uint64
+	AltCf     uint64
+}
+
 type offcpuWindow struct {
 	_ structs.HostLayout
 	D [4224]uint8
@@ -196,6 +223,7 @@ const (
 	offcpuMapTstates         = "tstates"
 	offcpuMapWaits           = "waits"
 	offcpuMapWakes           = "wakes"
+	offcpuMapWalks           = "walks"
 	offcpuMapWin             = "win"
 	offcpuProgOffcpuBtf      = "offcpu_btf"
 	offcpuProgOffcpuExec     = "offcpu_exec"
@@ -297,6 +325,7 @@ type offcpuMapSpecs struct {
 	Tstates         *ebpf.MapSpec `ebpf:"tstates"`
 	Waits           *ebpf.MapSpec `ebpf:"waits"`
 	Wakes           *ebpf.MapSpec `ebpf:"wakes"`
+	Walks           *ebpf.MapSpec `ebpf:"walks"`
 	Win             *ebpf.MapSpec `ebpf:"win"`
 }
 
@@ -360,6 +389,7 @@ type offcpuMaps struct {
 	Tstates         *ebpf.Map `ebpf:"tstates"`
 	Waits           *ebpf.Map `ebpf:"waits"`
 	Wakes           *ebpf.Map `ebpf:"wakes"`
+	Walks           *ebpf.Map `ebpf:"walks"`
 	Win             *ebpf.Map `ebpf:"win"`
 }
 
@@ -382,6 +412,7 @@ func (m *offcpuMaps) Close() error {
 		m.Tstates,
 		m.Waits,
 		m.Wakes,
+		m.Walks,
 		m.Win,
 	)
 }

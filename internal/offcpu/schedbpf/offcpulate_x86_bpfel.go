@@ -48,6 +48,11 @@ type offcpulateConfig struct {
 	CodeFlags       uint32
 	CframePrevious  uint32
 	CodegenU32      uint32
+	AttN            uint32
+	TstateInterp    uint32
+	InterpId        uint32
+	_               [4]byte
+	AttOff          int64
 }
 
 type offcpulateLateAddrs struct {
@@ -56,8 +61,11 @@ type offcpulateLateAddrs struct {
 	FrameType   uint64
 	CodegenAddr uint64
 	TlsOff      [2]int64
+	AttOff      int64
 	TlsN        uint32
+	AttN        uint32
 	Ready       uint32
+	_           [4]byte
 }
 
 type offcpulateOkey struct {
@@ -162,6 +170,28 @@ type offcpulateWake struct {
 	Comm   [16]int8
 }
 
+type offcpulateWalk struct {
+	_         structs.HostLayout
+	Addr      uint64
+	Last      uint64
+	CodeOk    uint64
+	Wbase     uint64
+	Depth     uint32
+	Hops      uint32
+	Flags     uint32
+	Nlinks    uint32
+	LastShim  uint8
+	LastEntry uint8
+	LastGen   uint8
+	Done      uint8
+	_         [4]byte
+	LastCode  uint64
+	Hash      uint64
+	CodeType  uint64
+	FrameType uint64
+	AltCf     uint64
+}
+
 type offcpulateWindow struct {
 	_ structs.HostLayout
 	D [4224]uint8
@@ -206,6 +236,7 @@ const (
 	offcpulateMapTstates         = "tstates"
 	offcpulateMapWaits           = "waits"
 	offcpulateMapWakes           = "wakes"
+	offcpulateMapWalks           = "walks"
 	offcpulateMapWin             = "win"
 	offcpulateProgOffcpuBtf      = "offcpu_btf"
 	offcpulateProgOffcpuExec     = "offcpu_exec"
@@ -308,6 +339,7 @@ type offcpulateMapSpecs struct {
 	Tstates         *ebpf.MapSpec `ebpf:"tstates"`
 	Waits           *ebpf.MapSpec `ebpf:"waits"`
 	Wakes           *ebpf.MapSpec `ebpf:"wakes"`
+	Walks           *ebpf.MapSpec `ebpf:"walks"`
 	Win             *ebpf.MapSpec `ebpf:"win"`
 }
 
@@ -372,6 +404,7 @@ type offcpulateMaps struct {
 	Tstates         *ebpf.Map `ebpf:"tstates"`
 	Waits           *ebpf.Map `ebpf:"waits"`
 	Wakes           *ebpf.Map `ebpf:"wakes"`
+	Walks           *ebpf.Map `ebpf:"walks"`
 	Win             *ebpf.Map `ebpf:"win"`
 }
 
@@ -394,6 +427,7 @@ func (m *offcpulateMaps) Close() error {
 		m.Tstates,
 		m.Waits,
 		m.Wakes,
+		m.Walks,
 		m.Win,
 	)
 }

@@ -48,6 +48,11 @@ type redsampleConfig struct {
 	CodeFlags       uint32
 	CframePrevious  uint32
 	CodegenU32      uint32
+	AttN            uint32
+	TstateInterp    uint32
+	InterpId        uint32
+	_               [4]byte
+	AttOff          int64
 }
 
 type redsampleHit struct {
@@ -109,6 +114,28 @@ type redsampleSample struct {
 	Links [32]uint64
 }
 
+type redsampleWalk struct {
+	_         structs.HostLayout
+	Addr      uint64
+	Last      uint64
+	CodeOk    uint64
+	Wbase     uint64
+	Depth     uint32
+	Hops      uint32
+	Flags     uint32
+	Nlinks    uint32
+	LastShim  uint8
+	LastEntry uint8
+	LastGen   uint8
+	Done      uint8
+	_         [4]byte
+	LastCode  uint64
+	Hash      uint64
+	CodeType  uint64
+	FrameType uint64
+	AltCf     uint64
+}
+
 type redsampleWindow struct {
 	_ structs.HostLayout
 	D [4224]uint8
@@ -130,6 +157,7 @@ const (
 	redsampleMapPystacks        = "pystacks"
 	redsampleMapScratch         = "scratch"
 	redsampleMapTstates         = "tstates"
+	redsampleMapWalks           = "walks"
 	redsampleMapWin             = "win"
 	redsampleProgProcsetExec    = "procset_exec"
 	redsampleProgProcsetExit    = "procset_exit"
@@ -208,6 +236,7 @@ type redsampleMapSpecs struct {
 	Pystacks        *ebpf.MapSpec `ebpf:"pystacks"`
 	Scratch         *ebpf.MapSpec `ebpf:"scratch"`
 	Tstates         *ebpf.MapSpec `ebpf:"tstates"`
+	Walks           *ebpf.MapSpec `ebpf:"walks"`
 	Win             *ebpf.MapSpec `ebpf:"win"`
 }
 
@@ -254,6 +283,7 @@ type redsampleMaps struct {
 	Pystacks        *ebpf.Map `ebpf:"pystacks"`
 	Scratch         *ebpf.Map `ebpf:"scratch"`
 	Tstates         *ebpf.Map `ebpf:"tstates"`
+	Walks           *ebpf.Map `ebpf:"walks"`
 	Win             *ebpf.Map `ebpf:"win"`
 }
 
@@ -271,6 +301,7 @@ func (m *redsampleMaps) Close() error {
 		m.Pystacks,
 		m.Scratch,
 		m.Tstates,
+		m.Walks,
 		m.Win,
 	)
 }

@@ -48,6 +48,11 @@ type syscallsConfig struct {
 	CodeFlags       uint32
 	CframePrevious  uint32
 	CodegenU32      uint32
+	AttN            uint32
+	TstateInterp    uint32
+	InterpId        uint32
+	_               [4]byte
+	AttOff          int64
 }
 
 type syscallsEvent struct {
@@ -135,6 +140,28 @@ type syscallsStat struct {
 	MinNs   uint64
 }
 
+type syscallsWalk struct {
+	_         structs.HostLayout
+	Addr      uint64
+	Last      uint64
+	CodeOk    uint64
+	Wbase     uint64
+	Depth     uint32
+	Hops      uint32
+	Flags     uint32
+	Nlinks    uint32
+	LastShim  uint8
+	LastEntry uint8
+	LastGen   uint8
+	Done      uint8
+	_         [4]byte
+	LastCode  uint64
+	Hash      uint64
+	CodeType  uint64
+	FrameType uint64
+	AltCf     uint64
+}
+
 type syscallsWindow struct {
 	_ structs.HostLayout
 	D [4224]uint8
@@ -162,6 +189,7 @@ const (
 	syscallsMapStarts               = "starts"
 	syscallsMapStats                = "stats"
 	syscallsMapTstates              = "tstates"
+	syscallsMapWalks                = "walks"
 	syscallsMapWin                  = "win"
 	syscallsProgProcsetExec         = "procset_exec"
 	syscallsProgProcsetExit         = "procset_exit"
@@ -264,6 +292,7 @@ type syscallsMapSpecs struct {
 	Starts          *ebpf.MapSpec `ebpf:"starts"`
 	Stats           *ebpf.MapSpec `ebpf:"stats"`
 	Tstates         *ebpf.MapSpec `ebpf:"tstates"`
+	Walks           *ebpf.MapSpec `ebpf:"walks"`
 	Win             *ebpf.MapSpec `ebpf:"win"`
 }
 
@@ -334,6 +363,7 @@ type syscallsMaps struct {
 	Starts          *ebpf.Map `ebpf:"starts"`
 	Stats           *ebpf.Map `ebpf:"stats"`
 	Tstates         *ebpf.Map `ebpf:"tstates"`
+	Walks           *ebpf.Map `ebpf:"walks"`
 	Win             *ebpf.Map `ebpf:"win"`
 }
 
@@ -357,6 +387,7 @@ func (m *syscallsMaps) Close() error {
 		m.Starts,
 		m.Stats,
 		m.Tstates,
+		m.Walks,
 		m.Win,
 	)
 }

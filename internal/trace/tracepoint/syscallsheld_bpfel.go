@@ -48,6 +48,11 @@ type syscallsheldConfig struct {
 	CodeFlags       uint32
 	CframePrevious  uint32
 	CodegenU32      uint32
+	AttN            uint32
+	TstateInterp    uint32
+	InterpId        uint32
+	_               [4]byte
+	AttOff          int64
 }
 
 type syscallsheldPidstat struct {
@@ -117,6 +122,28 @@ type syscallsheldStat struct {
 	MinNs   uint64
 }
 
+type syscallsheldWalk struct {
+	_         structs.HostLayout
+	Addr      uint64
+	Last      uint64
+	CodeOk    uint64
+	Wbase     uint64
+	Depth     uint32
+	Hops      uint32
+	Flags     uint32
+	Nlinks    uint32
+	LastShim  uint8
+	LastEntry uint8
+	LastGen   uint8
+	Done      uint8
+	_         [4]byte
+	LastCode  uint64
+	Hash      uint64
+	CodeType  uint64
+	FrameType uint64
+	AltCf     uint64
+}
+
 type syscallsheldWindow struct {
 	_ structs.HostLayout
 	D [4224]uint8
@@ -144,6 +171,7 @@ const (
 	syscallsheldMapStarts               = "starts"
 	syscallsheldMapStats                = "stats"
 	syscallsheldMapTstates              = "tstates"
+	syscallsheldMapWalks                = "walks"
 	syscallsheldMapWin                  = "win"
 	syscallsheldProgProcsetExec         = "procset_exec"
 	syscallsheldProgProcsetExit         = "procset_exit"
@@ -246,6 +274,7 @@ type syscallsheldMapSpecs struct {
 	Starts          *ebpf.MapSpec `ebpf:"starts"`
 	Stats           *ebpf.MapSpec `ebpf:"stats"`
 	Tstates         *ebpf.MapSpec `ebpf:"tstates"`
+	Walks           *ebpf.MapSpec `ebpf:"walks"`
 	Win             *ebpf.MapSpec `ebpf:"win"`
 }
 
@@ -316,6 +345,7 @@ type syscallsheldMaps struct {
 	Starts          *ebpf.Map `ebpf:"starts"`
 	Stats           *ebpf.Map `ebpf:"stats"`
 	Tstates         *ebpf.Map `ebpf:"tstates"`
+	Walks           *ebpf.Map `ebpf:"walks"`
 	Win             *ebpf.Map `ebpf:"win"`
 }
 
@@ -339,6 +369,7 @@ func (m *syscallsheldMaps) Close() error {
 		m.Starts,
 		m.Stats,
 		m.Tstates,
+		m.Walks,
 		m.Win,
 	)
 }

@@ -48,6 +48,11 @@ type syscallslateConfig struct {
 	CodeFlags       uint32
 	CframePrevious  uint32
 	CodegenU32      uint32
+	AttN            uint32
+	TstateInterp    uint32
+	InterpId        uint32
+	_               [4]byte
+	AttOff          int64
 }
 
 type syscallslateLateAddrs struct {
@@ -56,8 +61,11 @@ type syscallslateLateAddrs struct {
 	FrameType   uint64
 	CodegenAddr uint64
 	TlsOff      [2]int64
+	AttOff      int64
 	TlsN        uint32
+	AttN        uint32
 	Ready       uint32
+	_           [4]byte
 }
 
 type syscallslatePidstat struct {
@@ -127,6 +135,28 @@ type syscallslateStat struct {
 	MinNs   uint64
 }
 
+type syscallslateWalk struct {
+	_         structs.HostLayout
+	Addr      uint64
+	Last      uint64
+	CodeOk    uint64
+	Wbase     uint64
+	Depth     uint32
+	Hops      uint32
+	Flags     uint32
+	Nlinks    uint32
+	LastShim  uint8
+	LastEntry uint8
+	LastGen   uint8
+	Done      uint8
+	_         [4]byte
+	LastCode  uint64
+	Hash      uint64
+	CodeType  uint64
+	FrameType uint64
+	AltCf     uint64
+}
+
 type syscallslateWindow struct {
 	_ structs.HostLayout
 	D [4224]uint8
@@ -154,6 +184,7 @@ const (
 	syscallslateMapStarts               = "starts"
 	syscallslateMapStats                = "stats"
 	syscallslateMapTstates              = "tstates"
+	syscallslateMapWalks                = "walks"
 	syscallslateMapWin                  = "win"
 	syscallslateProgProcsetExec         = "procset_exec"
 	syscallslateProgProcsetExit         = "procset_exit"
@@ -257,6 +288,7 @@ type syscallslateMapSpecs struct {
 	Starts          *ebpf.MapSpec `ebpf:"starts"`
 	Stats           *ebpf.MapSpec `ebpf:"stats"`
 	Tstates         *ebpf.MapSpec `ebpf:"tstates"`
+	Walks           *ebpf.MapSpec `ebpf:"walks"`
 	Win             *ebpf.MapSpec `ebpf:"win"`
 }
 
@@ -328,6 +360,7 @@ type syscallslateMaps struct {
 	Starts          *ebpf.Map `ebpf:"starts"`
 	Stats           *ebpf.Map `ebpf:"stats"`
 	Tstates         *ebpf.Map `ebpf:"tstates"`
+	Walks           *ebpf.Map `ebpf:"walks"`
 	Win             *ebpf.Map `ebpf:"win"`
 }
 
@@ -351,6 +384,7 @@ func (m *syscallslateMaps) Close() error {
 		m.Starts,
 		m.Stats,
 		m.Tstates,
+		m.Walks,
 		m.Win,
 	)
 }
