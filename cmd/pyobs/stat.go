@@ -34,10 +34,13 @@ smaps_rollup, high-water mark, faults), I/O (syscall bytes vs block-layer
 bytes, fds vs RLIMIT_NOFILE), the cgroup's CPU throttling and quota (v1 or v2),
 pressure stall information, and perf counters (software and, where the
 machine has a PMU, hardware events, opened as groups and scaled when
-multiplexed). It ends with verdicts: on-cpu, off-cpu, cpu-throttled,
+multiplexed). It ends with verdicts: stopped, on-cpu, off-cpu, cpu-throttled,
 runqueue-saturated, cpu-contention, blocking, blocking-io, major-faults,
 memory-pressure, fd-pressure, gil-bound, multiplexed — each with the numbers
-that triggered it, the threshold, and the next command to run.
+that triggered it, the threshold, and the next command to run. A target
+stopped by someone else (SIGSTOP, Ctrl-Z, a tracer; its threads' states
+looked at every 100 ms) gets the verdict stopped, with how long and which
+share of the window; on-cpu or off-cpu is then judged over the time it ran.
 
 Price: counting — file reads from /proc and /sys, and perf counters the
 kernel saves on each context switch. Nothing is stopped.

@@ -58,6 +58,10 @@ Engines:
 --engine auto uses tracepoint when the BPF programs load (root, or
 CAP_BPF+CAP_PERFMON), else ptrace, and says why on stderr. Calls whose
 site was not read are counted as "unattributed". New threads are followed.
+A target stopped by someone else during the trace (SIGSTOP, Ctrl-Z) makes
+no calls: a line under the table's header and the footer say for how long
+(tracepoint: its threads' states looked at every 100 ms; ptrace: the group
+stops it kept); the footer's "pyobs stopped the target" is pyobs's own.
 
 With -- CMD ARGS, pyobs holds CMD before its exec while the eBPF programs
 load and attach (that one-time cost is reported apart: CMD has not

@@ -198,7 +198,7 @@ func TestTraceBPFStatSleep(t *testing.T) {
 				t.Fatalf("exit %d: %s", r.Code, r.Stderr)
 			}
 			if !strings.Contains(r.Stderr, "engine tracepoint (auto: BPF programs loaded)") || !strings.Contains(r.Stderr, "target exited") ||
-				!strings.Contains(r.Stderr, "target stopped 0s") {
+				!strings.Contains(r.Stderr, "pyobs stopped the target 0s") {
 				t.Errorf("footer: %s", r.Stderr)
 			}
 			truth := targetDone(t, tg)

@@ -114,7 +114,7 @@ func metaSummary(m Meta) string {
 		add("stacks by %s (exact %d)", m.Engine, m.Exact)
 	}
 	add("observer cpu %.3fs", m.ObserverCPUS)
-	add("target stopped %.3fs", m.TargetStoppedS)
+	add("pyobs stopped the target %.3fs", m.TargetStoppedS)
 	return strings.Join(parts, ", ")
 }
 

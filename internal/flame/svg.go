@@ -393,7 +393,7 @@ func svgMetaLines(m Meta, lay *svgLayout) (string, string, bool) {
 	}
 	b = append(b,
 		fmt.Sprintf("observer CPU %.3f s", m.ObserverCPUS),
-		fmt.Sprintf("target stopped %.3f s", m.TargetStoppedS),
+		fmt.Sprintf("pyobs stopped the target %.3f s", m.TargetStoppedS),
 	)
 	if lay.omitted > 0 {
 		b = append(b, fmt.Sprintf("%s frames under %.1f px not drawn", group(int64(lay.omitted)), svgMinPx))

@@ -236,14 +236,14 @@ func Footer(r *Result, where string) string {
 		return fmt.Sprintf("pyobs offcpu: eBPF engine (%s, syscall hints %v), %d threads, %d switches (switch-outs) in %.1fs (%.0f/s), "+
 			"machine sched_switch rate %.0f/s (%d switches in the same window); drops: start map %d, waits map %d (%.3fs, in the totals), threads map %d, kernel stack ids %d, unpaired %d; kernel stacks reused %d; "+
 			"%s; short waits not read: %d, %.3fs; "+
-			"below --min-block: %d, %.3fs; exited threads swept %d; %sobserver CPU %.2fs%s; target stopped 0s; wrote %s",
+			"below --min-block: %d, %.3fs; exited threads swept %d; %sobserver CPU %.2fs%s; pyobs stopped the target 0s; wrote %s",
 			b.Attach, b.SyscallHints, len(r.Threads), r.Switches, r.WindowS, rate, b.SchedSwitchRate, b.SchedSwitches,
 			d.StartMapFull, d.WaitsMapFull, d.WaitsMapFullS, d.ThreadsMapFull, d.KernelStackErr, d.Unpaired, d.KernelReused,
 			py, r.ShortN, r.ShortS, r.FilteredN, r.FilteredS, b.SweptThreads, wake, r.ObserverCPUS, obs, where)
 	}
 	return fmt.Sprintf("pyobs offcpu: perf context-switch engine, %d threads, %d switches (switch-outs) in %.1fs (%.0f/s), lost %d; "+
 		"%d stack reads (%d discarded: the thread ran during the read); short waits not read: %d, %.3fs (%d of them ≥ 2 drain periods); "+
-		"below --min-block: %d, %.3fs; observer CPU %.2fs%s; target stopped 0s; wrote %s",
+		"below --min-block: %d, %.3fs; observer CPU %.2fs%s; pyobs stopped the target 0s; wrote %s",
 		len(r.Threads), r.Switches, r.WindowS, rate, r.Lost, r.Looks, r.LookRetries, r.ShortN, r.ShortS, r.ShortLongN,
 		r.FilteredN, r.FilteredS, r.ObserverCPUS, obs, where)
 }

@@ -127,6 +127,11 @@ func Check(path string) error {
 		}
 		switch {
 		case errors.Is(err, os.ErrNotExist):
+			// ENOENT also comes from a directory that exists but makes no
+			// new entries (/proc, /sys): only a missing one is named missing.
+			if fi, serr := os.Stat(dir); serr == nil && fi.IsDir() {
+				return fmt.Errorf("can't create %s: %w (the directory %s exists but takes no new files: a virtual file system such as /proc or /sys?)", path, err, dir)
+			}
 			return fmt.Errorf("can't write %s: directory %s does not exist", path, dir)
 		case errors.Is(err, syscall.ENOTDIR):
 			return fmt.Errorf("can't write %s: %s is not a directory", path, dir)

@@ -66,8 +66,9 @@
 // carries its native stack (internal/unwind) and kernel callchain, merged
 // with the Python frames.
 //
-// Stopped targets (stopped.go): the target's thread states are read every
-// 100 ms from its own goroutine (/proc/PID/task/TID/stat); threads seen
+// Stopped targets (procfs.StopWatch, shared with stat, trace and top): the
+// target's thread states are read every 100 ms from its own goroutine
+// (/proc/PID/task/TID/stat); threads seen
 // stopped by a signal or a tracer (T, t) go to Meta.Stopped and a sentence
 // of the footer — such a thread is not sampled (cpu: it runs nothing), and
 // an empty profile must not pass for an idle target. Price: one stat read

@@ -77,6 +77,9 @@ type Progress struct {
 	// TargetCPU: the target's CPU seconds (user + system) since the
 	// recording began, read with Elapsed (see Recorder.targetCPU).
 	TargetCPU float64
+	// StoppedS: how long the target was seen stopped by a signal or a
+	// tracer since the recording began (procfs.StopWatch, to its last look).
+	StoppedS float64
 }
 
 // Recorder holds a recording's state.
@@ -93,6 +96,7 @@ type Recorder struct {
 	start    time.Time
 	cpu0     time.Duration
 	tcpu0    float64
+	stops    *procfs.StopWatch // the target's stops by someone else
 	samples  uint64
 	torn     uint64
 	failed   uint64
@@ -263,7 +267,7 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*flame.Profile, 
 		defer t.Stop()
 		deadline = t.C
 	}
-	stops := startStopWatch(s.FS, s.Pid)
+	r.stops = procfs.WatchStops(s.FS, s.Pid, true)
 	switch {
 	case kr != nil:
 		err = r.runKernel(ctx, deadline, kr)
@@ -272,7 +276,7 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*flame.Profile, 
 	default:
 		err = r.runTimer(ctx, deadline)
 	}
-	r.prof.Meta.Stopped = stops.end()
+	r.prof.Meta.Stopped = metaStopped(r.stops.End())
 	r.finish()
 	return r.prof, err
 }
@@ -653,6 +657,9 @@ func (r *Recorder) progress() {
 	}
 	p := Progress{Elapsed: time.Since(r.start), TargetCPU: r.targetCPU(), Samples: r.samples, AchievedHz: r.achieved(),
 		Lost: r.lost, Torn: r.torn, Late: r.late, ObserverCPU: clock.ObserverCPU() - r.cpu0}
+	if r.stops != nil {
+		p.StoppedS = r.stops.Seconds()
+	}
 	if r.opt.Progress != nil {
 		r.opt.Progress(p)
 	}
@@ -764,8 +771,12 @@ func (r *Recorder) finish() {
 		}
 	}
 	if r.opt.End != nil {
-		r.opt.End(Progress{Elapsed: end, TargetCPU: endCPU, Samples: m.Samples, AchievedHz: m.AchievedHz,
-			Lost: m.Lost, Torn: m.Torn, Late: m.Late, ObserverCPU: time.Duration(m.ObserverCPUS * float64(time.Second))})
+		p := Progress{Elapsed: end, TargetCPU: endCPU, Samples: m.Samples, AchievedHz: m.AchievedHz,
+			Lost: m.Lost, Torn: m.Torn, Late: m.Late, ObserverCPU: time.Duration(m.ObserverCPUS * float64(time.Second))}
+		if m.Stopped != nil {
+			p.StoppedS = m.Stopped.Seconds
+		}
+		r.opt.End(p)
 	}
 }
 

@@ -33,6 +33,9 @@ type Stat struct {
 	Counters []Counter `json:"counters"`
 	Ratios   Ratios    `json:"ratios"`
 	Threads  []Thread  `json:"threads"`
+	// Stopped: threads seen stopped by someone else (a signal, job
+	// control, a tracer) during the window; nil when none was.
+	Stopped  *Stopped  `json:"stopped,omitempty"`
 	Verdicts []string  `json:"verdicts"`
 	Findings []Finding `json:"findings"`
 }
@@ -159,6 +162,16 @@ type Thread struct {
 	New           bool    `json:"new"` // created during the window
 }
 
+// Stopped is the window's stop by someone else (procfs.StopWatch).
+type Stopped struct {
+	Threads int     `json:"threads"` // the most threads seen stopped at one look
+	Of      int     `json:"of"`      // the threads the target had at that look
+	Seconds float64 `json:"seconds"` // at least one thread seen stopped, to a look's period
+	Share   float64 `json:"share"`   // of the window
+	State   string  `json:"state"`   // T (job control), t (tracer), or "T and t"
+	LookMS  int     `json:"look_ms"`
+}
+
 // Finding is a verdict with its evidence.
 type Finding struct {
 	Code      string             `json:"code"`
@@ -185,6 +198,7 @@ type Input struct {
 	NoGIL      bool                   // a free-threaded interpreter: no GIL to be bound by
 	States     map[int]map[string]int // tid → state letter → polls that saw it
 	Wchans     map[int]map[string]int // tid → wchan → polls that saw it (not running)
+	Stopped    *procfs.Stops          // the target seen stopped by someone else (nil: never)
 	OnlineCPUs int
 	DelayAcct  string
 	Notes      []string
@@ -354,6 +368,10 @@ func Build(in Input) *Stat {
 	}
 	if in.PerfNote != "" {
 		st.Notes = append(st.Notes, in.PerfNote)
+	}
+	if s := in.Stopped; s != nil {
+		sec := math.Min(s.Seconds, wall)
+		st.Stopped = &Stopped{Threads: s.Threads, Of: s.Of, Seconds: round(sec, 3), Share: round(sec/wall, 4), State: s.State, LookMS: s.LookMS}
 	}
 	judge(st, in, wall)
 	return st

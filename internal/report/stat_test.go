@@ -234,3 +234,39 @@ func TestReportContentionNeedsWait(t *testing.T) {
 		t.Errorf("250 preemptions/s, 23 %% run-queue wait: verdicts %v, want cpu-contention", st.Verdicts)
 	}
 }
+
+// TestReportStopped: a target stopped by someone else for 3 s of a 4 s
+// window, using one core the second it ran, is "stopped" (first, with the
+// share) and on CPU over the time it ran — not off CPU over the window; a
+// target stopped the whole window gets no on/off-CPU verdict; one of its
+// threads stopped: the stop is said, the window judged whole.
+func TestReportStopped(t *testing.T) {
+	in := func(cpuTicks uint64, stops *procfs.Stops) Input {
+		a := &procfs.Sample{Time: t0, Pid: 5, Comm: "py", Threads: []procfs.TaskSample{{Tid: 5, Comm: "py", State: "R", HasStatus: true}}}
+		b := &procfs.Sample{Time: t0.Add(4 * time.Second), Pid: 5, Comm: "py", UTimeTicks: cpuTicks,
+			Threads: []procfs.TaskSample{{Tid: 5, Comm: "py", State: "R", HasStatus: true, UTimeTicks: cpuTicks}}}
+		return Input{Pid: 5, Mode: "window", A: a, B: b, Complete: true, Stopped: stops}
+	}
+	st := Build(in(100, &procfs.Stops{Threads: 1, Of: 1, Seconds: 3, State: "T", LookMS: 100}))
+	if len(st.Verdicts) < 2 || st.Verdicts[0] != "stopped" || st.Verdicts[1] != "on-cpu" || has(st.Verdicts, "off-cpu") {
+		t.Errorf("3 s of 4 stopped, 1 s of CPU: verdicts %v, want stopped then on-cpu", st.Verdicts)
+	}
+	if s := st.Stopped; s == nil || s.Share != 0.75 || !strings.Contains(st.Findings[0].Sentence, "for about 3.0 s of the 4.00 s window (75 %)") {
+		t.Errorf("stopped %+v: %s", s, st.Findings[0].Sentence)
+	}
+	if f := st.Findings[1]; f.Evidence["utilization"] != 1 || !strings.Contains(f.Sentence, "over the 1.00 s it was not stopped") {
+		t.Errorf("on-cpu over the time it ran: %+v", f)
+	}
+	st = Build(in(0, &procfs.Stops{Threads: 1, Of: 1, Seconds: 4, State: "T", LookMS: 100}))
+	if len(st.Verdicts) != 1 || st.Verdicts[0] != "stopped" {
+		t.Errorf("stopped the whole window: verdicts %v, want stopped alone", st.Verdicts)
+	}
+	st = Build(in(100, nil))
+	if !has(st.Verdicts, "off-cpu") || st.Stopped != nil || has(st.Verdicts, "stopped") {
+		t.Errorf("not stopped, 0.25 cores: verdicts %v", st.Verdicts)
+	}
+	st = Build(in(100, &procfs.Stops{Threads: 1, Of: 3, Seconds: 3, State: "t", LookMS: 100}))
+	if st.Verdicts[0] != "stopped" || !has(st.Verdicts, "off-cpu") || !strings.Contains(st.Findings[0].Sentence, "1 of the target's 3 threads were stopped by a tracer") {
+		t.Errorf("one thread stopped: verdicts %v, %s", st.Verdicts, st.Findings[0].Sentence)
+	}
+}

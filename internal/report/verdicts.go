@@ -25,6 +25,10 @@ const (
 	FDPressure        = 0.8 // fds used / soft RLIMIT_NOFILE
 	MemoryPSIPct      = 10.0
 	GILThreadCores    = 0.1 // a Python thread "wants the CPU" when it uses this much
+	// StoppedJudge: below this share of the window left running (the rest
+	// the whole target was stopped by someone else), on- or off-CPU is not
+	// judged: there is too little running time to say.
+	StoppedJudge = 0.1
 )
 
 func (st *Stat) add(f Finding) {
@@ -35,14 +39,54 @@ func (st *Stat) add(f Finding) {
 func judge(st *Stat, in Input, wall float64) {
 	pid := st.Pid
 	u := st.CPU.Utilization
+	// A target stopped by someone else uses no CPU and waits on nothing of
+	// its own: say so first, and judge the rest over the time it ran.
+	over := fmt.Sprintf("%.2f s", wall)
+	if s := st.Stopped; s != nil {
+		whole := s.Threads >= s.Of
+		run := wall - s.Seconds
+		ps := procfs.Stops{Threads: s.Threads, Of: s.Of, State: s.State}
+		f := Finding{Code: "stopped",
+			Sentence: fmt.Sprintf("Stopped: %s stopped %s for about %.1f s of the %.2f s window (%.0f %%): a stopped thread runs nothing and waits on nothing of its own.",
+				ps.Who(), ps.By(), s.Seconds, wall, 100*s.Share),
+			Evidence:  map[string]float64{"stopped_s": s.Seconds, "stopped_share": s.Share, "threads_stopped": float64(s.Threads), "threads": float64(s.Of)},
+			Threshold: fmt.Sprintf("a thread seen in state T or t at a look (every %d ms)", s.LookMS),
+			Next:      fmt.Sprintf("kill -CONT %d (or fg in its shell) and measure again while it runs", pid)}
+		if s.State == "t" {
+			f.Next = fmt.Sprintf("find the tracer (grep TracerPid /proc/%d/status) and measure again once it lets go", pid)
+		}
+		switch {
+		case whole && run < StoppedJudge*wall:
+			f.Sentence += " On or off CPU is not judged: it hardly ran."
+			st.add(f)
+			judgeRest(st, in, wall, u, "", false)
+			return
+		case whole:
+			f.Sentence += fmt.Sprintf(" The verdicts below are over the %.2f s it was not stopped.", run)
+			u = round((st.CPU.UserS+st.CPU.SystemS)/run, 4)
+			wall = run
+			over = fmt.Sprintf("the %.2f s it was not stopped", run)
+		}
+		st.add(f)
+	}
+	judgeRest(st, in, wall, u, over, true)
+}
+
+// judgeRest is every verdict but the stop: over wall seconds (the window,
+// or the part of it the target was not stopped) at u cores; cpu false
+// leaves on- and off-CPU out.
+func judgeRest(st *Stat, in Input, wall, u float64, over string, cpu bool) {
+	pid := st.Pid
 	vol, nonvol := float64(st.Sched.Voluntary), float64(st.Sched.Nonvoluntary)
 	// Demand is CPU used plus time spent runnable but waiting for a CPU (run
 	// queue, cgroup throttling): a queued thread is CPU-bound, not blocked.
 	cpuWait := max(st.Sched.RunqueueWaitS, st.Cgroup.ThrottledS) / wall // schedstat wait includes throttled time
 	demand := u + cpuWait
-	if demand >= OnCPUCores {
+	switch {
+	case !cpu:
+	case demand >= OnCPUCores:
 		f := Finding{Code: "on-cpu",
-			Sentence:  fmt.Sprintf("On CPU: %.2f cores used over %.2f s (user %.2f s, system %.2f s); profile where the time goes.", u, wall, st.CPU.UserS, st.CPU.SystemS),
+			Sentence:  fmt.Sprintf("On CPU: %.2f cores used over %s (user %.2f s, system %.2f s); profile where the time goes.", u, over, st.CPU.UserS, st.CPU.SystemS),
 			Evidence:  map[string]float64{"utilization": u, "user_s": st.CPU.UserS, "system_s": st.CPU.SystemS, "cpu_wait_per_s": round(cpuWait, 4)},
 			Threshold: fmt.Sprintf("utilization + CPU wait (run queue, throttling) >= %.2f cores", OnCPUCores),
 			Next:      fmt.Sprintf("pyobs record -p %d", pid)}
@@ -50,9 +94,9 @@ func judge(st *Stat, in Input, wall float64) {
 			f.Sentence = fmt.Sprintf("On CPU: it wants %.2f cores — %.2f used plus %.2f spent runnable but waiting for a CPU (see below); profile where the time goes, and give it the CPU it waits for.", demand, u, cpuWait)
 		}
 		st.add(f)
-	} else {
+	default:
 		st.add(Finding{Code: "off-cpu",
-			Sentence:  fmt.Sprintf("Off CPU: only %.2f cores used over %.2f s; the threads mostly wait (sleep, lock, I/O), so find what they wait on.", u, wall),
+			Sentence:  fmt.Sprintf("Off CPU: only %.2f cores used over %s; the threads mostly wait (sleep, lock, I/O), so find what they wait on.", u, over),
 			Evidence:  map[string]float64{"utilization": u, "voluntary_ctxt_switches": vol, "nonvoluntary_ctxt_switches": nonvol, "cpu_wait_per_s": round(cpuWait, 4)},
 			Threshold: fmt.Sprintf("utilization + CPU wait (run queue, throttling) < %.2f cores", OnCPUCores),
 			Next:      fmt.Sprintf("pyobs offcpu -p %d", pid)})
@@ -98,7 +142,7 @@ func judge(st *Stat, in Input, wall float64) {
 				ContentionPerSec, SwitchRatio, 100*ContentionShare),
 			Next: "find the competing load on these CPUs (top, pidstat -w), or give the process more CPUs"})
 	}
-	if demand < OnCPUCores && vol/wall >= BlockingPerSec && vol >= SwitchRatio*max(nonvol, 1) {
+	if cpu && demand < OnCPUCores && vol/wall >= BlockingPerSec && vol >= SwitchRatio*max(nonvol, 1) {
 		w, n := topWchan(in.Wchans)
 		ev := map[string]float64{"voluntary_ctxt_switches": vol, "nonvoluntary_ctxt_switches": nonvol, "voluntary_per_s": round(vol/wall, 2)}
 		where := ""

@@ -21,6 +21,14 @@
 // born inside the window counts from its fork (its start time is after
 // the window's start); one that moved in counts from its discovery.
 //
+// A target stopped by someone else (SIGSTOP, job control: state T; a
+// tracer: t) is watched by procfs.StopWatch (every thread's state every
+// 100 ms) over each window: the report's "stopped" verdict says how long
+// and which share of the window, and on- or off-CPU is judged over the
+// time the whole target was not stopped (not at all when it hardly ran),
+// so a stopped target is not sent to offcpu for its waits. On a set the
+// members' stops are not watched.
+//
 // Price: counting — file reads from /proc and /sys, and perf counters the
 // kernel saves on each context switch. Nothing is stopped; ~free.
 //

@@ -78,6 +78,9 @@ type meter struct {
 	notes   []string
 	cpus    int
 	delay   string
+	// stops: the target seen stopped by someone else over the window
+	// being measured (procfs.StopWatch); nil when it never was.
+	stops *procfs.Stops
 }
 
 type snapshot struct {
@@ -191,7 +194,7 @@ func (m *meter) input(mode string, a, b *snapshot, complete bool) report.Input {
 	in := report.Input{Pid: m.s.Pid, Mode: mode, A: a.p, B: b.p, Complete: complete, Place: m.place,
 		CgA: a.cg, CgB: b.cg, CgErr: m.cgErr, PsA: a.ps, PsB: b.ps, Names: m.names, Python: m.s.Py != nil,
 		NoGIL:  m.s.Py != nil && m.s.Py.FreeThreaded(),
-		States: m.states, Wchans: m.wchans, OnlineCPUs: m.cpus, DelayAcct: m.delay, Notes: append([]string{}, m.notes...)}
+		States: m.states, Wchans: m.wchans, Stopped: m.stops, OnlineCPUs: m.cpus, DelayAcct: m.delay, Notes: append([]string{}, m.notes...)}
 	if m.perf != nil && b.perf.Threads != nil {
 		in.Counters = perfevent.Window(a.perf, b.perf)
 	}
@@ -226,6 +229,8 @@ func (m *meter) window(ctx context.Context, dur time.Duration) (*report.Stat, er
 // returns the final snapshot (full when the target is still there, else
 // the last good poll with the counters read at exit).
 func (m *meter) until(ctx context.Context, a *snapshot, deadline time.Time) (b *snapshot, complete, early bool) {
+	w := procfs.WatchStops(m.s.FS, m.s.Pid, true)
+	defer func() { m.stops = w.End() }()
 	last := a
 	poll := m.opt.Poll
 	for {
@@ -310,6 +315,7 @@ func (m *meter) run(ctx context.Context) (*Result, error) {
 	}
 	a.ps = m.cg.ReadPressure(m.place)
 	var last *snapshot
+	w := procfs.WatchStops(m.s.FS, m.s.Pid, true)
 	tick := time.NewTicker(m.opt.Poll)
 	defer tick.Stop()
 	tries := 0
@@ -344,6 +350,7 @@ loop:
 		}
 	}
 	end := time.Now()
+	m.stops = w.End()
 	b := &snapshot{p: &procfs.Sample{Pid: m.s.Pid}}
 	if last != nil {
 		cp := *last.p

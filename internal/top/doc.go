@@ -5,7 +5,9 @@
 // turns what the interval added into a Snapshot: per function its own
 // samples (the innermost frame) and total samples (anywhere on the stack,
 // counted once per sample under recursion), per thread its share, the
-// sampling rate achieved, the observer's CPU and the target's CPU.
+// sampling rate achieved, the observer's CPU and the target's CPU, and how
+// long the target was seen stopped by someone else in the interval (the
+// record engine's procfs.StopWatch: a stopped target is not sampled).
 // Rendering (the terminal screen, JSON lines) is View's and the command's.
 //
 // Price: the record engine's, at the chosen rate (cpu mode at 99 Hz: a

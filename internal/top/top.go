@@ -63,25 +63,31 @@ type Thread struct {
 
 // Snapshot is one interval.
 type Snapshot struct {
-	Schema      int        `json:"schema"` // 1 (docs/json.md)
-	Pid         int        `json:"pid"`
-	Mode        string     `json:"mode"`
-	Engine      string     `json:"engine,omitempty"`
-	Fallback    string     `json:"fallback,omitempty"` // why cpu mode did not use bpf
-	ElapsedS    float64    `json:"elapsed_s"`
-	IntervalS   float64    `json:"interval_s"`
-	Freq        int        `json:"requested_hz"`
-	Samples     int64      `json:"samples"`       // in the interval
-	SamplesPerS float64    `json:"samples_per_s"` // in the interval
-	SamplesAll  uint64     `json:"samples_all"`   // since the start
-	ObserverCPU float64    `json:"observer_cpu"`  // CPUs the observer used in the interval (1 = one CPU)
-	TargetCPU   float64    `json:"target_cpu"`    // CPUs the target used in the interval
-	Lost        uint64     `json:"lost"`          // since the start, as record's footer counts them
-	Torn        uint64     `json:"torn"`
-	Late        uint64     `json:"late"`
-	Threads     []Thread   `json:"threads"`   // by samples, descending
-	Functions   []Function `json:"functions"` // by own, then total, descending; only those seen in the interval
-	Final       bool       `json:"final,omitempty"`
+	Schema      int     `json:"schema"` // 1 (docs/json.md)
+	Pid         int     `json:"pid"`
+	Mode        string  `json:"mode"`
+	Engine      string  `json:"engine,omitempty"`
+	Fallback    string  `json:"fallback,omitempty"` // why cpu mode did not use bpf
+	ElapsedS    float64 `json:"elapsed_s"`
+	IntervalS   float64 `json:"interval_s"`
+	Freq        int     `json:"requested_hz"`
+	Samples     int64   `json:"samples"`       // in the interval
+	SamplesPerS float64 `json:"samples_per_s"` // in the interval
+	SamplesAll  uint64  `json:"samples_all"`   // since the start
+	ObserverCPU float64 `json:"observer_cpu"`  // CPUs the observer used in the interval (1 = one CPU)
+	TargetCPU   float64 `json:"target_cpu"`    // CPUs the target used in the interval
+	Lost        uint64  `json:"lost"`          // since the start, as record's footer counts them
+	Torn        uint64  `json:"torn"`
+	Late        uint64  `json:"late"`
+	// StoppedS: how long in the interval the target was seen stopped by
+	// someone else (a signal, job control, a tracer: record's look at its
+	// thread states every 100 ms); StoppedAll since the start. A stopped
+	// target runs nothing and is not sampled.
+	StoppedS   float64    `json:"stopped_s,omitempty"`
+	StoppedAll float64    `json:"stopped_all_s,omitempty"`
+	Threads    []Thread   `json:"threads"`   // by samples, descending
+	Functions  []Function `json:"functions"` // by own, then total, descending; only those seen in the interval
+	Final      bool       `json:"final,omitempty"`
 }
 
 // funcKey is a function, over all threads (thread "") or in one.
@@ -101,8 +107,9 @@ type differ struct {
 	// at the last snapshot (both from one Progress: the first interval's
 	// CPU is counted from the recording's start, as its length is, not
 	// from before the sampler's load).
-	lastEl  time.Duration
-	lastCPU float64
+	lastEl      time.Duration
+	lastCPU     float64
+	lastStopped float64
 	// The observer's CPU and when it was read: from the sampler's first
 	// tick, so the walker's load (before it) is not the first second's.
 	obsAt  time.Time
@@ -236,6 +243,11 @@ func (d *differ) snapshot(p *flame.Profile, pr record.Progress) *Snapshot {
 		sn.TargetCPU = (pr.TargetCPU - d.lastCPU) / s
 	}
 	d.lastEl, d.lastCPU = pr.Elapsed, max(d.lastCPU, pr.TargetCPU)
+	if pr.StoppedS > d.lastStopped {
+		sn.StoppedS = min(pr.StoppedS-d.lastStopped, iv.Seconds())
+		d.lastStopped = pr.StoppedS
+	}
+	sn.StoppedAll = d.lastStopped
 	if now, c := time.Now(), clock.ObserverCPU(); !d.obsAt.IsZero() {
 		if w := now.Sub(d.obsAt).Seconds(); w >= 0.1 {
 			sn.ObserverCPU = (c - d.obsCPU).Seconds() / w

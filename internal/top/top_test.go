@@ -113,3 +113,17 @@ func TestScreen(t *testing.T) {
 		t.Errorf("%d lines on a 3-line terminal", n)
 	}
 }
+
+// TestScreenStopped: an interval in which the target was stopped says so
+// on the screen; one without a stop has no such line.
+func TestScreenStopped(t *testing.T) {
+	sn := &Snapshot{Pid: 7, Mode: "cpu", Freq: 99, IntervalS: 1, ElapsedS: 3, StoppedS: 0.8, StoppedAll: 1.8}
+	got := strings.Join(Screen(sn, View{}, 200, 40), "\n")
+	if !strings.Contains(got, "STOPPED by a signal or a tracer for 0.8 s of this 1.0 s interval (1.8 s since the start)") {
+		t.Errorf("no stop line:\n%s", got)
+	}
+	sn.StoppedS = 0
+	if got := strings.Join(Screen(sn, View{}, 200, 40), "\n"); strings.Contains(got, "STOPPED") {
+		t.Errorf("a stop line without a stop:\n%s", got)
+	}
+}

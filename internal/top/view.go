@@ -89,6 +89,10 @@ func Screen(sn *Snapshot, v View, width, height int) []string {
 		acct += " · " + sn.Fallback
 	}
 	add(acct)
+	if sn.StoppedS > 0 {
+		add(fmt.Sprintf("STOPPED by a signal or a tracer for %.1f s of this %.1f s interval (%.1f s since the start): a stopped target runs nothing and is not sampled",
+			sn.StoppedS, sn.IntervalS, sn.StoppedAll))
+	}
 	var th []string
 	for _, t := range sn.Threads {
 		th = append(th, fmt.Sprintf("%s %.0f%%", t.Thread, t.Pct))

@@ -50,7 +50,13 @@
 //     10–70× slower for a syscall-heavy program; with seccomp, two stops per
 //     listed call and none for the rest. The stopped time is measured.
 //
-// Both report pyobs's own CPU time over the window.
+// Both report pyobs's own CPU time over the window, and a target stopped
+// by someone else during it (it makes no calls then, so "0 calls" is not
+// an idle program): tracepoint looks at its threads' states every 100 ms
+// (procfs.StopWatch, as record does: one stat read per thread per look);
+// ptrace counts the group stops it keeps (a tracee's stop reads as t in
+// /proc, whoever caused it). Footers say pyobs's own stops apart ("pyobs
+// stopped the target").
 //
 // What truth it reads: the kernel's syscall entries and exits (in-kernel
 // counts and histograms, or one exit stop per call with its arguments and

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -85,6 +86,12 @@ func runPtrace(ctx context.Context, r *sites, opt Options, a Account) (*Result, 
 		a.Note += "(seccomp filter: untraced calls never stop)"
 	}
 	a.Pid, a.Calls, a.Stopped, a.Stops = st.Pid, st.Syscalls, st.Stopped, st.Stops
+	if st.GroupStoppedMax > 0 {
+		// A stopped tracee shows as t (traced) in /proc, whoever stopped
+		// it: the tracer's own account of its group stops says it instead.
+		a.StoppedBy = &procfs.Stops{Threads: min(st.GroupStoppedMax, st.Threads), Of: st.Threads,
+			Seconds: math.Round(st.GroupStopped.Seconds()*1000) / 1000, State: "T"}
+	}
 	a.Threads, a.Signals, a.Restarted = st.Threads, st.Signals, r.restarts
 	a.SiteReads, a.SiteReadsFailed, a.SiteReadError = r.siteTried, r.siteFail, r.firstSiteErr
 	a.TargetExited, a.Spawned, a.ExitCode, a.DetachError = st.TargetGone, len(cfg.Argv) > 0, st.ExitCode, st.DetachError

@@ -278,6 +278,9 @@ func runTracepoint(ctx context.Context, run *sites, tp *tracepoint.Tracer, opt O
 	bpfRun := &BPFRun{Stats: run.statsNote} // turned on before the attach (Run)
 	cpu0 := clock.ObserverCPU()
 	start := time.Now()
+	// A stopped target makes no calls: its stops are watched so "0 calls"
+	// is not taken for an idle program.
+	stops := procfs.WatchStops(procfs.Default(), run.pid, true)
 	b.refresh = time.Now()
 	gone := false
 	for ctx.Err() == nil {
@@ -325,6 +328,7 @@ func runTracepoint(ctx context.Context, run *sites, tp *tracepoint.Tracer, opt O
 	a.BPF = bpfRun
 	tp.Detach()
 	a.Wall = time.Since(start)
+	a.StoppedBy = stops.End()
 	if err := tp.ReadEvents(time.Time{}, b.onEvent); err != nil {
 		return nil, fmt.Errorf("trace pid %d: %w", s.Pid, err)
 	}

@@ -7,6 +7,8 @@ import (
 	"io"
 	"sort"
 	"strings"
+
+	"github.com/pyobs/pyobs/internal/procfs"
 )
 
 // Slowdown classes, as the JSON's slowdown_class says them.
@@ -44,6 +46,7 @@ type summary struct {
 	Lost            uint64        `json:"lost"`
 	ObserverCPUS    float64       `json:"observer_cpu_s"`
 	TargetStoppedS  float64       `json:"target_stopped_s"`
+	Stopped         *procfs.Stops `json:"stopped,omitempty"` // stopped by someone else
 	Slowdown        string        `json:"slowdown_class"`
 	Threads         int           `json:"threads"`
 	Signals         uint64        `json:"signals_passed"`
@@ -79,7 +82,7 @@ func (r *Result) summary() *summary {
 		SiteReadsKernel: a.SiteReadsKernel, SiteReadsLate: a.SiteReadsLate, KernelDrops: a.Drops,
 		InProgress: a.InProgress, Blocked: r.Blocked, TargetExited: a.TargetExited, Restarted: a.Restarted,
 		PythonWalk: a.Walk, BPF: a.BPF, Syscalls: r.Syscalls,
-		AttachS: a.Attach.Seconds(), Processes: r.Processes, ProcessAccount: a.Procs,
+		AttachS: a.Attach.Seconds(), Processes: r.Processes, ProcessAccount: a.Procs, Stopped: a.StoppedBy,
 	}
 	if a.Set && s.Processes == nil {
 		s.Processes = []ProcessJSON{}
@@ -124,6 +127,9 @@ func WriteText(w io.Writer, r *Result, afterLog bool) error {
 		}
 	}
 	fmt.Fprintf(bw, "pyobs trace: %s, %.2fs, engine %s (%s), %s\n", who, s.DurationS, s.Engine, s.Slowdown, callsWords(s))
+	if s.Stopped != nil {
+		fmt.Fprintf(bw, "stopped: %s: a stopped thread makes no calls\n", s.Stopped.Phrase(s.DurationS))
+	}
 	fmt.Fprintf(bw, "%6s %9s %8s %10s %9s %9s %9s  %-18s %s\n", "%wall", "calls", "errors", "total", "p50", "p99", "max", "syscall", "errnos / top Python sites")
 	for _, r := range s.Syscalls {
 		var errs []string
@@ -249,6 +255,13 @@ func (r *Result) Footer(where string) string {
 		obs = fmt.Sprintf(" (%.1f %% of one CPU)", 100*a.ObserverCPU.Seconds()/a.Wall.Seconds())
 	}
 	slow := fmtUS(float64(a.Slow) / 1e3)
+	if s := a.StoppedBy; s != nil {
+		how := "the tracer's own account of its group stops"
+		if s.LookMS > 0 {
+			how = fmt.Sprintf("seen at looks every %d ms", s.LookMS)
+		}
+		note += fmt.Sprintf("; %s (%s): a stopped thread makes no calls", s.Phrase(a.Wall.Seconds()), how)
+	}
 	if a.Engine == "tracepoint" {
 		end := "programs detached"
 		if a.TargetExited {
@@ -278,7 +291,7 @@ func (r *Result) Footer(where string) string {
 			py += fmt.Sprintf("; BPF run time: sys_enter %.3fs over %d runs, sys_exit %.3fs over %d runs (every syscall of the machine; stats %s)",
 				b.EnterS, b.EnterRuns, b.ExitS, b.ExitRuns, b.Stats)
 		}
-		return fmt.Sprintf("pyobs trace: engine tracepoint%s; %d calls counted in the kernel; %d events of slow or failing calls read (lost %d: ring buffer full); kernel map drops: histogram %d, errno %d, enters %d; %d threads; %d interrupted calls restarted by the kernel (not counted); %d calls in progress at the end (not counted); sites for %d calls: %d read in the kernel at the call (%d of new threads %s), %d late reads (after the call returned: not attributed), %d found none (slow ≥ %s or failing)%s; observer CPU %.2fs%s; target stopped 0s — %s (ptrace: 2 stops per call); %s; wrote %s",
+		return fmt.Sprintf("pyobs trace: engine tracepoint%s; %d calls counted in the kernel; %d events of slow or failing calls read (lost %d: ring buffer full); kernel map drops: histogram %d, errno %d, enters %d; %d threads; %d interrupted calls restarted by the kernel (not counted); %d calls in progress at the end (not counted); sites for %d calls: %d read in the kernel at the call (%d of new threads %s), %d late reads (after the call returned: not attributed), %d found none (slow ≥ %s or failing)%s; observer CPU %.2fs%s; pyobs stopped the target 0s — %s (ptrace: 2 stops per call); %s; wrote %s",
 			note, a.Calls, a.Events, d.Events, d.Hist, d.Errnos, d.Enters, a.Threads, a.Restarted, a.InProgress,
 			a.SiteReads, a.SiteReadsKernel, a.SiteReadsWalked, found, a.SiteReadsLate, a.SiteReadsFailed, slow, py, a.ObserverCPU.Seconds(), obs, TracepointSlowdown, end, where)
 	}
@@ -289,6 +302,6 @@ func (r *Result) Footer(where string) string {
 	case a.StillAttached != nil:
 		end = "still attached, counting nothing, until the command ends (a seccomp filter cannot be removed)"
 	}
-	return fmt.Sprintf("pyobs trace: engine ptrace%s; %d events, lost 0; %d threads, %d signals passed through, %d interrupted calls restarted by the kernel (not counted); whole Python stacks read at the exit stop for %d calls (%d found none; slow ≥ %s or failing); observer CPU %.2fs%s; target stopped %.3fs (summed over threads); %s; %s; wrote %s",
+	return fmt.Sprintf("pyobs trace: engine ptrace%s; %d events, lost 0; %d threads, %d signals passed through, %d interrupted calls restarted by the kernel (not counted); whole Python stacks read at the exit stop for %d calls (%d found none; slow ≥ %s or failing); observer CPU %.2fs%s; pyobs stopped the target %.3fs (its own ptrace stops, summed over threads); %s; %s; wrote %s",
 		note, a.Calls, a.Threads, a.Signals, a.Restarted, a.SiteReads, a.SiteReadsFailed, slow, a.ObserverCPU.Seconds(), obs, a.Stopped.Seconds(), a.Slowdown, end, where)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/pyobs/pyobs/internal/bpfload"
 	"github.com/pyobs/pyobs/internal/capability"
 	"github.com/pyobs/pyobs/internal/fallback"
+	"github.com/pyobs/pyobs/internal/procfs"
 	"github.com/pyobs/pyobs/internal/pyframes"
 	"github.com/pyobs/pyobs/internal/session"
 	tptrace "github.com/pyobs/pyobs/internal/trace/ptrace"
@@ -86,22 +87,25 @@ type Account struct {
 	Calls, Events, Lost uint64
 	Drops               *KernelDrops
 	ObserverCPU         time.Duration
-	Stopped             time.Duration // target stopped, summed over threads
-	Stops               uint64        // ptrace stops handled
-	Threads             int
-	Signals             uint64 // signals passed through to the target
-	Restarted           uint64 // interrupted calls the kernel restarted (not counted)
-	SiteReads           uint64
-	SiteReadsFailed     uint64
-	SiteReadError       string // why the first failed site read failed
-	SiteReadsKernel     uint64 // tracepoint: read by the program at the call (exact)
-	SiteReadsWalked     uint64 // of those: the program found the thread itself
-	SiteReadsLate       uint64 // read after the call returned: never attributed
-	InProgress          int    // calls in progress at the end (not counted)
-	TargetExited        bool
-	Spawned             bool
-	ExitCode            int   // the spawned target's status when it exited while traced
-	DetachError         error // first error while letting the target go
+	Stopped             time.Duration // pyobs's own stops of the target (ptrace), summed over threads
+	// StoppedBy: the target seen stopped by someone else during the trace
+	// (a signal or job control; tracepoint: a tracer too); nil: never.
+	StoppedBy       *procfs.Stops
+	Stops           uint64 // ptrace stops handled
+	Threads         int
+	Signals         uint64 // signals passed through to the target
+	Restarted       uint64 // interrupted calls the kernel restarted (not counted)
+	SiteReads       uint64
+	SiteReadsFailed uint64
+	SiteReadError   string // why the first failed site read failed
+	SiteReadsKernel uint64 // tracepoint: read by the program at the call (exact)
+	SiteReadsWalked uint64 // of those: the program found the thread itself
+	SiteReadsLate   uint64 // read after the call returned: never attributed
+	InProgress      int    // calls in progress at the end (not counted)
+	TargetExited    bool
+	Spawned         bool
+	ExitCode        int   // the spawned target's status when it exited while traced
+	DetachError     error // first error while letting the target go
 	// StillAttached (ptrace with a seccomp filter): the trace's window is
 	// over but the spawned command runs on with the tracer attached,
 	// counting nothing (detaching would make its filtered calls fail);

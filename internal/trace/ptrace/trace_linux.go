@@ -152,18 +152,23 @@ func SeccompFilter(nrs []int) []unix.SockFilter {
 
 // TraceStats is the tracer's own account.
 type TraceStats struct {
-	Pid         int
-	Threads     int           // threads traced, new ones included
-	Syscalls    uint64        // exit stops reported
-	Stops       uint64        // ptrace stops handled
-	Stopped     time.Duration // summed over threads: from seeing a stop to resuming it
-	Signals     uint64        // signals passed through to the target
-	GroupStops  uint64
-	Kicks       uint64 // our wake-up signals swallowed
-	TargetGone  bool   // the traced process exited while traced
-	ExitCode    int    // spawned process's status (128+signal when killed), -1 unknown
-	Detached    int    // threads detached at the end
-	DetachError error  // first error while detaching, if any
+	Pid        int
+	Threads    int           // threads traced, new ones included
+	Syscalls   uint64        // exit stops reported
+	Stops      uint64        // ptrace stops handled
+	Stopped    time.Duration // summed over threads: from seeing a stop to resuming it
+	Signals    uint64        // signals passed through to the target
+	GroupStops uint64
+	// GroupStopped: wall time at least one tracee was kept in a group stop
+	// (SIGSTOP, job control: stopped by someone else, not by the tracer);
+	// GroupStoppedMax: the most tracees in one at once.
+	GroupStopped    time.Duration
+	GroupStoppedMax int
+	Kicks           uint64 // our wake-up signals swallowed
+	TargetGone      bool   // the traced process exited while traced
+	ExitCode        int    // spawned process's status (128+signal when killed), -1 unknown
+	Detached        int    // threads detached at the end
+	DetachError     error  // first error while detaching, if any
 	// Attached: the trace ended while a seccomp filter holds the spawned
 	// command, so the tracer could not let go (a filtered call without a
 	// tracer fails with ENOSYS): it stays attached, passing every stop
@@ -208,6 +213,7 @@ type tracer struct {
 	// listening counts tracees kept in a group stop: a signal does not wake
 	// them, so while there are any the loop polls instead of blocking.
 	listening int
+	listenAt  time.Time // when listening last changed
 	// seccomp: resume with PTRACE_CONT outside traced calls; preExec: the
 	// seccomp helper has not exec'd the command yet (nothing is counted).
 	seccomp, preExec bool
@@ -249,6 +255,7 @@ func Trace(ctx context.Context, cfg TraceConfig) (TraceStats, error) {
 		if err == nil {
 			err = t.loop()
 		}
+		t.setListening(t.listening) // the group stop's time up to now
 		t.detachAll()
 		res <- result{t.st, err}
 	}()
@@ -474,7 +481,7 @@ func (t *tracer) add(tid int) *tracee {
 
 func (t *tracer) remove(tid int) {
 	if x := t.ts[tid]; x != nil && x.listening {
-		t.listening--
+		t.setListening(t.listening - 1)
 	}
 	delete(t.ts, tid)
 	t.mu.Lock()
@@ -513,6 +520,7 @@ func (t *tracer) loop() error {
 			// counting nothing, until the command ends. Its life is the
 			// caller's to end (Ctrl-C), never the window's.
 			t.passthrough = true
+			t.setListening(t.listening)
 			st := t.st
 			st.ExitCode = -1
 			t.window <- st
@@ -533,7 +541,7 @@ func (t *tracer) loop() error {
 		if err != nil {
 			if errors.Is(err, unix.ECHILD) {
 				t.ts = map[int]*tracee{}
-				t.listening = 0
+				t.setListening(0)
 				t.st.TargetGone = true
 				return nil
 			}
@@ -610,7 +618,7 @@ func (t *tracer) loop() error {
 				t.st.GroupStops++
 				t.st.Stopped += time.Since(now)
 				if !x.listening {
-					t.listening++
+					t.setListening(t.listening + 1)
 				}
 				x.listening = true
 				if err := ptraceListen(tid); err != nil && !errors.Is(err, unix.ESRCH) {
@@ -620,7 +628,7 @@ func (t *tracer) loop() error {
 			}
 			// Our interrupt, a new thread's first stop, or the end of a group stop.
 			if x.listening {
-				t.listening--
+				t.setListening(t.listening - 1)
 			}
 			x.listening = false
 			if tgidOf(tid) != t.pid && tgidOf(tid) > 0 {
@@ -652,6 +660,17 @@ func (t *tracer) loop() error {
 	}
 	t.st.TargetGone = true
 	return nil
+}
+
+// setListening sets the count of tracees kept in a group stop, adding the
+// time since the last change to GroupStopped when there were any.
+func (t *tracer) setListening(n int) {
+	now := time.Now()
+	if t.listening > 0 {
+		t.st.GroupStopped += now.Sub(t.listenAt)
+	}
+	t.listening, t.listenAt = n, now
+	t.st.GroupStoppedMax = max(t.st.GroupStoppedMax, n)
 }
 
 func (t *tracer) detachNew(tid int) {
