@@ -91,6 +91,14 @@ struct {
 // Stacks already sent, by hash, and the ring of new ones (pywalk.h).
 PYWALK_SEND_MAPS(pyseen, pystacks, 1 << 21);
 
+// enter's note for the return, built here (see enter).
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct pend);
+} pendbuf SEC(".maps");
+
 // The native copies: one per tracked call (user space sizes the ring; a
 // page when native_bytes is 0), built in a per-CPU scratch record.
 NATCOPY_MAPS(natstacks, 1 << 23, natbuf);
@@ -201,10 +209,22 @@ static __always_inline void enter(struct uregs *ctx, u32 tid, u64 now, u64 size)
 		return;
 	}
 	count(C_TRACKED, 1);
-	p.stack = pywalk_send(tid, now, 0, &pyseen, &pystacks, 0, &counters, C_PY_WALKED);
-	if (native_bytes)
-		p.nat = native_send(ctx, tid);
-	if (bpf_map_update_elem(&pending, &tid, &p, BPF_ANY))
+	// The note is built in per-CPU scratch, not on the stack: the walk's
+	// global function (pywalk_chain) and its loop callback stack their
+	// frames on this program's, within the verifier's 512 bytes.
+	u32 zero = 0;
+	struct pend *q = bpf_map_lookup_elem(&pendbuf, &zero);
+	if (!q)
+		return;
+	*q = p;
+	u64 stack = pywalk_send(tid, now, 0, &pyseen, &pystacks, 0, &counters, C_PY_WALKED);
+	u64 nat = native_bytes ? native_send(ctx, tid) : 0;
+	q = bpf_map_lookup_elem(&pendbuf, &zero);
+	if (!q)
+		return;
+	q->stack = stack;
+	q->nat = nat;
+	if (bpf_map_update_elem(&pending, &tid, q, BPF_ANY))
 		count(C_DROP_PEND, 1);
 }
 

@@ -173,6 +173,7 @@ const (
 	allocMapNatbuf        = "natbuf"
 	allocMapNatseq        = "natseq"
 	allocMapNatstacks     = "natstacks"
+	allocMapPendbuf       = "pendbuf"
 	allocMapPending       = "pending"
 	allocMapPyaddrs       = "pyaddrs"
 	allocMapPyseen        = "pyseen"
@@ -254,6 +255,7 @@ type allocMapSpecs struct {
 	Natbuf    *ebpf.MapSpec `ebpf:"natbuf"`
 	Natseq    *ebpf.MapSpec `ebpf:"natseq"`
 	Natstacks *ebpf.MapSpec `ebpf:"natstacks"`
+	Pendbuf   *ebpf.MapSpec `ebpf:"pendbuf"`
 	Pending   *ebpf.MapSpec `ebpf:"pending"`
 	Pyaddrs   *ebpf.MapSpec `ebpf:"pyaddrs"`
 	Pyseen    *ebpf.MapSpec `ebpf:"pyseen"`
@@ -303,6 +305,7 @@ type allocMaps struct {
 	Natbuf    *ebpf.Map `ebpf:"natbuf"`
 	Natseq    *ebpf.Map `ebpf:"natseq"`
 	Natstacks *ebpf.Map `ebpf:"natstacks"`
+	Pendbuf   *ebpf.Map `ebpf:"pendbuf"`
 	Pending   *ebpf.Map `ebpf:"pending"`
 	Pyaddrs   *ebpf.Map `ebpf:"pyaddrs"`
 	Pyseen    *ebpf.Map `ebpf:"pyseen"`
@@ -321,6 +324,7 @@ func (m *allocMaps) Close() error {
 		m.Natbuf,
 		m.Natseq,
 		m.Natstacks,
+		m.Pendbuf,
 		m.Pending,
 		m.Pyaddrs,
 		m.Pyseen,
