@@ -193,8 +193,8 @@ func runTrace(cmd *cobra.Command, g *globals, f *traceFlags, args []string) erro
 		return fmt.Errorf("trace: %w (the kernel detaches the rest when pyobs exits)", res.Account.DetachError)
 	}
 	if a := res.Account; a.Spawned {
-		// The window is over, not CMD's life: it runs to its end (Ctrl-C:
-		// Grace, then it is ended) and its status is pyobs's.
+		// The window is over, not CMD's life: it runs to its end (SIGINT,
+		// SIGTERM: passed on to it, SIGKILL after Grace) and its status is pyobs's.
 		return finish(cmd.Context(), session.Adopt(a.Pid, a.TargetExited, a.ExitCode))
 	}
 	if s != nil && s.Spawned() {
