@@ -56,8 +56,9 @@ Engines:
               epoll_wait return EINTR: README Safety): exact arguments, but
               a syscall-heavy program runs 10-70x slower. Sites: exit stop.
 --engine auto uses tracepoint when the BPF programs load (root, or
-CAP_BPF+CAP_PERFMON), else ptrace, and says why on stderr. Calls whose
-site was not read are counted as "unattributed". New threads are followed.
+CAP_BPF+CAP_PERFMON), else ptrace, and says why on stderr. Slow or failing
+calls whose site was not found are counted as "unattributed"; the others
+(fast and successful) get no site by design and are counted apart. New threads are followed.
 
 With -- CMD ARGS, pyobs holds CMD before its exec while the eBPF programs
 load and attach (that one-time cost is reported apart: CMD has not
