@@ -70,6 +70,10 @@ func TestInterruptEndsCommand(t *testing.T) {
 			}
 			args = append(append(append(args, "--"), in.Argv...), script, pidFile)
 			cmd := exec.Command(testutil.Binary(t), args...)
+			// Its own process group: never the terminal's foreground one,
+			// where a SIGINT is taken for a Ctrl-C that reached the
+			// program already (not sent twice).
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 			var so, se bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &so, &se
 			if err := cmd.Start(); err != nil {

@@ -72,10 +72,11 @@ stdout goes to stderr, never into the report or profile.
 
 SIGINT (Ctrl-C) or SIGTERM ends the observation: the command writes its
 output as at the end of its window. A program pyobs spawned with -- CMD is
-given the same signal (Ctrl-C reached it already), SIGKILL 5 s later if it
-still runs, and pyobs exits with its status (130 or 143 when the signal
-ended it). A process given with -p is left running (exit 0). dump -- CMD
-interrupted before its --after: one line, the program ended, exit 128+signal.`,
+given the same signal (a Ctrl-C at the terminal reached it already: not
+sent twice), SIGKILL 5 s later if it still runs, and pyobs exits with its
+status (130 or 143 when the signal ended it). A process given with -p is
+left running (exit 0). dump -- CMD interrupted before its --after: one
+line, the program ended, exit 128+signal.`,
 		Version:       version,
 		SilenceUsage:  true,
 		SilenceErrors: true,

@@ -54,7 +54,7 @@ func (s *Session) finishAdopted(ctx context.Context, end End) int {
 			return s.adoptedCode
 		case <-ctx.Done():
 		}
-		endInterrupted(InterruptSignal(ctx), func(sig syscall.Signal) error { return syscall.Kill(s.Pid, sig) }, s.waited)
+		endInterrupted(InterruptSignal(ctx), s.Pid, func(sig syscall.Signal) error { return syscall.Kill(s.Pid, sig) }, s.waited)
 		return s.adoptedCode
 	}
 	_ = syscall.Kill(s.Pid, syscall.SIGTERM)

@@ -52,24 +52,44 @@ func InterruptSignal(ctx context.Context) syscall.Signal {
 }
 
 // endInterrupted ends a spawned program because pyobs was told to stop:
-// the signal pyobs got is passed on (a Ctrl-C reached the program already,
-// through its process group; a SIGTERM sent to pyobs alone did not), the
-// program gets Grace to end, then SIGKILL. Only ever a program pyobs
-// started: an attached process is not pyobs's to end. signal is how the
-// program is sent a signal, waited closed when it is reaped.
-func endInterrupted(sig syscall.Signal, signal func(syscall.Signal) error, waited <-chan struct{}) {
+// the signal pyobs got is passed on (a SIGTERM or a kill -INT sent to pyobs
+// alone never reaches it), the program gets Grace to end, then SIGKILL.
+// Only ever a program pyobs started (pid): an attached process is not
+// pyobs's to end. signal is how the program is sent a signal, waited
+// closed when it is reaped.
+func endInterrupted(sig syscall.Signal, pid int, signal func(syscall.Signal) error, waited <-chan struct{}) {
 	select {
 	case <-waited:
 		return
 	default:
 	}
-	_ = signal(sig)
+	if !(sig == syscall.SIGINT && ctrlCReached(pid)) {
+		_ = signal(sig)
+	}
 	select {
 	case <-waited:
 	case <-time.After(Grace):
 		_ = signal(syscall.SIGKILL)
 		<-waited
 	}
+}
+
+// ctrlCReached: the program shares pyobs's process group and that group is
+// its terminal's foreground one, so a SIGINT was most likely a Ctrl-C,
+// which the terminal sent to the program too: a second one would land in
+// its KeyboardInterrupt handling (cleanup cut short). It is not sent again.
+func ctrlCReached(pid int) bool {
+	tty, err := os.Open("/dev/tty")
+	if err != nil {
+		return false // no controlling terminal: no Ctrl-C
+	}
+	defer tty.Close()
+	fg, err := unix.IoctlGetInt(int(tty.Fd()), unix.TIOCGPGRP)
+	if err != nil {
+		return false
+	}
+	pg, err := unix.Getpgid(pid)
+	return err == nil && fg == unix.Getpgrp() && pg == fg
 }
 
 // InterruptedError: pyobs was told to stop (SIGINT, SIGTERM) before it did

@@ -146,7 +146,7 @@ func (s *Session) Finish(ctx context.Context, end End) int {
 // endInterrupted passes the signal that ended ctx on to the spawned
 // program, and SIGKILLs it after Grace (interrupt.go).
 func (s *Session) endInterrupted(ctx context.Context) {
-	endInterrupted(InterruptSignal(ctx), func(sig syscall.Signal) error { return s.cmd.Process.Signal(sig) }, s.waited)
+	endInterrupted(InterruptSignal(ctx), s.Pid, func(sig syscall.Signal) error { return s.cmd.Process.Signal(sig) }, s.waited)
 }
 
 // interrupted ends a program whose wait for Python (and --after) ctx cut
