@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -153,6 +154,10 @@ func runDump(cmd *cobra.Command, g *globals, f *dumpFlags, args []string) error 
 	}
 	s, err := session.Open(ctx, spec)
 	if err != nil {
+		var ie *session.InterruptedError
+		if errors.As(err, &ie) {
+			ie.Before = "the dump"
+		}
 		return err
 	}
 	if f.native && !f.lock {

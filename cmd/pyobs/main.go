@@ -8,11 +8,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"runtime/pprof"
 	"sort"
 	"strings"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -70,7 +68,15 @@ tracing (costly), or introspection (reading the interpreter's memory).
 
 -- CMD ARGS spawns CMD with pyobs's stdin and stderr; its stdout is pyobs's
 too unless pyobs writes its own output there (no -o FILE): then the program's
-stdout goes to stderr, never into the report or profile.`,
+stdout goes to stderr, never into the report or profile.
+
+SIGINT (Ctrl-C) or SIGTERM ends the observation: the command writes its
+output as at the end of its window. A program pyobs spawned with -- CMD is
+given the same signal (a Ctrl-C at the terminal reached it already: not
+sent twice), SIGKILL 5 s later if it still runs, and pyobs exits with its
+status (130 or 143 when the signal ended it). A process given with -p is
+left running (exit 0). dump -- CMD interrupted before its --after: one
+line, the program ended, exit 128+signal.`,
 		Version:       version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -114,7 +120,9 @@ func main() {
 }
 
 func run(args []string) int {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	// SIGINT or SIGTERM: the command writes what it has, and a program it
+	// spawned is given the same signal (session.NotifyInterrupt).
+	ctx, stop := session.NotifyInterrupt(context.Background())
 	defer stop()
 	var g globals
 	root := newRoot(&g)
@@ -137,7 +145,10 @@ func exitCode(err error) int {
 	var ve *session.UnsupportedVersionError
 	var ee *session.EndedError
 	var xe *session.ExecError
+	var ie *session.InterruptedError
 	switch {
+	case errors.As(err, &ie):
+		return ie.ExitCode()
 	case errors.As(err, &ee):
 		return ee.Code
 	case errors.As(err, &xe):

@@ -161,7 +161,7 @@ func runStat(cmd *cobra.Command, g *globals, f *statFlags, args []string) error 
 		return err
 	}
 	// A spawned program is measured to its end (the report covers its
-	// whole run); Ctrl-C gives it its grace to finish.
+	// whole run); SIGINT or SIGTERM is passed on to it (EndOnInterrupt).
 	s.EndOnInterrupt(ctx)
 	res, err := stat.Run(ctx, s, opt)
 	if err != nil {

@@ -56,12 +56,14 @@ Engines:
               epoll_wait return EINTR: README Safety): exact arguments, but
               a syscall-heavy program runs 10-70x slower. Sites: exit stop.
 --engine auto uses tracepoint when the BPF programs load (root, or
-CAP_BPF+CAP_PERFMON), else ptrace, and says why on stderr. Calls whose
-site was not read are counted as "unattributed". New threads are followed.
-A target stopped by someone else during the trace (SIGSTOP, Ctrl-Z) makes
-no calls: a line under the table's header and the footer say for how long
-(tracepoint: its threads' states looked at every 100 ms; ptrace: the group
-stops it kept); the footer's "pyobs stopped the target" is pyobs's own.
+CAP_BPF+CAP_PERFMON), else ptrace, and says why on stderr. Slow or failing
+calls whose site was not found are counted as "unattributed"; the others
+(fast and successful) get no site by design and are counted apart. New
+threads are followed. A target stopped by someone else during the trace
+(SIGSTOP, Ctrl-Z) makes no calls: a line under the table's header and the
+footer say for how long (tracepoint: its threads' states looked at every
+100 ms; ptrace: the group stops it kept); the footer's "pyobs stopped the
+target" is pyobs's own.
 
 With -- CMD ARGS, pyobs holds CMD before its exec while the eBPF programs
 load and attach (that one-time cost is reported apart: CMD has not
@@ -197,8 +199,8 @@ func runTrace(cmd *cobra.Command, g *globals, f *traceFlags, args []string) erro
 		return fmt.Errorf("trace: %w (the kernel detaches the rest when pyobs exits)", res.Account.DetachError)
 	}
 	if a := res.Account; a.Spawned {
-		// The window is over, not CMD's life: it runs to its end (Ctrl-C:
-		// Grace, then it is ended) and its status is pyobs's.
+		// The window is over, not CMD's life: it runs to its end (SIGINT,
+		// SIGTERM: passed on to it, SIGKILL after Grace) and its status is pyobs's.
 		return finish(cmd.Context(), session.Adopt(a.Pid, a.TargetExited, a.ExitCode))
 	}
 	if s != nil && s.Spawned() {

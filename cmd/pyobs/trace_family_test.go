@@ -247,11 +247,12 @@ func TestTraceSitesNotListed(t *testing.T) {
 			if format == "json" {
 				var j struct {
 					Syscalls []struct {
-						Name           string                   `json:"name"`
-						Calls          uint64                   `json:"calls"`
-						TopPaths       []struct{ Calls uint64 } `json:"top_paths"`
-						PathsNotListed uint64                   `json:"paths_not_listed"`
-						Unattributed   uint64                   `json:"unattributed"`
+						Name             string                   `json:"name"`
+						Calls            uint64                   `json:"calls"`
+						TopPaths         []struct{ Calls uint64 } `json:"top_paths"`
+						PathsNotListed   uint64                   `json:"paths_not_listed"`
+						Unattributed     uint64                   `json:"unattributed"`
+						NotSlowOrFailing uint64                   `json:"not_slow_or_failing"`
 					} `json:"syscalls"`
 				}
 				readJSONInto(t, o, &j)
@@ -259,7 +260,7 @@ func TestTraceSitesNotListed(t *testing.T) {
 					if s.Name != "rmdir" {
 						continue
 					}
-					sum := s.PathsNotListed + s.Unattributed
+					sum := s.PathsNotListed + s.Unattributed + s.NotSlowOrFailing
 					for _, p := range s.TopPaths {
 						sum += p.Calls
 					}

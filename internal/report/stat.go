@@ -31,8 +31,12 @@ type Stat struct {
 	Cgroup   Cgroup    `json:"cgroup"`
 	Pressure Pressure  `json:"pressure"`
 	Counters []Counter `json:"counters"`
-	Ratios   Ratios    `json:"ratios"`
-	Threads  []Thread  `json:"threads"`
+	// CountersWindowS: the counters' own window when it is not window_s:
+	// the target exited mid-window, so they counted to its exit, past the
+	// last /proc read that ends window_s.
+	CountersWindowS *float64 `json:"counters_window_s,omitempty"`
+	Ratios          Ratios   `json:"ratios"`
+	Threads         []Thread `json:"threads"`
 	// Stopped: threads seen stopped by someone else (a signal, job
 	// control, a tracer) during the window; nil when none was.
 	Stopped  *Stopped  `json:"stopped,omitempty"`
@@ -137,7 +141,7 @@ type Ratios struct {
 	IPC             *float64 `json:"ipc"`
 	CacheMissRatio  *float64 `json:"cache_miss_ratio"`
 	BranchMissRatio *float64 `json:"branch_miss_ratio"`
-	CPUsUtilized    *float64 `json:"task_clock_cpus"` // task-clock / wall
+	CPUsUtilized    *float64 `json:"task_clock_cpus"` // task-clock / the counters' window
 }
 
 // Thread is one thread over the window.
@@ -183,27 +187,30 @@ type Finding struct {
 
 // Input is what the stat command measured.
 type Input struct {
-	Pid        int
-	Mode       string
-	A, B       *procfs.Sample // B: the last good sample; A.Time..B.Time is the window
-	Complete   bool
-	Place      procfs.CgroupPlace
-	CgA, CgB   *procfs.CgroupCPU
-	CgErr      string
-	PsA, PsB   procfs.Pressure
-	Counters   []perfevent.Count
-	PerfNote   string // why counters are missing or partial
-	Names      map[int]string
-	Python     bool
-	NoGIL      bool                   // a free-threaded interpreter: no GIL to be bound by
-	States     map[int]map[string]int // tid → state letter → polls that saw it
-	Wchans     map[int]map[string]int // tid → wchan → polls that saw it (not running)
-	Stopped    *procfs.Stops          // the target seen stopped by someone else (nil: never)
-	OnlineCPUs int
-	DelayAcct  string
-	Notes      []string
-	Rusage     *syscall.Rusage // run mode: wait4's totals, authoritative for CPU/faults/switches
-	ExitCode   *int
+	Pid      int
+	Mode     string
+	A, B     *procfs.Sample // B: the last good sample; A.Time..B.Time is the window
+	Complete bool
+	Place    procfs.CgroupPlace
+	CgA, CgB *procfs.CgroupCPU
+	CgErr    string
+	PsA, PsB procfs.Pressure
+	Counters []perfevent.Count
+	// CountersSpan: how long the counters counted when that is not the
+	// window (the target exited mid-window: to its exit); 0: the window.
+	CountersSpan time.Duration
+	PerfNote     string // why counters are missing or partial
+	Names        map[int]string
+	Python       bool
+	NoGIL        bool                   // a free-threaded interpreter: no GIL to be bound by
+	States       map[int]map[string]int // tid → state letter → polls that saw it
+	Wchans       map[int]map[string]int // tid → wchan → polls that saw it (not running)
+	Stopped      *procfs.Stops          // the target seen stopped by someone else (nil: never)
+	OnlineCPUs   int
+	DelayAcct    string
+	Notes        []string
+	Rusage       *syscall.Rusage // run mode: wait4's totals, authoritative for CPU/faults/switches
+	ExitCode     *int
 }
 
 func secs(ticks uint64) float64 { return float64(ticks) / procfs.UserHZ }
@@ -362,8 +369,16 @@ func Build(in Input) *Stat {
 	st.Ratios.IPC = ratio(byName, "instructions", "cycles")
 	st.Ratios.CacheMissRatio = ratio(byName, "cache-misses", "cache-references")
 	st.Ratios.BranchMissRatio = ratio(byName, "branch-misses", "branches")
+	span := wall
+	if in.CountersSpan > 0 {
+		// Utilization is task-clock over the time it counted, not over a
+		// /proc window that ended before it did.
+		span = in.CountersSpan.Seconds()
+		w := round(span, 6)
+		st.CountersWindowS = &w
+	}
 	if tc, ok := byName["task-clock"]; ok && tc.Value != nil {
-		v := round(*tc.Value/1e9/wall, 4)
+		v := round(*tc.Value/1e9/span, 4)
 		st.Ratios.CPUsUtilized = &v
 	}
 	if in.PerfNote != "" {

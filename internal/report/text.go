@@ -98,7 +98,11 @@ func WriteStatText(w io.Writer, st *Stat) error {
 	}
 
 	if len(st.Counters) > 0 {
-		p("\ncounters (perf_event_open, all threads, inherited; a group's events share time slices):\n")
+		own := ""
+		if st.CountersWindowS != nil {
+			own = fmt.Sprintf("; over their own window, %.2f s, to the process's exit (the lines above end at the last read before it)", *st.CountersWindowS)
+		}
+		p("\ncounters (perf_event_open, all threads, inherited; a group's events share time slices%s):\n", own)
 		tw := tabwriter.NewWriter(bw, 0, 8, 2, ' ', tabwriter.AlignRight)
 		tp := func(format string, a ...any) { fmt.Fprintf(tw, format, a...) }
 		prevNote := ""

@@ -11,7 +11,7 @@ import (
 // itself: the ptrace syscall tracer must be its child's only waiter while it
 // traces, so it spawns CMD on its own. exited and code say whether the
 // engine already reaped it, and its status. Finish then waits for it as for
-// any spawned program (Ctrl-C: Grace, then SIGTERM, KillGrace, SIGKILL) and
+// any spawned program (interrupted: the signal passed on, Grace, SIGKILL) and
 // returns its status.
 func Adopt(pid int, exited bool, code int) *Session {
 	s := &Session{Pid: pid, adopted: true, adoptedCode: code, waited: make(chan struct{})}
@@ -45,8 +45,8 @@ func AdoptWaiting(pid int, wait func() int) *Session {
 }
 
 // finishAdopted: Wait lets the program run to its end, as Finish does for
-// a spawned one; only when ctx ends first (Ctrl-C) does it get Grace, then
-// is ended. Kill ends it now.
+// a spawned one; when ctx ends first (SIGINT, SIGTERM) the signal is
+// passed on to it, then SIGKILL after Grace. Kill ends it now.
 func (s *Session) finishAdopted(ctx context.Context, end End) int {
 	if end == Wait {
 		select {
@@ -54,11 +54,8 @@ func (s *Session) finishAdopted(ctx context.Context, end End) int {
 			return s.adoptedCode
 		case <-ctx.Done():
 		}
-		select {
-		case <-s.waited:
-			return s.adoptedCode
-		case <-time.After(Grace):
-		}
+		endInterrupted(InterruptSignal(ctx), s.Pid, func(sig syscall.Signal) error { return syscall.Kill(s.Pid, sig) }, s.waited)
+		return s.adoptedCode
 	}
 	_ = syscall.Kill(s.Pid, syscall.SIGTERM)
 	select {

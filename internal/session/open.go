@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"syscall"
 	"time"
 )
 
@@ -41,9 +42,10 @@ type Spec struct {
 	Hold bool
 }
 
-// Grace is how long a spawned program is given to end by itself when the
-// observation is interrupted (Ctrl-C reached its whole process group), and
-// KillGrace how long SIGTERM gets before SIGKILL.
+// Grace is how long a spawned program is given to end after pyobs, told to
+// stop (SIGINT, SIGTERM), passed the signal on to it, before SIGKILL; and
+// KillGrace how long SIGTERM gets before SIGKILL when pyobs ends a program
+// itself (dump --kill, red -d, an error).
 const (
 	Grace     = 5 * time.Second
 	KillGrace = 2 * time.Second
@@ -93,6 +95,9 @@ func open(ctx context.Context, spec Spec) (*Session, error) {
 	}
 	if spec.Python == PythonRequired {
 		if err := s.WaitPython(ctx, spec.After); err != nil {
+			if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+				return nil, s.interrupted(ctx, spec.After)
+			}
 			s.Kill(KillGrace)
 			return nil, err
 		}
@@ -104,7 +109,9 @@ func open(ctx context.Context, spec Spec) (*Session, error) {
 type End int
 
 const (
-	// Wait lets the program run to its end (Ctrl-C: Grace, then Kill).
+	// Wait lets the program run to its end; when ctx ends first (pyobs got
+	// SIGINT or SIGTERM) the signal is passed on to it, then SIGKILL after
+	// Grace.
 	Wait End = iota
 	// Kill ends the program now (SIGTERM, KillGrace, SIGKILL).
 	Kill
@@ -131,13 +138,24 @@ func (s *Session) Finish(ctx context.Context, end End) int {
 	select {
 	case <-s.waited:
 	case <-ctx.Done():
-		select {
-		case <-s.waited:
-		case <-time.After(Grace):
-			s.Kill(KillGrace)
-		}
+		s.endInterrupted(ctx)
 	}
 	return s.ExitCode()
+}
+
+// endInterrupted passes the signal that ended ctx on to the spawned
+// program, and SIGKILLs it after Grace (interrupt.go).
+func (s *Session) endInterrupted(ctx context.Context) {
+	endInterrupted(InterruptSignal(ctx), s.Pid, func(sig syscall.Signal) error { return s.cmd.Process.Signal(sig) }, s.waited)
+}
+
+// interrupted ends a program whose wait for Python (and --after) ctx cut
+// short, and says so.
+func (s *Session) interrupted(ctx context.Context, after time.Duration) error {
+	ran := time.Since(s.started)
+	python := s.Py != nil && s.hasFrames()
+	s.endInterrupted(ctx)
+	return &InterruptedError{Signal: InterruptSignal(ctx), Pid: s.Pid, Code: s.ExitCode(), Ran: ran, After: after, Python: python}
 }
 
 // Running reports whether a spawned program is still running (false for
@@ -154,9 +172,9 @@ func (s *Session) Running() bool {
 	}
 }
 
-// EndOnInterrupt gives a spawned program its end of life when ctx ends
-// before it does (Ctrl-C reached its whole process group): Grace to
-// finish, then Kill. For engines that wait for the program themselves.
+// EndOnInterrupt ends a spawned program when ctx ends before it does
+// (pyobs got SIGINT or SIGTERM): the signal is passed on, then SIGKILL
+// after Grace. For engines that wait for the program themselves.
 func (s *Session) EndOnInterrupt(ctx context.Context) {
 	if s.cmd == nil {
 		return
@@ -167,10 +185,6 @@ func (s *Session) EndOnInterrupt(ctx context.Context) {
 			return
 		case <-ctx.Done():
 		}
-		select {
-		case <-s.waited:
-		case <-time.After(Grace):
-			s.Kill(KillGrace)
-		}
+		s.endInterrupted(ctx)
 	}()
 }

@@ -1,8 +1,10 @@
 // Package session owns the target: it attaches to a pid or spawns a command,
 // checks that the target is a live user-space Python process we may read,
 // and gives the engines what they need (threads, maps, the frame walker).
-// Whatever happens, the target is left running: the session never stops it
-// except inside Freeze/Thaw, and the kernel resumes seized threads if pyobs dies.
+// Whatever happens, an attached target is left running: the session never
+// stops it except inside Freeze/Thaw, and the kernel resumes seized threads
+// if pyobs dies. A spawned one is ended when pyobs is told to stop (the
+// signal passed on, SIGKILL after Grace: interrupt.go), never left behind.
 //
 // An engine that must see a spawned command from its first instruction
 // (eBPF programs filtering by pid) opens it with Spec.Hold: the command is

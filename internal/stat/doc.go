@@ -10,7 +10,10 @@
 // where the machine has a PMU, hardware events, opened as groups and
 // scaled when multiplexed), and for a spawned command its rusage from
 // wait4. Thread states and wait channels are polled every Options.Poll
-// inside a window.
+// inside a window. An attached target that exits mid-window: /proc's
+// numbers end at the last poll before the exit, the perf counters (read
+// after it) at the exit itself, whose time its pidfd gives; each is
+// reported over its own window (report.Stat.CountersWindowS).
 //
 // On a set (RunSet, StreamSet per interval: several pids, their children, a cgroup's processes,
 // every Python process) it samples each member at the start, every

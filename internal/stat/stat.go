@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/pyobs/pyobs/internal/perfevent"
 	"github.com/pyobs/pyobs/internal/procfs"
 	"github.com/pyobs/pyobs/internal/report"
 	"github.com/pyobs/pyobs/internal/session"
+	"golang.org/x/sys/unix"
 )
 
 // Options of a measurement.
@@ -81,6 +83,11 @@ type meter struct {
 	// stops: the target seen stopped by someone else over the window
 	// being measured (procfs.StopWatch); nil when it never was.
 	stops *procfs.Stops
+	// exitAt: when an attached target exited (unix ns, 0: not yet or not
+	// known), from its pidfd (watchExit); goneAt: when a read first failed.
+	exitAt   atomic.Int64
+	exitDone chan struct{}
+	goneAt   time.Time
 }
 
 type snapshot struct {
@@ -119,10 +126,16 @@ func newMeter(s *session.Session, opt Options) *meter {
 	if s.Py != nil {
 		m.names = s.ThreadNames()
 	}
+	if !s.Spawned() && m.perf != nil {
+		m.watchExit()
+	}
 	return m
 }
 
 func (m *meter) close() {
+	if m.exitDone != nil {
+		close(m.exitDone)
+	}
 	if m.perf != nil {
 		m.perf.Close()
 	}
@@ -197,6 +210,12 @@ func (m *meter) input(mode string, a, b *snapshot, complete bool) report.Input {
 		States: m.states, Wchans: m.wchans, Stopped: m.stops, OnlineCPUs: m.cpus, DelayAcct: m.delay, Notes: append([]string{}, m.notes...)}
 	if m.perf != nil && b.perf.Threads != nil {
 		in.Counters = perfevent.Window(a.perf, b.perf)
+		if !complete && mode != "run" && a.perf.Threads != nil {
+			// The target exited mid-window: /proc's numbers end at the
+			// last poll, the counters at the exit (read after it). Each is
+			// shown over its own window.
+			in.CountersSpan = m.exitTime().Sub(a.p.Time)
+		}
 	}
 	in.PerfNote = m.perfErr
 	if m.s.Py == nil {
@@ -272,9 +291,63 @@ func (m *meter) gone(a, last *snapshot) *snapshot {
 	}
 	b.ps = m.cg.ReadPressure(m.place)
 	m.readPerf(&b)
-	m.notes = append(m.notes, fmt.Sprintf("pid %d exited during the window: the report covers %.2f s, up to the last successful read (perf counters up to its exit)",
-		m.s.Pid, b.p.Time.Sub(a.p.Time).Seconds()))
+	m.goneAt = time.Now()
+	counters := ""
+	if m.perf != nil {
+		counters = fmt.Sprintf("; the perf counters count up to its exit, over their own window (%.2f s)", m.exitTime().Sub(a.p.Time).Seconds())
+	}
+	m.notes = append(m.notes, fmt.Sprintf("pid %d exited during the window: the report covers %.2f s, up to the last successful read%s",
+		m.s.Pid, b.p.Time.Sub(a.p.Time).Seconds(), counters))
 	return &b
+}
+
+// watchExit notes when an attached target exits (its pidfd becomes
+// readable), to the microsecond: the end of its perf counters' window when
+// it exits mid-window, which /proc cannot give (its files are gone by the
+// next poll).
+func (m *meter) watchExit() {
+	pfd, err := unix.PidfdOpen(m.s.Pid, 0)
+	if err != nil {
+		return // exitTime falls back to when the exit was seen
+	}
+	m.exitDone = make(chan struct{})
+	go func() {
+		defer unix.Close(pfd)
+		fds := []unix.PollFd{{Fd: int32(pfd), Events: unix.POLLIN}}
+		for {
+			select {
+			case <-m.exitDone:
+				return
+			default:
+			}
+			n, err := unix.Poll(fds, 100)
+			if n > 0 {
+				m.exitAt.Store(time.Now().UnixNano())
+				return
+			}
+			if err != nil && err != unix.EINTR {
+				return
+			}
+		}
+	}()
+}
+
+// exitTime is when the target exited: from its pidfd, else when a read
+// first failed (an upper bound, at most a poll late).
+func (m *meter) exitTime() time.Time {
+	if m.exitDone != nil {
+		// The pidfd's wake-up may trail the failed read by a moment.
+		for end := time.Now().Add(50 * time.Millisecond); m.exitAt.Load() == 0 && time.Now().Before(end); {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if ns := m.exitAt.Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	if !m.goneAt.IsZero() {
+		return m.goneAt
+	}
+	return time.Now()
 }
 
 // live emits one report per interval.

@@ -92,8 +92,9 @@
 // before its exec (the holder's: not counted, the exec included); calls
 // in progress when it attached (not
 // counted); the site of calls that were neither slow nor failing (reading a
-// Python stack per call would cost more than the call: they are counted as
-// unattributed, never guessed); arguments under the tracepoint engine
+// Python stack per call would cost more than the call: they are counted
+// apart, as neither slow nor failing, never guessed; "unattributed" is only
+// for slow or failing calls without a site); arguments under the tracepoint engine
 // (--log prints "…"); anything the bounded kernel maps dropped (counted in
 // the Account's Drops and Lost). x86_64 only (syscall numbers and names).
 // A walked stack is named once, when its hash first arrives: the hash is

@@ -78,6 +78,7 @@ func (b *bpfRun) onEvent(e tracepoint.Event) {
 		errno = tptrace.ErrnoName(unix.Errno(-e.Ret))
 	}
 	if (r.set || r.held) && b.ms == nil {
+		r.agg.AddUnnamed(name)
 		b.onSetEvent(e, name, errno)
 		return
 	}
@@ -173,6 +174,7 @@ func (b *bpfRun) onEvent(e tracepoint.Event) {
 	}
 	switch {
 	case before:
+		r.agg.AddUnnamed(name)
 	case path != nil:
 		if path.key == "" {
 			path.key = pathKey(path.frames, path.truncated)

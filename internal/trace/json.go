@@ -14,15 +14,19 @@ type SyscallJSON struct {
 	TopPaths []PathCount `json:"top_paths,omitempty"`
 	// SitesNotListed, PathsNotListed: attributed calls at the sites (on
 	// the paths) --sites cut from the lists, so that the listed calls plus
-	// these plus Unattributed are the calls.
+	// these plus Unattributed plus NotSlowOrFailing are the calls.
 	SitesNotListed uint64 `json:"sites_not_listed"`
 	PathsNotListed uint64 `json:"paths_not_listed,omitempty"`
 	// SiteOnly: with paths, attributed calls named by their innermost
 	// frame alone (no path: counted in the sites only), so that the listed
-	// paths plus PathsNotListed plus these plus Unattributed are the calls.
-	SiteOnly     uint64 `json:"site_only,omitempty"`
-	Unattributed uint64 `json:"unattributed"`
-	LateReads    uint64 `json:"late_reads,omitempty"`
+	// paths plus PathsNotListed plus these plus Unattributed plus
+	// NotSlowOrFailing are the calls.
+	SiteOnly uint64 `json:"site_only,omitempty"`
+	// Unattributed: slow or failing calls that got no site; NotSlowOrFailing:
+	// the others, named by design by nothing (no site is read for them).
+	Unattributed     uint64 `json:"unattributed"`
+	NotSlowOrFailing uint64 `json:"not_slow_or_failing"`
+	LateReads        uint64 `json:"late_reads,omitempty"`
 }
 
 // CallStats is a set of calls in numbers: a syscall's row, a process's line.
@@ -48,7 +52,7 @@ func (a *Agg) Rows(wall time.Duration, topSites int) []SyscallJSON {
 		r := SyscallJSON{
 			Name: s.Name, CallStats: callStats(s.Calls, s.Errors, s.Total, &s.Hist), Errnos: s.Errnos, TopSites: s.TopSites(topSites),
 			TopPaths:     s.TopPaths(topSites),
-			Unattributed: s.Unattributed(), LateReads: s.Late,
+			Unattributed: s.Unattributed(), NotSlowOrFailing: s.NotWanted(), LateReads: s.Late,
 		}
 		r.SitesNotListed = s.Attributed()
 		for _, x := range r.TopSites {

@@ -140,7 +140,7 @@ func WriteText(w io.Writer, r *Result, afterLog bool) error {
 		fmt.Fprintf(bw, "%6.1f %9d %8d %10s %9s %9s %9s  %-18s %s\n", r.PctWall, r.Calls, r.Errors, fmtUS(r.TotalS*1e6),
 			fmtUS(r.P50US), fmtUS(r.P99US), fmtUS(r.MaxUS), r.Name, strings.Join(errs, ", "))
 		// Every call of a row with lines is on one: listed, cut by
-		// --sites, late or unattributed.
+		// --sites, late, unattributed, or neither slow nor failing.
 		listed, cut, what := len(r.TopSites), r.SitesNotListed, "sites"
 		if len(r.TopPaths) > 0 || r.PathsNotListed > 0 {
 			// Whole paths (their leaves are the sites): the paths' calls
@@ -163,8 +163,11 @@ func WriteText(w io.Writer, r *Result, afterLog bool) error {
 		if r.LateReads > 0 {
 			fmt.Fprintf(bw, "%73s %d× [late read] (stack read after the call returned: not attributed)\n", "", r.LateReads)
 		}
-		if (listed > 0 || cut > 0 || r.LateReads > 0) && r.Unattributed > r.LateReads {
-			fmt.Fprintf(bw, "%73s %d× unattributed\n", "", r.Unattributed-r.LateReads)
+		if lines := listed > 0 || cut > 0 || r.LateReads > 0; lines && r.Unattributed > r.LateReads {
+			fmt.Fprintf(bw, "%73s %d× unattributed (slow or failing, no site found)\n", "", r.Unattributed-r.LateReads)
+		}
+		if (listed > 0 || cut > 0 || r.Unattributed > 0) && r.NotSlowOrFailing > 0 {
+			fmt.Fprintf(bw, "%73s %d× neither slow nor failing (no site read: by design)\n", "", r.NotSlowOrFailing)
 		}
 	}
 	if s.Threads > 1 && len(s.Syscalls) > 0 {

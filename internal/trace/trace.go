@@ -103,13 +103,30 @@ type Stat struct {
 	// Late counts calls whose site could only be read after the call had
 	// returned (the thread may have moved on): tried, never attributed.
 	Late uint64
+	// Wanted counts the calls that were to be named: slow or failing (a
+	// site read tried, or not possible: a held command's calls before its
+	// walk, a set's calls when nothing walks). The others, fast and
+	// successful, get no site by design and are not unattributed.
+	Wanted uint64
 }
 
 // Attributed is the number of calls with a site.
 func (s *Stat) Attributed() uint64 { return s.SiteTried - s.SiteFailed - s.Late }
 
-// Unattributed is the number of calls without a site (not read, or read and not found).
-func (s *Stat) Unattributed() uint64 { return s.Calls - s.Attributed() }
+// Unattributed is the number of calls that were to be named (slow or
+// failing) and got no site: not read, read late, or read and not found.
+func (s *Stat) Unattributed() uint64 { return sub(s.Wanted, s.Attributed()) }
+
+// NotWanted is the number of calls neither slow nor failing: no site is
+// read for them, by design (reading a stack would cost more than the call).
+func (s *Stat) NotWanted() uint64 { return sub(s.Calls, s.Wanted) }
+
+func sub(a, b uint64) uint64 {
+	if a < b {
+		return 0
+	}
+	return a - b
+}
 
 // SiteCount is one site and its calls.
 type SiteCount struct {
@@ -230,6 +247,7 @@ func (a *Agg) Add(c Call) {
 		s.Errnos[c.Errno]++
 	}
 	if c.SiteTried || c.Site != nil {
+		s.Wanted++
 		s.SiteTried++
 		if c.Site == nil {
 			s.SiteFailed++
@@ -283,6 +301,7 @@ func (a *Agg) AddKernel(k Kernel) {
 // returned: counted apart, never attributed).
 func (a *Agg) AddSite(name string, site *Site, late bool) {
 	s := a.stat(name)
+	s.Wanted++
 	s.SiteTried++
 	switch {
 	case late:
@@ -294,6 +313,11 @@ func (a *Agg) AddSite(name string, site *Site, late bool) {
 	}
 }
 
+// AddUnnamed records a slow or failing call counted with AddKernel whose
+// site could not be read at all (a held command's call before its walk was
+// on, a set's call when its stacks are not walked): unattributed.
+func (a *Agg) AddUnnamed(name string) { a.stat(name).Wanted++ }
+
 // AddPath records a call counted with AddKernel whose whole Python stack
 // was walked (frames innermost first, at least one): its leaf is the
 // call's site, the stack its path.
@@ -304,6 +328,7 @@ func (a *Agg) AddPath(name string, frames []Site, truncated bool) {
 // addPath is AddPath with the path's key already made (k: a kpath's).
 func (a *Agg) addPath(name, k string, frames []Site, truncated bool) {
 	s := a.stat(name)
+	s.Wanted++
 	s.SiteTried++
 	s.Sites[frames[0]]++
 	s.countPath(k, frames, truncated)

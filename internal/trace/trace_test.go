@@ -77,7 +77,7 @@ func TestAgg(t *testing.T) {
 	a.Add(Call{Name: "newfstatat", Dur: time.Microsecond})                  // not read
 	a.Add(Call{Name: "clock_nanosleep", Dur: 50 * time.Millisecond, Site: &Site{"nap", "app.py", 3}, SiteTried: true})
 	st := a.Get("newfstatat")
-	if st.Calls != 12 || st.Errors != 10 || st.Errnos["ENOENT"] != 10 || st.Unattributed() != 2 || st.SiteFailed != 1 {
+	if st.Calls != 12 || st.Errors != 10 || st.Errnos["ENOENT"] != 10 || st.Unattributed() != 1 || st.NotWanted() != 1 || st.SiteFailed != 1 {
 		t.Fatalf("stat: %+v", st)
 	}
 	top := st.TopSites(5)
@@ -131,7 +131,7 @@ func TestAddKernelMatchesAdd(t *testing.T) {
 	k.AddSite("read", nil, false)
 	k.AddSite("read", site, true)
 	r := k.Rows(time.Second, 3)[0]
-	if len(r.TopSites) != 1 || r.TopSites[0].Calls != 2 || r.LateReads != 1 || r.Unattributed != uint64(len(vals))-2 {
+	if len(r.TopSites) != 1 || r.TopSites[0].Calls != 2 || r.LateReads != 1 || r.Unattributed != 2 || r.NotSlowOrFailing != uint64(len(vals))-4 {
 		t.Fatalf("sites: %+v", r)
 	}
 }
