@@ -46,7 +46,8 @@ func (e *ExecedError) Unwrap() error { return ErrExeced }
 // An exec builds a new mm (at new random addresses): another mmID.
 type mmID [10]uint64
 
-// readMM reads pid's mmID (ok false when the process is gone).
+// readMM reads pid's mmID (ok false when the process is gone or has no
+// memory left).
 func readMM(path string) (mmID, bool) {
 	var id mmID
 	b, err := os.ReadFile(path)
@@ -67,7 +68,9 @@ func readMM(path string) (mmID, bool) {
 	for k, j := range idx {
 		fmt.Sscan(f[j], &id[k])
 	}
-	return id, true
+	// All zero: no mm (the process is exiting and released it, or is a
+	// zombie), not another program.
+	return id, id != mmID{}
 }
 
 // execWatch is the session's account of its target's program.
