@@ -126,7 +126,7 @@ func observing(pid int) bool {
 }
 
 // checkExeced: status 3, the exec said in one line, nothing of the new
-// program named, and the old one's work named.
+// program named, and the old one's work named (before, when not "").
 func checkExeced(t *testing.T, r execRun, before string) {
 	t.Helper()
 	t.Logf("exit %d; target: cpu %.2fs, %d writes before its exec; stderr:\n%s", r.code, r.cpu, r.writes, r.stderr)
@@ -138,14 +138,14 @@ func checkExeced(t *testing.T, r execRun, before string) {
 	}
 	var frames []string // the output but its line saying what the target became (its argv names after_exec_*)
 	for _, l := range strings.Split(r.output, "\n") {
-		if !strings.Contains(l, `"target_execed"`) {
+		if !strings.Contains(l, `"target_execed"`) && !strings.Contains(l, "exec'd (now ") {
 			frames = append(frames, l)
 		}
 	}
 	if strings.Contains(strings.Join(frames, "\n"), "after_exec") {
 		t.Errorf("a frame of the new program was named:\n%s", r.output)
 	}
-	if !strings.Contains(r.output, before) {
+	if before != "" && !strings.Contains(r.output, before) {
 		t.Errorf("%s, run before the exec, is not named:\n%s", before, r.output)
 	}
 }
@@ -213,5 +213,26 @@ func TestOffcpuPidExecs(t *testing.T) {
 	t.Logf("%.3fs off CPU in the profile", float64(us)/1e6)
 	if us > 2_000_000 {
 		t.Errorf("%.3fs off CPU: more than the target's second before its exec", float64(us)/1e6)
+	}
+}
+
+func TestMemPidExecs(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.CPUHog(t, 1)
+	// io: few allocations (each one a trap under the probes), so the
+	// target execs on time.
+	r := runExecing(t, "io", "1.0", "mem", "--engine", "probe", "-d", "8s", "--format", "text")
+	checkExeced(t, r, "")
+	if !strings.Contains(r.output, "the target exec'd (now ") {
+		t.Errorf("the report does not say the target exec'd:\n%s", r.output)
+	}
+	// The window ends at the exec (seen within 20 ms), not at -d 8s.
+	var window float64
+	if i := strings.Index(r.output, "a window of "); i >= 0 {
+		fmt.Sscanf(r.output[i:], "a window of %g s", &window)
+	}
+	t.Logf("window %.2fs", window)
+	if window <= 0 || window > 4 {
+		t.Errorf("window %.2fs: the target exec'd about 1.5 s after the probes were on, not after -d 8s", window)
 	}
 }
