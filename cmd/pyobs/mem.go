@@ -87,7 +87,7 @@ in bytes.`,
 		RunE: func(cmd *cobra.Command, args []string) error { return runMem(cmd, g, &f, args) },
 	}
 	fl := c.Flags()
-	fl.DurationVarP(&f.duration, "duration", "d", 10*time.Second, "the window (Ctrl-C ends it early and still reports)")
+	fl.DurationVarP(&f.duration, "duration", "d", 10*time.Second, "the window (Ctrl-C ends it early and still reports; with -p PID the probe engine's ends at the target's exec, reported, exit 3)")
 	fl.StringVar(&f.engine, "engine", mem.EngineAuto, "auto (tracemalloc on 3.14+, else probe), probe (allocator uprobes), tracemalloc (3.14+)")
 	fl.Uint64Var(&f.sample, "sample-bytes", mem.DefaultSampleBytes, "probe: keep one allocation per this many bytes on average (an allocation of s bytes with probability s/N; 1: every one)")
 	fl.BoolVar(&f.native, "native", false, "probe: each kept allocation's native stack too (its user stack copied at the call, unwound with the files' CFI), merged under the Python line that called into C")
@@ -139,6 +139,9 @@ func runMem(cmd *cobra.Command, g *globals, f *memFlags, args []string) error {
 	if werr != nil {
 		abort(s)
 		return werr
+	}
+	if res.Execed != "" {
+		return s.Execed() // -p PID exec'd: said, status 3
 	}
 	return finish(ctx, s)
 }

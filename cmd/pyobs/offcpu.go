@@ -123,7 +123,7 @@ keeps that wait under its own root. Price: one greenlet scan (a GC walk,
 		RunE: func(cmd *cobra.Command, args []string) error { return runOffcpu(cmd, g, &f, args) },
 	}
 	fl := c.Flags()
-	fl.DurationVarP(&f.duration, "duration", "d", 0, "how long to watch (default: until Ctrl-C or the target exits)")
+	fl.DurationVarP(&f.duration, "duration", "d", 0, "how long to watch (default: until Ctrl-C or the target exits; -p PID: or execs, exit 3)")
 	fl.DurationVar(&f.minBlock, "min-block", 0, "leave waits shorter than this out of the profile (still in the totals)")
 	fl.BoolVar(&f.wall, "wall", false, "also fold on-CPU time per thread under [on-CPU]")
 	fl.BoolVar(&f.threads, "threads", false, "root each stack at its thread (name and TID)")

@@ -47,7 +47,7 @@ func newRecord(g *globals) *cobra.Command {
 	}
 	fl := c.Flags()
 	fl.IntVarP(&f.freq, "freq", "F", 99, "samples per second (of CPU time per thread in cpu mode; of wall time otherwise)")
-	fl.DurationVarP(&f.duration, "duration", "d", 0, "how long to record (0, the default: until Ctrl-C or the target exits)")
+	fl.DurationVarP(&f.duration, "duration", "d", 0, "how long to record (0, the default: until Ctrl-C or the target exits; -p PID: or execs, exit 3)")
 	fl.StringVar(&f.mode, "mode", "cpu", "cpu, wall or gil")
 	fl.BoolVar(&f.threads, "threads", false, "root each stack at its thread (name and TID)")
 	fl.BoolVar(&f.native, "native", false, "include native (C) frames, unwound from a copy of each sample's user stack, merged with the Python frames")
@@ -136,7 +136,10 @@ func runRecord(cmd *cobra.Command, g *globals, f *recordFlags, args []string) er
 	if live {
 		fmt.Fprint(os.Stderr, "\r\x1b[K")
 	}
-	if err != nil {
+	// -p PID exec'd: the profile of what ran before the exec is written,
+	// then the exec is said (exit status 3).
+	execed := session.IsExeced(err)
+	if err != nil && !execed {
 		abort(s)                                        // a held command that never ran is let go unrun
 		return record.WallHint(execFailed(err), f.mode) // perf refused: --mode wall needs no perf events
 	}
@@ -175,6 +178,9 @@ func runRecord(cmd *cobra.Command, g *globals, f *recordFlags, args []string) er
 	}
 	if green != nil {
 		fmt.Fprintln(os.Stderr, record.GreenletFooter(prof, green))
+	}
+	if execed {
+		return err
 	}
 	return finish(ctx, s)
 }

@@ -103,7 +103,7 @@ listed calls fail with ENOSYS.`,
 		RunE: func(cmd *cobra.Command, args []string) error { return runTrace(cmd, g, &f, args) },
 	}
 	fl := c.Flags()
-	fl.DurationVarP(&f.duration, "duration", "d", 0, "how long to trace (0: until Ctrl-C, or the spawned command's end)")
+	fl.DurationVarP(&f.duration, "duration", "d", 0, "how long to trace (0: until Ctrl-C, or the spawned command's end; -p PID, tracepoint engine: it ends at the target's exec, exit 3)")
 	fl.StringVar(&f.engine, "engine", "auto", "auto, tracepoint (eBPF) or ptrace")
 	fl.StringVarP(&f.events, "expr", "e", "", "only these syscalls, comma-separated (e.g. openat,newfstatat)")
 	fl.DurationVar(&f.slow, "slow", time.Millisecond, "read the Python site of calls at least this slow (and of failing calls); with --log, log only these")
@@ -197,6 +197,9 @@ func runTrace(cmd *cobra.Command, g *globals, f *traceFlags, args []string) erro
 	}
 	if res.Account.DetachError != nil {
 		return fmt.Errorf("trace: %w (the kernel detaches the rest when pyobs exits)", res.Account.DetachError)
+	}
+	if res.Account.Execed != nil {
+		return res.Account.Execed // -p PID exec'd: said, status 3
 	}
 	if a := res.Account; a.Spawned {
 		// The window is over, not CMD's life: it runs to its end (SIGINT,

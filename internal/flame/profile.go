@@ -120,6 +120,12 @@ type Meta struct {
 	// gone when pyobs read it (freed since the sample): each such frame
 	// is [code object unreadable], the rest of the stack named.
 	PartlyNamed uint64 `json:"partly_named,omitempty"`
+	// Execed (-p PID): the target exec'd a new program and the recording
+	// ended there (what it became); LostToExec: samples not named because
+	// their code objects were not read before the exec, or taken after
+	// it ([lost to the exec]).
+	Execed     string `json:"execed,omitempty"`
+	LostToExec uint64 `json:"lost_to_exec,omitempty"`
 	// NamesByAge (bpf): why the code objects of this recording could only
 	// be re-checked by age (kwalk.Symbolizer: no code-object generation
 	// to tell a freed and reused address by); empty when they could.

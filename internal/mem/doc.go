@@ -96,4 +96,11 @@
 // counted only through its own tracemalloc hooks); native stacks; frames
 // beyond the limit (the outermost are cut). Needs a thread that comes back
 // to the eval loop (see remoteexec).
+//
+// -p PID exec'ing (probe engine): the window ends within 20 ms of the
+// exec (session.Execed); the RSS/PSS end is the last reading before it,
+// stacks are named through session.GuardCode (none from the new program),
+// and the result says what the target became (exit status 3). The
+// allocations counted between the exec and that look are the new
+// program's if it is the same binary.
 package mem

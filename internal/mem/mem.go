@@ -148,6 +148,9 @@ type Result struct {
 	Memory           Memory  `json:"memory"`
 	Cost             Cost    `json:"cost"`
 	Interrupted      bool    `json:"interrupted,omitempty"` // Ctrl-C ended the window early
+	// Execed (-p PID, probe engine): the target exec'd this program and
+	// the window ended at the exec (seen within 20 ms).
+	Execed string `json:"target_execed,omitempty"`
 	// Curve: traced bytes (tracemalloc, in the target) and RSS/PSS (procfs)
 	// over the window, on one time axis from the first snapshot.
 	Curve []CurvePoint `json:"curve"`
@@ -433,4 +436,13 @@ func trunc(b []byte) string {
 		return string(b[:200]) + "…"
 	}
 	return string(b)
+}
+
+// execedAs is err's *session.ExecedError, nil when it is none.
+func execedAs(err error) *session.ExecedError {
+	var xe *session.ExecedError
+	if errors.As(err, &xe) {
+		return xe
+	}
+	return nil
 }

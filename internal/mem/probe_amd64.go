@@ -50,6 +50,7 @@ func probeRun(ctx context.Context, s *session.Session, opt Options) (*Result, er
 	// objects are alive then), with the thread map refreshed now and then;
 	// one goroutine owns s.Py for the window.
 	sym := kwalk.NewSymbolizer(s.Py, kl)
+	sym.P = s.GuardCode(sym.P) // -p PID: no name read from a program it exec'd
 	stacks := map[uint64][]Frame{}
 	done := make(chan struct{})
 	readerDone := make(chan struct{})
@@ -117,7 +118,7 @@ func probeRun(ctx context.Context, s *session.Session, opt Options) (*Result, er
 		if c, err := p.ReadCounters(); err == nil {
 			traced = append(traced, [2]float64{now, float64(int64(c[probebpf.CLiveEst]))})
 		}
-		if sm, err := smaps(s); err == nil {
+		if sm, err := smaps(s); err == nil && s.Execed() == nil { // after an exec: the new program's
 			rss = append(rss, rssPoint{mono: now, rss: sm.Rss, pss: sm.Pss})
 		}
 	}
@@ -125,12 +126,24 @@ func probeRun(ctx context.Context, s *session.Session, opt Options) (*Result, er
 	// attached and again as it ends, not around the load (a second or more)
 	// or the drain, when a growing target grows uncounted.
 	rssStart, smErr := smaps(s)
+	if smErr == nil && s.Execed() != nil {
+		smErr = fmt.Errorf("pid %d exec'd before the window began: no reading of its program", s.Pid)
+	}
 	sample()
 	t := time.NewTimer(opt.Duration)
 	tick := time.NewTicker(curvePeriod(opt.Duration))
+	// -p PID: an exec ends the window (the probes would count the new
+	// program's allocations, if it is the same binary).
+	execTick := time.NewTicker(20 * time.Millisecond)
+	defer execTick.Stop()
 wait:
 	for {
 		select {
+		case <-execTick.C:
+			if s.Execed() != nil {
+				t.Stop()
+				break wait
+			}
 		case <-tick.C:
 			sample()
 		case <-t.C:
@@ -144,6 +157,15 @@ wait:
 	tick.Stop()
 	end := monotonic()
 	rssEnd, smErr2 := smaps(s)
+	if xe := execedAs(s.Execed()); xe != nil {
+		// The old program's memory ends with its last reading before the
+		// exec; what the new one holds is not its.
+		res.Execed = xe.Now()
+		if len(rss) > 0 {
+			last := rss[len(rss)-1]
+			rssEnd.Rss, rssEnd.Pss, smErr2 = last.rss, last.pss, nil
+		}
+	}
 	if err := p.Stop(uint64(end * 1e9)); err != nil {
 		close(done)
 		<-readerDone

@@ -232,6 +232,8 @@ func loadConfig(s *session.Session, opt Options, walk any, gilLo, gilHi uint64) 
 		so := s.Options()
 		cfg.Tgid, cfg.Set = 0, &so
 	}
+	// -p PID alone: its exec ends the window in the kernel.
+	cfg.EndAtExec = !s.Spawned() && !s.Set.Many()
 	return cfg
 }
 
@@ -322,6 +324,9 @@ func (e *bpfEngine) run(ctx context.Context, walked bool, kl *pyframes.KernelLay
 				every = sweepChurn
 			}
 		}
+		if tr.ExecAt() != 0 {
+			break // -p PID exec'd: the kernel ended the window there
+		}
 		if time.Since(lastCheck) > 200*time.Millisecond {
 			lastCheck = time.Now()
 			if !s.Alive() {
@@ -331,6 +336,9 @@ func (e *bpfEngine) run(ctx context.Context, walked bool, kl *pyframes.KernelLay
 	}
 	e.lookNames() // the last names, if the target still runs
 	end := clock.MonoNow()
+	if x := tr.ExecAt(); x != 0 && x < end {
+		end = x // what was in progress at the exec ends there
+	}
 	e.schedRun(func(th *bthr, v int64) { th.run1, th.haveRun1 = v, true })
 	if serr := tr.Stop(end); err == nil {
 		err = serr
@@ -361,6 +369,9 @@ func (e *bpfEngine) run(ctx context.Context, walked bool, kl *pyframes.KernelLay
 	}
 	e.account()
 	e.res.Profile = e.prof
+	if err == nil {
+		err = e.execed()
+	}
 	return &e.res, err
 }
 

@@ -207,4 +207,10 @@
 // short waits other than preemption. The eBPF engine keys threads by the
 // kernel's (init namespace) tgid: pyobs must see the target's pid as the
 // kernel does (no pid namespace between them).
+//
+// -p PID exec'ing (bpf engine): offcpu_exec sets exec_ns at the target's
+// exec, which ends the window in the kernel there; the loop sees it at its
+// next look and the window's end is the exec. The perf engine ends at the
+// look that sees the layout changed (session.Execed, every 5 ms at most).
+// Either way the result says what the target became (exit status 3).
 package offcpu

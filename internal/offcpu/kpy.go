@@ -11,6 +11,7 @@ import (
 	"github.com/pyobs/pyobs/internal/kwalk"
 	"github.com/pyobs/pyobs/internal/offcpu/schedbpf"
 	"github.com/pyobs/pyobs/internal/pyframes"
+	"github.com/pyobs/pyobs/internal/session"
 )
 
 // kpy turns the kernel's Python stacks (by hash) into profile frames.
@@ -49,7 +50,7 @@ func (e *bpfEngine) openKernelWalk(kl *pyframes.KernelLayout) error {
 	if err != nil {
 		return fmt.Errorf("pid %d: %w", e.s.Pid, err)
 	}
-	e.kp = &kpy{ring: r, sym: kwalk.NewSymbolizer(e.s.Py, kl), stack: map[uint64][]int{}, acct: KernelWalk{On: true}}
+	e.kp = &kpy{ring: r, sym: guarded(e.s, kwalk.NewSymbolizer(e.s.Py, kl)), stack: map[uint64][]int{}, acct: KernelWalk{On: true}}
 	if e.set != nil {
 		e.set.ms.Walk = kl != nil // members of the target's build are walked with their own addresses
 	}
@@ -134,4 +135,10 @@ func (e *bpfEngine) closeKernelWalk(c [schedbpf.NCounters]uint64) {
 	a.Walked, a.Truncated, a.Faulted, a.Invalid = c[schedbpf.CPyWalked], c[schedbpf.CPyTrunc], c[schedbpf.CPyFault], c[schedbpf.CPyInvalid]
 	a.NoThread, a.NoFrame, a.Distinct, a.RingLost = c[schedbpf.CPyNoPy], c[schedbpf.CPyEmpty], c[schedbpf.CPyNew], c[schedbpf.CPyLost]
 	e.kp.ring.Close()
+}
+
+// guarded: no name read from a program -p PID exec'd (session.GuardCode).
+func guarded(s *session.Session, sym *kwalk.Symbolizer) *kwalk.Symbolizer {
+	sym.P = s.GuardCode(sym.P)
+	return sym
 }

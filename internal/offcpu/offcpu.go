@@ -108,6 +108,9 @@ type Result struct {
 	// member and the counts.
 	Processes     []ProcessAccount `json:"processes,omitempty"`
 	ProcessCounts *SetCounts       `json:"process_counts,omitempty"`
+	// Execed (-p PID): the target exec'd this program and the window
+	// ended at its exec.
+	Execed string `json:"target_execed,omitempty"`
 	// Fallback is why auto runs the perf engine: "eBPF engine unavailable
 	// (REASON; GATE): using the perf engine"; "" when it was not tried or
 	// loaded.
@@ -232,7 +235,21 @@ func runPerf(ctx context.Context, s *session.Session, opt Options) (*Result, err
 	m.StackReads = e.res.Looks
 	m.ObserverCPUS = e.res.ObserverCPUS
 	e.res.Profile = e.prof
+	if err == nil {
+		err = e.execed()
+	}
 	return &e.res, err
+}
+
+// execed is the target's exec (session.ExecedError) when it exec'd during
+// the window, noted in the result; nil otherwise.
+func (e *engine) execed() error {
+	err := e.s.Execed()
+	var xe *session.ExecedError
+	if errors.As(err, &xe) {
+		e.res.Execed = xe.Now()
+	}
+	return err
 }
 
 func (e *engine) addThreads() error {
@@ -518,7 +535,7 @@ func ended(ctx context.Context, deadline <-chan time.Time, s *session.Session) b
 		default:
 		}
 	}
-	return false
+	return s.ExecedWithin(5*time.Millisecond) != nil // -p PID exec'd: another program from there
 }
 
 // nap sleeps one drain period in a plain nanosleep on this locked thread:

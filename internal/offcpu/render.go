@@ -191,6 +191,9 @@ func engineWords(r *Result) string {
 // Footer is the run's one-line account for stderr (where: the output's
 // name).
 func Footer(r *Result, where string) string {
+	if r.Execed != "" {
+		where += fmt.Sprintf("; the target exec'd (now %s): the window ended at the exec, nothing of the new program counted or named", r.Execed)
+	}
 	rate := 0.0
 	if r.WindowS > 0 {
 		rate = float64(r.Switches) / r.WindowS

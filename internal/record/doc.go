@@ -126,4 +126,13 @@
 // are read. perf: what happens between the
 // kernel's sample and the stack read (torn reads are detected and counted,
 // not guessed).
+//
+// -p PID exec'ing (session.Execed): the recording ends at the first look
+// that sees the target's memory layout changed (/proc/PID/stat; record's
+// loops check every look, at most 200 ms). Its code objects are read
+// through session.GuardCode, which trusts a read only when the layout is
+// the same after it: samples of that look not named from the old program
+// (taken after the exec, or whose code was not read before it) are
+// [lost to the exec], counted (meta.lost_to_exec); the profile is written
+// and the run's error says what the target became (exit status 3).
 package record

@@ -49,6 +49,9 @@ func Footer(p *flame.Profile, out string) string {
 	if m.UnobservedS > 0 {
 		unobs = fmt.Sprintf("; the command's first %.2fs (its start-up, the sampler's loading) ran before the recording began", m.UnobservedS)
 	}
+	if m.Execed != "" {
+		unobs += fmt.Sprintf("; the target exec'd (%s): the recording ended there, %d samples not named from the program sampled ([lost to the exec])", m.Execed, m.LostToExec)
+	}
 	return fmt.Sprintf("pyobs record: %s mode%s, %d samples in %.1fs (%s)%s%s; lost %d, torn %d, failed %d, throttled %d%s%s; observer CPU %.2fs%s; pyobs stopped the target 0s; wrote %s",
 		m.Mode, engineNote(m), m.Samples, m.DurationS, rate, unobs, stoppedNote(m), m.Lost, m.Torn, m.Failed, m.Throttled, lag, nat, m.ObserverCPUS, obs, where)
 }

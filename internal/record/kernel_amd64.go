@@ -195,6 +195,7 @@ func (r *Recorder) openKernel() (*kernelRec, error) {
 		return nil, err
 	}
 	k.sym = kwalk.NewSymbolizer(r.s.Py, kl)
+	k.sym.P = r.s.GuardCode(k.sym.P) // -p PID: no name read from a program it exec'd
 	k.w.Known = func(id uint64) bool { _, ok := k.defs[id]; return ok }
 	if k.w.Set != nil {
 		k.set = newSetRec(k, r, kl)
@@ -324,6 +325,9 @@ func (r *Recorder) runKernel(ctx context.Context, deadline <-chan time.Time, k *
 		if err = read(until); err != nil {
 			break
 		}
+		if r.sawExec() {
+			break // the final drain names what it can from before the exec
+		}
 		if err = drain(false); err != nil {
 			break
 		}
@@ -399,6 +403,12 @@ func (r *Recorder) foldNative(k *kernelRec, c kwalk.Count, ns nativeSample, link
 func (r *Recorder) kernelSample(k *kernelRec, s *kwalk.Sample, n uint64, def *kdef) {
 	w := int64(n)
 	sym, ids := k.sym, k.ids
+	if r.execed != nil && k.set == nil && (s.Flags&(kwalk.FlagFault|kwalk.FlagInvalid|kwalk.FlagNoPython|kwalk.FlagEmpty) != 0 || len(s.Frames) == 0) {
+		// Seen after the exec: a walk that found nothing usable may be of
+		// the new program (the old one's addresses read in its memory).
+		r.lostToExec(s.Tid, w)
+		return
+	}
 	if k.set != nil {
 		// Rooted at its process; read through that process's own reader.
 		p, m := k.set.proc(s.Tgid)
@@ -466,6 +476,12 @@ func (r *Recorder) kernelSample(k *kernelRec, s *kwalk.Sample, n uint64, def *kd
 	for i := len(s.Frames) - 1; i >= 0; i-- {
 		f := s.Frames[i]
 		cs, err := sym.Code(f.Code, s.CodeGen)
+		if session.IsExeced(err) {
+			r.execed = err
+			r.ids = fids[:py]
+			r.lostToExec(s.Tid, w)
+			return
+		}
 		if err != nil && k.gone(r, s.Tgid) {
 			r.failed += n
 			r.ids = fids[:py]

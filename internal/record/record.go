@@ -130,6 +130,37 @@ type Recorder struct {
 	green *greenAttr // with Greenlets
 
 	held *heldStart // a command held before its exec (session.Spec.Hold)
+
+	execed   error     // -p PID exec'd: the recording ends, this is its error
+	execLost uint64    // samples not named from the program sampled ([lost to the exec])
+	execAt   time.Time // sawExec's last look
+}
+
+// sawExec reports whether the target exec'd (session.Execed): the
+// recording ends there, and what it had not named yet is lost to the exec.
+func (r *Recorder) sawExec() bool {
+	if r.execed == nil {
+		r.execed = r.s.Execed()
+		r.execAt = time.Now()
+	}
+	return r.execed != nil
+}
+
+// sawExecSoon is sawExec at most every 5 ms (a read of /proc/PID/stat):
+// for the loops that wake at each sample.
+func (r *Recorder) sawExecSoon() bool {
+	if r.execed == nil && time.Since(r.execAt) < 5*time.Millisecond {
+		return false
+	}
+	return r.sawExec()
+}
+
+// lostToExec folds weight samples of tid that cannot be named from the
+// program they sampled: taken after its exec, or of code objects read
+// too late.
+func (r *Recorder) lostToExec(tid int, weight int64) {
+	r.execLost += uint64(weight)
+	r.marker(tid, "[lost to the exec]", weight)
 }
 
 // Run records until opt.Duration passes, ctx is cancelled (Ctrl-C) or the
@@ -278,6 +309,11 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*flame.Profile, 
 	}
 	r.prof.Meta.Stopped = metaStopped(r.stops.End())
 	r.finish()
+	if err == nil && r.sawExec() {
+		// What was read before the exec is the profile; the error says
+		// what the target became (exit status 3).
+		err = r.execed
+	}
 	return r.prof, err
 }
 
@@ -297,7 +333,7 @@ func (r *Recorder) stopped(ctx context.Context, deadline <-chan time.Time) bool 
 		default:
 		}
 	}
-	return false
+	return r.sawExecSoon()
 }
 
 func (r *Recorder) runCPU(ctx context.Context, deadline <-chan time.Time) error {
@@ -429,8 +465,13 @@ func (r *Recorder) readPending() {
 			r.nat.slab, r.nat.sps = r.nat.slab[:0], r.nat.sps[:0]
 		}
 	}()
+	execed := r.sawExec()
 	for tid, p := range r.pending {
 		delete(r.pending, tid)
+		if execed {
+			r.lostToExec(tid, p.count+p.stale+int64(len(p.natives)))
+			continue
+		}
 		lag := now - p.newest
 		if r.nat != nil {
 			if lag > 0 && lag <= r.maxLag {
@@ -746,6 +787,13 @@ func (r *Recorder) finish() {
 	m.DurationS = end.Seconds()
 	m.Samples, m.Lost, m.Torn, m.Failed, m.Throttled, m.Late, m.Moved = r.samples, r.lost, r.torn, r.failed, r.throt, r.late, r.moved
 	m.StackReads = r.reads
+	if r.execed != nil {
+		var xe *session.ExecedError
+		if errors.As(r.execed, &xe) {
+			m.Execed = xe.Now()
+		}
+		m.LostToExec = r.execLost
+	}
 	if r.lagN > 0 {
 		m.ReadLagUS = float64(r.lagSum) / float64(r.lagN) / 1e3
 	}

@@ -10,6 +10,12 @@
 // (eBPF programs filtering by pid) opens it with Spec.Hold: the command is
 // held before its exec, its pid known, until the engine calls Release
 // (hold_linux.go; main calls HoldMain first thing).
+//
+// A -p PID target that execs is another program from there: Execed tells
+// it (its memory layout in /proc/PID/stat changed since its interpreter
+// was read), GuardCode keeps names of the new program out of a walker's
+// symbolizer, and the engines end their run with the *ExecedError (exit
+// status 3). Sets and spawned commands follow execs through procset.
 package session
 
 import (
@@ -61,6 +67,8 @@ type Session struct {
 	hold        *hold // Spec.Hold: the command waits for Release
 	started     time.Time
 	heldFor     time.Duration // Spec.Hold: from the holder's start to the release
+
+	exec execWatch // -p PID: its program when its interpreter was read (Execed)
 }
 
 // Attach checks pid and finds its interpreter.
@@ -93,6 +101,7 @@ func (s *Session) check() error {
 }
 
 func (s *Session) openPython() error {
+	s.watchExec()
 	maps, err := pyframes.ReadMaps(s.Pid)
 	if err != nil {
 		return s.explain("read "+s.FS.Path(s.Pid, "maps"), err)

@@ -103,4 +103,10 @@
 // addresses were reused by other code with the same offsets keeps its
 // first name (dynamically compiled code only; code objects of functions
 // defined in modules live as long as their module).
+//
+// -p PID exec'ing (tracepoint engine): the programs stop counting the
+// target's calls at its exec in the kernel (end_at_exec: procset_exec
+// counted the exec); the loop sees it within 20 ms (session.Execed), ends
+// the trace, and the result says what the target became (exit status 3).
+// Stacks are named through session.GuardCode: none from the new program.
 package trace

@@ -300,6 +300,11 @@ func runTracepoint(ctx context.Context, run *sites, tp *tracepoint.Tracer, opt O
 			gone = true
 			break
 		}
+		if !run.set && !run.held {
+			if a.Execed = s.Execed(); a.Execed != nil {
+				break // its new program's calls are not the target's
+			}
+		}
 		if b.ms != nil {
 			b.ms.tick()
 			continue
@@ -319,7 +324,7 @@ func runTracepoint(ctx context.Context, run *sites, tp *tracepoint.Tracer, opt O
 		}
 	}
 	var blocked []BlockedCall
-	if !gone && !counting && b.ms == nil {
+	if !gone && a.Execed == nil && !counting && b.ms == nil {
 		blocked, a.InProgress = b.inProgress(opt.Slow)
 	}
 	if en, ex, enr, exr, err := tp.RunStats(); err == nil {

@@ -58,6 +58,7 @@ type kstacks struct {
 
 func newKstacks(s *session.Session, kl *pyframes.KernelLayout, ring *bpfload.Ring) *kstacks {
 	sym := kwalk.NewSymbolizer(s.Py, kl)
+	sym.P = s.GuardCode(sym.P) // -p PID: no name read from a program it exec'd
 	return &kstacks{pid: s.Pid, ring: ring, symFor: func(int) (*kwalk.Symbolizer, string) { return sym, "" }, paths: map[uint64]*kpath{}}
 }
 

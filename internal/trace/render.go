@@ -3,12 +3,14 @@ package trace
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
 	"strings"
 
 	"github.com/pyobs/pyobs/internal/procfs"
+	"github.com/pyobs/pyobs/internal/session"
 )
 
 // Slowdown classes, as the JSON's slowdown_class says them.
@@ -60,6 +62,7 @@ type summary struct {
 	InProgress      int           `json:"in_progress_at_end,omitempty"`
 	Blocked         []BlockedCall `json:"in_progress,omitempty"`
 	TargetExited    bool          `json:"target_exited"`
+	TargetExeced    string        `json:"target_execed,omitempty"`
 	Restarted       uint64        `json:"restarted_calls"`
 	ExitCode        *int          `json:"exit_code,omitempty"`
 	PythonWalk      *StackWalk    `json:"python_walk,omitempty"`
@@ -83,6 +86,9 @@ func (r *Result) summary() *summary {
 		InProgress: a.InProgress, Blocked: r.Blocked, TargetExited: a.TargetExited, Restarted: a.Restarted,
 		PythonWalk: a.Walk, BPF: a.BPF, Syscalls: r.Syscalls,
 		AttachS: a.Attach.Seconds(), Processes: r.Processes, ProcessAccount: a.Procs, Stopped: a.StoppedBy,
+	}
+	if xe := execedAs(a.Execed); xe != nil {
+		s.TargetExeced = xe.Now()
 	}
 	if a.Set && s.Processes == nil {
 		s.Processes = []ProcessJSON{}
@@ -270,6 +276,9 @@ func (r *Result) Footer(where string) string {
 		if a.TargetExited {
 			end = "target exited"
 		}
+		if xe := execedAs(a.Execed); xe != nil {
+			end = fmt.Sprintf("the target exec'd (now %s): the trace ended there, its counts up to the moment the exec was seen (polled every 20 ms), no site named from the new program", xe.Now())
+		}
 		d := a.Drops
 		found, py := "found by walking the interpreter's thread list", ""
 		if w := a.Walk; w != nil && w.On {
@@ -307,4 +316,12 @@ func (r *Result) Footer(where string) string {
 	}
 	return fmt.Sprintf("pyobs trace: engine ptrace%s; %d events, lost 0; %d threads, %d signals passed through, %d interrupted calls restarted by the kernel (not counted); whole Python stacks read at the exit stop for %d calls (%d found none; slow ≥ %s or failing); observer CPU %.2fs%s; pyobs stopped the target %.3fs (its own ptrace stops, summed over threads); %s; %s; wrote %s",
 		note, a.Calls, a.Threads, a.Signals, a.Restarted, a.SiteReads, a.SiteReadsFailed, slow, a.ObserverCPU.Seconds(), obs, a.Stopped.Seconds(), a.Slowdown, end, where)
+}
+
+func execedAs(err error) *session.ExecedError {
+	var xe *session.ExecedError
+	if errors.As(err, &xe) {
+		return xe
+	}
+	return nil
 }

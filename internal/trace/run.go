@@ -103,9 +103,12 @@ type Account struct {
 	SiteReadsLate   uint64 // read after the call returned: never attributed
 	InProgress      int    // calls in progress at the end (not counted)
 	TargetExited    bool
-	Spawned         bool
-	ExitCode        int   // the spawned target's status when it exited while traced
-	DetachError     error // first error while letting the target go
+	// Execed (-p PID, tracepoint engine): the target exec'd a new program
+	// and the trace ended there (a *session.ExecedError).
+	Execed      error
+	Spawned     bool
+	ExitCode    int   // the spawned target's status when it exited while traced
+	DetachError error // first error while letting the target go
 	// StillAttached (ptrace with a seccomp filter): the trace's window is
 	// over but the spawned command runs on with the tracer attached,
 	// counting nothing (detaching would make its filtered calls fail);
@@ -262,6 +265,8 @@ func choose(r *sites, opt Options, acct *Account) (*tracepoint.Tracer, error) {
 	// interpreter starts), and a wake-up per failing call cost the
 	// program ~3 µs of it (BENCHMARKS.md).
 	cfg := tracepoint.Config{Pid: r.pid, Slow: opt.Slow, Threads: map[int]uint64{}, Batched: true}
+	// -p PID alone: its calls after an exec are another program's.
+	cfg.EndAtExec = r.sess != nil && !r.sess.Spawned() && !r.set && !r.held
 	walkWhy := "--kernel-walk=false"
 	if r.set || r.held {
 		// The walk takes one layout, the target's (a held command's read

@@ -263,6 +263,20 @@ volatile u64 out_seq = 0;
 // it are ignored, so the maps it reads then are of one instant (a detached
 // program may still run for a moment).
 volatile u64 stop_ns = 0;
+// end_pid: the one process observed with -p PID. Its exec (offcpu_exec)
+// sets exec_ns, which ends the window there as stop_ns does: the program
+// it becomes is not the one observed.
+const volatile u32 end_pid = 0;
+volatile u64 exec_ns = 0;
+
+// window_end: the end of the window (0: open), stop_ns or the exec.
+static __always_inline u64 window_end(void)
+{
+	u64 stop = stop_ns, ex = exec_ns;
+	if (ex && (!stop || ex < stop))
+		return ex;
+	return stop;
+}
 
 static __always_inline void count(u32 slot, u64 n)
 {
@@ -539,7 +553,7 @@ static __always_inline int on_switch(u64 *ctx)
 	u32 prev_state = (u32)ctx[3];
 	u64 now = bpf_ktime_get_ns();
 	u64 pt = bpf_get_current_pid_tgid();
-	u64 stop = stop_ns;
+	u64 stop = window_end();
 	if (!armed || (stop && now >= stop))
 		return 0;
 	count(C_SWITCHES, 1);
@@ -573,7 +587,7 @@ static __always_inline int on_waking(u64 *ctx)
 	if (!observed((u32)tgid))
 		return 0;
 	u64 now = bpf_ktime_get_ns();
-	u64 stop = stop_ns;
+	u64 stop = window_end();
 	if (stop && now >= stop)
 		return 0;
 	bpf_probe_read_kernel(&pid, sizeof(pid), &p->pid);
@@ -603,6 +617,11 @@ int waking_raw(u64 *ctx) { return on_waking(ctx); }
 SEC("raw_tp/sched_process_exec")
 int offcpu_exec(u64 *ctx)
 {
+	if (end_pid && (u32)(bpf_get_current_pid_tgid() >> 32) == end_pid) {
+		if (!exec_ns)
+			exec_ns = bpf_ktime_get_ns();
+		return 0;
+	}
 	if (!held_pid || armed)
 		return 0;
 	if ((u32)(bpf_get_current_pid_tgid() >> 32) != held_pid)

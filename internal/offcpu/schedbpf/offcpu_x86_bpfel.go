@@ -236,6 +236,8 @@ const (
 	offcpuVarArmed           = "armed"
 	offcpuVarAttachNs        = "attach_ns"
 	offcpuVarCfg             = "cfg"
+	offcpuVarEndPid          = "end_pid"
+	offcpuVarExecNs          = "exec_ns"
 	offcpuVarGilHi           = "gil_hi"
 	offcpuVarGilLo           = "gil_lo"
 	offcpuVarHeldPid         = "held_pid"
@@ -336,6 +338,8 @@ type offcpuVariableSpecs struct {
 	Armed         *ebpf.VariableSpec `ebpf:"armed"`
 	AttachNs      *ebpf.VariableSpec `ebpf:"attach_ns"`
 	Cfg           *ebpf.VariableSpec `ebpf:"cfg"`
+	EndPid        *ebpf.VariableSpec `ebpf:"end_pid"`
+	ExecNs        *ebpf.VariableSpec `ebpf:"exec_ns"`
 	GilHi         *ebpf.VariableSpec `ebpf:"gil_hi"`
 	GilLo         *ebpf.VariableSpec `ebpf:"gil_lo"`
 	HeldPid       *ebpf.VariableSpec `ebpf:"held_pid"`
@@ -424,6 +428,8 @@ type offcpuVariables struct {
 	Armed         *ebpf.Variable `ebpf:"armed"`
 	AttachNs      *ebpf.Variable `ebpf:"attach_ns"`
 	Cfg           *ebpf.Variable `ebpf:"cfg"`
+	EndPid        *ebpf.Variable `ebpf:"end_pid"`
+	ExecNs        *ebpf.Variable `ebpf:"exec_ns"`
 	GilHi         *ebpf.Variable `ebpf:"gil_hi"`
 	GilLo         *ebpf.Variable `ebpf:"gil_lo"`
 	HeldPid       *ebpf.Variable `ebpf:"held_pid"`

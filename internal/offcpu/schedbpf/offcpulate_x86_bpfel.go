@@ -249,6 +249,8 @@ const (
 	offcpulateVarArmed           = "armed"
 	offcpulateVarAttachNs        = "attach_ns"
 	offcpulateVarCfg             = "cfg"
+	offcpulateVarEndPid          = "end_pid"
+	offcpulateVarExecNs          = "exec_ns"
 	offcpulateVarGilHi           = "gil_hi"
 	offcpulateVarGilLo           = "gil_lo"
 	offcpulateVarHeldPid         = "held_pid"
@@ -350,6 +352,8 @@ type offcpulateVariableSpecs struct {
 	Armed         *ebpf.VariableSpec `ebpf:"armed"`
 	AttachNs      *ebpf.VariableSpec `ebpf:"attach_ns"`
 	Cfg           *ebpf.VariableSpec `ebpf:"cfg"`
+	EndPid        *ebpf.VariableSpec `ebpf:"end_pid"`
+	ExecNs        *ebpf.VariableSpec `ebpf:"exec_ns"`
 	GilHi         *ebpf.VariableSpec `ebpf:"gil_hi"`
 	GilLo         *ebpf.VariableSpec `ebpf:"gil_lo"`
 	HeldPid       *ebpf.VariableSpec `ebpf:"held_pid"`
@@ -439,6 +443,8 @@ type offcpulateVariables struct {
 	Armed         *ebpf.Variable `ebpf:"armed"`
 	AttachNs      *ebpf.Variable `ebpf:"attach_ns"`
 	Cfg           *ebpf.Variable `ebpf:"cfg"`
+	EndPid        *ebpf.Variable `ebpf:"end_pid"`
+	ExecNs        *ebpf.Variable `ebpf:"exec_ns"`
 	GilHi         *ebpf.Variable `ebpf:"gil_hi"`
 	GilLo         *ebpf.Variable `ebpf:"gil_lo"`
 	HeldPid       *ebpf.Variable `ebpf:"held_pid"`

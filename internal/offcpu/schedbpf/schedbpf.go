@@ -100,6 +100,9 @@ type Config struct {
 	// that process execs (its holder's threads and wait are not the
 	// target's); Attached then says when.
 	HeldPid uint32
+	// EndAtExec: Tgid's exec ends the window in the kernel (-p PID: the
+	// program it becomes is not the one observed).
+	EndAtExec bool
 	// Set, when not nil, observes a set of processes (procset.h: seeds,
 	// forks of members, a cgroup's) instead of Tgid alone (Tgid must be
 	// 0); Tracer.Set keeps its account.
@@ -132,6 +135,7 @@ type Tracer struct {
 	attachNS *ebpf.Variable
 	outSeq   *ebpf.Variable
 	stopNS   *ebpf.Variable
+	execNS   *ebpf.Variable // EndAtExec: when the target exec'd (0: not yet)
 	cfg      *ebpf.Variable // the walk's configuration (pywalk.h struct config)
 	late     *ebpf.Variable // Late with Walk: the process's addresses (pywalk.h struct late_addrs)
 	gilLo    *ebpf.Variable
@@ -241,6 +245,11 @@ func load(cfg Config, progName string, regs bool, attachNS func() int64) (*Trace
 		bpfload.Var{Spec: s.MinBlockNs, Value: cfg.MinBlockNS}, bpfload.Var{Spec: s.ReuseNs, Value: cfg.ReuseNS}); err != nil {
 		return nil, err
 	}
+	if cfg.EndAtExec && cfg.Tgid != 0 {
+		if err := bpfload.SetVars(bpfload.Var{Spec: s.EndPid, Value: cfg.Tgid}); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.MapEntries > 0 {
 		for _, m := range []*ebpf.MapSpec{s.Starts, s.Waits, s.Threads, s.Pyids, s.Wakes, s.Offwake} {
 			m.MaxEntries = cfg.MapEntries
@@ -302,9 +311,9 @@ func load(cfg Config, progName string, regs bool, attachNS func() int64) (*Trace
 	}
 	t := &Tracer{Regs: regs, Starts: o.Starts, Waits: o.Waits, Threads: o.Threads, Pyids: o.Pyids,
 		Kstacks: o.Kstacks, Counters: o.Counters, Tstates: o.Tstates, Pystacks: o.Pystacks,
-		PyAddrs: o.Pyaddrs, others: closers{o.CodesOk, o.Pyseen, o.Scratch, o.Win, o.Procs, o.ProcsetEvents, o.ProcsetCounters}, prog: o.Switch, wprog: o.Waking, attachNS: o.AttachNs, outSeq: o.OutSeq, stopNS: o.StopNs,
+		PyAddrs: o.Pyaddrs, others: closers{o.CodesOk, o.Pyseen, o.Scratch, o.Win, o.Procs, o.ProcsetEvents, o.ProcsetCounters}, prog: o.Switch, wprog: o.Waking, attachNS: o.AttachNs, outSeq: o.OutSeq, stopNS: o.StopNs, execNS: o.ExecNs,
 		cfg: o.Cfg, late: lv.Late, gilLo: o.GilLo, gilHi: o.GilHi, armed: o.Armed}
-	if cfg.HeldPid != 0 {
+	if cfg.HeldPid != 0 || (cfg.EndAtExec && cfg.Tgid != 0) {
 		t.eprog = o.Exec
 	} else {
 		o.Exec.Close()
@@ -321,12 +330,14 @@ func load(cfg Config, progName string, regs bool, attachNS func() int64) (*Trace
 	}
 
 	if t.eprog != nil {
-		// Before the switch program: it records nothing until the exec.
+		// Before the switch program: held, it records nothing until the
+		// exec; EndAtExec, nothing after it.
 		if t.elnk, _, err = bpfload.Attach(t.eprog, "sched_process_exec"); err != nil {
 			t.Close()
 			return nil, err
 		}
-	} else {
+	}
+	if cfg.HeldPid == 0 {
 		if err := t.attachNS.Set(uint64(attachNS())); err != nil {
 			t.Close()
 			return nil, fmt.Errorf("set attach_ns: %w", err)
@@ -408,6 +419,16 @@ func (t *Tracer) Stop(ns int64) error {
 		return fmt.Errorf("set stop_ns: %w", err)
 	}
 	return nil
+}
+
+// ExecAt is when (CLOCK_MONOTONIC ns) the target exec'd with EndAtExec,
+// which ended the window there; 0 while it has not.
+func (t *Tracer) ExecAt() int64 {
+	var n uint64
+	if t.execNS == nil || t.execNS.Get(&n) != nil {
+		return 0
+	}
+	return int64(n)
 }
 
 // Detach stops the program; the maps stay readable.

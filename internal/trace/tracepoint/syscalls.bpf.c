@@ -39,6 +39,9 @@
 volatile const u32 per_pid = 0;
 volatile const u32 held_tgid = 0;
 u32 held_done = 0; // held_tgid has exec'd (set by sys_enter once seen)
+// end_at_exec: one process observed (-p PID): once it exec'd (procset_exec
+// counted it), its calls are another program's and are not counted.
+volatile const u32 end_at_exec = 0;
 volatile const u64 slow_ns = 0;
 volatile const u32 use_filter = 0;
 // With the walk, wake the reader only for an event it should act on at
@@ -259,6 +262,11 @@ static __always_inline int observed(u32 tgid)
 		if (!m || !m->execs)
 			return 0;
 		held_done = 1;
+	}
+	if (end_at_exec) {
+		struct procset_member *m = bpf_map_lookup_elem(&procs, &tgid);
+		if (m && m->execs)
+			return 0;
 	}
 	return 1;
 }

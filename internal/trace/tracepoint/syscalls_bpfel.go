@@ -197,6 +197,7 @@ const (
 	syscallsProgSysEnter            = "sys_enter"
 	syscallsProgSysExit             = "sys_exit"
 	syscallsVarCfg                  = "cfg"
+	syscallsVarEndAtExec            = "end_at_exec"
 	syscallsVarEventType            = "event_type"
 	syscallsVarEventsWake           = "events_wake"
 	syscallsVarHeldDone             = "held_done"
@@ -301,6 +302,7 @@ type syscallsMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type syscallsVariableSpecs struct {
 	Cfg                  *ebpf.VariableSpec `ebpf:"cfg"`
+	EndAtExec            *ebpf.VariableSpec `ebpf:"end_at_exec"`
 	EventType            *ebpf.VariableSpec `ebpf:"event_type"`
 	EventsWake           *ebpf.VariableSpec `ebpf:"events_wake"`
 	HeldDone             *ebpf.VariableSpec `ebpf:"held_done"`
@@ -397,6 +399,7 @@ func (m *syscallsMaps) Close() error {
 // It can be passed to loadSyscallsObjects or ebpf.CollectionSpec.LoadAndAssign.
 type syscallsVariables struct {
 	Cfg                  *ebpf.Variable `ebpf:"cfg"`
+	EndAtExec            *ebpf.Variable `ebpf:"end_at_exec"`
 	EventType            *ebpf.Variable `ebpf:"event_type"`
 	EventsWake           *ebpf.Variable `ebpf:"events_wake"`
 	HeldDone             *ebpf.Variable `ebpf:"held_done"`

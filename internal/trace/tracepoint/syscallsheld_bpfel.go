@@ -179,6 +179,7 @@ const (
 	syscallsheldProgSysEnter            = "sys_enter"
 	syscallsheldProgSysExit             = "sys_exit"
 	syscallsheldVarCfg                  = "cfg"
+	syscallsheldVarEndAtExec            = "end_at_exec"
 	syscallsheldVarEventType            = "event_type"
 	syscallsheldVarEventsWake           = "events_wake"
 	syscallsheldVarHeldDone             = "held_done"
@@ -283,6 +284,7 @@ type syscallsheldMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type syscallsheldVariableSpecs struct {
 	Cfg                  *ebpf.VariableSpec `ebpf:"cfg"`
+	EndAtExec            *ebpf.VariableSpec `ebpf:"end_at_exec"`
 	EventType            *ebpf.VariableSpec `ebpf:"event_type"`
 	EventsWake           *ebpf.VariableSpec `ebpf:"events_wake"`
 	HeldDone             *ebpf.VariableSpec `ebpf:"held_done"`
@@ -379,6 +381,7 @@ func (m *syscallsheldMaps) Close() error {
 // It can be passed to loadSyscallsheldObjects or ebpf.CollectionSpec.LoadAndAssign.
 type syscallsheldVariables struct {
 	Cfg                  *ebpf.Variable `ebpf:"cfg"`
+	EndAtExec            *ebpf.Variable `ebpf:"end_at_exec"`
 	EventType            *ebpf.Variable `ebpf:"event_type"`
 	EventsWake           *ebpf.Variable `ebpf:"events_wake"`
 	HeldDone             *ebpf.Variable `ebpf:"held_done"`

@@ -192,6 +192,7 @@ const (
 	syscallslateProgSysEnter            = "sys_enter"
 	syscallslateProgSysExit             = "sys_exit"
 	syscallslateVarCfg                  = "cfg"
+	syscallslateVarEndAtExec            = "end_at_exec"
 	syscallslateVarEventType            = "event_type"
 	syscallslateVarEventsWake           = "events_wake"
 	syscallslateVarHeldDone             = "held_done"
@@ -297,6 +298,7 @@ type syscallslateMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type syscallslateVariableSpecs struct {
 	Cfg                  *ebpf.VariableSpec `ebpf:"cfg"`
+	EndAtExec            *ebpf.VariableSpec `ebpf:"end_at_exec"`
 	EventType            *ebpf.VariableSpec `ebpf:"event_type"`
 	EventsWake           *ebpf.VariableSpec `ebpf:"events_wake"`
 	HeldDone             *ebpf.VariableSpec `ebpf:"held_done"`
@@ -394,6 +396,7 @@ func (m *syscallslateMaps) Close() error {
 // It can be passed to loadSyscallslateObjects or ebpf.CollectionSpec.LoadAndAssign.
 type syscallslateVariables struct {
 	Cfg                  *ebpf.Variable `ebpf:"cfg"`
+	EndAtExec            *ebpf.Variable `ebpf:"end_at_exec"`
 	EventType            *ebpf.Variable `ebpf:"event_type"`
 	EventsWake           *ebpf.Variable `ebpf:"events_wake"`
 	HeldDone             *ebpf.Variable `ebpf:"held_done"`

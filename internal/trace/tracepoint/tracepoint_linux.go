@@ -67,10 +67,13 @@ type Config struct {
 	PerPid bool
 	// Held: Pid is held before its exec (session.Spec.Hold): its calls
 	// count from the exec on.
-	Held   bool
-	Slow   time.Duration // events for calls at least this slow (failing calls always)
-	Filter map[int]bool  // nil: every syscall
-	Py     *PyOffsets    // nil: no frame capture
+	Held bool
+	// EndAtExec: Pid's calls stop counting at its exec, in the kernel
+	// (-p PID: the program it becomes is not the one traced).
+	EndAtExec bool
+	Slow      time.Duration // events for calls at least this slow (failing calls always)
+	Filter    map[int]bool  // nil: every syscall
+	Py        *PyOffsets    // nil: no frame capture
 	// Walk, when not nil, is the whole-stack walker's configuration
 	// (pywalk.h's struct config, from kwalk.ProgramConfig): the programs
 	// walk the Python stack of each slow or failing call and Py is unused.
@@ -175,6 +178,9 @@ func Open(cfg Config) (*Tracer, error) {
 	}
 	if cfg.Held {
 		vars = append(vars, bpfload.Var{Spec: s.HeldTgid, Value: uint32(cfg.Pid)})
+	}
+	if cfg.EndAtExec {
+		vars = append(vars, bpfload.Var{Spec: s.EndAtExec, Value: uint32(1)})
 	}
 	if cfg.Filter != nil {
 		vars = append(vars, bpfload.Var{Spec: s.UseFilter, Value: uint32(1)})
