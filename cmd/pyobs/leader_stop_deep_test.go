@@ -198,6 +198,9 @@ func deepTarget(t *testing.T, depth int, mode string) (*testutil.Target, int, in
 	if _, err := fmt.Sscan(targetLine(t, tg), &n, &line); err != nil {
 		t.Fatal(err)
 	}
+	if mode == "spin" {
+		time.Sleep(200 * time.Millisecond) // out of its print, into the loop
+	}
 	return tg, n, line
 }
 
@@ -269,4 +272,44 @@ func TestDumpDeepTruncated(t *testing.T) {
 		t.Fatalf("pid %d did not stop itself", tg.Pid)
 	}
 	check("depth 6000 stopped, --lock", runDumpJSON(t, "-p", fmt.Sprint(tg.Pid), "--lock"), n, line)
+}
+
+// TestRecordDeepTruncated: on the perf engine (stacks read from user
+// space), a stack deeper than the walker goes is folded as its innermost
+// frames under [truncated stack], not dropped as unreadable. Truth: the
+// target's own frame count and the line it spins on.
+func TestRecordDeepTruncated(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.CPUHog(t, 1)
+	tg, n, line := deepTarget(t, 6000, "spin")
+	if n <= pyframes.MaxDepth {
+		t.Fatalf("the target has %d frames: not deeper than %d", n, pyframes.MaxDepth)
+	}
+	out := filepath.Join(t.TempDir(), "deep.folded")
+	r := testutil.Run(t, time.Minute, "record", "--engine", "perf", "-p", fmt.Sprint(tg.Pid), "-d", "1s", "--format", "folded", "-o", out)
+	if r.Code != 0 {
+		t.Fatalf("exit %d: %s", r.Code, r.Stderr)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	bottom := fmt.Sprintf("bottom (%s:%d)", filepath.Join(testutil.Repo(), "testdata", "targets", "deep_stop.py"), line)
+	deep := 0
+	for _, l := range lines {
+		stack := l[:max(strings.LastIndex(l, " "), 0)] // the count follows the last space
+		fr := strings.Split(stack, ";")
+		if len(fr) == 1 && (fr[0] == "[late read]" || fr[0] == "[torn read]") {
+			continue // a read the sampler itself set aside (a busy machine): not a stack
+		}
+		deep++
+		if fr[0] != "[truncated stack]" || len(fr)-1 != pyframes.MaxDepth || fr[len(fr)-1] != bottom {
+			t.Errorf("folded stack: root %q, %d frames, leaf %q: want [truncated stack], %d frames, %q",
+				fr[0], len(fr)-1, fr[len(fr)-1], pyframes.MaxDepth, bottom)
+		}
+	}
+	if deep == 0 {
+		t.Errorf("no stack folded:\n%s", b)
+	}
 }
