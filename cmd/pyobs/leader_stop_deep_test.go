@@ -179,6 +179,13 @@ func TestLeaderExited(t *testing.T) {
 		}
 	})
 
+	t.Run("trace ptrace", func(t *testing.T) {
+		r := testutil.Run(t, time.Minute, "trace", "--engine", "ptrace", "-p", pid, "-d", "1s")
+		if r.Code != 0 || !strings.Contains(r.Stdout, "worker_loop") {
+			t.Errorf("exit %d, no worker_loop call site:\n%s\n%s", r.Code, r.Stdout, r.Stderr)
+		}
+	})
+
 	t.Run("dump -p thread", func(t *testing.T) {
 		r := testutil.Run(t, time.Minute, "dump", "-p", fmt.Sprint(worker))
 		want := fmt.Sprintf("give -p %d", tg.Pid)
