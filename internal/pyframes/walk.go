@@ -45,8 +45,9 @@ type Thread struct {
 	Snapshot bool
 	Retries  int
 	Err      error
-	// Truncated: the stack goes deeper than MaxDepth frames; Frames holds
-	// its innermost MaxDepth (Consistent still says whether it changed).
+	// Truncated: the walk stopped after MaxDepth frames (C-stack shims
+	// counted) with more below; Frames holds the innermost ones read
+	// (Consistent still says whether the stack changed).
 	Truncated bool
 }
 
@@ -82,9 +83,9 @@ type Options struct {
 var ErrTorn = errors.New("stack changed while it was read")
 
 // ErrTruncated: the stack is deeper than MaxDepth frames. Its innermost
-// MaxDepth frames were read, and are returned with it: a stack cut short,
+// frames were read, and are returned with it: a stack cut short,
 // not one that changed (Thread.Truncated; the thread's Err stays nil).
-var ErrTruncated = fmt.Errorf("stack deeper than %d frames: only its innermost %d read", MaxDepth, MaxDepth)
+var ErrTruncated = fmt.Errorf("stack deeper than %d frames: only its innermost ones read", MaxDepth)
 
 // ErrNoInterpreter: the runtime lists no interpreter, as before
 // Py_Initialize and after Py_Finalize.
