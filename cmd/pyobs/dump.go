@@ -36,7 +36,9 @@ func newDump(g *globals) *cobra.Command {
 Price: introspection. By default the target is not stopped: each stack is read
 while the thread runs, validated, and re-read if it changed underneath
 (reported per thread as consistent or not). --lock stops all threads with
-PTRACE_SEIZE+INTERRUPT for a frozen snapshot and resumes them at once.
+PTRACE_SEIZE+INTERRUPT for a frozen snapshot and resumes them at once (a
+process already stopped by SIGSTOP/SIGTSTP is read and left stopped). A
+stack deeper than 4096 frames shows its innermost 4096, marked truncated.
 [holds GIL] marks the thread that held the GIL from before the stacks and
 the threads' states were read to after; when it changed hands meanwhile,
 nobody is marked and the header says so.

@@ -153,7 +153,7 @@ func exitCode(err error) int {
 		return ee.Code
 	case errors.As(err, &xe):
 		return xe.Code()
-	case errors.As(err, &ue):
+	case errors.As(err, &ue), errors.As(err, new(*session.ThreadError)):
 		return exitUsage
 	case errors.As(err, &ge):
 		return exitPermission

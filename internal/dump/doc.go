@@ -7,7 +7,10 @@
 // internal/pyframes), validated and re-read when it changed underneath, and
 // reported as consistent or not. With Lock the threads are stopped
 // (PTRACE_SEIZE + INTERRUPT) for the read and resumed at once; the stopped
-// time is reported. With Native each stopped thread's registers and stack
+// time is reported. A process already stopped by job control (SIGSTOP,
+// SIGTSTP) is read as it stands and left stopped (ReadInfo.AlreadyStopped).
+// A stack deeper than pyobs walks (pyframes.MaxDepth) is its innermost
+// frames, marked truncated, not a torn read. With Native each stopped thread's registers and stack
 // copy are unwound (internal/unwind) and glued to its Python frames
 // (internal/mixed).
 //

@@ -39,6 +39,9 @@ type ReadInfo struct {
 	TornRetries uint64  `json:"torn_retries"`
 	Restops     int     `json:"restops,omitempty"` // stopped again: a thread was mid-transition
 	Torn        int     `json:"threads_inconsistent"`
+	// AlreadyStopped: with ptrace-stopped, the target was in a job-control
+	// stop (SIGSTOP, SIGTSTP…) before the read, and was left stopped.
+	AlreadyStopped bool `json:"already_stopped,omitempty"`
 	// GIL: how the GIL's holder read (see gilVerdict): "held" (one
 	// thread held it from before the stacks and states were read to after;
 	// it is marked), "free" (free at both readings; nobody marked),
@@ -49,16 +52,20 @@ type ReadInfo struct {
 
 // ThreadDump is one thread.
 type ThreadDump struct {
-	Tid        int           `json:"tid"`
-	ThreadID   uint64        `json:"thread_id"`
-	Name       string        `json:"name"`
-	HoldsGIL   bool          `json:"holds_gil"`
-	State      string        `json:"state"`
-	Interp     int64         `json:"interpreter"`
-	Consistent bool          `json:"consistent"`
-	Error      string        `json:"error,omitempty"`
-	Frames     []FrameDump   `json:"frames"`
-	Native     *ThreadNative `json:"native,omitempty"`
+	Tid        int    `json:"tid"`
+	ThreadID   uint64 `json:"thread_id"`
+	Name       string `json:"name"`
+	HoldsGIL   bool   `json:"holds_gil"`
+	State      string `json:"state"`
+	Interp     int64  `json:"interpreter"`
+	Consistent bool   `json:"consistent"`
+	// Truncated: the stack is deeper than pyobs walks (pyframes.MaxDepth):
+	// Frames holds its innermost frames only. Consistent still says
+	// whether it changed while read.
+	Truncated bool          `json:"truncated,omitempty"`
+	Error     string        `json:"error,omitempty"`
+	Frames    []FrameDump   `json:"frames"`
+	Native    *ThreadNative `json:"native,omitempty"`
 }
 
 // FrameDump is one frame, innermost first.
@@ -155,6 +162,7 @@ func Run(_ context.Context, s *session.Session, opt Options) (*Dump, error) {
 			if ferr != nil {
 				return nil, ferr
 			}
+			d.Read.AlreadyStopped = f.JobStopped
 			if nat != nil {
 				nat.capture(f)
 			}
@@ -226,7 +234,7 @@ func Run(_ context.Context, s *session.Session, opt Options) (*Dump, error) {
 	d.Threads = make([]ThreadDump, 0, len(threads))
 	for _, t := range threads {
 		td := ThreadDump{ThreadID: t.ThreadID, Name: t.Name, Interp: t.Interp,
-			Consistent: t.Consistent, Tid: s.HostTid(t.NativeID, t.ThreadID, tids, ns), Frames: make([]FrameDump, 0, len(t.Frames))}
+			Consistent: t.Consistent, Truncated: t.Truncated, Tid: s.HostTid(t.NativeID, t.ThreadID, tids, ns), Frames: make([]FrameDump, 0, len(t.Frames))}
 		// With the threads stopped, a state read after the thaw (a thread
 		// born since the states were read) lies outside the readings.
 		_, stateBetween := states[td.Tid]

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/pyobs/pyobs/internal/pyframes"
 )
 
 // WriteText prints a dump as the text report: a header with the read's
@@ -20,6 +22,9 @@ func WriteText(w io.Writer, d *Dump) error {
 
 // readHow says how a dump was read, for its header.
 func readHow(r ReadInfo) string {
+	if r.Method == "ptrace-stopped" && r.AlreadyStopped {
+		return "read while the target was already stopped (job control; left stopped)"
+	}
 	if r.Method == "ptrace-stopped" {
 		return fmt.Sprintf("read with the target stopped for %.0f µs", r.StoppedUS)
 	}
@@ -62,6 +67,9 @@ func writeThreads(w io.Writer, d *Dump) {
 			fmt.Fprintf(w, "  (inconsistent read: %s)\n", t.Error)
 		}
 		writeNativeThreadNote(w, t.Native)
+		if t.Truncated {
+			fmt.Fprintf(w, "  (truncated: a stack deeper than %d frames; its %d innermost read, the outer ones not)\n", pyframes.MaxDepth, pythonFrames(t.Frames))
+		}
 		if len(t.Frames) == 0 {
 			fmt.Fprintln(w, "  (no Python frames)")
 			continue
@@ -292,4 +300,16 @@ func writeNativeFrame(w io.Writer, f FrameDump) {
 		where = fmt.Sprintf("%s+0x%x", filepath.Base(f.File), f.Offset)
 	}
 	fmt.Fprintf(w, "  (native) %s  %s\n", f.Function, where)
+}
+
+// pythonFrames counts the Python frames of a thread's frames (native
+// ones glued in by --native excluded).
+func pythonFrames(fs []FrameDump) int {
+	n := 0
+	for _, f := range fs {
+		if f.Kind != KindNative && f.Kind != KindMarker {
+			n++
+		}
+	}
+	return n
 }

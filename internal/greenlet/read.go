@@ -7,9 +7,9 @@ import (
 	"fmt"
 
 	"path/filepath"
-	"strconv"
 	"strings"
 
+	"github.com/pyobs/pyobs/internal/procfs"
 	"github.com/pyobs/pyobs/internal/pyframes"
 )
 
@@ -40,7 +40,7 @@ func FindModule(pid int, maps []pyframes.Mapping) (*Module, error) {
 	if path == "" {
 		return nil, ErrNotImported
 	}
-	f, err := elf.Open(filepath.Join("/proc", strconv.Itoa(pid), "root", path))
+	f, err := elf.Open(procfs.Default().RootPath(pid, path))
 	if err != nil {
 		return nil, fmt.Errorf("pid %d: can't open %s: %w", pid, path, err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/pyobs/pyobs/internal/kwalk"
 	"github.com/pyobs/pyobs/internal/mem/probebpf"
+	"github.com/pyobs/pyobs/internal/procfs"
 	"github.com/pyobs/pyobs/internal/pyframes"
 	"github.com/pyobs/pyobs/internal/session"
 )
@@ -28,7 +29,7 @@ func probeRun(ctx context.Context, s *session.Session, opt Options) (*Result, er
 		tls = nil // threads are then found through the map filled below
 	}
 	bin := s.Py.Info.Binary
-	path := fmt.Sprintf("/proc/%d/root%s", s.Pid, bin)
+	path := s.FS.RootPath(s.Pid, bin) // through a live thread if the main one exited
 	sb := opt.SampleBytes
 	if sb == 0 {
 		sb = DefaultSampleBytes
@@ -236,7 +237,7 @@ func libc(pid int) string {
 	for _, m := range maps {
 		b := filepath.Base(m.Path)
 		if m.Exec() && (b == "libc.so.6" || strings.HasPrefix(b, "libc-")) {
-			return fmt.Sprintf("/proc/%d/root%s", pid, m.Path)
+			return procfs.Default().RootPath(pid, m.Path)
 		}
 	}
 	return ""

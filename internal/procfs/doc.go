@@ -14,6 +14,11 @@
 // Every reader hangs off an FS rooted at a mount point, so tests run on the
 // fixture tree in testdata/procfs; errors name the pid, tid and path.
 //
+// A process whose main thread exited while others run on has a zombie
+// leader: Process reports a live thread's state, and the files reached
+// through the leader's memory or filesystem (maps, mem, root, map_files,
+// exe, cwd, cmdline) are read through a live thread (leader.go).
+//
 // Price: free — a few file reads, nothing is stopped or traced
 // (kallsyms: ~0.1 s of CPU once per process).
 // Cannot see: where in the program time goes (no stacks); states are a

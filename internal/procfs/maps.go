@@ -89,9 +89,20 @@ func parseMapsLine(line string) (Mapping, error) {
 	return m, nil
 }
 
-// Maps reads /proc/PID/maps.
+// Maps reads /proc/PID/maps (through a live thread when the main thread
+// has exited: the leader's own is empty).
 func (f FS) Maps(pid int) ([]Mapping, error) {
-	path := f.pidPath(pid, "maps")
+	maps, err := f.maps(pid, pid)
+	if err == nil && len(maps) == 0 {
+		if tid, ok := f.LiveTask(pid); ok && tid != pid {
+			return f.maps(pid, tid)
+		}
+	}
+	return maps, err
+}
+
+func (f FS) maps(pid, via int) ([]Mapping, error) {
+	path := f.pidPath(via, "maps")
 	fh, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("can't read %s: %w", path, err)

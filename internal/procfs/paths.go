@@ -33,10 +33,11 @@ func (f FS) SelfExe() string { return f.SelfPath("exe") }
 // ExePath is /proc/PID/exe: the process's executable (a link to read or a
 // file to open; it can be the dynamic loader when a program was started
 // through it).
-func (f FS) ExePath(pid int) string { return f.pidPath(pid, "exe") }
+func (f FS) ExePath(pid int) string { return f.pidPath(f.via(pid), "exe") }
 
-// CwdPath is /proc/PID/cwd.
-func (f FS) CwdPath(pid int) string { return f.pidPath(pid, "cwd") }
+// CwdPath is /proc/PID/cwd (exe and cwd go through a live thread when the
+// main thread has exited: its own links are gone).
+func (f FS) CwdPath(pid int) string { return f.pidPath(f.via(pid), "cwd") }
 
 // Exe reads the exe link.
 func (f FS) Exe(pid int) (string, error) { return f.readlink(pid, f.ExePath(pid)) }
@@ -53,23 +54,33 @@ func (f FS) readlink(pid int, path string) (string, error) {
 }
 
 // RootPath is p as the process sees it: under /proc/PID/root, so through
-// its root directory and mount namespace (a container's files).
+// its root directory and mount namespace (a container's files); through a
+// live thread when the main thread has exited (its root is gone).
 func (f FS) RootPath(pid int, p string) string {
-	return f.pidPath(pid, "root") + filepath.Clean("/"+p)
+	return f.pidPath(f.via(pid), "root") + filepath.Clean("/"+p)
+}
+
+// via is the id under which pid's memory and files are reached (LiveTask;
+// pid itself when none is alive, for the error to name it).
+func (f FS) via(pid int) int {
+	if tid, ok := f.LiveTask(pid); ok {
+		return tid
+	}
+	return pid
 }
 
 // MapFilePath is /proc/PID/map_files/START-END: the very file a mapping
 // maps, right even when its path was replaced, deleted or lies in another
 // mount namespace (needs CAP_SYS_ADMIN, or CAP_CHECKPOINT_RESTORE).
 func (f FS) MapFilePath(pid int, start, end uint64) string {
-	return f.pidPath(pid, "map_files", fmt.Sprintf("%x-%x", start, end))
+	return f.pidPath(f.via(pid), "map_files", fmt.Sprintf("%x-%x", start, end))
 }
 
 // OpenMem opens /proc/PID/mem for reading (ReadAt at a target address):
 // the fallback where process_vm_readv is refused, and the way to read
 // what process_vm_readv cannot (the [vvar]/[vdso] pages).
 func (f FS) OpenMem(pid int) (*os.File, error) {
-	path := f.pidPath(pid, "mem")
+	path := f.pidPath(f.via(pid), "mem")
 	fh, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("pid %d: can't open %s: %w", pid, path, err)

@@ -79,6 +79,11 @@ func (f FS) Descendants(pid int) ([]int, error) {
 // thread or a zombie).
 func (f FS) Cmdline(pid int) ([]string, error) {
 	b, err := os.ReadFile(f.pidPath(pid, "cmdline"))
+	if err == nil && len(b) == 0 {
+		if tid, ok := f.LiveTask(pid); ok && tid != pid { // the main thread exited
+			b, err = os.ReadFile(f.pidPath(tid, "cmdline"))
+		}
+	}
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
 			return nil, fmt.Errorf("pid %d: %w", pid, ErrNoProcess)

@@ -101,8 +101,27 @@ func (f FS) Sample(pid int, opt SampleOptions) (*Sample, error) {
 	s.CUTimeTicks, s.CSTimeTicks = uint64(max(st.CUTime, 0)), uint64(max(st.CSTime, 0))
 	s.MinFlt, s.MajFlt = uint64(st.MinFlt), uint64(st.MajFlt)
 	s.StartTicks = st.Starttime
-	if s.State == "Z" || s.State == "X" {
-		return s, fmt.Errorf("pid %d is a zombie: %w", pid, ErrNoProcess)
+	via := pid
+	if deadState(s.State) {
+		// Its main thread exited: alive while another thread is, and read
+		// through that one (the leader's status, io, fd are empty or refused;
+		// the stat above counts the whole process still).
+		tid, ok := f.liveThread(pid)
+		if !ok {
+			return s, fmt.Errorf("pid %d is a zombie: %w", pid, ErrNoProcess)
+		}
+		t, err := f.fs.Thread(pid, tid)
+		if err != nil {
+			return s, fmt.Errorf("pid %d is a zombie: %w", pid, ErrNoProcess)
+		}
+		tst, err := t.Stat()
+		if err != nil || deadState(tst.State) {
+			return s, fmt.Errorf("pid %d is a zombie: %w", pid, ErrNoProcess)
+		}
+		s.State, via = tst.State, tid
+		if p, err = f.fs.Proc(tid); err != nil {
+			return s, fmt.Errorf("pid %d: %w", pid, ErrNoProcess)
+		}
 	}
 	miss := func(what string, err error) {
 		s.Missing = append(s.Missing, fmt.Sprintf("%s: %s", what, shortErr(err)))
@@ -116,7 +135,7 @@ func (f FS) Sample(pid int, opt SampleOptions) (*Sample, error) {
 		miss("status", err)
 	}
 	if opt.Smaps {
-		path := filepath.Join(f.root, strconv.Itoa(pid), "smaps_rollup")
+		path := filepath.Join(f.root, strconv.Itoa(via), "smaps_rollup")
 		if fh, err := os.Open(path); err == nil {
 			sm, perr := ParseSmapsRollup(fh)
 			fh.Close()
@@ -140,7 +159,7 @@ func (f FS) Sample(pid int, opt SampleOptions) (*Sample, error) {
 	} else {
 		miss("fd", err)
 	}
-	if soft, hard, err := f.nofile(pid); err == nil {
+	if soft, hard, err := f.nofile(via); err == nil {
 		s.FDSoft, s.FDHard = soft, hard
 	} else {
 		miss("limits", err)

@@ -40,7 +40,7 @@ var ErrNoProcess = errors.New("no such process")
 type Process struct {
 	Pid     int
 	Comm    string
-	State   string // one letter: R S D Z T t X I
+	State   string // one letter: R S D Z T t X I (a live thread's when the main thread exited)
 	Kernel  bool   // a kernel thread: no user memory, nothing to read
 	Threads int
 }
@@ -61,7 +61,17 @@ func (f FS) Process(pid int) (Process, error) {
 		}
 		return Process{}, fmt.Errorf("can't read /proc/%d/stat: %w", pid, err)
 	}
-	return Process{Pid: pid, Comm: st.Comm, State: st.State, Kernel: st.Flags&PFKthread != 0, Threads: st.NumThreads}, nil
+	pr := Process{Pid: pid, Comm: st.Comm, State: st.State, Kernel: st.Flags&PFKthread != 0, Threads: st.NumThreads}
+	if deadState(pr.State) {
+		// A zombie leader with live threads is a live process: its state
+		// is a live thread's (leader.go).
+		if tid, ok := f.liveThread(pid); ok {
+			if ts, err := f.TaskStat(pid, tid); err == nil && !deadState(ts.State) {
+				pr.State = ts.State
+			}
+		}
+	}
+	return pr, nil
 }
 
 // Tasks lists the TIDs of pid, sorted.

@@ -323,13 +323,13 @@ func (s *Set) Member(pid int) (Member, bool) {
 }
 
 // Gone reports whether pid has exited: its exit event came, or /proc has
-// it gone or a zombie (nothing left to read).
+// it gone or a zombie with no live thread (nothing left to read).
 func (s *Set) Gone(pid int) bool {
 	if m, ok := s.Member(pid); ok && m.Exited {
 		return true
 	}
-	st, err := s.fs.Stat(pid)
-	return err != nil || st.State == "Z" || st.State == "X"
+	_, alive := s.fs.LiveTask(pid) // a zombie leader with live threads is alive
+	return !alive
 }
 
 // Members lists every process that was a member, seeds first, then in the

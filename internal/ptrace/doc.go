@@ -7,6 +7,10 @@
 // All ptrace requests for a tracee must come from the OS thread that seized
 // it, so a Freezer owns one locked goroutine.
 //
+// A process already in a job-control stop (SIGSTOP, SIGTSTP) is seized in
+// its group stop, which counts as stopped (Frozen.JobStopped); detaching
+// leaves it stopped, as the kernel re-arms the group stop: never continued.
+//
 // Cannot see: anything by itself; it only gives other engines a moment in
 // which the target's memory is still.
 package ptrace

@@ -23,6 +23,10 @@ type Frozen struct {
 	thawed  bool
 	// Held is how long the target was stopped, set by Thaw.
 	Held time.Duration
+	// JobStopped: every thread was in a job-control stop (SIGSTOP,
+	// SIGTSTP…) when seized. Thaw then leaves the process stopped, as
+	// it was found.
+	JobStopped bool
 }
 
 // Freeze seizes and interrupts each tid of pid. Threads that vanish while
@@ -118,6 +122,7 @@ func (f *Frozen) stopAll(tids []int) error {
 	// and may never stop.
 	pending := append([]int(nil), f.Tids...)
 	stopped := make([]int, 0, len(pending))
+	jobStopped := 0
 	deadline := time.Now().Add(stopTimeout)
 	for len(pending) > 0 {
 		progress := false
@@ -132,6 +137,13 @@ func (f *Frozen) stopAll(tids []int) error {
 			switch {
 			case err != nil, ws.Exited(), ws.Signaled():
 				// ECHILD or dead: the thread is gone.
+			case ws.Stopped() && int(uint32(ws)>>16) == unix.PTRACE_EVENT_STOP && ws.StopSignal() != unix.SIGTRAP:
+				// A group-stop: the process was stopped by job control
+				// (SIGSTOP, SIGTSTP…) before or while we seized it. It is
+				// frozen as surely as by our interrupt; detaching leaves it
+				// stopped (the kernel re-arms the group stop), never continued.
+				stopped = append(stopped, tid)
+				jobStopped++
 			case ws.Stopped() && (ws.StopSignal() != unix.SIGTRAP || ws.TrapCause() != unix.PTRACE_EVENT_STOP):
 				// A real signal arrived first: let it through and wait for our stop.
 				sig := ws.StopSignal()
@@ -157,6 +169,7 @@ func (f *Frozen) stopAll(tids []int) error {
 		}
 	}
 	f.Tids = stopped
+	f.JobStopped = len(stopped) > 0 && jobStopped == len(stopped)
 	return nil
 }
 

@@ -12,8 +12,13 @@ import (
 // ProcessMemory reads another process with process_vm_readv, falling back to
 // /proc/PID/mem when the syscall is refused (e.g. seccomp in a container)
 // but the file is readable.
+//
+// A process whose main thread has exited (while others run on) is read
+// through one of its live threads: process_vm_readv of the leader's id
+// fails with ESRCH then (procfs/leader.go).
 type ProcessMemory struct {
 	Pid int
+	via int // the thread the reads go through (0: Pid)
 
 	once    sync.Once
 	memFile *os.File
@@ -32,7 +37,10 @@ func (m *ProcessMemory) Read(addr uint64, p []byte) error {
 	if !m.useFile {
 		local := []unix.Iovec{{Base: &p[0], Len: uint64(len(p))}}
 		remote := []unix.RemoteIovec{{Base: uintptr(addr), Len: len(p)}}
-		n, err := unix.ProcessVMReadv(m.Pid, local, remote, 0)
+		n, err := unix.ProcessVMReadv(m.tid(), local, remote, 0)
+		if errors.Is(err, unix.ESRCH) && m.reroute() {
+			n, err = unix.ProcessVMReadv(m.tid(), local, remote, 0)
+		}
 		if err == nil && n == len(p) {
 			return nil
 		}
@@ -53,6 +61,24 @@ func (m *ProcessMemory) Read(addr uint64, p []byte) error {
 		err = ErrUnmapped
 	}
 	return &MemError{Pid: m.Pid, Addr: addr, Want: len(p), Got: n, Err: err}
+}
+
+func (m *ProcessMemory) tid() int {
+	if m.via != 0 {
+		return m.via
+	}
+	return m.Pid
+}
+
+// reroute points the reads at a live thread of the process when the one
+// they went through is gone; false when none is left (or it is the same).
+func (m *ProcessMemory) reroute() bool {
+	tid, ok := procfs.Default().LiveTask(m.Pid)
+	if !ok || tid == m.tid() {
+		return false
+	}
+	m.via = tid
+	return true
 }
 
 func (m *ProcessMemory) fileWorks() bool {
@@ -94,7 +120,10 @@ func (m *ProcessMemory) ReadV(segs []Seg) int {
 			want += len(g.Buf)
 		}
 		m.local, m.remote = local, remote
-		got, err := unix.ProcessVMReadv(m.Pid, local, remote, 0)
+		got, err := unix.ProcessVMReadv(m.tid(), local, remote, 0)
+		if errors.Is(err, unix.ESRCH) && m.reroute() {
+			got, err = unix.ProcessVMReadv(m.tid(), local, remote, 0)
+		}
 		if err != nil && got <= 0 {
 			if m.useFile || errors.Is(err, unix.EPERM) || errors.Is(err, unix.ENOSYS) {
 				// Fall back to one read at a time (also covers /proc/PID/mem).

@@ -29,6 +29,7 @@ type Process struct {
 // scratch buffers of the hot path (a sample's stack read allocates only its result).
 type scratch struct {
 	allWindow bool // the last walk read every frame from the window
+	truncated bool // the last walk stopped at MaxDepth (no cycle seen)
 	out       []Frame
 	tsHdr     []byte
 	re        [16 + 256]byte // recheck: frame field, cframe field, top frame header

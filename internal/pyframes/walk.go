@@ -51,6 +51,10 @@ type Thread struct {
 	Snapshot bool
 	Retries  int
 	Err      error
+	// Truncated: the walk stopped after MaxDepth frames (C-stack shims
+	// counted) with more below; Frames holds the innermost ones read
+	// (Consistent still says whether the stack changed).
+	Truncated bool
 }
 
 // Limits on one walk: garbage memory must not make it loop or allocate without bound.
@@ -83,6 +87,11 @@ type Options struct {
 }
 
 var ErrTorn = errors.New("stack changed while it was read")
+
+// ErrTruncated: the stack is deeper than MaxDepth frames. Its innermost
+// frames were read, and are returned with it: a stack cut short,
+// not one that changed (Thread.Truncated; the thread's Err stays nil).
+var ErrTruncated = fmt.Errorf("stack deeper than %d frames: only its innermost ones read", MaxDepth)
 
 // ErrNoInterpreter: the runtime lists no interpreter, as before
 // Py_Initialize and after Py_Finalize.
@@ -320,6 +329,9 @@ func (p *Process) Stack(ts uint64, opt Options) (frames []Frame, consistent, sna
 	if err != nil {
 		return nil, false, false, err
 	}
+	if t.Err == nil && t.Truncated {
+		return t.Frames, t.Consistent, t.Snapshot, ErrTruncated
+	}
 	return t.Frames, t.Consistent, t.Snapshot, t.Err
 }
 
@@ -358,6 +370,7 @@ func (p *Process) thread(ts, interp uint64, opt Options) (Thread, uint64, error)
 				}
 			}
 		}
+		truncated := err == nil && p.scratch.truncated
 		// Consistent means: the thread's top frame is the same frame — same
 		// address, code object and caller — after the walk as before it.
 		// Frames below the top cannot change without the top being popped.
@@ -369,11 +382,11 @@ func (p *Process) thread(ts, interp uint64, opt Options) (Thread, uint64, error)
 			nextFrame, nextTop, same, err = p.recheck(ts, tsFrame, top, walked, before)
 		}
 		if same {
-			t.Frames, t.Consistent, t.Retries = frames, true, attempt
+			t.Frames, t.Consistent, t.Retries, t.Truncated = frames, true, attempt, truncated
 			break
 		}
 		if err == nil && opt.Snapshot && p.scratch.allWindow && len(frames) > 0 {
-			t.Frames, t.Snapshot, t.Retries = frames, true, attempt
+			t.Frames, t.Snapshot, t.Retries, t.Truncated = frames, true, attempt, truncated
 			p.Stats.Snapshots++
 			break
 		}
@@ -575,9 +588,24 @@ func (p *Process) stack(addr, tsFrame, baseFrame uint64, opt Options) ([]Frame, 
 	var base2 uint64
 	var win2 []byte
 	var err error
+	p.scratch.truncated = false
+	// A cycle is told from depth by meeting a frame again (Brent: the
+	// address at each power-of-two step is kept and compared with those
+	// that follow): found within twice its length, in constant memory.
+	mark, span, steps := addr, 1, 0
 	for depth := 0; addr != 0; depth++ {
+		if depth > 0 && addr == mark {
+			err = fmt.Errorf("frame 0x%x seen twice in one walk: the chain loops: %w", addr, ErrTorn)
+			break
+		}
+		if steps == span {
+			mark, span, steps = addr, span*2, 0
+		}
+		steps++
 		if depth >= MaxDepth {
-			err = fmt.Errorf("stack deeper than %d frames (or a cycle)", MaxDepth)
+			// No loop met: a stack this deep. Its innermost frames stand
+			// (a loop longer than half of MaxDepth would land here too).
+			p.scratch.truncated = true
 			break
 		}
 		var buf []byte
@@ -681,7 +709,7 @@ func (p *Process) stack(addr, tsFrame, baseFrame uint64, opt Options) ([]Frame, 
 	if len(raw) == 0 {
 		return nil, topID, err
 	}
-	if err == nil && model.End != 0 && !opt.Partial {
+	if err == nil && model.End != 0 && !opt.Partial && !p.scratch.truncated {
 		whole := model.Whole(last, baseFrame)
 		if whole && model.CodeFlags != 0 {
 			flags, ferr := r.u32(last.Code + model.CodeFlags)

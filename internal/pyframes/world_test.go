@@ -2,7 +2,10 @@ package pyframes
 
 import (
 	"encoding/binary"
+	"errors"
+	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"unicode/utf8"
 )
@@ -499,5 +502,52 @@ func TestWalkEvalLoopEntering312(t *testing.T) {
 	}
 	if th, err := p.Threads(Options{}); err != nil || len(th) != 1 || th[0].Consistent || th[0].Err == nil {
 		t.Errorf("garbage without an outer cframe: got (%+v, %v), want an inconsistent thread with its error", th, err)
+	}
+}
+
+// TestWalkDeepOrLooped: a chain of distinct frames deeper than MaxDepth
+// is its innermost MaxDepth frames, marked truncated, consistent, with no
+// error; a chain that loops back (longer than a window's worth, shorter
+// than MaxDepth) is an error naming the loop, not a truncation.
+func TestWalkDeepOrLooped(t *testing.T) {
+	simple := goldenCode(t, 12, "simple/simple")
+	walk := func(n int, loop bool) Thread {
+		w := newWorld312(t)
+		c := w.code("simple", "simple.py", simple.FirstLineno, simple.table(t))
+		shim := w.frame(w.code("<interpreter trampoline>", "<shim>", 0, nil), 0, 0, 3)
+		// Owned by generators: frames anywhere, so that only the walk's
+		// own loop check can tell a loop (no data-stack order).
+		first := w.frame(c, shim, 1, 1)
+		f := first
+		for i := 1; i < n; i++ {
+			f = w.frame(c, f, 1, 1)
+		}
+		if loop {
+			w.put64(first+w.l.FramePrevious, f)
+		}
+		interp := w.alloc(int(w.l.InterpModules) + 8)
+		ts := w.tstate(interp, 0, f, 1, 2)
+		w.put64(w.base+w.l.RuntimeInterpretersHead, interp)
+		w.put64(interp+w.l.InterpThreadsHead, ts)
+		p, err := New(w.snapshot(), 1, w.info())
+		if err != nil {
+			t.Fatal(err)
+		}
+		th, err := p.Threads(Options{Partial: true})
+		if err != nil || len(th) != 1 {
+			t.Fatalf("n %d loop %v: (%+v, %v)", n, loop, th, err)
+		}
+		return th[0]
+	}
+	if th := walk(MaxDepth+900, false); !th.Truncated || !th.Consistent || th.Err != nil || len(th.Frames) != MaxDepth {
+		t.Errorf("deep: truncated %v consistent %v err %v, %d frames: want truncated, consistent, no error, %d frames",
+			th.Truncated, th.Consistent, th.Err, len(th.Frames), MaxDepth)
+	}
+	if th := walk(300, false); th.Truncated || th.Err != nil || len(th.Frames) != 300 {
+		t.Errorf("300 deep: truncated %v err %v, %d frames", th.Truncated, th.Err, len(th.Frames))
+	}
+	th := walk(700, true)
+	if th.Truncated || th.Consistent || !errors.Is(th.Err, ErrTorn) || !strings.Contains(fmt.Sprint(th.Err), "loops") {
+		t.Errorf("loop: truncated %v consistent %v err %v: want an error naming the loop", th.Truncated, th.Consistent, th.Err)
 	}
 }

@@ -37,7 +37,8 @@ const Help = `record samples the target and writes a flame graph or profile.
   and 3.11 binaries without the eval loop's symbol go to the perf engine,
   saying so). On the perf engine the Python stack is read just after the
   sample: frames entered since are left out, eval loops that returned since
-  show [Python frames returned before read]. Stacks deeper than the copy end
+  show [Python frames returned before read], and a stack deeper than 4096
+  frames its innermost 4096 under [truncated stack]. Stacks deeper than the copy end
   in [truncated native stack]; samples whose native and Python stacks
   disagree are kept unmerged under [merge mismatch] and counted.
 --kernel (cpu mode): kernel frames (SYMBOL_[k]) from the sample's callchain;

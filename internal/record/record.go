@@ -21,6 +21,10 @@ import (
 	"github.com/pyobs/pyobs/internal/unwind"
 )
 
+// markerTruncated roots a stack deeper than the user-space walker goes:
+// the kernel walker's marker for the same (kwalk.MarkerTruncated, amd64).
+const markerTruncated = "[truncated stack]"
+
 // Options of a recording.
 type Options struct {
 	Mode     string        // cpu (default), wall, gil
@@ -630,6 +634,12 @@ func (r *Recorder) sampleRef(ref pyframes.ThreadRef, state string, weight int64)
 	ids := r.ids[:0]
 	if r.opt.Threads {
 		ids = append(ids, r.threadFrame(ref.NativeID))
+	}
+	if errors.Is(err, pyframes.ErrTruncated) {
+		// Deeper than the walker goes: its innermost frames, under the
+		// marker the kernel walker uses for the same.
+		ids = append(ids, r.prof.Intern(flame.Frame{Kind: flame.State, Function: markerTruncated}))
+		err = nil
 	}
 	switch {
 	case err != nil && !errors.Is(err, pyframes.ErrTorn):

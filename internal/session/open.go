@@ -7,6 +7,8 @@ import (
 	"os"
 	"syscall"
 	"time"
+
+	"github.com/pyobs/pyobs/internal/procfs"
 )
 
 // NeedPython says what a command needs of the target's interpreter.
@@ -55,6 +57,13 @@ const (
 // become observable is ended before the error is returned: Open leaves no
 // child behind.
 func Open(ctx context.Context, spec Spec) (*Session, error) {
+	for _, pid := range append([]int{spec.Pid}, spec.Set.Pids...) {
+		if pid > 0 {
+			if err := notThread(procfs.Default(), pid); err != nil {
+				return nil, err
+			}
+		}
+	}
 	if spec.Set.Many() {
 		if err := resolveSet(&spec); err != nil {
 			return nil, err

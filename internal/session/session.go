@@ -46,6 +46,32 @@ var (
 	ErrNotPython = pyframes.ErrNotPython
 )
 
+// ThreadError: a -p value that is a thread of another process. A
+// thread's id reaches its whole process in /proc, but the observers work on
+// processes: the user is shown the process to give instead.
+type ThreadError struct {
+	Tid, Pid int
+	Comm     string
+}
+
+func (e *ThreadError) Error() string {
+	return fmt.Sprintf("%d is a thread of pid %d (%s), not a process: give -p %d", e.Tid, e.Pid, e.Comm, e.Pid)
+}
+
+// notThread refuses pid when it is a thread other than its process's main
+// one (a zombie main thread included: the process is its leader's id).
+func notThread(fs procfs.FS, pid int) error {
+	tgid, err := fs.Tgid(pid)
+	if err != nil || tgid == pid {
+		return nil // gone or unreadable: the usual checks say so
+	}
+	comm := "?"
+	if p, err := fs.Process(tgid); err == nil {
+		comm = p.Comm
+	}
+	return &ThreadError{Tid: pid, Pid: tgid, Comm: comm}
+}
+
 // Session is one observed target.
 type Session struct {
 	Pid int
@@ -172,7 +198,8 @@ func sameUID(pid int) bool {
 	return err == nil && uid == os.Geteuid()
 }
 
-// Alive reports whether the target still exists and is not a zombie.
+// Alive reports whether the target still exists and a thread of it is
+// alive (a zombie leader with live threads is alive: procfs.Process).
 func (s *Session) Alive() bool {
 	p, err := s.FS.Process(s.Pid)
 	return err == nil && p.State != "Z" && p.State != "X"

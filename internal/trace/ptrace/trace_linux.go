@@ -438,8 +438,8 @@ func (t *tracer) start() error {
 	}
 	for _, tid := range tids {
 		if err := t.seize(tid); err != nil {
-			if errors.Is(err, unix.ESRCH) {
-				continue
+			if errors.Is(err, unix.ESRCH) || errors.Is(err, unix.EPERM) && exitedTask(t.pid, tid) {
+				continue // gone, or a main thread that exited while others run on (a zombie refuses the seize)
 			}
 			return err
 		}
@@ -863,4 +863,10 @@ func pickKickSignal(pid int) unix.Signal {
 		}
 	}
 	return unix.SIGURG
+}
+
+// exitedTask reports whether tid of pid is a zombie or gone.
+func exitedTask(pid, tid int) bool {
+	st, err := proc().TaskStat(pid, tid)
+	return err != nil || st.State == "Z" || st.State == "X"
 }

@@ -1,0 +1,69 @@
+package procfs
+
+import (
+	"os"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// A process whose main thread ended (pthread_exit) while others run on
+// keeps its leader as a zombie: /proc/PID/stat says Z, and the leader's
+// files that go through its memory or its filesystem (maps, mem, root,
+// map_files, status's Vm lines) are empty or refused; process_vm_readv of
+// PID fails with ESRCH. The process is alive until its last thread ends,
+// and a live thread's id reads all of it (/proc/TID/… is the process's).
+
+// LiveTask is the thread to read pid through: pid itself when its leader
+// is alive, else one of its threads that is not a zombie; ok is
+// false when no thread of pid is alive (or pid is gone).
+func (f FS) LiveTask(pid int) (tid int, ok bool) {
+	var buf [512]byte
+	b, err := readSmallAt(unix.AT_FDCWD, f.pidPath(pid, "stat"), buf[:])
+	if err != nil {
+		return 0, false
+	}
+	if _, state, err := statCommState(b); err != nil || !deadState(state) {
+		return pid, err == nil
+	}
+	return f.liveThread(pid)
+}
+
+// liveThread is a thread of pid other than its leader that is not a
+// zombie.
+func (f FS) liveThread(pid int) (int, bool) {
+	ents, err := os.ReadDir(f.pidPath(pid, "task"))
+	if err != nil {
+		return 0, false
+	}
+	var buf [512]byte
+	for _, e := range ents {
+		tid, err := strconv.Atoi(e.Name())
+		if err != nil || tid == pid {
+			continue
+		}
+		b, err := readSmallAt(unix.AT_FDCWD, f.taskPath(pid, tid, "stat"), buf[:])
+		if err != nil {
+			continue
+		}
+		if _, state, err := statCommState(b); err == nil && !deadState(state) {
+			return tid, true
+		}
+	}
+	return 0, false
+}
+
+func deadState(s string) bool { return s == "Z" || s == "X" }
+
+// Tgid is the process that tid is a thread of (tid itself for a process's
+// leader).
+func (f FS) Tgid(tid int) (int, error) {
+	st, err := f.Status(tid)
+	if err != nil {
+		return 0, err
+	}
+	if st.Tgid <= 0 {
+		return tid, nil
+	}
+	return st.Tgid, nil
+}
