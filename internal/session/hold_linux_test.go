@@ -147,8 +147,10 @@ func TestExitCPU(t *testing.T) {
 		t.Errorf("exit account %.3fs, the shell's own times %.3fs (%q)", cpu, sum, b)
 	}
 	// Without its children: the shell's own line (its stat counts in
-	// 10 ms ticks).
-	if c, ok := s.ExitOwnCPU(); !ok || c < 0.8*own-0.02 || c > 1.2*own+0.02 {
+	// 10 ms ticks, each of `times`'s two figures truncated to one, and the
+	// shell runs on after it printed them: three ticks of slack; a loaded
+	// machine measured 0.057 s against 0.030 s).
+	if c, ok := s.ExitOwnCPU(); !ok || c < 0.8*own-0.03 || c > 1.2*own+0.03 {
 		t.Errorf("own exit account %.3fs (%v), the shell's own times %.3fs (%q)", c, ok, own, b)
 	}
 }
