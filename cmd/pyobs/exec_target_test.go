@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"os"
@@ -9,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -41,41 +39,10 @@ func runExecing(t *testing.T, mode, seconds string, args ...string) execRun {
 	in := testutil.Find(t, "pyenv-3.12")
 	script := filepath.Join(testutil.Repo(), "testdata", "targets", "exec_self.py")
 	argv := append(append([]string{}, in.Argv...), script, mode, seconds)
-	tg := exec.Command(argv[0], argv[1:]...)
-	tg.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	tg.Stderr = os.Stderr
-	stdin, err := tg.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := tg.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tg.Start(); err != nil {
-		t.Fatal(err)
-	}
-	lines := make(chan string, 16)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
-	reaped := make(chan struct{})
-	go func() { _ = tg.Wait(); close(reaped) }()
-	t.Cleanup(func() { _ = tg.Process.Kill(); <-reaped })
-	select {
-	case l := <-lines:
-		if l != "READY" {
-			t.Fatalf("target said %q", l)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("target not ready")
-	}
+	tg := startWaiting(t, argv)
+	stdin, lines := tg.stdin, tg.lines
 	outFile := filepath.Join(t.TempDir(), "out")
-	cmd := exec.Command(testutil.Binary(t), append(args, "-p", strconv.Itoa(tg.Process.Pid), "-o", outFile)...)
+	cmd := exec.Command(testutil.Binary(t), append(args, "-p", strconv.Itoa(tg.pid), "-o", outFile)...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {

@@ -109,41 +109,9 @@ func TestRecordAchievedAtExit(t *testing.T) {
 func recordExitingPid(t *testing.T, in testutil.Interp, script, seconds string, args ...string) string {
 	t.Helper()
 	argv := append(append([]string{}, in.Argv...), script, seconds, "wait")
-	tg := exec.Command(argv[0], argv[1:]...)
-	tg.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	tg.Stderr = os.Stderr
-	stdin, err := tg.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := tg.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tg.Start(); err != nil {
-		t.Fatal(err)
-	}
-	lines := make(chan string, 16)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
-	// Reaped the moment it exits: its /proc entry goes with it.
-	reaped := make(chan struct{})
-	go func() { _ = tg.Wait(); close(reaped) }()
-	t.Cleanup(func() { _ = tg.Process.Kill(); <-reaped })
-	select {
-	case l := <-lines:
-		if l != "READY" {
-			t.Fatalf("target said %q", l)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("target not ready")
-	}
-	rec := exec.Command(testutil.Binary(t), append(args, "-p", strconv.Itoa(tg.Process.Pid))...)
+	tg := startWaiting(t, argv)
+	stdin, lines := tg.stdin, tg.lines
+	rec := exec.Command(testutil.Binary(t), append(args, "-p", strconv.Itoa(tg.pid))...)
 	var stderr strings.Builder
 	rec.Stderr = &stderr
 	if err := rec.Start(); err != nil {
@@ -192,4 +160,52 @@ func perfOpen(pid int) bool {
 		}
 	}
 	return false
+}
+
+// waitingTarget is a target started by startWaiting: it said READY and
+// waits for a line on its stdin; it is killed and reaped at the test's end
+// (reaped the moment it exits: its /proc entry goes with it).
+type waitingTarget struct {
+	pid   int
+	stdin io.WriteCloser
+	lines <-chan string // its stdout after READY
+}
+
+// startWaiting starts argv and waits for its READY line.
+func startWaiting(t *testing.T, argv []string) waitingTarget {
+	t.Helper()
+	tg := exec.Command(argv[0], argv[1:]...)
+	tg.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	tg.Stderr = os.Stderr
+	stdin, err := tg.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := tg.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tg.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	reaped := make(chan struct{})
+	go func() { _ = tg.Wait(); close(reaped) }()
+	t.Cleanup(func() { _ = tg.Process.Kill(); <-reaped })
+	select {
+	case l := <-lines:
+		if l != "READY" {
+			t.Fatalf("target said %q", l)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("target not ready")
+	}
+	return waitingTarget{pid: tg.Process.Pid, stdin: stdin, lines: lines}
 }

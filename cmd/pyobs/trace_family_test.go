@@ -34,6 +34,8 @@ type familyRow struct {
 		Calls  uint64 `json:"calls"`
 		Frames []struct {
 			Function string `json:"function"`
+			File     string `json:"file"`
+			Line     int    `json:"line"`
 		} `json:"frames"`
 	} `json:"top_paths"`
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -20,30 +19,6 @@ const (
 )
 
 // shimOut is the part of `trace --format json` the wrapper tests read.
-type shimOut struct {
-	Engine     string `json:"engine"`
-	SiteFailed uint64 `json:"site_reads_failed"`
-	SiteError  string `json:"site_read_error"`
-	PythonWalk *struct {
-		On         bool   `json:"on"`
-		Why        string `json:"why"`
-		HeldLayout string `json:"held_layout"`
-		BeforeWalk uint64 `json:"calls_before_walk"`
-	} `json:"python_walk"`
-	Syscalls []struct {
-		Name     string `json:"name"`
-		Calls    uint64 `json:"calls"`
-		TopPaths []struct {
-			Calls  uint64 `json:"calls"`
-			Frames []struct {
-				Function string `json:"function"`
-				File     string `json:"file"`
-				Line     int    `json:"line"`
-			} `json:"frames"`
-		} `json:"top_paths"`
-	} `json:"syscalls"`
-}
-
 // TestTraceThroughWrapper: trace -- WRAPPER PYTHON trace_family.py
 // --exec-child N, WRAPPER a bash script (its files name no interpreter,
 // as pyenv's python3 shim): the python it execs, or runs as a child, has
@@ -93,17 +68,7 @@ func TestTraceThroughWrapper(t *testing.T) {
 			if got := truth["exec"][1]; got != n {
 				t.Fatalf("the target's report %v: want %d calls", truth, n)
 			}
-			b, err := os.ReadFile(o)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var j shimOut
-			if err := json.Unmarshal(b, &j); err != nil {
-				t.Fatalf("%v\n%s", err, b)
-			}
-			if j.Engine != "tracepoint" {
-				t.Fatalf("engine %q, want tracepoint", j.Engine)
-			}
+			j := readFamily(t, o)
 			w := j.PythonWalk
 			if w == nil || !w.On || !strings.HasPrefix(w.HeldLayout, "taken from the interpreter once up") {
 				t.Fatalf("python_walk %+v: want on, its layout taken from the interpreter once up (site error %q)\n%s", w, j.SiteError, r.Stderr)
