@@ -18,7 +18,6 @@ const (
 	wrapperChild = "#!/bin/bash\n# the interpreter as a child, the script going on after it\n\"$@\"\nstatus=$?\nexit $status\n"
 )
 
-// shimOut is the part of `trace --format json` the wrapper tests read.
 // TestTraceThroughWrapper: trace -- WRAPPER PYTHON trace_family.py
 // --exec-child N, WRAPPER a bash script (its files name no interpreter,
 // as pyenv's python3 shim): the python it execs, or runs as a child, has
