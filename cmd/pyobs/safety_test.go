@@ -404,7 +404,16 @@ func runChaosCase(t *testing.T, bin string, c chaosCase, tg *chaosTarget, base f
 		bad("pyobs crashed: %s", tail(stderr, 1500))
 	}
 	if !ws.Signaled() && ws.ExitStatus() != 0 {
-		if lines := strings.Split(strings.TrimRight(stderr, "\n"), "\n"); len(lines) != 1 || !strings.HasPrefix(lines[0], "pyobs: ") {
+		lines := strings.Split(strings.TrimRight(stderr, "\n"), "\n")
+		if event == "exec" && ws.ExitStatus() == exitNoTarget {
+			// A -p run that ended at the target's exec wrote what it
+			// gathered before it: its account lines ("pyobs trace: …")
+			// come before the one error line.
+			for len(lines) > 1 && strings.HasPrefix(lines[0], "pyobs ") && !strings.HasPrefix(lines[0], "pyobs: ") {
+				lines = lines[1:]
+			}
+		}
+		if len(lines) != 1 || !strings.HasPrefix(lines[0], "pyobs: ") {
 			bad("exit %d without exactly one error line: %q", ws.ExitStatus(), tail(stderr, 600))
 		}
 		if event == "" && c.kill == 0 {
