@@ -1,14 +1,13 @@
 package session
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/pyobs/pyobs/internal/procfs"
 	"github.com/pyobs/pyobs/internal/pyframes"
 )
 
@@ -41,42 +40,10 @@ func oneLine(s string) string { return strings.ReplaceAll(s, "\n", `\n`) }
 
 func (e *ExecedError) Unwrap() error { return ErrExeced }
 
-// mmID is what /proc/PID/stat says of the process's memory layout: the
-// code, stack, data, heap, argument and environment addresses of its mm.
-// An exec builds a new mm (at new random addresses): another mmID.
-type mmID [10]uint64
-
-// readMM reads pid's mmID (ok false when the process is gone or has no
-// memory left).
-func readMM(path string) (mmID, bool) {
-	var id mmID
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return id, false
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return id, false
-	}
-	f := strings.Fields(string(b[i+1:]))
-	// f[0] is field 3 (state): startcode, endcode, startstack are fields
-	// 26-28, start_data..env_end 45-51 (proc(5)).
-	idx := []int{23, 24, 25, 42, 43, 44, 45, 46, 47, 48}
-	if len(f) <= idx[len(idx)-1] {
-		return id, false
-	}
-	for k, j := range idx {
-		fmt.Sscan(f[j], &id[k])
-	}
-	// All zero: no mm (the process is exiting and released it, or is a
-	// zombie), not another program.
-	return id, id != mmID{}
-}
-
 // execWatch is the session's account of its target's program.
 type execWatch struct {
 	mu     sync.Mutex
-	mm     mmID
+	mm     procfs.MemLayout
 	ok     bool
 	was    string
 	execed *ExecedError
@@ -88,7 +55,7 @@ type execWatch struct {
 func (s *Session) watchExec() {
 	s.exec.mu.Lock()
 	defer s.exec.mu.Unlock()
-	s.exec.mm, s.exec.ok = readMM(s.FS.Path(s.Pid, "stat"))
+	s.exec.mm, s.exec.ok = s.FS.MemLayout(s.Pid)
 	if argv, err := s.FS.Cmdline(s.Pid); err == nil {
 		s.exec.was = oneLine(strings.Join(argv, " "))
 	}
@@ -112,7 +79,7 @@ func (s *Session) Execed() error {
 		return nil
 	}
 	s.exec.looked = time.Now()
-	now, ok := readMM(s.FS.Path(s.Pid, "stat"))
+	now, ok := s.FS.MemLayout(s.Pid)
 	if !ok || now == s.exec.mm {
 		return nil
 	}
@@ -144,7 +111,9 @@ func (s *Session) ExecedWithin(d time.Duration) error {
 // GuardCode wraps a reader of the target's code objects so that no name
 // is read from another program: each read is followed by Execed, and a
 // read after the exec (or one the exec may have raced) fails with the
-// ExecedError. A name it returns was read from the program sampled.
+// ExecedError. A name it returns was read from the program sampled. (One
+// read of /proc/PID/stat per code object read: the symbolizers call it on
+// a cache miss or re-check only.)
 func (s *Session) GuardCode(r CodeReader) CodeReader {
 	if s.cmd != nil || s.Set.Many() {
 		return r
@@ -163,9 +132,7 @@ type execGuard struct {
 }
 
 func (g execGuard) Code(addr uint64) (*pyframes.CodeSymbol, error) {
-	if err := g.s.Execed(); err != nil {
-		return nil, err
-	}
+	// One look, after the read: an exec before it is seen then too.
 	c, err := g.r.Code(addr)
 	if xerr := g.s.Execed(); xerr != nil {
 		return nil, xerr
