@@ -315,6 +315,11 @@ func TestRecordSetExecedWorkers(t *testing.T) {
 		t.Logf("worker %d (spawned): %+v", pid, p)
 		if p.inFn == 0 || float64(p.inFn) < 0.8*float64(p.all-p.marked) || float64(p.marked) > float64(p.all)/3 {
 			t.Errorf("worker %d (spawned): %+v, want its Python stacks in burn, at most a third of its samples marked", pid, p)
+			for _, l := range strings.Split(string(b), "\n") {
+				if strings.HasPrefix(l, fmt.Sprintf("[pid %d] ", pid)) && !strings.Contains(l, ";burn (") {
+					t.Logf("  not in burn: %s", l)
+				}
+			}
 		}
 		invalid := 0
 		for _, l := range strings.Split(string(b), "\n") {
