@@ -11,15 +11,20 @@
 // thread itself (bpf_probe_read_user) while it is interrupted, so the
 // stack is the one of that instant — no race with a running target.
 // Layouts come from internal/pyframes (the _Py_DebugOffsets table on
-// 3.13+, per-version tables before; pyframes.KernelLayout). The thread
+// 3.13+, per-version tables before; pyframes.KernelLayout). On 3.12+ a
+// thread running Python is attached to its state (the static TLS
+// _Py_tss_tstate, pyframes.Process.AttachedTLS): read with its frame,
+// interpreter and thread ids in one read, checked (thread_id == fsbase,
+// native_thread_id == tid) and, when it is the main interpreter's, it is
+// the thread's stack — no map lookup. Otherwise (3.10/3.11, a detached
+// thread, a sub-interpreter) the thread
 // state comes from a tid/pthread_t map that user space fills (SetThreads)
 // or, for threads it has not listed yet, from the runtime's own per-thread
 // pointer at a fixed offset from the thread's fsbase (pthread TSD slot of
 // autoTSSkey on 3.10–3.14, TLS _Py_tss_gilstate on 3.15), found by
 // pyframes.TLSOffsets and checked per sample (thread_id == fsbase,
 // native_thread_id == tid). A thread running a sub-interpreter's code
-// (3.12+) is walked from the state it is attached to now (the static TLS
-// _Py_tss_tstate, pyframes.Process.AttachedTLS; checked likewise): the
+// (3.12+) is walked from the state it is attached to now: the
 // sub-interpreter's chain, then, when it is whole, the chain of the map's
 // state for the thread (user space keys a thread to its state in the
 // lowest interpreter, the one it started in), whose frames called into
@@ -40,10 +45,10 @@
 // program time here); per sample of the target, on 3.11+ one read of the
 // 4 KiB page that holds the top frame (its callers in the same data-stack
 // chunk come with it; a frame elsewhere — a generator's, an older chunk's —
-// costs another page), on 3.10 one read per frame object, plus a type read
-// per code object not seen lately on that CPU, on 3.12+ a read of the
-// thread's attached-state pointer (and of a sub-interpreter's chain and
-// its callers' when there is one), and a ring-buffer record of
+// costs another page), on 3.10 one read per frame object, plus a type read per code object not
+// seen lately on that CPU, on 3.12+ the attached-state pointer and its
+// state's header (two reads in place of a map lookup and three), and a
+// ring-buffer record of
 // 48 + 16·depth bytes. The reader is woken only when a sixteenth of the
 // ring is full (each wake-up is an interrupt: a VM exit on a guest) and
 // polls every Options.Latency; while a program observed starts
@@ -54,6 +59,12 @@
 // walk as a global function added 0.1–0.3 µs: TestKernelWalkCostByDepth
 // on 3.13 1.49–1.52 → 1.68–1.76 µs at 12 frames, 5.8–6.1 → 5.95 at 122;
 // the program's verification fell from ~92,000 instructions to ~28,000).
+// Taking the attached main-interpreter state without the map lookup, and
+// a per-CPU memory of the stacks sent in front of the `sent` map, took
+// 3.12's 12 frames at 20 kHz from 3.25–4.16 to 2.33–2.85 µs of program
+// time (TestRecordKernelCost, alternated; BENCHMARKS.md). A window read
+// only up to the top frame (a size the verifier must bound) made it track
+// the frame addresses across steps: 2–4x the instructions at load.
 //
 // Clocks: per-CPU task-clock and cpu-clock events with the tgid filter
 // both delivered 100–107 % of the target's on-CPU time × F in this VM
@@ -65,7 +76,8 @@
 // neither in the map nor at the TLS offsets (dlopen'ed libpython: counted
 // as not-Python); a thread detached inside a sub-interpreter (a blocking
 // call there: no attached state) is walked in the calling interpreter's
-// frames alone; free-threaded
+// frames alone; a thread born in a sub-interpreter while it runs code of
+// the main one is walked in the main one's frames alone; free-threaded
 // builds with thread-local bytecode (3.14t+: pyframes refuses them; 3.13t
 // is walked, its own object header from the layout). 3.11/3.12 samples taken while the
 // evaluator sets up its cframe read a stale frame and come out truncated.

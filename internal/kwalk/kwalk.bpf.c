@@ -125,6 +125,18 @@ struct {
 	__type(value, u8);
 } sent SEC(".maps");
 
+// The stacks this CPU sent, or found sent, lately: direct-mapped by id, a
+// hit skips the look in `sent` (a hash lookup per sample). User space
+// keeps every stack it was sent, so a slot that outlives its `sent` entry
+// loses nothing.
+#define SENT_SLOTS 256
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SENT_SLOTS);
+	__type(key, u32);
+	__type(value, u64);
+} sentc SEC(".maps");
+
 // urgent[0] != 0 (user space sets it while a program observed starts):
 // every record wakes the reader at once. An import's code objects are
 // freed within a millisecond of it ending; the names are read from the
@@ -256,13 +268,21 @@ int kwalk_sample(void *ctx)
 	}
 	if (s->h.depth > 0) {
 		k.id = s->h.id;
-		if (!bpf_map_lookup_elem(&sent, &k.id)) {
-			u64 lost = counter_get(C_LOST);
-			emit(s);
-			if (counter_get(C_LOST) == lost) {
-				u8 one = 1;
-				bpf_map_update_elem(&sent, &k.id, &one, BPF_ANY);
+		u32 slot = (u32)k.id & (SENT_SLOTS - 1);
+		u64 *seen = bpf_map_lookup_elem(&sentc, &slot);
+		if (!seen || *seen != k.id) {
+			if (!bpf_map_lookup_elem(&sent, &k.id)) {
+				u64 lost = counter_get(C_LOST);
+				emit(s);
+				if (counter_get(C_LOST) == lost) {
+					u8 one = 1;
+					bpf_map_update_elem(&sent, &k.id, &one, BPF_ANY);
+				} else {
+					seen = 0; // not sent: tried again next time
+				}
 			}
+			if (seen)
+				*seen = k.id;
 		}
 	}
 	if (native_bytes) {

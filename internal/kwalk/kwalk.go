@@ -235,6 +235,8 @@ func Config(pid int, l *pyframes.KernelLayout, maxFrames int) (kwalkConfig, erro
 		c.AttN, c.AttOff = 1, l.AttachedTLS
 	}
 	c.TstateInterp, c.InterpId = uint32(l.TstateInterp), uint32(l.InterpID)
+	c.MainInterp = l.Interp
+	c.TsLo, c.TsLen = tstateSpan(l)
 	if l.CodeType == 0 {
 		return c, fmt.Errorf("pid %d: no PyCode_Type address: can't check code objects", pid)
 	}
@@ -251,6 +253,26 @@ func Config(pid int, l *pyframes.KernelLayout, maxFrames int) (kwalkConfig, erro
 		return c, fmt.Errorf("pid %d: frame pointer fields not 8-byte aligned (previous %d, code %d, instr %d)", pid, l.FramePrevious, l.FrameCode, l.FrameInstr)
 	}
 	return c, nil
+}
+
+// tstateSpan is the bytes of a thread state the walk reads at once for the
+// attached state (pywalk.h struct tsview): from the lowest to the end of
+// the highest of its frame, interpreter and thread-id fields; 0, 0 (read
+// field by field) when one is not known, not 8-byte aligned, or the span
+// is longer than the view.
+func tstateSpan(l *pyframes.KernelLayout) (lo, n uint32) {
+	const view = 32 * 8
+	offs := []uint64{l.TstateFrame, l.TstateThreadID, l.TstateNativeID, l.TstateInterp}
+	first, last := slices.Min(offs), slices.Max(offs)
+	for _, o := range offs {
+		if o == 0 || o%8 != 0 {
+			return 0, 0
+		}
+	}
+	if last+8-first > view {
+		return 0, 0
+	}
+	return uint32(first), uint32(last + 8 - first)
 }
 
 // walkConfig is Config with the TLS/TSD offsets where the runtime keeps
@@ -291,8 +313,8 @@ func SameBuild(target, member *pyframes.KernelLayout) (layout, addrs bool) {
 	if a == b {
 		return true, true
 	}
-	a.CodeType, a.FrameType, a.CodegenAddr = 0, 0, 0
-	b.CodeType, b.FrameType, b.CodegenAddr = 0, 0, 0
+	a.CodeType, a.FrameType, a.CodegenAddr, a.MainInterp = 0, 0, 0, 0
+	b.CodeType, b.FrameType, b.CodegenAddr, b.MainInterp = 0, 0, 0, 0
 	// The attached state's TLS offset is the process's too (a member's
 	// walk checks what it finds there: a wrong one costs a read).
 	a.AttN, a.AttOff, b.AttN, b.AttOff = 0, 0, 0, 0
@@ -301,14 +323,14 @@ func SameBuild(target, member *pyframes.KernelLayout) (layout, addrs bool) {
 
 // procAddrs mirrors pywalk.h's struct proc_addrs.
 type procAddrs struct {
-	CodeType, FrameType, CodegenAddr uint64
+	CodeType, FrameType, CodegenAddr, MainInterp uint64
 }
 
 // PutAddrs makes the kernel walk pid with l's addresses instead of the
 // target's (the rest of the layout must be the target's: SameBuild), in
 // the pyaddrs map of a program that includes pywalk.h (Walker.PyAddrs).
 func PutAddrs(m *ebpf.Map, pid int, l *pyframes.KernelLayout) error {
-	v := procAddrs{CodeType: l.CodeType, FrameType: l.FrameType, CodegenAddr: l.CodeGenerationAddr}
+	v := procAddrs{CodeType: l.CodeType, FrameType: l.FrameType, CodegenAddr: l.CodeGenerationAddr, MainInterp: l.Interp}
 	if err := m.Put(uint32(pid), v); err != nil {
 		return fmt.Errorf("pid %d: can't put its interpreter's addresses in the walker's map: %w", pid, err)
 	}
@@ -523,7 +545,7 @@ func (w *Walker) configureAddrs(l *pyframes.KernelLayout, tls []int64) error {
 func LateAddrs(cfg any) any {
 	c, _ := cfg.(kwalkConfig)
 	return kwalklateLateAddrs{CodeType: c.CodeType, FrameType: c.FrameType, CodegenAddr: c.CodegenAddr, TlsOff: c.TlsOff, TlsN: c.TlsN,
-		AttOff: c.AttOff, AttN: c.AttN}
+		AttOff: c.AttOff, AttN: c.AttN, MainInterp: c.MainInterp}
 }
 
 // LateReady is a LateAddrs value with the walk on.

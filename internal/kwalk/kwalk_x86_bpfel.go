@@ -53,6 +53,9 @@ type kwalkConfig struct {
 	InterpId        uint32
 	_               [4]byte
 	AttOff          int64
+	MainInterp      uint64
+	TsLo            uint32
+	TsLen           uint32
 }
 
 type kwalkCountKey struct {
@@ -106,6 +109,7 @@ type kwalkProcAddrs struct {
 	CodeType    uint64
 	FrameType   uint64
 	CodegenAddr uint64
+	MainInterp  uint64
 }
 
 type kwalkProcsetMember struct {
@@ -138,6 +142,11 @@ type kwalkSampleHdr struct {
 	Cpu     uint32
 	Tgid    uint32
 	Nlinks  uint32
+}
+
+type kwalkTsview struct {
+	_ structs.HostLayout
+	W [32]uint64
 }
 
 type kwalkWalk struct {
@@ -186,7 +195,9 @@ const (
 	kwalkMapScratch         = "scratch"
 	kwalkMapSel             = "sel"
 	kwalkMapSent            = "sent"
+	kwalkMapSentc           = "sentc"
 	kwalkMapTstates         = "tstates"
+	kwalkMapTsv             = "tsv"
 	kwalkMapUrgent          = "urgent"
 	kwalkMapWalks           = "walks"
 	kwalkMapWin             = "win"
@@ -271,7 +282,9 @@ type kwalkMapSpecs struct {
 	Scratch         *ebpf.MapSpec `ebpf:"scratch"`
 	Sel             *ebpf.MapSpec `ebpf:"sel"`
 	Sent            *ebpf.MapSpec `ebpf:"sent"`
+	Sentc           *ebpf.MapSpec `ebpf:"sentc"`
 	Tstates         *ebpf.MapSpec `ebpf:"tstates"`
+	Tsv             *ebpf.MapSpec `ebpf:"tsv"`
 	Urgent          *ebpf.MapSpec `ebpf:"urgent"`
 	Walks           *ebpf.MapSpec `ebpf:"walks"`
 	Win             *ebpf.MapSpec `ebpf:"win"`
@@ -326,7 +339,9 @@ type kwalkMaps struct {
 	Scratch         *ebpf.Map `ebpf:"scratch"`
 	Sel             *ebpf.Map `ebpf:"sel"`
 	Sent            *ebpf.Map `ebpf:"sent"`
+	Sentc           *ebpf.Map `ebpf:"sentc"`
 	Tstates         *ebpf.Map `ebpf:"tstates"`
+	Tsv             *ebpf.Map `ebpf:"tsv"`
 	Urgent          *ebpf.Map `ebpf:"urgent"`
 	Walks           *ebpf.Map `ebpf:"walks"`
 	Win             *ebpf.Map `ebpf:"win"`
@@ -349,7 +364,9 @@ func (m *kwalkMaps) Close() error {
 		m.Scratch,
 		m.Sel,
 		m.Sent,
+		m.Sentc,
 		m.Tstates,
+		m.Tsv,
 		m.Urgent,
 		m.Walks,
 		m.Win,

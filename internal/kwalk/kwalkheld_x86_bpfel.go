@@ -53,6 +53,9 @@ type kwalkheldConfig struct {
 	InterpId        uint32
 	_               [4]byte
 	AttOff          int64
+	MainInterp      uint64
+	TsLo            uint32
+	TsLen           uint32
 }
 
 type kwalkheldCountKey struct {
@@ -99,6 +102,7 @@ type kwalkheldProcAddrs struct {
 	CodeType    uint64
 	FrameType   uint64
 	CodegenAddr uint64
+	MainInterp  uint64
 }
 
 type kwalkheldProcsetMember struct {
@@ -134,6 +138,11 @@ type kwalkheldSample struct {
 		Flags uint32
 	}
 	Links [32]uint64
+}
+
+type kwalkheldTsview struct {
+	_ structs.HostLayout
+	W [32]uint64
 }
 
 type kwalkheldWalk struct {
@@ -182,7 +191,9 @@ const (
 	kwalkheldMapScratch         = "scratch"
 	kwalkheldMapSel             = "sel"
 	kwalkheldMapSent            = "sent"
+	kwalkheldMapSentc           = "sentc"
 	kwalkheldMapTstates         = "tstates"
+	kwalkheldMapTsv             = "tsv"
 	kwalkheldMapUrgent          = "urgent"
 	kwalkheldMapWalks           = "walks"
 	kwalkheldMapWin             = "win"
@@ -267,7 +278,9 @@ type kwalkheldMapSpecs struct {
 	Scratch         *ebpf.MapSpec `ebpf:"scratch"`
 	Sel             *ebpf.MapSpec `ebpf:"sel"`
 	Sent            *ebpf.MapSpec `ebpf:"sent"`
+	Sentc           *ebpf.MapSpec `ebpf:"sentc"`
 	Tstates         *ebpf.MapSpec `ebpf:"tstates"`
+	Tsv             *ebpf.MapSpec `ebpf:"tsv"`
 	Urgent          *ebpf.MapSpec `ebpf:"urgent"`
 	Walks           *ebpf.MapSpec `ebpf:"walks"`
 	Win             *ebpf.MapSpec `ebpf:"win"`
@@ -322,7 +335,9 @@ type kwalkheldMaps struct {
 	Scratch         *ebpf.Map `ebpf:"scratch"`
 	Sel             *ebpf.Map `ebpf:"sel"`
 	Sent            *ebpf.Map `ebpf:"sent"`
+	Sentc           *ebpf.Map `ebpf:"sentc"`
 	Tstates         *ebpf.Map `ebpf:"tstates"`
+	Tsv             *ebpf.Map `ebpf:"tsv"`
 	Urgent          *ebpf.Map `ebpf:"urgent"`
 	Walks           *ebpf.Map `ebpf:"walks"`
 	Win             *ebpf.Map `ebpf:"win"`
@@ -345,7 +360,9 @@ func (m *kwalkheldMaps) Close() error {
 		m.Scratch,
 		m.Sel,
 		m.Sent,
+		m.Sentc,
 		m.Tstates,
+		m.Tsv,
 		m.Urgent,
 		m.Walks,
 		m.Win,

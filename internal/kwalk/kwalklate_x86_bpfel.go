@@ -53,6 +53,9 @@ type kwalklateConfig struct {
 	InterpId        uint32
 	_               [4]byte
 	AttOff          int64
+	MainInterp      uint64
+	TsLo            uint32
+	TsLen           uint32
 }
 
 type kwalklateCountKey struct {
@@ -71,6 +74,7 @@ type kwalklateLateAddrs struct {
 	CodegenAddr uint64
 	TlsOff      [2]int64
 	AttOff      int64
+	MainInterp  uint64
 	TlsN        uint32
 	AttN        uint32
 	Ready       uint32
@@ -112,6 +116,7 @@ type kwalklateProcAddrs struct {
 	CodeType    uint64
 	FrameType   uint64
 	CodegenAddr uint64
+	MainInterp  uint64
 }
 
 type kwalklateProcsetMember struct {
@@ -147,6 +152,11 @@ type kwalklateSample struct {
 		Flags uint32
 	}
 	Links [32]uint64
+}
+
+type kwalklateTsview struct {
+	_ structs.HostLayout
+	W [32]uint64
 }
 
 type kwalklateWalk struct {
@@ -195,7 +205,9 @@ const (
 	kwalklateMapScratch         = "scratch"
 	kwalklateMapSel             = "sel"
 	kwalklateMapSent            = "sent"
+	kwalklateMapSentc           = "sentc"
 	kwalklateMapTstates         = "tstates"
+	kwalklateMapTsv             = "tsv"
 	kwalklateMapUrgent          = "urgent"
 	kwalklateMapWalks           = "walks"
 	kwalklateMapWin             = "win"
@@ -281,7 +293,9 @@ type kwalklateMapSpecs struct {
 	Scratch         *ebpf.MapSpec `ebpf:"scratch"`
 	Sel             *ebpf.MapSpec `ebpf:"sel"`
 	Sent            *ebpf.MapSpec `ebpf:"sent"`
+	Sentc           *ebpf.MapSpec `ebpf:"sentc"`
 	Tstates         *ebpf.MapSpec `ebpf:"tstates"`
+	Tsv             *ebpf.MapSpec `ebpf:"tsv"`
 	Urgent          *ebpf.MapSpec `ebpf:"urgent"`
 	Walks           *ebpf.MapSpec `ebpf:"walks"`
 	Win             *ebpf.MapSpec `ebpf:"win"`
@@ -337,7 +351,9 @@ type kwalklateMaps struct {
 	Scratch         *ebpf.Map `ebpf:"scratch"`
 	Sel             *ebpf.Map `ebpf:"sel"`
 	Sent            *ebpf.Map `ebpf:"sent"`
+	Sentc           *ebpf.Map `ebpf:"sentc"`
 	Tstates         *ebpf.Map `ebpf:"tstates"`
+	Tsv             *ebpf.Map `ebpf:"tsv"`
 	Urgent          *ebpf.Map `ebpf:"urgent"`
 	Walks           *ebpf.Map `ebpf:"walks"`
 	Win             *ebpf.Map `ebpf:"win"`
@@ -360,7 +376,9 @@ func (m *kwalklateMaps) Close() error {
 		m.Scratch,
 		m.Sel,
 		m.Sent,
+		m.Sentc,
 		m.Tstates,
+		m.Tsv,
 		m.Urgent,
 		m.Walks,
 		m.Win,

@@ -119,7 +119,26 @@ func (p *Process) KernelLayout() (*KernelLayout, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pid %d: can't read the interpreter list at 0x%x: %w", p.Pid, p.Info.Runtime+l.RuntimeInterpretersHead, err)
 	}
-	k.Interp = interp
+	// The list's head is the newest interpreter: the main one (id 0) is
+	// found along it, at its tail (the code-object generation is its
+	// too). Not found: 0 (the kernel walk then takes no thread state for
+	// the main interpreter's without its checks), and the head stands in.
+	for at, i := interp, 0; l.InterpID != 0 && at != 0 && i < 256; i++ {
+		id, err := r.u64(at + l.InterpID)
+		if err != nil {
+			break
+		}
+		if id == 0 {
+			k.Interp = at
+			break
+		}
+		if at, err = r.u64(at + l.InterpNext); err != nil {
+			break
+		}
+	}
+	if k.Interp != 0 {
+		interp = k.Interp
+	}
 	// Best effort: without it a thread running a sub-interpreter is
 	// walked in its bound (calling) interpreter's frames alone.
 	k.AttachedTLS, k.HasAttachedTLS, _ = p.AttachedTLS()

@@ -1,6 +1,7 @@
 package pyframes_test
 
 import (
+	"encoding/binary"
 	"testing"
 	"time"
 
@@ -100,6 +101,55 @@ func TestTLSOffsetsThreadChurn(t *testing.T) {
 			t.Logf("%s: offsets %v; %d of %d calls found none", in.Label, first, empty, calls)
 			if empty > 0 || first == nil {
 				t.Errorf("%d of %d calls found no offset", empty, calls)
+			}
+		})
+	}
+}
+
+// TestKernelLayoutMainInterpreter: with two sub-interpreters made before
+// the look (the newest heads the runtime's list), the kernel layout's
+// interpreter is still the main one: the one the target's main thread
+// state points at. The kernel walk takes a thread attached to it as
+// whole without a map lookup; the head once stood in for it.
+func TestKernelLayoutMainInterpreter(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, in := range testutil.Interpreters(t) {
+		if in.Minor() < 12 || in.FreeThreaded() {
+			continue // sub-interpreters with their own threads: 3.12+
+		}
+		t.Run(in.Label, func(t *testing.T) {
+			tg := testutil.Start(t, in, "subinterps.py")
+			p, err := pyframes.Open(tg.Pid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			k, err := p.KernelLayout()
+			if err != nil {
+				t.Fatal(err)
+			}
+			refs, err := p.ThreadRefs()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var mainTS uint64
+			subs := 0
+			for _, r := range refs {
+				if r.NativeID == tg.Pid {
+					mainTS = r.Addr
+				}
+				if r.Interp != 0 {
+					subs++
+				}
+			}
+			if mainTS == 0 || subs < 2 {
+				t.Fatalf("main thread state 0x%x, %d sub-interpreter threads: %+v", mainTS, subs, refs)
+			}
+			var b [8]byte
+			if err := p.Mem().Read(mainTS+k.TstateInterp, b[:]); err != nil {
+				t.Fatal(err)
+			}
+			if got := binary.LittleEndian.Uint64(b[:]); k.Interp != got {
+				t.Errorf("kernel layout's interpreter 0x%x, the main thread's 0x%x", k.Interp, got)
 			}
 		})
 	}

@@ -13,7 +13,7 @@
 // pywalk_chain (one frame chain, a global function too), the maps tstates
 // (tid or fsbase -> PyThreadState*, filled by user space), pyaddrs (a
 // process's own addresses where they are not cfg's), scratch, walks,
-// codes_ok and win, pywalk(), and pywalk_send() to send each distinct
+// codes_ok, win and tsv, pywalk(), and pywalk_send() to send each distinct
 // stack once. See internal/kwalk/doc.go for the walk.
 
 #ifndef PYOBS_PYWALK_H
@@ -88,6 +88,9 @@ struct config {
 	s64 att_off;      // where the thread's attached tstate pointer sits, from fsbase
 	                  // (_Py_tss_tstate: NULL while detached; a sub-interpreter's
 	                  // while the thread runs one)
+	u64 main_interp;  // the main interpreter's state (3.12+), 0: not known
+	u32 ts_lo;        // the bytes of a thread state read at once for the attached
+	u32 ts_len;       // state (frame, interp, thread ids), 0: read field by field
 };
 
 // co_flags of code that runs in a generator's, coroutine's or async
@@ -168,6 +171,7 @@ struct late_addrs {
 	u64 codegen_addr;
 	s64 tls_off[2];
 	s64 att_off;
+	u64 main_interp;
 	u32 tls_n;
 	u32 att_n;
 	u32 ready;
@@ -181,6 +185,7 @@ volatile struct late_addrs late = {};
 #define PW_CODE_TYPE (late.code_type)
 #define PW_FRAME_TYPE (late.frame_type)
 #define PW_CODEGEN (late.codegen_addr)
+#define PW_MAIN_INTERP (late.main_interp)
 #else
 // The walk is configured: cfg.minor is 0 until then (only a program with
 // PYWALK_CFG_MUTABLE ever sees it so).
@@ -192,6 +197,7 @@ volatile struct late_addrs late = {};
 #define PW_CODE_TYPE (cfg.code_type)
 #define PW_FRAME_TYPE (cfg.frame_type)
 #define PW_CODEGEN (cfg.codegen_addr)
+#define PW_MAIN_INTERP (cfg.main_interp)
 #endif
 
 struct {
@@ -216,6 +222,7 @@ struct proc_addrs {
 	u64 code_type;
 	u64 frame_type;
 	u64 codegen_addr;
+	u64 main_interp;
 };
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -237,6 +244,7 @@ struct {
 // 3.11+: frames live in contiguous data-stack chunks, callers below
 // callees: one read of the page that holds a frame serves the callers
 // in it too (a frame read alone costs about as much as the page).
+#define FBUF_WORDS 16 // 128 bytes: every frame header we read
 #define WIN 4096
 #define PAGE 4096
 struct window {
@@ -248,6 +256,20 @@ struct {
 	__type(key, u32);
 	__type(value, struct window);
 } win SEC(".maps");
+
+// The attached thread state's bytes cfg.ts_lo..+ts_len, per CPU: its frame,
+// interpreter and thread ids in one read.
+#define TSV_WORDS 32
+struct tsview {
+	u64 w[TSV_WORDS];
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct tsview);
+} tsv SEC(".maps");
+#define TSV(v, off) ((v)->w[(((off) - cfg.ts_lo) >> 3) & (TSV_WORDS - 1)])
 
 static __always_inline int read_u64(u64 *dst, u64 addr)
 {
@@ -283,7 +305,6 @@ static __always_inline u64 mix(u64 h, u64 x)
 	return h ^ (h >> 29);
 }
 
-#define FBUF_WORDS 16 // 128 bytes: every frame header we read
 
 // A program whose events can land inside 3.11/3.12's eval-loop entry (a
 // sampling tick: kwalk, red's sampler) defines PYWALK_ENTRY_RESTART: there
@@ -553,6 +574,7 @@ static __always_inline u8 in_sub(u64 ts)
 struct pywalk_ev {
 	u32 mapstale; // a map entry whose thread state belongs to another thread
 	u32 tlsbad;   // a TLS/TSD candidate that failed its check
+	u32 mapped;   // pywalk_lookup: the state came from the map by tid
 };
 
 // The walk between its chains (a sub-interpreter's, then its callers'),
@@ -566,43 +588,20 @@ struct {
 } walks SEC(".maps");
 
 // pywalk_chain walks the frame chain from top, thread state ts's, into the
-// per-CPU scratch sample: from its first frame (first), or on below the
-// frames walked (the callers of a sub-interpreter's chain, in the same
-// hop budget). It returns whether the chain ended whole with nothing
-// amiss. A global function, checked once with its arguments unknown (two
-// walks inlined were checked for each state the thread-state lookup
-// reached them in: 5x the instructions, seconds of load).
-__attribute__((noinline)) int pywalk_chain(u64 top, u64 ts, u64 first)
+// per-CPU scratch sample, on from where the per-CPU walk stands: its first
+// frame after walk_begin, or on below the frames walked (the callers of a
+// sub-interpreter's chain, in the same hop budget). It returns whether the
+// chain ended whole with nothing amiss. A global function, checked once
+// with its arguments unknown (two walks inlined were checked for each
+// state the thread-state lookup reached them in: 5x the instructions,
+// seconds of load).
+__attribute__((noinline)) int pywalk_chain(u64 top, u64 ts)
 {
 	u32 zero = 0;
-	struct sample *s = bpf_map_lookup_elem(&scratch, &zero);
 	struct walk *wm = bpf_map_lookup_elem(&walks, &zero);
-	if (!s || !wm)
+	if (!wm)
 		return 0;
-	if (first) {
-		__builtin_memset(wm, 0, sizeof(*wm));
-		u64 code_type = PW_CODE_TYPE, frame_type = PW_FRAME_TYPE, codegen = PW_CODEGEN;
-		u32 tgid = (u32)(bpf_get_current_pid_tgid() >> 32);
-		struct proc_addrs *pa = bpf_map_lookup_elem(&pyaddrs, &tgid);
-		if (pa) {
-			code_type = pa->code_type;
-			frame_type = pa->frame_type;
-			codegen = pa->codegen_addr;
-		}
-		if (codegen && cfg.codegen_u32) {
-			u32 g = 0;
-			bpf_probe_read_user(&g, sizeof(g), (const void *)codegen);
-			s->h.codegen = g;
-		} else if (codegen) {
-			read_u64(&s->h.codegen, codegen);
-		}
-		wm->code_type = code_type;
-		wm->frame_type = frame_type;
-#ifdef PYWALK_RESTART
-		if (cfg.cframe_previous)
-			read_u64(&wm->alt_cf, ts + cfg.tstate_frame);
-#endif
-	} else {
+	if (wm->depth || wm->hops) {
 		wm->done = 0;
 		wm->last_shim = 0;
 		wm->alt_cf = 0;
@@ -614,34 +613,136 @@ __attribute__((noinline)) int pywalk_chain(u64 top, u64 ts, u64 first)
 	return !w.flags && w.done && whole(&w, ts);
 }
 
-// pywalk fills s (its header zeroed but for time, tid and cpu) with the
-// current thread's Python stack: the thread state from the map (by tid,
-// checked) or through the thread's TLS/TSD, then the frame chain; the
-// verdict is in s->h.flags, the stack's identity in s->h.id.
-static __always_inline void pywalk(struct sample *s, u32 tid, struct pywalk_ev *ev)
+// The addresses a walk compares with: cfg's, or the process's own.
+struct pw_addrs {
+	u64 code_type;
+	u64 frame_type;
+	u64 codegen;
+	u64 main_interp;
+};
+
+static __always_inline void pw_addrs_get(struct pw_addrs *a)
 {
-	u64 key = tid;
+	a->code_type = PW_CODE_TYPE;
+	a->frame_type = PW_FRAME_TYPE;
+	a->codegen = PW_CODEGEN;
+	a->main_interp = PW_MAIN_INTERP;
+	u32 tgid = (u32)(bpf_get_current_pid_tgid() >> 32);
+	struct proc_addrs *pa = bpf_map_lookup_elem(&pyaddrs, &tgid);
+	if (pa) {
+		a->code_type = pa->code_type;
+		a->frame_type = pa->frame_type;
+		a->codegen = pa->codegen_addr;
+		a->main_interp = pa->main_interp;
+	}
+}
+
+// walk_begin readies the per-CPU walk for a stack's first chain, and puts
+// the interpreter's code-object generation in the sample. cf: the cframe
+// that holds the first chain's top frame (3.11/3.12), where a failed
+// start begins again.
+static __always_inline struct walk *walk_begin(struct sample *s, struct pw_addrs *a, u64 cf)
+{
+	u32 zero = 0;
+	struct walk *wm = bpf_map_lookup_elem(&walks, &zero);
+	if (!wm)
+		return 0;
+	__builtin_memset(wm, 0, sizeof(*wm));
+	if (a->codegen && cfg.codegen_u32) {
+		u32 g = 0;
+		bpf_probe_read_user(&g, sizeof(g), (const void *)a->codegen);
+		s->h.codegen = g;
+	} else if (a->codegen) {
+		read_u64(&s->h.codegen, a->codegen);
+	}
+	wm->code_type = a->code_type;
+	wm->frame_type = a->frame_type;
+#ifdef PYWALK_RESTART
+	if (cfg.cframe_previous)
+		wm->alt_cf = cf;
+#endif
+	return wm;
+}
+
+// top_from reads the newest frame from the thread state's frame field's
+// value raw (3.11/3.12: the cframe, whose current_frame it is); non-zero:
+// a fault.
+static __always_inline int top_from(u64 raw, u64 *top, u64 *cf)
+{
+	*top = raw;
+	*cf = 0;
+	if (cfg.cframe_current >= 0 && raw) {
+		*cf = raw;
+		*top = 0;
+		if (read_u64(top, raw + (u64)cfg.cframe_current))
+			return 1;
+	}
+	return 0;
+}
+
+// attached reads the thread state the thread is attached to now (3.12+:
+// _Py_tss_tstate; NULL while detached), checked to be the thread's own:
+// its state (0: none, or failed its check) and, in *main, whether it is
+// the main interpreter's, with *raw its frame field's value (ts_len: read
+// with the ids at once).
+static __always_inline u64 attached(u64 fs, u32 tid, struct pw_addrs *a, u8 *main, u64 *raw, struct pywalk_ev *ev)
+{
+	u64 cand = 0;
+	*main = 0;
+	if (!fs || read_u64(&cand, fs + PW_ATT_OFF) || !cand)
+		return 0;
+	u32 zero = 0;
+	struct tsview *v = cfg.ts_len ? bpf_map_lookup_elem(&tsv, &zero) : 0;
+	if (v) {
+		u32 n = cfg.ts_len;
+		if (n > sizeof(v->w))
+			n = sizeof(v->w);
+		if (bpf_probe_read_user(v->w, n, (const void *)(cand + cfg.ts_lo)))
+			return 0;
+		if (TSV(v, cfg.tstate_thread_id) != fs || TSV(v, cfg.tstate_native_tid) != tid) {
+			ev->tlsbad++;
+			return 0;
+		}
+		*main = a->main_interp && TSV(v, cfg.tstate_interp) == a->main_interp;
+		*raw = TSV(v, cfg.tstate_frame);
+		return cand;
+	}
+	u64 id = 0, nt = 0;
+	if (read_u64(&id, cand + cfg.tstate_thread_id) || id != fs ||
+	    (cfg.tstate_native_tid && (read_u64(&nt, cand + cfg.tstate_native_tid) || nt != tid))) {
+		ev->tlsbad++;
+		return 0;
+	}
+	*raw = 0;
+	return cand;
+}
+
+// pywalk_lookup finds thread tid's state (fsbase fs) without the attached
+// one: from the map by tid (checked: a tid may be reused), through the
+// runtime's own per-thread pointer (brand-new threads are walked from
+// their first sample), or from the map by fsbase; 0: none. It marks how in
+// the scratch sample's flags and ev (mapped: by tid). A global function,
+// verified once: inlined, its branches multiplied the walk's.
+__attribute__((noinline)) u64 pywalk_lookup(u32 tid, u64 fs, struct pywalk_ev *ev)
+{
+	u32 zero = 0;
+	struct sample *s = bpf_map_lookup_elem(&scratch, &zero);
+	if (!s || !ev)
+		return 0;
 	u64 tstate = 0;
+	u64 key = tid;
 	u64 *tsp = bpf_map_lookup_elem(&tstates, &key);
 	if (tsp)
 		tstate = *tsp;
 	if (tstate && cfg.tstate_native_tid) {
-		// The tid may have been reused since user space filled the map.
 		u64 nt = 0;
 		if (read_u64(&nt, tstate + cfg.tstate_native_tid) || nt != tid) {
 			ev->mapstale++;
 			tstate = 0;
 		}
 	}
-	u8 mapped = tstate != 0;
-	u64 fs = 0;
-	if (!tstate) {
-		struct task_struct___kwalk *task = (struct task_struct___kwalk *)bpf_get_current_task();
-		bpf_probe_read_kernel(&fs, sizeof(fs), &task->thread.fsbase);
-	}
+	ev->mapped = tstate != 0;
 	if (!tstate && fs && PW_TLS_N) {
-		// The runtime's own per-thread pointer: brand-new threads are
-		// walked from their first sample.
 		for (int i = 0; i < 2; i++) {
 			if (i >= PW_TLS_N)
 				break;
@@ -678,71 +779,94 @@ static __always_inline void pywalk(struct sample *s, u32 tid, struct pywalk_ev *
 			}
 		}
 	}
+	return tstate;
+}
+
+// pywalk fills s (its header zeroed but for time, tid and cpu) with the
+// current thread's Python stack: the thread state it is attached to, if
+// the main interpreter's (3.12+: the common case, no map lookup), else
+// the one from the map (by tid, checked) or through the thread's TLS/TSD,
+// then the frame chain; the verdict is in s->h.flags, the stack's
+// identity in s->h.id.
+static __always_inline void pywalk(struct sample *s, u32 tid, struct pywalk_ev *ev)
+{
+	struct pw_addrs a = {};
+	pw_addrs_get(&a);
+	u64 fs = 0;
+	struct task_struct___kwalk *task = (struct task_struct___kwalk *)bpf_get_current_task();
+	bpf_probe_read_kernel(&fs, sizeof(fs), &task->thread.fsbase);
 	// The thread state the thread is attached to now (3.12+): another
-	// than the map's while it runs a sub-interpreter's code (user space
-	// keys a thread to its state in the lowest interpreter, the one it
-	// started in), whose frames then lie on top of the map's (the calls
-	// that entered the sub-interpreter). NULL while detached: the bound
-	// state is the stack. (The gilstate TSD slot follows the attached
-	// state on 3.12+: it finds no caller.)
-	u64 att = 0, below = 0;
+	// than its bound one while it runs a sub-interpreter's code (user
+	// space keys a thread to its state in the lowest interpreter, the one
+	// it started in), whose frames then lie on top of the bound state's
+	// (the calls that entered the sub-interpreter). NULL while detached:
+	// the bound state is the stack. (The gilstate TSD slot follows the
+	// attached state on 3.12+: it finds no caller.) Attached to the main
+	// interpreter, it is the whole stack: the lookups below are skipped.
+	u64 att = 0, raw = 0;
+	u8 att_main = 0;
+	if (PW_ATT_N)
+		att = attached(fs, tid, &a, &att_main, &raw, ev);
+	u64 tstate = 0, below = 0;
 	u8 orphan = 0; // a sub-interpreter's state whose callers are not known
-	if (PW_ATT_N) {
-		if (!fs) {
-			struct task_struct___kwalk *task = (struct task_struct___kwalk *)bpf_get_current_task();
-			bpf_probe_read_kernel(&fs, sizeof(fs), &task->thread.fsbase);
-		}
-		u64 cand = 0;
-		if (fs && !read_u64(&cand, fs + PW_ATT_OFF) && cand && cand != tstate) {
-			u64 id = 0, nt = 0;
-			if (read_u64(&id, cand + cfg.tstate_thread_id) || id != fs ||
-			    (cfg.tstate_native_tid && (read_u64(&nt, cand + cfg.tstate_native_tid) || nt != tid)))
-				ev->tlsbad++;
-			else
-				att = cand;
-		}
-		// Walked first: the attached state, then the map's below it.
-		if (att) {
-			below = tstate;
-			tstate = att;
-		}
-		if (tstate && !below && !(s->h.flags & S_MAPKEY_FS) && !mapped)
-			orphan = in_sub(tstate);
-	}
-	if (!tstate) {
-		s->h.flags |= S_NOPY;
-		return;
-	}
-	s->h.tstate = tstate;
 	u64 top = 0, cf = 0;
-	if (top_frame(tstate, &top, &cf)) {
-		s->h.flags |= S_FAULT;
-		return;
-	}
-	if (!top && below) {
-		// Attached to a sub-interpreter with no frame yet: the bound
-		// state's stack is the thread's.
-		tstate = below;
-		below = 0;
-		s->h.tstate = tstate;
-		if (top_frame(tstate, &top, &cf)) {
+	if (att && att_main && cfg.ts_len) {
+		tstate = att;
+		s->h.flags |= S_BYTLS;
+		if (top_from(raw, &top, &cf)) {
+			s->h.tstate = tstate;
 			s->h.flags |= S_FAULT;
 			return;
 		}
+	} else {
+		tstate = pywalk_lookup(tid, fs, ev);
+		u8 mapped = ev->mapped != 0;
+		if (PW_ATT_N) {
+			// Walked first: the attached state, then the bound one below it.
+			if (att && att != tstate) {
+				below = tstate;
+				tstate = att;
+			}
+			if (tstate && !below && !(s->h.flags & S_MAPKEY_FS) && !mapped)
+				orphan = att_main ? 0 : in_sub(tstate);
+		}
+		if (!tstate) {
+			s->h.flags |= S_NOPY;
+			return;
+		}
+		if (top_frame(tstate, &top, &cf)) {
+			s->h.tstate = tstate;
+			s->h.flags |= S_FAULT;
+			return;
+		}
+		if (!top && below) {
+			// Attached to a sub-interpreter with no frame yet: the bound
+			// state's stack is the thread's.
+			tstate = below;
+			below = 0;
+			if (top_frame(tstate, &top, &cf)) {
+				s->h.tstate = tstate;
+				s->h.flags |= S_FAULT;
+				return;
+			}
+		}
 	}
+	s->h.tstate = tstate;
 	if (!top) {
 		s->h.flags |= S_EMPTY;
 		return;
 	}
 
-	int whole_ = pywalk_chain(top, tstate, 1);
+	if (!walk_begin(s, &a, cf))
+		return;
+	int whole_ = pywalk_chain(top, tstate);
 	if (whole_ && below) {
 		// The sub-interpreter's chain is whole: its callers are the
 		// bound state's frames.
 		if (top_frame(below, &top, &cf))
 			s->h.flags |= S_FAULT;
 		else if (top)
-			whole_ = pywalk_chain(top, below, 0);
+			whole_ = pywalk_chain(top, below);
 	}
 	u32 zero = 0;
 	struct walk *w = bpf_map_lookup_elem(&walks, &zero);

@@ -53,6 +53,9 @@ type allocConfig struct {
 	InterpId        uint32
 	_               [4]byte
 	AttOff          int64
+	MainInterp      uint64
+	TsLo            uint32
+	TsLen           uint32
 }
 
 type allocLive struct {
@@ -108,6 +111,7 @@ type allocProcAddrs struct {
 	CodeType    uint64
 	FrameType   uint64
 	CodegenAddr uint64
+	MainInterp  uint64
 }
 
 type allocSample struct {
@@ -134,6 +138,11 @@ type allocSample struct {
 		Flags uint32
 	}
 	Links [32]uint64
+}
+
+type allocTsview struct {
+	_ structs.HostLayout
+	W [32]uint64
 }
 
 type allocWalk struct {
@@ -180,6 +189,7 @@ const (
 	allocMapPystacks      = "pystacks"
 	allocMapScratch       = "scratch"
 	allocMapTstates       = "tstates"
+	allocMapTsv           = "tsv"
 	allocMapWalks         = "walks"
 	allocMapWin           = "win"
 	allocProgAllocEnter   = "alloc_enter"
@@ -262,6 +272,7 @@ type allocMapSpecs struct {
 	Pystacks  *ebpf.MapSpec `ebpf:"pystacks"`
 	Scratch   *ebpf.MapSpec `ebpf:"scratch"`
 	Tstates   *ebpf.MapSpec `ebpf:"tstates"`
+	Tsv       *ebpf.MapSpec `ebpf:"tsv"`
 	Walks     *ebpf.MapSpec `ebpf:"walks"`
 	Win       *ebpf.MapSpec `ebpf:"win"`
 }
@@ -312,6 +323,7 @@ type allocMaps struct {
 	Pystacks  *ebpf.Map `ebpf:"pystacks"`
 	Scratch   *ebpf.Map `ebpf:"scratch"`
 	Tstates   *ebpf.Map `ebpf:"tstates"`
+	Tsv       *ebpf.Map `ebpf:"tsv"`
 	Walks     *ebpf.Map `ebpf:"walks"`
 	Win       *ebpf.Map `ebpf:"win"`
 }
@@ -331,6 +343,7 @@ func (m *allocMaps) Close() error {
 		m.Pystacks,
 		m.Scratch,
 		m.Tstates,
+		m.Tsv,
 		m.Walks,
 		m.Win,
 	)

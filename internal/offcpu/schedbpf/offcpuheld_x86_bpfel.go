@@ -53,6 +53,9 @@ type offcpuheldConfig struct {
 	InterpId        uint32
 	_               [4]byte
 	AttOff          int64
+	MainInterp      uint64
+	TsLo            uint32
+	TsLen           uint32
 }
 
 type offcpuheldOkey struct {
@@ -82,6 +85,7 @@ type offcpuheldProcAddrs struct {
 	CodeType    uint64
 	FrameType   uint64
 	CodegenAddr uint64
+	MainInterp  uint64
 }
 
 type offcpuheldProcsetMember struct {
@@ -145,6 +149,11 @@ type offcpuheldThr struct {
 	WalkA0  uint64
 	WalkNr  int32
 	WalkId  int32
+}
+
+type offcpuheldTsview struct {
+	_ structs.HostLayout
+	W [32]uint64
 }
 
 type offcpuheldWake struct {
@@ -221,6 +230,7 @@ const (
 	offcpuheldMapStarts          = "starts"
 	offcpuheldMapThreads         = "threads"
 	offcpuheldMapTstates         = "tstates"
+	offcpuheldMapTsv             = "tsv"
 	offcpuheldMapWaits           = "waits"
 	offcpuheldMapWakes           = "wakes"
 	offcpuheldMapWalks           = "walks"
@@ -325,6 +335,7 @@ type offcpuheldMapSpecs struct {
 	Starts          *ebpf.MapSpec `ebpf:"starts"`
 	Threads         *ebpf.MapSpec `ebpf:"threads"`
 	Tstates         *ebpf.MapSpec `ebpf:"tstates"`
+	Tsv             *ebpf.MapSpec `ebpf:"tsv"`
 	Waits           *ebpf.MapSpec `ebpf:"waits"`
 	Wakes           *ebpf.MapSpec `ebpf:"wakes"`
 	Walks           *ebpf.MapSpec `ebpf:"walks"`
@@ -391,6 +402,7 @@ type offcpuheldMaps struct {
 	Starts          *ebpf.Map `ebpf:"starts"`
 	Threads         *ebpf.Map `ebpf:"threads"`
 	Tstates         *ebpf.Map `ebpf:"tstates"`
+	Tsv             *ebpf.Map `ebpf:"tsv"`
 	Waits           *ebpf.Map `ebpf:"waits"`
 	Wakes           *ebpf.Map `ebpf:"wakes"`
 	Walks           *ebpf.Map `ebpf:"walks"`
@@ -414,6 +426,7 @@ func (m *offcpuheldMaps) Close() error {
 		m.Starts,
 		m.Threads,
 		m.Tstates,
+		m.Tsv,
 		m.Waits,
 		m.Wakes,
 		m.Walks,

@@ -53,6 +53,9 @@ type offcpulateConfig struct {
 	InterpId        uint32
 	_               [4]byte
 	AttOff          int64
+	MainInterp      uint64
+	TsLo            uint32
+	TsLen           uint32
 }
 
 type offcpulateLateAddrs struct {
@@ -62,6 +65,7 @@ type offcpulateLateAddrs struct {
 	CodegenAddr uint64
 	TlsOff      [2]int64
 	AttOff      int64
+	MainInterp  uint64
 	TlsN        uint32
 	AttN        uint32
 	Ready       uint32
@@ -95,6 +99,7 @@ type offcpulateProcAddrs struct {
 	CodeType    uint64
 	FrameType   uint64
 	CodegenAddr uint64
+	MainInterp  uint64
 }
 
 type offcpulateProcsetMember struct {
@@ -158,6 +163,11 @@ type offcpulateThr struct {
 	WalkA0  uint64
 	WalkNr  int32
 	WalkId  int32
+}
+
+type offcpulateTsview struct {
+	_ structs.HostLayout
+	W [32]uint64
 }
 
 type offcpulateWake struct {
@@ -234,6 +244,7 @@ const (
 	offcpulateMapStarts          = "starts"
 	offcpulateMapThreads         = "threads"
 	offcpulateMapTstates         = "tstates"
+	offcpulateMapTsv             = "tsv"
 	offcpulateMapWaits           = "waits"
 	offcpulateMapWakes           = "wakes"
 	offcpulateMapWalks           = "walks"
@@ -339,6 +350,7 @@ type offcpulateMapSpecs struct {
 	Starts          *ebpf.MapSpec `ebpf:"starts"`
 	Threads         *ebpf.MapSpec `ebpf:"threads"`
 	Tstates         *ebpf.MapSpec `ebpf:"tstates"`
+	Tsv             *ebpf.MapSpec `ebpf:"tsv"`
 	Waits           *ebpf.MapSpec `ebpf:"waits"`
 	Wakes           *ebpf.MapSpec `ebpf:"wakes"`
 	Walks           *ebpf.MapSpec `ebpf:"walks"`
@@ -406,6 +418,7 @@ type offcpulateMaps struct {
 	Starts          *ebpf.Map `ebpf:"starts"`
 	Threads         *ebpf.Map `ebpf:"threads"`
 	Tstates         *ebpf.Map `ebpf:"tstates"`
+	Tsv             *ebpf.Map `ebpf:"tsv"`
 	Waits           *ebpf.Map `ebpf:"waits"`
 	Wakes           *ebpf.Map `ebpf:"wakes"`
 	Walks           *ebpf.Map `ebpf:"walks"`
@@ -429,6 +442,7 @@ func (m *offcpulateMaps) Close() error {
 		m.Starts,
 		m.Threads,
 		m.Tstates,
+		m.Tsv,
 		m.Waits,
 		m.Wakes,
 		m.Walks,

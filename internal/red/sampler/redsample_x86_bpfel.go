@@ -53,6 +53,9 @@ type redsampleConfig struct {
 	InterpId        uint32
 	_               [4]byte
 	AttOff          int64
+	MainInterp      uint64
+	TsLo            uint32
+	TsLen           uint32
 }
 
 type redsampleHit struct {
@@ -77,6 +80,7 @@ type redsampleProcAddrs struct {
 	CodeType    uint64
 	FrameType   uint64
 	CodegenAddr uint64
+	MainInterp  uint64
 }
 
 type redsampleProcsetMember struct {
@@ -112,6 +116,11 @@ type redsampleSample struct {
 		Flags uint32
 	}
 	Links [32]uint64
+}
+
+type redsampleTsview struct {
+	_ structs.HostLayout
+	W [32]uint64
 }
 
 type redsampleWalk struct {
@@ -157,6 +166,7 @@ const (
 	redsampleMapPystacks        = "pystacks"
 	redsampleMapScratch         = "scratch"
 	redsampleMapTstates         = "tstates"
+	redsampleMapTsv             = "tsv"
 	redsampleMapWalks           = "walks"
 	redsampleMapWin             = "win"
 	redsampleProgProcsetExec    = "procset_exec"
@@ -236,6 +246,7 @@ type redsampleMapSpecs struct {
 	Pystacks        *ebpf.MapSpec `ebpf:"pystacks"`
 	Scratch         *ebpf.MapSpec `ebpf:"scratch"`
 	Tstates         *ebpf.MapSpec `ebpf:"tstates"`
+	Tsv             *ebpf.MapSpec `ebpf:"tsv"`
 	Walks           *ebpf.MapSpec `ebpf:"walks"`
 	Win             *ebpf.MapSpec `ebpf:"win"`
 }
@@ -283,6 +294,7 @@ type redsampleMaps struct {
 	Pystacks        *ebpf.Map `ebpf:"pystacks"`
 	Scratch         *ebpf.Map `ebpf:"scratch"`
 	Tstates         *ebpf.Map `ebpf:"tstates"`
+	Tsv             *ebpf.Map `ebpf:"tsv"`
 	Walks           *ebpf.Map `ebpf:"walks"`
 	Win             *ebpf.Map `ebpf:"win"`
 }
@@ -301,6 +313,7 @@ func (m *redsampleMaps) Close() error {
 		m.Pystacks,
 		m.Scratch,
 		m.Tstates,
+		m.Tsv,
 		m.Walks,
 		m.Win,
 	)

@@ -53,6 +53,9 @@ type syscallsConfig struct {
 	InterpId        uint32
 	_               [4]byte
 	AttOff          int64
+	MainInterp      uint64
+	TsLo            uint32
+	TsLen           uint32
 }
 
 type syscallsEvent struct {
@@ -87,6 +90,7 @@ type syscallsProcAddrs struct {
 	CodeType    uint64
 	FrameType   uint64
 	CodegenAddr uint64
+	MainInterp  uint64
 }
 
 type syscallsProcsetMember struct {
@@ -140,6 +144,11 @@ type syscallsStat struct {
 	MinNs   uint64
 }
 
+type syscallsTsview struct {
+	_ structs.HostLayout
+	W [32]uint64
+}
+
 type syscallsWalk struct {
 	_         structs.HostLayout
 	Addr      uint64
@@ -189,6 +198,7 @@ const (
 	syscallsMapStarts               = "starts"
 	syscallsMapStats                = "stats"
 	syscallsMapTstates              = "tstates"
+	syscallsMapTsv                  = "tsv"
 	syscallsMapWalks                = "walks"
 	syscallsMapWin                  = "win"
 	syscallsProgProcsetExec         = "procset_exec"
@@ -293,6 +303,7 @@ type syscallsMapSpecs struct {
 	Starts          *ebpf.MapSpec `ebpf:"starts"`
 	Stats           *ebpf.MapSpec `ebpf:"stats"`
 	Tstates         *ebpf.MapSpec `ebpf:"tstates"`
+	Tsv             *ebpf.MapSpec `ebpf:"tsv"`
 	Walks           *ebpf.MapSpec `ebpf:"walks"`
 	Win             *ebpf.MapSpec `ebpf:"win"`
 }
@@ -365,6 +376,7 @@ type syscallsMaps struct {
 	Starts          *ebpf.Map `ebpf:"starts"`
 	Stats           *ebpf.Map `ebpf:"stats"`
 	Tstates         *ebpf.Map `ebpf:"tstates"`
+	Tsv             *ebpf.Map `ebpf:"tsv"`
 	Walks           *ebpf.Map `ebpf:"walks"`
 	Win             *ebpf.Map `ebpf:"win"`
 }
@@ -389,6 +401,7 @@ func (m *syscallsMaps) Close() error {
 		m.Starts,
 		m.Stats,
 		m.Tstates,
+		m.Tsv,
 		m.Walks,
 		m.Win,
 	)

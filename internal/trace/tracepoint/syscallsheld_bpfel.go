@@ -53,6 +53,9 @@ type syscallsheldConfig struct {
 	InterpId        uint32
 	_               [4]byte
 	AttOff          int64
+	MainInterp      uint64
+	TsLo            uint32
+	TsLen           uint32
 }
 
 type syscallsheldPidstat struct {
@@ -69,6 +72,7 @@ type syscallsheldProcAddrs struct {
 	CodeType    uint64
 	FrameType   uint64
 	CodegenAddr uint64
+	MainInterp  uint64
 }
 
 type syscallsheldProcsetMember struct {
@@ -122,6 +126,11 @@ type syscallsheldStat struct {
 	MinNs   uint64
 }
 
+type syscallsheldTsview struct {
+	_ structs.HostLayout
+	W [32]uint64
+}
+
 type syscallsheldWalk struct {
 	_         structs.HostLayout
 	Addr      uint64
@@ -171,6 +180,7 @@ const (
 	syscallsheldMapStarts               = "starts"
 	syscallsheldMapStats                = "stats"
 	syscallsheldMapTstates              = "tstates"
+	syscallsheldMapTsv                  = "tsv"
 	syscallsheldMapWalks                = "walks"
 	syscallsheldMapWin                  = "win"
 	syscallsheldProgProcsetExec         = "procset_exec"
@@ -275,6 +285,7 @@ type syscallsheldMapSpecs struct {
 	Starts          *ebpf.MapSpec `ebpf:"starts"`
 	Stats           *ebpf.MapSpec `ebpf:"stats"`
 	Tstates         *ebpf.MapSpec `ebpf:"tstates"`
+	Tsv             *ebpf.MapSpec `ebpf:"tsv"`
 	Walks           *ebpf.MapSpec `ebpf:"walks"`
 	Win             *ebpf.MapSpec `ebpf:"win"`
 }
@@ -347,6 +358,7 @@ type syscallsheldMaps struct {
 	Starts          *ebpf.Map `ebpf:"starts"`
 	Stats           *ebpf.Map `ebpf:"stats"`
 	Tstates         *ebpf.Map `ebpf:"tstates"`
+	Tsv             *ebpf.Map `ebpf:"tsv"`
 	Walks           *ebpf.Map `ebpf:"walks"`
 	Win             *ebpf.Map `ebpf:"win"`
 }
@@ -371,6 +383,7 @@ func (m *syscallsheldMaps) Close() error {
 		m.Starts,
 		m.Stats,
 		m.Tstates,
+		m.Tsv,
 		m.Walks,
 		m.Win,
 	)

@@ -53,6 +53,9 @@ type syscallslateConfig struct {
 	InterpId        uint32
 	_               [4]byte
 	AttOff          int64
+	MainInterp      uint64
+	TsLo            uint32
+	TsLen           uint32
 }
 
 type syscallslateLateAddrs struct {
@@ -62,6 +65,7 @@ type syscallslateLateAddrs struct {
 	CodegenAddr uint64
 	TlsOff      [2]int64
 	AttOff      int64
+	MainInterp  uint64
 	TlsN        uint32
 	AttN        uint32
 	Ready       uint32
@@ -82,6 +86,7 @@ type syscallslateProcAddrs struct {
 	CodeType    uint64
 	FrameType   uint64
 	CodegenAddr uint64
+	MainInterp  uint64
 }
 
 type syscallslateProcsetMember struct {
@@ -135,6 +140,11 @@ type syscallslateStat struct {
 	MinNs   uint64
 }
 
+type syscallslateTsview struct {
+	_ structs.HostLayout
+	W [32]uint64
+}
+
 type syscallslateWalk struct {
 	_         structs.HostLayout
 	Addr      uint64
@@ -184,6 +194,7 @@ const (
 	syscallslateMapStarts               = "starts"
 	syscallslateMapStats                = "stats"
 	syscallslateMapTstates              = "tstates"
+	syscallslateMapTsv                  = "tsv"
 	syscallslateMapWalks                = "walks"
 	syscallslateMapWin                  = "win"
 	syscallslateProgProcsetExec         = "procset_exec"
@@ -289,6 +300,7 @@ type syscallslateMapSpecs struct {
 	Starts          *ebpf.MapSpec `ebpf:"starts"`
 	Stats           *ebpf.MapSpec `ebpf:"stats"`
 	Tstates         *ebpf.MapSpec `ebpf:"tstates"`
+	Tsv             *ebpf.MapSpec `ebpf:"tsv"`
 	Walks           *ebpf.MapSpec `ebpf:"walks"`
 	Win             *ebpf.MapSpec `ebpf:"win"`
 }
@@ -362,6 +374,7 @@ type syscallslateMaps struct {
 	Starts          *ebpf.Map `ebpf:"starts"`
 	Stats           *ebpf.Map `ebpf:"stats"`
 	Tstates         *ebpf.Map `ebpf:"tstates"`
+	Tsv             *ebpf.Map `ebpf:"tsv"`
 	Walks           *ebpf.Map `ebpf:"walks"`
 	Win             *ebpf.Map `ebpf:"win"`
 }
@@ -386,6 +399,7 @@ func (m *syscallslateMaps) Close() error {
 		m.Starts,
 		m.Stats,
 		m.Tstates,
+		m.Tsv,
 		m.Walks,
 		m.Win,
 	)
