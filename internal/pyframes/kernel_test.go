@@ -9,6 +9,21 @@ import (
 	"github.com/pyobs/pyobs/internal/testutil"
 )
 
+// startLayout starts script under in and reads its kernel layout.
+func startLayout(t *testing.T, in testutil.Interp, script string) (*testutil.Target, *pyframes.Process, *pyframes.KernelLayout) {
+	t.Helper()
+	tg := testutil.Start(t, in, script)
+	p, err := pyframes.Open(tg.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := p.KernelLayout()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tg, p, k
+}
+
 // TestKernelLayoutLive: the in-kernel walker's layout and thread-state
 // offsets on every interpreter, against the facts of
 // ../shared/KERNEL-WALKER.md (§1: glibc's pthread TSD slots on 3.10–3.14,
@@ -17,15 +32,7 @@ func TestKernelLayoutLive(t *testing.T) {
 	testutil.RequireRoot(t)
 	for _, in := range testutil.Interpreters(t) {
 		t.Run(in.Label, func(t *testing.T) {
-			tg := testutil.Start(t, in, "kwalk_deep.py")
-			p, err := pyframes.Open(tg.Pid)
-			if err != nil {
-				t.Fatal(err)
-			}
-			k, err := p.KernelLayout()
-			if err != nil {
-				t.Fatal(err)
-			}
+			_, p, k := startLayout(t, in, "kwalk_deep.py")
 			minor := in.Minor()
 			want := map[int]uint32{10: pyframes.KernelEndNull, 11: pyframes.KernelEndEntry, 12: pyframes.KernelEndShim,
 				13: pyframes.KernelEndShim, 14: pyframes.KernelEndShim, 15: pyframes.KernelEndBase}[minor]
@@ -118,15 +125,7 @@ func TestKernelLayoutMainInterpreter(t *testing.T) {
 			continue // sub-interpreters with their own threads: 3.12+
 		}
 		t.Run(in.Label, func(t *testing.T) {
-			tg := testutil.Start(t, in, "subinterps.py")
-			p, err := pyframes.Open(tg.Pid)
-			if err != nil {
-				t.Fatal(err)
-			}
-			k, err := p.KernelLayout()
-			if err != nil {
-				t.Fatal(err)
-			}
+			tg, p, k := startLayout(t, in, "subinterps.py")
 			refs, err := p.ThreadRefs()
 			if err != nil {
 				t.Fatal(err)
