@@ -98,7 +98,7 @@ func runDumpJSON(t *testing.T, args ...string) dumpReadJSON {
 // TestLeaderExited: a process whose main thread ended with pthread_exit
 // while a worker runs Python on is alive: dump reads it (the worker's
 // stack, truth: the tid the target printed and the function it runs),
-// stat and record observe it; -p of the worker's tid is refused with a
+// stat, record, mem and trace observe it; -p of the worker's tid is refused with a
 // line naming the process. The leader's zombie state is the target's own
 // account from /proc.
 func TestLeaderExited(t *testing.T) {
@@ -176,6 +176,21 @@ func TestLeaderExited(t *testing.T) {
 		}
 		if !strings.Contains(string(b), "worker_loop") {
 			t.Errorf("no worker_loop sample:\n%s", b)
+		}
+	})
+
+	t.Run("mem", func(t *testing.T) {
+		// The kernel refuses a uprobe on the zombie leader (ESRCH): the
+		// probes go on a live thread, which shares the process's memory.
+		// The worker allocates an int per step (20,000 per loop, freed at
+		// once): the probes must see tens of thousands of calls.
+		r := testutil.Run(t, time.Minute, "mem", "-p", pid, "-d", "1s")
+		calls := 0
+		if i := strings.Index(r.Stdout, "cost: "); i >= 0 {
+			_, _ = fmt.Sscanf(r.Stdout[i:], "cost: %d allocator calls", &calls)
+		}
+		if r.Code != 0 || calls < 10000 || strings.Contains(r.Stderr+r.Stdout, "unavailable") {
+			t.Errorf("exit %d, %d allocator calls seen:\n%s\n%s", r.Code, calls, r.Stdout, r.Stderr)
 		}
 	})
 
@@ -318,5 +333,34 @@ func TestRecordDeepTruncated(t *testing.T) {
 	}
 	if deep == 0 {
 		t.Errorf("no stack folded:\n%s", b)
+	}
+}
+
+// TestMemLeaderExitsMidWindow: mem's probes are opened on the main thread,
+// and the kernel fires them for its memory only while it lives. The target
+// ends its main thread (pthread_exit) 3 s after it starts, inside an 8 s
+// window (pyobs loads in ~1 s), while its worker allocates on: the window
+// ends there, and the report says so, instead of a window of 8 s that
+// counted only its first part.
+func TestMemLeaderExitsMidWindow(t *testing.T) {
+	testutil.RequireRoot(t)
+	tg := testutil.Start(t, testutil.Find(t, "pyenv-3.12"), "leader_exit.py", "3")
+	r := testutil.Run(t, time.Minute, "mem", "-p", fmt.Sprint(tg.Pid), "-d", "8s", "--format", "json")
+	if r.Code != 0 {
+		t.Fatalf("exit %d: %s", r.Code, r.Stderr)
+	}
+	var res struct {
+		WindowS float64 `json:"window_s"`
+		Ended   string  `json:"probes_ended"`
+	}
+	if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil {
+		t.Fatalf("json: %v\n%s", err, r.Stdout)
+	}
+	if !waitStates(t, tg.Pid, func(tid int, s string) bool { return tid != tg.Pid || s == "Z" }) {
+		t.Fatalf("pid %d: its main thread did not exit: %v", tg.Pid, taskStates(t, tg.Pid))
+	}
+	want := fmt.Sprintf("thread %d, which the probes were opened on, ended", tg.Pid)
+	if !strings.Contains(res.Ended, want) || res.WindowS > 6 {
+		t.Errorf("window %.2f s, probes_ended %q: want the window to end when thread %d ended (~2 s in), and to say so", res.WindowS, res.Ended, tg.Pid)
 	}
 }

@@ -62,7 +62,11 @@
 // functions of a binary stripped to .dynsym (unnamed: "[unknown]
 // (lib+0xoff)"), and a stripped binary's unnamed eval loop (its Python
 // frames are then not glued in: a mismatch, shown); bounded maps (drops
-// counted).
+// counted). The kernel fires uprobes for the memory of the thread they
+// were opened on, and only while it lives: they are opened on the main
+// thread (on a live one when the main thread has exited: a zombie is
+// refused), and if that thread ends during the window the window ends
+// there, said in the report (probes_ended).
 //
 // Engine tracemalloc (CPython 3.14+): through internal/remoteexec (PEP 768)
 // pyobs starts tracemalloc in the target (unless it is already on: then it

@@ -151,6 +151,9 @@ type Result struct {
 	// Execed (-p PID, probe engine): the target exec'd this program and
 	// the window ended at the exec (seen within 20 ms).
 	Execed string `json:"target_execed,omitempty"`
+	// ProbesEnded (probe engine): the thread the probes were opened on
+	// ended, and the window with it (the kernel fires them no more).
+	ProbesEnded string `json:"probes_ended,omitempty"`
 	// Curve: traced bytes (tracemalloc, in the target) and RSS/PSS (procfs)
 	// over the window, on one time axis from the first snapshot.
 	Curve []CurvePoint `json:"curve"`
@@ -400,7 +403,7 @@ func selectGrowth(all []Site, total int64, share float64, top int, window float6
 }
 
 func smaps(s *session.Session) (procfs.SmapsRollup, error) {
-	p := s.FS.Path(s.Pid, "smaps_rollup")
+	p := s.FS.SmapsRollupPath(s.Pid)
 	f, err := os.Open(p)
 	if err != nil {
 		return procfs.SmapsRollup{}, fmt.Errorf("pid %d: can't open %s: %w", s.Pid, p, err)

@@ -145,6 +145,12 @@ wait:
 				t.Stop()
 				break wait
 			}
+			if !threadLives(s, p.Tid) {
+				res.ProbesEnded = fmt.Sprintf("thread %d, which the probes were opened on, ended %.2f s into the window: the kernel fires them only while it lives; the window ended there (seen within 20 ms)",
+					p.Tid, monotonic()-t0)
+				t.Stop()
+				break wait
+			}
 		case <-tick.C:
 			sample()
 		case <-t.C:
@@ -225,6 +231,13 @@ wait:
 	res.Memory = memory(rssStart, rssEnd, smErr, smErr2)
 	res.Curve = curve(t0, traced, rss)
 	return res, nil
+}
+
+// threadLives says whether tid of the target runs on (not a zombie, not
+// gone).
+func threadLives(s *session.Session, tid int) bool {
+	st, err := s.FS.TaskStat(s.Pid, tid)
+	return err == nil && st.State != "Z" && st.State != "X"
 }
 
 // libc is the C library pid maps (a path pyobs can open), "" when none is

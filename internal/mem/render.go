@@ -74,6 +74,9 @@ func WriteText(w io.Writer, r *Result) error {
 	if r.Execed != "" {
 		fmt.Fprintf(w, "the target exec'd (now %s): the window ended at the exec (seen within 20 ms); the memory is the old program's last reading\n", r.Execed)
 	}
+	if r.ProbesEnded != "" {
+		fmt.Fprintln(w, r.ProbesEnded)
+	}
 	if r.Memory.Error != "" {
 		fmt.Fprintf(w, "memory: %s\n", r.Memory.Error)
 	} else {

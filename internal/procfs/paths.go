@@ -39,6 +39,10 @@ func (f FS) ExePath(pid int) string { return f.pidPath(f.via(pid), "exe") }
 // main thread has exited: its own links are gone).
 func (f FS) CwdPath(pid int) string { return f.pidPath(f.via(pid), "cwd") }
 
+// SmapsRollupPath is /proc/PID/smaps_rollup, through a live thread when
+// the main thread has exited (the leader's own is empty then).
+func (f FS) SmapsRollupPath(pid int) string { return f.pidPath(f.via(pid), "smaps_rollup") }
+
 // Exe reads the exe link.
 func (f FS) Exe(pid int) (string, error) { return f.readlink(pid, f.ExePath(pid)) }
 

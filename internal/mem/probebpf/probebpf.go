@@ -13,6 +13,7 @@ import (
 
 	"github.com/pyobs/pyobs/internal/bpfload"
 	"github.com/pyobs/pyobs/internal/kwalk"
+	"github.com/pyobs/pyobs/internal/procfs"
 	"github.com/pyobs/pyobs/internal/pyframes"
 )
 
@@ -111,8 +112,11 @@ type Probes struct {
 	// optimised build: the same body is inlined into callers, whose calls
 	// and frees no probe sees).
 	Inlined bool
-	objs    allocObjects
-	links   []link.Link
+	// Tid is the thread the probes were opened on: the kernel fires them
+	// for its memory only while it lives (its exit ends them).
+	Tid   int
+	objs  allocObjects
+	links []link.Link
 }
 
 // Load loads the programs and attaches them to the allocators of
@@ -194,7 +198,15 @@ func Load(cfg Config) (*Probes, error) {
 		p.Close()
 		return nil, fmt.Errorf("%w: pid %d: can't open %s: %w", ErrUnavailable, cfg.Pid, cfg.Binary, err)
 	}
-	o := &link.UprobeOptions{PID: cfg.Pid}
+	// The kernel fires a uprobe event for the memory of the thread it was
+	// opened on, and refuses a zombie: a process whose main thread has
+	// exited is probed through one of its live threads.
+	on := cfg.Pid
+	if tid, ok := procfs.Default().LiveTask(cfg.Pid); ok {
+		on = tid
+	}
+	o := &link.UprobeOptions{PID: on}
+	p.Tid = on
 	o2 := p.objs
 	attach := func(sym string, prog *ebpf.Program, ret bool) error {
 		var l link.Link
