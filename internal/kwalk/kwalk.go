@@ -261,7 +261,7 @@ func Config(pid int, l *pyframes.KernelLayout, maxFrames int) (kwalkConfig, erro
 // field by field) when one is not known, not 8-byte aligned, or the span
 // is longer than the view.
 func tstateSpan(l *pyframes.KernelLayout) (lo, n uint32) {
-	const view = 32 * 8
+	view := uint64(len(kwalkTsview{}.W) * 8)
 	offs := []uint64{l.TstateFrame, l.TstateThreadID, l.TstateNativeID, l.TstateInterp}
 	first, last := slices.Min(offs), slices.Max(offs)
 	for _, o := range offs {

@@ -34,7 +34,13 @@ func probeRun(ctx context.Context, s *session.Session, opt Options) (*Result, er
 	if sb == 0 {
 		sb = DefaultSampleBytes
 	}
-	p, err := probebpf.Load(probebpf.Config{Pid: s.Pid, Binary: path, Layout: kl, TLS: tls, MaxFrames: probeFrames,
+	// The kernel refuses a uprobe on a zombie: a process whose main
+	// thread has exited is probed through one of its live threads.
+	on, ok := s.FS.LiveTask(s.Pid)
+	if !ok {
+		on = s.Pid
+	}
+	p, err := probebpf.Load(probebpf.Config{Pid: s.Pid, Tid: on, Binary: path, Layout: kl, TLS: tls, MaxFrames: probeFrames,
 		SampleBytes: sb, LibC: libc(s.Pid), NativeBytes: nativeBytes(opt)})
 	if err != nil {
 		return nil, err
@@ -145,7 +151,7 @@ wait:
 				t.Stop()
 				break wait
 			}
-			if !threadLives(s, p.Tid) {
+			if !s.FS.TaskLives(s.Pid, p.Tid) {
 				res.ProbesEnded = fmt.Sprintf("thread %d, which the probes were opened on, ended %.2f s into the window: the kernel fires them only while it lives; the window ended there (seen within 20 ms)",
 					p.Tid, monotonic()-t0)
 				t.Stop()
@@ -231,13 +237,6 @@ wait:
 	res.Memory = memory(rssStart, rssEnd, smErr, smErr2)
 	res.Curve = curve(t0, traced, rss)
 	return res, nil
-}
-
-// threadLives says whether tid of the target runs on (not a zombie, not
-// gone).
-func threadLives(s *session.Session, tid int) bool {
-	st, err := s.FS.TaskStat(s.Pid, tid)
-	return err == nil && st.State != "Z" && st.State != "X"
 }
 
 // libc is the C library pid maps (a path pyobs can open), "" when none is

@@ -36,21 +36,28 @@ func (f FS) liveThread(pid int) (int, bool) {
 	if err != nil {
 		return 0, false
 	}
-	var buf [512]byte
 	for _, e := range ents {
 		tid, err := strconv.Atoi(e.Name())
 		if err != nil || tid == pid {
 			continue
 		}
-		b, err := readSmallAt(unix.AT_FDCWD, f.taskPath(pid, tid, "stat"), buf[:])
-		if err != nil {
-			continue
-		}
-		if _, state, err := statCommState(b); err == nil && !deadState(state) {
+		if f.TaskLives(pid, tid) {
 			return tid, true
 		}
 	}
 	return 0, false
+}
+
+// TaskLives says whether thread tid of pid runs on: there, and neither a
+// zombie nor dead.
+func (f FS) TaskLives(pid, tid int) bool {
+	var buf [512]byte
+	b, err := readSmallAt(unix.AT_FDCWD, f.taskPath(pid, tid, "stat"), buf[:])
+	if err != nil {
+		return false
+	}
+	_, state, err := statCommState(b)
+	return err == nil && !deadState(state)
 }
 
 func deadState(s string) bool { return s == "Z" || s == "X" }

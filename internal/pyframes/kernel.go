@@ -120,9 +120,10 @@ func (p *Process) KernelLayout() (*KernelLayout, error) {
 		return nil, fmt.Errorf("pid %d: can't read the interpreter list at 0x%x: %w", p.Pid, p.Info.Runtime+l.RuntimeInterpretersHead, err)
 	}
 	// The list's head is the newest interpreter: the main one (id 0) is
-	// found along it, at its tail (the code-object generation is its
-	// too). Not found: 0 (the kernel walk then takes no thread state for
-	// the main interpreter's without its checks), and the head stands in.
+	// found along it, at its tail, and the code-object generation is read
+	// from it. Not found: Interp stays 0 (the kernel walk then looks every
+	// thread state up in its map), and the head stands in for the
+	// generation.
 	for at, i := interp, 0; l.InterpID != 0 && at != 0 && i < 256; i++ {
 		id, err := r.u64(at + l.InterpID)
 		if err != nil {

@@ -305,7 +305,6 @@ static __always_inline u64 mix(u64 h, u64 x)
 	return h ^ (h >> 29);
 }
 
-
 // A program whose events can land inside 3.11/3.12's eval-loop entry (a
 // sampling tick: kwalk, red's sampler) defines PYWALK_ENTRY_RESTART: there
 // tstate->cframe points at the new cframe a few instructions before its
@@ -370,20 +369,32 @@ static __always_inline int whole(struct walk *w, u64 tstate)
 	return 0;
 }
 
+// top_from reads the newest frame from the thread state's frame field's
+// value raw (3.11/3.12: the cframe, whose current_frame it is); non-zero:
+// a fault.
+static __always_inline int top_from(u64 raw, u64 *top, u64 *cf)
+{
+	*top = raw;
+	*cf = 0;
+	if (cfg.cframe_current >= 0 && raw) {
+		*cf = raw;
+		*top = 0;
+		if (read_u64(top, raw + (u64)cfg.cframe_current))
+			return 1;
+	}
+	return 0;
+}
+
 // top_frame reads the newest frame of thread state ts into *top (0: none),
 // and on 3.11/3.12 the cframe that holds it into *cf; non-zero: a fault.
 static __always_inline int top_frame(u64 ts, u64 *top, u64 *cf)
 {
+	u64 raw = 0;
 	*top = 0;
 	*cf = 0;
-	if (read_u64(top, ts + cfg.tstate_frame))
+	if (read_u64(&raw, ts + cfg.tstate_frame))
 		return 1;
-	if (cfg.cframe_current >= 0 && *top) {
-		*cf = *top;
-		if (read_u64(top, *cf + (u64)cfg.cframe_current))
-			return 1;
-	}
-	return 0;
+	return top_from(raw, top, cf);
 }
 
 static long step(u32 i, void *vctx)
@@ -601,7 +612,7 @@ __attribute__((noinline)) int pywalk_chain(u64 top, u64 ts)
 	struct walk *wm = bpf_map_lookup_elem(&walks, &zero);
 	if (!wm)
 		return 0;
-	if (wm->depth || wm->hops) {
+	if (wm->hops) { // a chain below the one walked
 		wm->done = 0;
 		wm->last_shim = 0;
 		wm->alt_cf = 0;
@@ -664,27 +675,12 @@ static __always_inline struct walk *walk_begin(struct sample *s, struct pw_addrs
 	return wm;
 }
 
-// top_from reads the newest frame from the thread state's frame field's
-// value raw (3.11/3.12: the cframe, whose current_frame it is); non-zero:
-// a fault.
-static __always_inline int top_from(u64 raw, u64 *top, u64 *cf)
-{
-	*top = raw;
-	*cf = 0;
-	if (cfg.cframe_current >= 0 && raw) {
-		*cf = raw;
-		*top = 0;
-		if (read_u64(top, raw + (u64)cfg.cframe_current))
-			return 1;
-	}
-	return 0;
-}
-
 // attached reads the thread state the thread is attached to now (3.12+:
 // _Py_tss_tstate; NULL while detached), checked to be the thread's own:
 // its state (0: none, or failed its check) and, in *main, whether it is
-// the main interpreter's, with *raw its frame field's value (ts_len: read
-// with the ids at once).
+// the main interpreter's, with *raw its frame field's value — known only
+// where the state is read with its ids at once (cfg.ts_len): *main is 0
+// otherwise.
 static __always_inline u64 attached(u64 fs, u32 tid, struct pw_addrs *a, u8 *main, u64 *raw, struct pywalk_ev *ev)
 {
 	u64 cand = 0;
@@ -810,7 +806,7 @@ static __always_inline void pywalk(struct sample *s, u32 tid, struct pywalk_ev *
 	u64 tstate = 0, below = 0;
 	u8 orphan = 0; // a sub-interpreter's state whose callers are not known
 	u64 top = 0, cf = 0;
-	if (att && att_main && cfg.ts_len) {
+	if (att_main) {
 		tstate = att;
 		s->h.flags |= S_BYTLS;
 		if (top_from(raw, &top, &cf)) {
@@ -828,7 +824,7 @@ static __always_inline void pywalk(struct sample *s, u32 tid, struct pywalk_ev *
 				tstate = att;
 			}
 			if (tstate && !below && !(s->h.flags & S_MAPKEY_FS) && !mapped)
-				orphan = att_main ? 0 : in_sub(tstate);
+				orphan = in_sub(tstate);
 		}
 		if (!tstate) {
 			s->h.flags |= S_NOPY;

@@ -13,7 +13,6 @@ import (
 
 	"github.com/pyobs/pyobs/internal/bpfload"
 	"github.com/pyobs/pyobs/internal/kwalk"
-	"github.com/pyobs/pyobs/internal/procfs"
 	"github.com/pyobs/pyobs/internal/pyframes"
 )
 
@@ -83,7 +82,10 @@ var ErrUnavailable = errors.New("allocator probes unavailable")
 
 // Config of one load.
 type Config struct {
-	Pid         int
+	Pid int
+	// Tid: the thread the probes are opened on (0: Pid). The kernel fires
+	// them for its memory, and refuses a zombie.
+	Tid         int
 	Binary      string // the ELF that holds the allocators, openable by pyobs (e.g. under /proc/PID/root)
 	Layout      *pyframes.KernelLayout
 	TLS         []int64 // the thread-state TLS offsets (pyframes.TLSOffsets), nil: the map only
@@ -198,15 +200,11 @@ func Load(cfg Config) (*Probes, error) {
 		p.Close()
 		return nil, fmt.Errorf("%w: pid %d: can't open %s: %w", ErrUnavailable, cfg.Pid, cfg.Binary, err)
 	}
-	// The kernel fires a uprobe event for the memory of the thread it was
-	// opened on, and refuses a zombie: a process whose main thread has
-	// exited is probed through one of its live threads.
-	on := cfg.Pid
-	if tid, ok := procfs.Default().LiveTask(cfg.Pid); ok {
-		on = tid
+	p.Tid = cfg.Tid
+	if p.Tid == 0 {
+		p.Tid = cfg.Pid
 	}
-	o := &link.UprobeOptions{PID: on}
-	p.Tid = on
+	o := &link.UprobeOptions{PID: p.Tid}
 	o2 := p.objs
 	attach := func(sym string, prog *ebpf.Program, ret bool) error {
 		var l link.Link
