@@ -173,7 +173,7 @@ type kwalkWalk struct {
 
 type kwalkWindow struct {
 	_ structs.HostLayout
-	D [4224]uint8
+	D [4360]uint8
 }
 
 // Names of all BPF objects in the ELF.

@@ -169,7 +169,7 @@ type kwalkheldWalk struct {
 
 type kwalkheldWindow struct {
 	_ structs.HostLayout
-	D [4224]uint8
+	D [4360]uint8
 }
 
 // Names of all BPF objects in the ELF.

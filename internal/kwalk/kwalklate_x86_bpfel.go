@@ -183,7 +183,7 @@ type kwalklateWalk struct {
 
 type kwalklateWindow struct {
 	_ structs.HostLayout
-	D [4224]uint8
+	D [4360]uint8
 }
 
 // Names of all BPF objects in the ELF.

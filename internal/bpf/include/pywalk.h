@@ -35,7 +35,6 @@ struct task_struct___kwalk {
 } __attribute__((preserve_access_index));
 
 static u32 (*bpf_get_smp_processor_id)(void) = (void *)8;
-static u64 (*bpf_get_current_task)(void) = (void *)35;
 static long (*bpf_ringbuf_output)(void *ringbuf, void *data, u64 size, u64 flags) = (void *)130;
 static u64 (*bpf_ringbuf_query)(void *ringbuf, u64 flags) = (void *)134;
 static long (*bpf_loop)(u32 nr_loops, void *callback_fn, void *callback_ctx, u64 flags) = (void *)181;
@@ -243,12 +242,19 @@ struct {
 
 // 3.11+: frames live in contiguous data-stack chunks, callers below
 // callees: one read of the page that holds a frame serves the callers
-// in it too (a frame read alone costs about as much as the page).
+// in it too (a frame read alone costs about as much as the page). A
+// frame far from the one before it (a shim on the C stack, a generator's
+// frame on the heap, another chunk) is read alone, with the PRE bytes
+// before it (a generator's state, 3.11+), into d[ALONE - PRE], and the
+// window stays for the frames after it.
 #define FBUF_WORDS 16 // 128 bytes: every frame header we read
 #define WIN 4096
 #define PAGE 4096
+#define PRE 8
+#define ALONE (WIN + FBUF_WORDS * 8 + PRE)
+#define FAR (16 << 10) // DATA_STACK_CHUNK_SIZE: farther is another region
 struct window {
-	u8 d[WIN + 128];
+	u8 d[ALONE + FBUF_WORDS * 8];
 };
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -397,6 +403,82 @@ static __always_inline int top_frame(u64 ts, u64 *top, u64 *cf)
 	return top_from(raw, top, cf);
 }
 
+// A frame header as read (FBUF_WORDS, and a word of slack).
+struct fhead {
+	u64 b[FBUF_WORDS + 1];
+};
+
+#define GEN_KNOWN 0x100
+
+#define FWORD(off) (((off) >> 3) & (FBUF_WORDS - 1))
+
+// copy_fields copies the words of a 3.11+ frame header the step reads.
+static __always_inline void copy_fields(u64 *buf, u64 *src)
+{
+	buf[FWORD(cfg.frame_previous)] = src[FWORD(cfg.frame_previous)];
+	buf[FWORD(cfg.frame_code)] = src[FWORD(cfg.frame_code)];
+	buf[FWORD(cfg.frame_instr)] = src[FWORD(cfg.frame_instr)];
+	buf[FWORD(cfg.frame_owner)] = src[FWORD(cfg.frame_owner)];
+	if (cfg.frame_is_entry >= 0)
+		buf[FWORD(cfg.frame_is_entry)] = src[FWORD(cfg.frame_is_entry)];
+}
+
+// frame_at reads the header of the frame at addr into fh: from the window
+// (refilled with the page that holds it, unless it is far from the frame
+// before), else alone. It returns -1 on a fault, else GEN_KNOWN | the
+// generator state byte (3.11+) when it came with the header. A global
+// function, checked once: inlined, its read paths multiplied the frame
+// step's states (verifier time 2x).
+__attribute__((noinline)) int frame_at(struct walk *w, u64 addr, struct fhead *fh)
+{
+	if (!w || !fh)
+		return -1;
+	u32 zero = 0;
+	u64 *buf = fh->b;
+	struct window *wb = 0;
+	u8 inwin = 0; // the frame header is in the window
+	s64 rel = cfg.gen_state_rel;
+	if (!cfg.frame_objects) {
+		wb = bpf_map_lookup_elem(&win, &zero);
+		if (!wb)
+			return -1;
+		if (w->wbase && addr >= w->wbase && addr - w->wbase + FBUF_WORDS * 8 <= WIN) {
+			inwin = 1;
+		} else if (!w->last || addr - w->last + FAR <= 2 * FAR) {
+			// (Re)fill the window with the page that holds this frame
+			// header (unless it straddles two pages: alone): its
+			// callers in the same chunk come with it.
+			u64 end = (addr + FBUF_WORDS * 8 + PAGE - 1) & ~(u64)(PAGE - 1);
+			w->wbase = 0;
+			if (end - WIN <= addr && !bpf_probe_read_user(wb->d, WIN, (const void *)(end - WIN))) {
+				w->wbase = end - WIN;
+				inwin = 1;
+			}
+		} // else far from the frame before: alone, the window kept
+	}
+	if (inwin) {
+		u32 off = (u32)(addr - w->wbase) & (WIN - 1);
+		u64 *src = (u64 *)&wb->d[off];
+		copy_fields(buf, src);
+		u64 sa = addr + rel;
+		if (rel && sa >= w->wbase && sa - w->wbase < WIN)
+			return GEN_KNOWN | wb->d[(sa - w->wbase) & (WIN - 1)];
+		return 0;
+	}
+	u32 n = cfg.frame_read;
+	if (n == 0 || n > FBUF_WORDS * 8)
+		n = FBUF_WORDS * 8;
+	if (wb && rel >= -PRE && rel < 0 && n <= FBUF_WORDS * 8 - PRE &&
+	    !bpf_probe_read_user(&wb->d[ALONE - PRE], n + PRE, (const void *)(addr - PRE))) {
+		u64 *src = (u64 *)&wb->d[ALONE];
+		copy_fields(buf, src);
+		return GEN_KNOWN | wb->d[ALONE - PRE + (rel & (PRE - 1))];
+	}
+	if (bpf_probe_read_user(buf, n, (const void *)addr))
+		return -1;
+	return 0;
+}
+
 static long step(u32 i, void *vctx)
 {
 	struct walk *w = vctx;
@@ -423,38 +505,15 @@ static long step(u32 i, void *vctx)
 		w->done = 1;
 		return 1;
 	}
-	u64 buf[FBUF_WORDS + 1] = {};
-	struct window *wb = 0;
-	if (!cfg.frame_objects) {
-		wb = bpf_map_lookup_elem(&win, &zero);
-		if (wb && !(w->wbase && addr >= w->wbase && addr - w->wbase + FBUF_WORDS * 8 <= WIN)) {
-			// (Re)fill the window with the page that holds this frame
-			// header: its callers in the same chunk come with it.
-			u64 end = (addr + FBUF_WORDS * 8 + PAGE - 1) & ~(u64)(PAGE - 1);
-			w->wbase = 0;
-			if (end - WIN > addr) {
-				wb = 0; // the header straddles two pages: read it alone
-			} else if (!bpf_probe_read_user(wb->d, WIN, (const void *)(end - WIN))) {
-				w->wbase = end - WIN;
-			} else {
-				wb = 0;
-			}
-		}
+	struct fhead fh = {};
+	int got = frame_at(w, addr, &fh);
+	if (got < 0) {
+		return fail(w, S_FAULT);
 	}
-	if (wb) {
-		u32 off = (u32)(addr - w->wbase) & (WIN - 1);
-		u64 *src = (u64 *)&wb->d[off];
-#pragma unroll
-		for (int k = 0; k < FBUF_WORDS; k++)
-			buf[k] = src[k];
-	} else {
-		u32 n = cfg.frame_read;
-		if (n == 0 || n > FBUF_WORDS * 8)
-			n = FBUF_WORDS * 8;
-		if (bpf_probe_read_user(buf, n, (const void *)addr)) {
-			return fail(w, S_FAULT);
-		}
-	}
+	u64 *buf = fh.b;
+	s8 gst = (s8)(got & 0xff);
+	u8 gok = (got & GEN_KNOWN) != 0;
+	s64 rel = cfg.gen_state_rel;
 	w->hops++;
 	u64 prev = buf[(cfg.frame_previous >> 3) & (FBUF_WORDS - 1)];
 	u64 code = buf[(cfg.frame_code >> 3) & (FBUF_WORDS - 1)];
@@ -509,11 +568,8 @@ static long step(u32 i, void *vctx)
 		if (owner == 1) {
 			fflags |= FR_GEN;
 			if (cfg.gen_state_rel) {
-				s8 state = 0;
-				u64 sa = addr + (s64)cfg.gen_state_rel;
-				if (wb && sa >= w->wbase && sa - w->wbase < WIN) {
-					state = (s8)wb->d[(sa - w->wbase) & (WIN - 1)];
-				} else if (bpf_probe_read_user(&state, 1, (const void *)sa)) {
+				s8 state = gst;
+				if (!gok && bpf_probe_read_user(&state, 1, (const void *)(addr + rel))) {
 					return fail(w, S_FAULT);
 				}
 				if (state != cfg.gen_executing && w->hops > 1) {
@@ -788,9 +844,9 @@ static __always_inline void pywalk(struct sample *s, u32 tid, struct pywalk_ev *
 {
 	struct pw_addrs a = {};
 	pw_addrs_get(&a);
-	u64 fs = 0;
-	struct task_struct___kwalk *task = (struct task_struct___kwalk *)bpf_get_current_task();
-	bpf_probe_read_kernel(&fs, sizeof(fs), &task->thread.fsbase);
+	// A direct load from the BTF-typed task (no helper call).
+	struct task_struct___kwalk *task = (struct task_struct___kwalk *)bpf_get_current_task_btf();
+	u64 fs = task->thread.fsbase;
 	// The thread state the thread is attached to now (3.12+): another
 	// than its bound one while it runs a sub-interpreter's code (user
 	// space keys a thread to its state in the lowest interpreter, the one

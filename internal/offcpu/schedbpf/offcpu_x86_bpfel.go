@@ -190,7 +190,7 @@ type offcpuWalk struct {
 
 type offcpuWindow struct {
 	_ structs.HostLayout
-	D [4224]uint8
+	D [4360]uint8
 }
 
 type offcpuWkey struct {

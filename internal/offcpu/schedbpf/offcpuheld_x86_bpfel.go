@@ -190,7 +190,7 @@ type offcpuheldWalk struct {
 
 type offcpuheldWindow struct {
 	_ structs.HostLayout
-	D [4224]uint8
+	D [4360]uint8
 }
 
 type offcpuheldWkey struct {

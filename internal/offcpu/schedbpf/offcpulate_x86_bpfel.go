@@ -204,7 +204,7 @@ type offcpulateWalk struct {
 
 type offcpulateWindow struct {
 	_ structs.HostLayout
-	D [4224]uint8
+	D [4360]uint8
 }
 
 type offcpulateWkey struct {

@@ -147,7 +147,7 @@ type redsampleWalk struct {
 
 type redsampleWindow struct {
 	_ structs.HostLayout
-	D [4224]uint8
+	D [4360]uint8
 }
 
 // Names of all BPF objects in the ELF.

@@ -155,7 +155,7 @@ type syscallsheldWalk struct {
 
 type syscallsheldWindow struct {
 	_ structs.HostLayout
-	D [4224]uint8
+	D [4360]uint8
 }
 
 // Names of all BPF objects in the ELF.

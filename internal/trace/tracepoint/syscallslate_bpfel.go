@@ -169,7 +169,7 @@ type syscallslateWalk struct {
 
 type syscallslateWindow struct {
 	_ structs.HostLayout
-	D [4224]uint8
+	D [4360]uint8
 }
 
 // Names of all BPF objects in the ELF.
