@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pyobs/pyobs/internal/mem"
 	"github.com/pyobs/pyobs/internal/procfs"
 	"github.com/pyobs/pyobs/internal/pyframes"
 	"github.com/pyobs/pyobs/internal/testutil"
@@ -339,28 +340,64 @@ func TestRecordDeepTruncated(t *testing.T) {
 // TestMemLeaderExitsMidWindow: mem's probes are opened on the main thread,
 // and the kernel fires them for its memory only while it lives. The target
 // ends its main thread (pthread_exit) 3 s after it starts, inside an 8 s
-// window (pyobs loads in ~1 s), while its worker allocates on: the window
-// ends there, and the report says so, instead of a window of 8 s that
-// counted only its first part.
+// window (pyobs loads in ~1 s), while its worker allocates on: the probes
+// are opened again on the worker, the report says so, and the window
+// counts its whole length (before, it counted only its first part, and
+// then it ended there).
 func TestMemLeaderExitsMidWindow(t *testing.T) {
 	testutil.RequireRoot(t)
-	tg := testutil.Start(t, testutil.Find(t, "pyenv-3.12"), "leader_exit.py", "3")
-	r := testutil.Run(t, time.Minute, "mem", "-p", fmt.Sprint(tg.Pid), "-d", "8s", "--format", "json")
-	if r.Code != 0 {
-		t.Fatalf("exit %d: %s", r.Code, r.Stderr)
+	in := testutil.Find(t, "pyenv-3.12")
+	// Two targets side by side, the same work: one whose leader lives on
+	// (the control), one whose leader exits 3 s after READY.
+	ctl := testutil.Start(t, in, "leader_exit.py", "100")
+	tg := testutil.Start(t, in, "leader_exit.py", "3")
+	worker, err := strconv.Atoi(targetLine(t, tg))
+	if err != nil {
+		t.Fatalf("worker's native id: %v", err)
 	}
-	var res struct {
-		WindowS float64 `json:"window_s"`
-		Ended   string  `json:"probes_ended"`
+	type memRes struct {
+		WindowS float64          `json:"window_s"`
+		Ended   string           `json:"probes_ended"`
+		Moved   []mem.ProbesMove `json:"probes_moved"`
+		Probe   struct {
+			Calls uint64 `json:"calls"`
+		} `json:"probe"`
 	}
-	if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil {
-		t.Fatalf("json: %v\n%s", err, r.Stdout)
+	run := func(pid int, out *memRes, done chan<- error) {
+		var err error = fmt.Errorf("pid %d: pyobs mem did not finish", pid)
+		defer func() { done <- err }() // also when Run fails the test (Goexit)
+		r := testutil.Run(t, time.Minute, "mem", "-p", fmt.Sprint(pid), "-d", "8s", "--format", "json")
+		if r.Code != 0 {
+			err = fmt.Errorf("pid %d: exit %d: %s", pid, r.Code, r.Stderr)
+		} else if e := json.Unmarshal([]byte(r.Stdout), out); e != nil {
+			err = fmt.Errorf("pid %d: json: %v\n%s", pid, e, r.Stdout)
+		} else {
+			err = nil
+		}
+	}
+	var c, x memRes
+	done := make(chan error, 2)
+	go run(ctl.Pid, &c, done)
+	go run(tg.Pid, &x, done)
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
 	}
 	if !waitStates(t, tg.Pid, func(tid int, s string) bool { return tid != tg.Pid || s == "Z" }) {
 		t.Fatalf("pid %d: its main thread did not exit: %v", tg.Pid, taskStates(t, tg.Pid))
 	}
-	want := fmt.Sprintf("thread %d, which the probes were opened on, ended", tg.Pid)
-	if !strings.Contains(res.Ended, want) || res.WindowS > 6 {
-		t.Errorf("window %.2f s, probes_ended %q: want the window to end when thread %d ended (~2 s in), and to say so", res.WindowS, res.Ended, tg.Pid)
+	// The probes move to the worker when the leader ends, and the window
+	// runs its length; their calls keep up with the control's (probes
+	// that died with the leader counted ~3/8 of them).
+	if x.Ended != "" || len(x.Moved) != 1 || x.Moved[0].From != tg.Pid || x.Moved[0].To != worker || x.WindowS < 7.5 {
+		t.Errorf("window %.2f s, probes_moved %+v, probes_ended %q: want the probes moved from thread %d to the worker %d and the whole window", x.WindowS, x.Moved, x.Ended, tg.Pid, worker)
+	}
+	if len(x.Moved) == 1 && (x.Moved[0].GapS <= 0 || x.Moved[0].GapS > 0.5) {
+		t.Errorf("probes moved with a gap of at most %.3f s: want (0, 0.5 s]", x.Moved[0].GapS)
+	}
+	t.Logf("calls: %d with the leader exiting, %d for the control; moved %+v", x.Probe.Calls, c.Probe.Calls, x.Moved)
+	if c.Probe.Calls == 0 || float64(x.Probe.Calls) < 0.6*float64(c.Probe.Calls) {
+		t.Errorf("%d allocator calls counted with the leader exiting 3 s in, %d for the control: want at least 60 %% of it", x.Probe.Calls, c.Probe.Calls)
 	}
 }

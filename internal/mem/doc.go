@@ -65,8 +65,10 @@
 // counted). The kernel fires uprobes for the memory of the thread they
 // were opened on, and only while it lives: they are opened on the main
 // thread (on a live one when the main thread has exited: a zombie is
-// refused), and if that thread ends during the window the window ends
-// there, said in the report (probes_ended).
+// refused); when that thread ends during the window (checked every 20
+// ms) they are opened again on a live one, said in the report with the
+// most time they may have missed (probes_moved), and only when no thread
+// can take them does the window end there (probes_ended).
 //
 // Engine tracemalloc (CPython 3.14+): through internal/remoteexec (PEP 768)
 // pyobs starts tracemalloc in the target (unless it is already on: then it

@@ -151,9 +151,13 @@ type Result struct {
 	// Execed (-p PID, probe engine): the target exec'd this program and
 	// the window ended at the exec (seen within 20 ms).
 	Execed string `json:"target_execed,omitempty"`
-	// ProbesEnded (probe engine): the thread the probes were opened on
-	// ended, and the window with it (the kernel fires them no more).
+	// ProbesEnded (probe engine): the thread the probes were open on
+	// ended and none other could take them, and the window ended there
+	// (the kernel fires them no more).
 	ProbesEnded string `json:"probes_ended,omitempty"`
+	// ProbesMoved (probe engine): each time the thread the probes were
+	// open on ended and they were opened again on a live one.
+	ProbesMoved []ProbesMove `json:"probes_moved,omitempty"`
 	// Curve: traced bytes (tracemalloc, in the target) and RSS/PSS (procfs)
 	// over the window, on one time axis from the first snapshot.
 	Curve []CurvePoint `json:"curve"`

@@ -21,6 +21,17 @@ const maxSampleBytes = 1 << 30
 // probeFrames: Python frames walked per allocation.
 const probeFrames = 64
 
+// ProbesMove is the probes opened again on another thread: the kernel
+// fires a uprobe only while the thread it was opened on lives.
+type ProbesMove struct {
+	From int     `json:"from_tid"` // the thread that ended
+	To   int     `json:"to_tid"`
+	AtS  float64 `json:"at_s"` // seconds into the window, the probes open again
+	// GapS bounds the time without probes: from the last check that saw
+	// From alive to the probes open on To (calls then are not counted).
+	GapS float64 `json:"gap_max_s"`
+}
+
 // ProbeStats is the probe engine's own account: what it probed, what its
 // sampling kept and what it could not keep.
 type ProbeStats struct {

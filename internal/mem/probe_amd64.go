@@ -143,6 +143,7 @@ func probeRun(ctx context.Context, s *session.Session, opt Options) (*Result, er
 	// program's allocations, if it is the same binary).
 	execTick := time.NewTicker(20 * time.Millisecond)
 	defer execTick.Stop()
+	alive := monotonic() // the probes' thread last seen alive
 wait:
 	for {
 		select {
@@ -152,11 +153,23 @@ wait:
 				break wait
 			}
 			if !s.FS.TaskLives(s.Pid, p.Tid) {
-				res.ProbesEnded = fmt.Sprintf("thread %d, which the probes were opened on, ended %.2f s into the window: the kernel fires them only while it lives; the window ended there (seen within 20 ms)",
-					p.Tid, monotonic()-t0)
+				// The kernel fires the probes only while their thread
+				// lives: open them again on a live one.
+				from := p.Tid
+				if on, ok := s.FS.LiveTask(s.Pid); ok && on != from {
+					if err := p.Reopen(on, s.FS.RootPath(s.Pid, bin), libc(s.Pid)); err == nil {
+						now := monotonic()
+						res.ProbesMoved = append(res.ProbesMoved, ProbesMove{From: from, To: on, AtS: now - t0, GapS: now - alive})
+						alive = now
+						continue
+					}
+				}
+				res.ProbesEnded = fmt.Sprintf("thread %d, which the probes were opened on, ended %.2f s into the window, and no other thread could take them: the kernel fires them only while it lives; the window ended there (seen within 20 ms)",
+					from, monotonic()-t0)
 				t.Stop()
 				break wait
 			}
+			alive = monotonic()
 		case <-tick.C:
 			sample()
 		case <-t.C:

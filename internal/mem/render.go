@@ -74,6 +74,10 @@ func WriteText(w io.Writer, r *Result) error {
 	if r.Execed != "" {
 		fmt.Fprintf(w, "the target exec'd (now %s): the window ended at the exec (seen within 20 ms); the memory is the old program's last reading\n", r.Execed)
 	}
+	for _, m := range r.ProbesMoved {
+		fmt.Fprintf(w, "thread %d, which the probes were open on, ended: opened again on thread %d %.2f s into the window (up to %.3f s without probes: calls then not counted)\n",
+			m.From, m.To, m.AtS, m.GapS)
+	}
 	if r.ProbesEnded != "" {
 		fmt.Fprintln(w, r.ProbesEnded)
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -114,11 +115,96 @@ type Probes struct {
 	// optimised build: the same body is inlined into callers, whose calls
 	// and frees no probe sees).
 	Inlined bool
-	// Tid is the thread the probes were opened on: the kernel fires them
-	// for its memory only while it lives (its exit ends them).
+	// Tid is the thread the probes are open on: the kernel fires them
+	// for its memory only while it lives (its exit ends them: Reopen).
 	Tid   int
+	pid   int
 	objs  allocObjects
+	plan  []probe // in the order they are opened
 	links []link.Link
+	// closing: the probes on a thread that ended, being closed (Reopen)
+	closing sync.WaitGroup
+}
+
+// probe is one uprobe (or uretprobe) of the plan: prog on sym of an
+// executable (the C library's: libc).
+type probe struct {
+	exe  *link.Executable
+	file string
+	sym  string
+	prog *ebpf.Program
+	ret  bool
+	libc bool
+}
+
+// open opens the plan's probes on thread tid; on an error none stays.
+func (p *Probes) open(tid int, plan []probe) ([]link.Link, error) {
+	o := &link.UprobeOptions{PID: tid}
+	var ls []link.Link
+	for _, pr := range plan {
+		var l link.Link
+		var err error
+		what := "uprobe"
+		if pr.ret {
+			what = "uretprobe"
+			l, err = pr.exe.Uretprobe(pr.sym, pr.prog, o)
+		} else {
+			l, err = pr.exe.Uprobe(pr.sym, pr.prog, o)
+		}
+		if err != nil {
+			for _, l := range ls {
+				l.Close()
+			}
+			return nil, fmt.Errorf("%w: pid %d: can't attach a %s to %s in %s on thread %d: %w", ErrUnavailable, p.pid, what, pr.sym, pr.file, tid, err)
+		}
+		ls = append(ls, l)
+	}
+	return ls, nil
+}
+
+// Reopen opens the probes on thread tid of the process and then closes
+// those on the thread before: after that thread ended, the probes fire
+// again (the maps, and the counts in them, go on). binary and libc are
+// Config's files as pyobs opens them now (through tid: the paths through
+// a thread that ended resolve no more).
+func (p *Probes) Reopen(tid int, binary, libc string) error {
+	ex, err := link.OpenExecutable(binary)
+	if err != nil {
+		return fmt.Errorf("%w: pid %d: can't open %s: %w", ErrUnavailable, p.pid, binary, err)
+	}
+	var lc *link.Executable
+	plan := make([]probe, len(p.plan))
+	for i, pr := range p.plan {
+		pr.exe, pr.file = ex, binary
+		if pr.libc {
+			if lc == nil {
+				if libc == "" {
+					return fmt.Errorf("%w: pid %d: no C library to probe free in", ErrUnavailable, p.pid)
+				}
+				if lc, err = link.OpenExecutable(libc); err != nil {
+					return fmt.Errorf("%w: pid %d: can't open %s: %w", ErrUnavailable, p.pid, libc, err)
+				}
+			}
+			pr.exe, pr.file = lc, libc
+		}
+		plan[i] = pr
+	}
+	ls, err := p.open(tid, plan)
+	if err != nil {
+		return err
+	}
+	// The old probes fire no more; closing a uprobe waits for a grace
+	// period (~0.1 s each here): off the window's path.
+	old := p.links
+	p.links, p.Tid, p.plan = ls, tid, plan
+	p.closing.Add(1)
+	go func() {
+		defer p.closing.Done()
+		for _, l := range old {
+			l.Close()
+		}
+	}()
+	return nil
 }
 
 // Load loads the programs and attaches them to the allocators of
@@ -204,24 +290,8 @@ func Load(cfg Config) (*Probes, error) {
 	if p.Tid == 0 {
 		p.Tid = cfg.Pid
 	}
-	o := &link.UprobeOptions{PID: p.Tid}
+	p.pid = cfg.Pid
 	o2 := p.objs
-	attach := func(sym string, prog *ebpf.Program, ret bool) error {
-		var l link.Link
-		var err error
-		what := "uprobe"
-		if ret {
-			what = "uretprobe"
-			l, err = ex.Uretprobe(sym, prog, o)
-		} else {
-			l, err = ex.Uprobe(sym, prog, o)
-		}
-		if err != nil {
-			return fmt.Errorf("%w: pid %d: can't attach a %s to %s in %s: %w", ErrUnavailable, cfg.Pid, what, sym, cfg.Binary, err)
-		}
-		p.links = append(p.links, l)
-		return nil
-	}
 	type role struct {
 		syms  []string
 		enter *ebpf.Program
@@ -234,15 +304,9 @@ func Load(cfg Config) (*Probes, error) {
 				continue
 			}
 			if r.ret {
-				if err := attach(s, o2.AllocExit, true); err != nil {
-					p.Close()
-					return nil, err
-				}
+				p.plan = append(p.plan, probe{ex, cfg.Binary, s, o2.AllocExit, true, false})
 			}
-			if err := attach(s, r.enter, false); err != nil {
-				p.Close()
-				return nil, err
-			}
+			p.plan = append(p.plan, probe{ex, cfg.Binary, s, r.enter, false, false})
 			p.Probed = append(p.Probed, s)
 		}
 	}
@@ -256,14 +320,13 @@ func Load(cfg Config) (*Probes, error) {
 				p.Close()
 				return nil, fmt.Errorf("%w: pid %d: can't open %s: %w", ErrUnavailable, cfg.Pid, cfg.LibC, err)
 			}
-			l, err := lc.Uprobe("free", o2.FreeEnter, o)
-			if err != nil {
-				p.Close()
-				return nil, fmt.Errorf("%w: pid %d: can't attach a uprobe to free in %s: %w", ErrUnavailable, cfg.Pid, cfg.LibC, err)
-			}
-			p.links = append(p.links, l)
+			p.plan = append(p.plan, probe{lc, cfg.LibC, "free", o2.FreeEnter, false, true})
 			p.Probed = append(p.Probed, "free (libc)")
 		}
+	}
+	if p.links, err = p.open(p.Tid, p.plan); err != nil {
+		p.Close()
+		return nil, err
 	}
 	return p, nil
 }
@@ -318,6 +381,7 @@ func (p *Probes) Detach() {
 		l.Close()
 	}
 	p.links = nil
+	p.closing.Wait()
 }
 
 // Close detaches and frees everything.
