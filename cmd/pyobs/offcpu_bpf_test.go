@@ -316,8 +316,9 @@ func TestOffcpuBPFWaker(t *testing.T) {
 // (the holder sleeps ~50 µs with the lock), timed by the target itself
 // (wall and thread CPU time around lock.acquire()), with a CPU hog on every
 // CPU: the off-CPU time pyobs finds at the acquire's line in waiter_fn is
-// within 10 % of the target's own, mostly classed lock — every wait has its
-// Python stack, walked in the kernel at the switch-out, however short.
+// within 10 % of the target's own, classed as a blocking acquire is off
+// CPU (lock, GIL, run-queue), lock the largest — every wait has its Python
+// stack, walked in the kernel at the switch-out, however short.
 func TestOffcpuBPFShortLockWaits(t *testing.T) {
 	testutil.RequireRoot(t)
 	for _, label := range []string{"pyenv-3.12", "sid-3.14"} {
@@ -374,6 +375,7 @@ func TestOffcpuBPFShortLockWaits(t *testing.T) {
 			}
 			site := fmt.Sprintf("offcpu_short_locks.py:%d)", truth.Line)
 			var at, lock float64
+			leaf := map[string]float64{} // seconds at the line by the stack's leaf (the wait's class)
 			for _, l := range strings.Split(strings.TrimSpace(string(p)), "\n") {
 				i := strings.LastIndexByte(l, ' ')
 				v, err := strconv.ParseFloat(l[i+1:], 64)
@@ -384,6 +386,7 @@ func TestOffcpuBPFShortLockWaits(t *testing.T) {
 				for _, f := range frames {
 					if strings.HasPrefix(f, "waiter_fn (") && strings.HasSuffix(f, site) {
 						at += v / 1e6
+						leaf[frames[len(frames)-1]] += v / 1e6
 						if frames[len(frames)-1] == "[lock]" {
 							lock += v / 1e6
 						}
@@ -391,8 +394,8 @@ func TestOffcpuBPFShortLockWaits(t *testing.T) {
 					}
 				}
 			}
-			t.Logf("%s: target off CPU in acquire %.3fs (wall %.3fs, %d blocked waits); pyobs at the line %.3fs, [lock] %.3fs",
-				label, truth.OffS, truth.WallS, truth.Waits, at, lock)
+			t.Logf("%s: target off CPU in acquire %.3fs (wall %.3fs, %d blocked waits); pyobs at the line %.3fs, [lock] %.3fs; by class %v",
+				label, truth.OffS, truth.WallS, truth.Waits, at, lock, leaf)
 			// ≥ 90 %: every wait's time under the waiting line. Above:
 			// the target's own measure (wall − thread CPU time around the
 			// call, two clock reads each) has run 10 % under pyobs's
@@ -400,10 +403,16 @@ func TestOffcpuBPFShortLockWaits(t *testing.T) {
 			if ratio := at / truth.OffS; ratio < 0.9 || ratio > 1.2 {
 				t.Errorf("pyobs found %.3fs at waiter_fn's acquire, the target measured %.3fs off CPU there (ratio %.2f, want 0.9–1.2)\n%s", at, truth.OffS, ratio, r.Stderr)
 			}
-			// The rest: after each waking, the wait for a CPU (the hog
-			// holds both), run-queue; and the GIL.
-			if lock < 0.6*at {
-				t.Errorf("[lock] %.3fs of %.3fs at the acquire: want ≥ 60 %%", lock, at)
+			// Each acquire is off CPU in three ways, each with its class:
+			// blocked on the lock; after the waking, blocked on the GIL
+			// (the holder retakes it after its sleep, and the hogs
+			// preempt it holding it); and waiting for a CPU (the hogs
+			// hold both), run-queue. How the time splits between them is
+			// the scheduler's: here on 2026-12-03 [lock] 53–62 %, [GIL]
+			// 33–37 %, [run-queue] 6–8 %, on HEAD as on the change.
+			three := leaf["[lock]"] + leaf["[GIL]"] + leaf["[run-queue]"]
+			if three < 0.98*at || lock < 0.4*at {
+				t.Errorf("at the acquire %.3fs: [lock] %.3fs, the three classes of a blocking acquire %.3fs: want ≥ 40 %% and ≥ 98 %% (by class %v)", at, lock, three, leaf)
 			}
 		})
 	}
