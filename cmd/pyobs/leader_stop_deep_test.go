@@ -379,8 +379,9 @@ func TestMemLeaderExitsMidWindow(t *testing.T) {
 	done := make(chan error, 2)
 	go run(ctl.Pid, &c, done)
 	go run(tg.Pid, &x, done)
-	for range 2 {
-		if err := <-done; err != nil {
+	errs := []error{<-done, <-done} // both runs over before the test may end
+	for _, err := range errs {
+		if err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -408,11 +408,13 @@ func TestOffcpuBPFShortLockWaits(t *testing.T) {
 			// (the holder retakes it after its sleep, and the hogs
 			// preempt it holding it); and waiting for a CPU (the hogs
 			// hold both), run-queue. How the time splits between them is
-			// the scheduler's: here on 2026-12-03 [lock] 53–62 %, [GIL]
-			// 33–37 %, [run-queue] 6–8 %, on HEAD as on the change.
+			// the scheduler's: here on 2026-12-03 [lock] 53–80 %, [GIL]
+			// 10–37 %, [run-queue] 4–13 % (a CI run beside it moved the
+			// split that far), on HEAD as on the change. Each class must
+			// be there (one labelled as another would empty it).
 			three := leaf["[lock]"] + leaf["[GIL]"] + leaf["[run-queue]"]
-			if three < 0.98*at || lock < 0.4*at {
-				t.Errorf("at the acquire %.3fs: [lock] %.3fs, the three classes of a blocking acquire %.3fs: want ≥ 40 %% and ≥ 98 %% (by class %v)", at, lock, three, leaf)
+			if three < 0.98*at || lock < 0.4*at || leaf["[GIL]"] < 0.02*at || leaf["[run-queue]"] < 0.02*at {
+				t.Errorf("at the acquire %.3fs: [lock] %.3fs, the three classes of a blocking acquire %.3fs: want [lock] ≥ 40 %%, [GIL] and [run-queue] ≥ 2 %% each, and the three ≥ 98 %% (by class %v)", at, lock, three, leaf)
 			}
 		})
 	}

@@ -45,8 +45,8 @@
 // program time here); per sample of the target, on 3.11+ one read of the
 // 4 KiB page that holds the top frame (its callers in the same data-stack
 // chunk come with it; a frame far from the one before — a generator's on
-// the heap, the entry shim on the C stack — is read alone, 136 bytes with
-// the generator's state before it, and the page stays for the frames
+// the heap, the entry shim on the C stack — is read alone, its header
+// (72–80 bytes) with the 8 before it (a generator's state), and the page stays for the frames
 // after it; a caller in another page of the chunk costs that page), on
 // 3.10 one read per frame object, plus a type read per code object not
 // seen lately on that CPU, on 3.12+ the attached-state pointer and its

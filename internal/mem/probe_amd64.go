@@ -144,6 +144,7 @@ func probeRun(ctx context.Context, s *session.Session, opt Options) (*Result, er
 	execTick := time.NewTicker(20 * time.Millisecond)
 	defer execTick.Stop()
 	alive := monotonic() // the probes' thread last seen alive
+	reopenErrs := 0      // failed reopens in a row
 wait:
 	for {
 		select {
@@ -152,20 +153,29 @@ wait:
 				t.Stop()
 				break wait
 			}
-			if !s.FS.TaskLives(s.Pid, p.Tid) {
+			if s.FS.TaskEnded(s.Pid, p.Tid) {
 				// The kernel fires the probes only while their thread
-				// lives: open them again on a live one.
+				// lives: open them again on a live one (a failure is
+				// tried again at the next tick, its time in the gap).
 				from := p.Tid
-				if on, ok := s.FS.LiveTask(s.Pid); ok && on != from {
-					if err := p.Reopen(on, s.FS.RootPath(s.Pid, bin), libc(s.Pid)); err == nil {
+				on, ok := s.FS.LiveTask(s.Pid)
+				if ok && on != from {
+					err := p.Reopen(on, s.FS.RootPath(s.Pid, bin), libc(s.Pid))
+					if err == nil {
 						now := monotonic()
 						res.ProbesMoved = append(res.ProbesMoved, ProbesMove{From: from, To: on, AtS: now - t0, GapS: now - alive})
-						alive = now
+						alive, reopenErrs = now, 0
 						continue
 					}
+					if reopenErrs++; reopenErrs < 3 {
+						continue
+					}
+					res.ProbesEnded = fmt.Sprintf("thread %d, which the probes were opened on, ended %.2f s into the window, and opening them on thread %d failed 3 times (%v): the kernel fires them only while their thread lives; the window ended there",
+						from, monotonic()-t0, on, err)
+				} else {
+					res.ProbesEnded = fmt.Sprintf("thread %d, which the probes were opened on, ended %.2f s into the window, and no other thread lives to take them: the kernel fires them only while their thread lives; the window ended there (seen within 20 ms)",
+						from, monotonic()-t0)
 				}
-				res.ProbesEnded = fmt.Sprintf("thread %d, which the probes were opened on, ended %.2f s into the window, and no other thread could take them: the kernel fires them only while it lives; the window ended there (seen within 20 ms)",
-					from, monotonic()-t0)
 				t.Stop()
 				break wait
 			}

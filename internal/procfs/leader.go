@@ -1,6 +1,7 @@
 package procfs
 
 import (
+	"errors"
 	"os"
 	"strconv"
 
@@ -58,6 +59,19 @@ func (f FS) TaskLives(pid, tid int) bool {
 	}
 	_, state, err := statCommState(b)
 	return err == nil && !deadState(state)
+}
+
+// TaskEnded says whether thread tid of pid has ended: a zombie, dead, or
+// gone from /proc. Any other failure to read its state says nothing
+// (false).
+func (f FS) TaskEnded(pid, tid int) bool {
+	var buf [512]byte
+	b, err := readSmallAt(unix.AT_FDCWD, f.taskPath(pid, tid, "stat"), buf[:])
+	if err != nil {
+		return errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ESRCH)
+	}
+	_, state, err := statCommState(b)
+	return err == nil && deadState(state)
 }
 
 func deadState(s string) bool { return s == "Z" || s == "X" }
