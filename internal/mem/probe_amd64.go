@@ -154,27 +154,8 @@ wait:
 				break wait
 			}
 			if s.FS.TaskEnded(s.Pid, p.Tid) {
-				// The kernel fires the probes only while their thread
-				// lives: open them again on a live one (a failure is
-				// tried again at the next tick, its time in the gap).
-				from := p.Tid
-				on, ok := s.FS.LiveTask(s.Pid)
-				if ok && on != from {
-					err := p.Reopen(on, s.FS.RootPath(s.Pid, bin), libc(s.Pid))
-					if err == nil {
-						now := monotonic()
-						res.ProbesMoved = append(res.ProbesMoved, ProbesMove{From: from, To: on, AtS: now - t0, GapS: now - alive})
-						alive, reopenErrs = now, 0
-						continue
-					}
-					if reopenErrs++; reopenErrs < 3 {
-						continue
-					}
-					res.ProbesEnded = fmt.Sprintf("thread %d, which the probes were opened on, ended %.2f s into the window, and opening them on thread %d failed 3 times (%v): the kernel fires them only while their thread lives; the window ended there",
-						from, monotonic()-t0, on, err)
-				} else {
-					res.ProbesEnded = fmt.Sprintf("thread %d, which the probes were opened on, ended %.2f s into the window, and no other thread lives to take them: the kernel fires them only while their thread lives; the window ended there (seen within 20 ms)",
-						from, monotonic()-t0)
+				if moveProbes(s, p, bin, t0, &alive, &reopenErrs, res) {
+					continue
 				}
 				t.Stop()
 				break wait
@@ -260,6 +241,34 @@ wait:
 	res.Memory = memory(rssStart, rssEnd, smErr, smErr2)
 	res.Curve = curve(t0, traced, rss)
 	return res, nil
+}
+
+// moveProbes opens the probes again on a live thread of the target after
+// theirs ended (the kernel fires them only while it lives), said in
+// res.ProbesMoved; a failure is tried again at the next tick, its time in
+// the gap. It returns whether the window goes on; if not, res.ProbesEnded
+// says why.
+func moveProbes(s *session.Session, p *probebpf.Probes, bin string, t0 float64, alive *float64, fails *int, res *Result) bool {
+	from := p.Tid
+	on, ok := s.FS.LiveTask(s.Pid)
+	if !ok || on == from {
+		res.ProbesEnded = fmt.Sprintf("thread %d, which the probes were opened on, ended %.2f s into the window, and no other thread lives to take them: the kernel fires them only while their thread lives; the window ended there (seen within 20 ms)",
+			from, monotonic()-t0)
+		return false
+	}
+	err := p.Reopen(on, s.FS.RootPath(s.Pid, bin), libc(s.Pid))
+	if err == nil {
+		now := monotonic()
+		res.ProbesMoved = append(res.ProbesMoved, ProbesMove{From: from, To: on, AtS: now - t0, GapS: now - *alive})
+		*alive, *fails = now, 0
+		return true
+	}
+	if *fails++; *fails < 3 {
+		return true
+	}
+	res.ProbesEnded = fmt.Sprintf("thread %d, which the probes were opened on, ended %.2f s into the window, and opening them on thread %d failed 3 times (%v): the kernel fires them only while their thread lives; the window ended there",
+		from, monotonic()-t0, on, err)
+	return false
 }
 
 // libc is the C library pid maps (a path pyobs can open), "" when none is

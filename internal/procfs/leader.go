@@ -52,12 +52,7 @@ func (f FS) liveThread(pid int) (int, bool) {
 // TaskLives says whether thread tid of pid runs on: there, and neither a
 // zombie nor dead.
 func (f FS) TaskLives(pid, tid int) bool {
-	var buf [512]byte
-	b, err := readSmallAt(unix.AT_FDCWD, f.taskPath(pid, tid, "stat"), buf[:])
-	if err != nil {
-		return false
-	}
-	_, state, err := statCommState(b)
+	state, err := f.stateLetter(pid, tid)
 	return err == nil && !deadState(state)
 }
 
@@ -65,13 +60,23 @@ func (f FS) TaskLives(pid, tid int) bool {
 // gone from /proc. Any other failure to read its state says nothing
 // (false).
 func (f FS) TaskEnded(pid, tid int) bool {
-	var buf [512]byte
-	b, err := readSmallAt(unix.AT_FDCWD, f.taskPath(pid, tid, "stat"), buf[:])
+	state, err := f.stateLetter(pid, tid)
 	if err != nil {
 		return errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ESRCH)
 	}
+	return deadState(state)
+}
+
+// stateLetter is the state of thread tid of pid, from its stat file alone
+// (TaskState reads two more).
+func (f FS) stateLetter(pid, tid int) (string, error) {
+	var buf [512]byte
+	b, err := readSmallAt(unix.AT_FDCWD, f.taskPath(pid, tid, "stat"), buf[:])
+	if err != nil {
+		return "", err
+	}
 	_, state, err := statCommState(b)
-	return err == nil && deadState(state)
+	return state, err
 }
 
 func deadState(s string) bool { return s == "Z" || s == "X" }
