@@ -70,7 +70,10 @@
 // the frame addresses across steps: 2–4x the instructions at load. The
 // frame's read is a global function (frame_at), verified once: the step
 // after it is checked once whatever path the read took (kwalk_sample
-// 27.7k → 7.8k instructions at load).
+// 27.7k → 7.8k instructions at load). Timed by phase (BENCHMARKS.md,
+// sixteenth session): a user read costs ~0.12 µs whatever its size up to
+// 96 bytes (a page 0.27), so the walk's price is its number of reads; the
+// aggregation's two hash maps (sent check, count) cost ~0.6 µs more.
 //
 // Clocks: per-CPU task-clock and cpu-clock events with the tgid filter
 // both delivered 100–107 % of the target's on-CPU time × F in this VM
