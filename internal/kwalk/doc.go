@@ -73,7 +73,9 @@
 // 27.7k → 7.8k instructions at load). Timed by phase (BENCHMARKS.md,
 // sixteenth session): a user read costs ~0.12 µs whatever its size up to
 // 96 bytes (a page 0.27), so the walk's price is its number of reads; the
-// aggregation's two hash maps (sent check, count) cost ~0.6 µs more.
+// aggregation's two hash maps (sent check, count) cost ~0.6 µs more, paid
+// now only when a sample's key is not in its CPU's count cache (128
+// slots, one page per CPU: 65 % of kwalk_deep's samples hit it).
 //
 // Clocks: per-CPU task-clock and cpu-clock events with the tgid filter
 // both delivered 100–107 % of the target's on-CPU time × F in this VM

@@ -76,9 +76,10 @@ PERCPU_COUNTERS(counters, C_NCOUNTERS);
 // Aggregation (aggregate != 0): instead of every sample, the ring carries
 // each distinct stack once (`sent` remembers which; an evicted one is sent
 // again), and each sample adds one to its (stack, thread, verdict) count
-// in one of two maps — the one `sel` names; user space flips `sel`, lets
-// the programs on the old map finish, then reads and empties it: no count
-// is added to an entry being deleted.
+// in one of two maps — the one the generation in `sel` names (its low
+// bit); user space moves `sel` on, lets the programs on the old map
+// finish, then reads and empties it: no count is added to an entry being
+// deleted.
 const volatile u32 aggregate = 0;
 
 struct count_key {
@@ -117,6 +118,32 @@ struct {
 	__type(key, u32);
 	__type(value, u32);
 } sel SEC(".maps");
+
+// A per-CPU cache of the counts in front of the count maps, in two banks
+// chosen like the maps by the generation's low bit: a sample whose key
+// sits in its slot, counted in this generation, adds one there and
+// touches neither hash map (each a bucket and an element in pages of
+// their own: ~0.2 µs for the sent check, ~0.4 µs for the count, measured
+// here). A key that takes a slot moves the count it replaces to the
+// generation's map. User space reads the bank of the generation it
+// drains after moving `sel` on; the programs write only the other bank
+// until the next move, and overwrite an entry of an older generation
+// (drained) without moving it. One page per bank and CPU.
+#define CC_SLOTS 128
+struct ccent {
+	struct count_key k;
+	u32 gen; // the generation (sel) whose count n is
+	u32 n;   // 0: empty
+};
+struct ccbank {
+	struct ccent e[CC_SLOTS];
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, u32);
+	__type(value, struct ccbank);
+} ccache SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -170,21 +197,20 @@ static __always_inline u64 counter_get(u32 slot)
 	return c ? *c : 0;
 }
 
-static __always_inline void add_count(void *m, struct count_key *k)
+static __always_inline void add_count(void *m, struct count_key *k, u64 n)
 {
 	u64 *c = bpf_map_lookup_elem(m, k);
 	if (c) {
-		__sync_fetch_and_add(c, 1);
+		__sync_fetch_and_add(c, n);
 		return;
 	}
-	u64 one = 1;
-	if (!bpf_map_update_elem(m, k, &one, BPF_NOEXIST))
+	if (!bpf_map_update_elem(m, k, &n, BPF_NOEXIST))
 		return;
 	c = bpf_map_lookup_elem(m, k); // another CPU put it first
 	if (c)
-		__sync_fetch_and_add(c, 1);
+		__sync_fetch_and_add(c, n);
 	else
-		count(C_AGGFULL);
+		counter_add(&counters, C_AGGFULL, n);
 }
 
 static __always_inline void emit(struct sample *s)
@@ -206,6 +232,32 @@ static __always_inline void emit(struct sample *s)
 		wake = bpf_ringbuf_query(&samples, BPF_RB_AVAIL_DATA) + size >= cfg.wake_bytes ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
 	if (bpf_ringbuf_output(&samples, s, size, wake))
 		count(C_LOST);
+}
+
+// sent_once sends the sample's stack unless this CPU or `sent` knows it
+// was sent; 0: it was not (the ring was full), tried again next time.
+static __always_inline int sent_once(struct sample *s, u64 id)
+{
+	u32 slot = (u32)id & (SENT_SLOTS - 1);
+	u64 *seen = bpf_map_lookup_elem(&sentc, &slot);
+	if (seen && *seen == id)
+		return 1;
+	if (!bpf_map_lookup_elem(&sent, &id)) {
+		u64 lost = counter_get(C_LOST);
+		emit(s);
+		if (counter_get(C_LOST) != lost)
+			return 0;
+		u8 one = 1;
+		bpf_map_update_elem(&sent, &id, &one, BPF_ANY);
+	}
+	if (seen)
+		*seen = id;
+	return 1;
+}
+
+static __always_inline int same_key(struct count_key *a, struct count_key *b)
+{
+	return a->id == b->id && a->tid == b->tid && a->tgid == b->tgid && a->flags == b->flags && a->kstack == b->kstack;
 }
 
 SEC("perf_event")
@@ -266,26 +318,11 @@ int kwalk_sample(void *ctx)
 			count(C_KLOST);
 		} // -EFAULT: the sample hit user mode, no kernel frames
 	}
-	if (s->h.depth > 0) {
+	if (s->h.depth > 0)
 		k.id = s->h.id;
-		u32 slot = (u32)k.id & (SENT_SLOTS - 1);
-		u64 *seen = bpf_map_lookup_elem(&sentc, &slot);
-		if (!seen || *seen != k.id) {
-			if (!bpf_map_lookup_elem(&sent, &k.id)) {
-				u64 lost = counter_get(C_LOST);
-				emit(s);
-				if (counter_get(C_LOST) == lost) {
-					u8 one = 1;
-					bpf_map_update_elem(&sent, &k.id, &one, BPF_ANY);
-				} else {
-					seen = 0; // not sent: tried again next time
-				}
-			}
-			if (seen)
-				*seen = k.id;
-		}
-	}
 	if (native_bytes) {
+		if (k.id)
+			sent_once(s, k.id);
 		struct natrec *r = bpf_map_lookup_elem(&natbuf, &zero);
 		if (!r)
 			return 0;
@@ -314,10 +351,30 @@ int kwalk_sample(void *ctx)
 		return 0;
 	}
 	u32 *which = bpf_map_lookup_elem(&sel, &zero);
-	if (which && *which)
-		add_count(&counts1, &k);
-	else
-		add_count(&counts0, &k);
+	u32 gen = which ? *which : 0;
+	void *counts = gen & 1 ? (void *)&counts1 : (void *)&counts0;
+	u32 bank = gen & 1;
+	struct ccbank *b = bpf_map_lookup_elem(&ccache, &bank);
+	if (!b) {
+		if (!k.id || sent_once(s, k.id))
+			add_count(counts, &k, 1);
+		return 0;
+	}
+	u64 h = mix(mix(k.id, (u64)k.tid << 32 | k.flags), k.kstack);
+	struct ccent *e = &b->e[(u32)h & (CC_SLOTS - 1)];
+	if (e->n && e->gen == gen && same_key(&e->k, &k)) {
+		e->n++; // sent when it took the slot
+		return 0;
+	}
+	if (k.id && !sent_once(s, k.id)) {
+		add_count(counts, &k, 1); // its stack not sent: not cached, so the next sample tries again
+		return 0;
+	}
+	if (e->n && e->gen == gen)
+		add_count(counts, &e->k, e->n);
+	e->k = k;
+	e->gen = gen;
+	e->n = 1;
 	return 0;
 }
 

@@ -203,6 +203,8 @@ type Walker struct {
 	// passes over their records (an aggregating walker sends a stack
 	// again once its `sent` entry was evicted) without decoding them.
 	Known func(id uint64) bool
+	// DrainCounts' per-CPU cache banks, kept across drains.
+	banks []ccBank
 	// DrainCounts' batch buffers, kept across drains.
 	countKeys []kwalkCountKey
 	countVals []uint64
@@ -712,10 +714,23 @@ func (w *Walker) KernelStack(k uint32) ([]uint64, error) {
 // microseconds, in interrupt context, without sleeping).
 const drainSettle = time.Millisecond
 
+// ccEntry and ccBank mirror kwalk.bpf.c's struct ccent and ccbank: a
+// CPU's cache of counts in front of the count maps.
+type ccEntry struct {
+	Key kwalkCountKey
+	Gen uint32
+	N   uint32
+}
+
+type ccBank [128]ccEntry
+
 // DrainCounts (Aggregate) moves the kernel's counts to fn and empties
-// them: it points the program at the other count map, waits for the runs
-// still on the old one, then reads and deletes the old one's entries.
-// Read the ring first: a count's stack was sent before it was counted.
+// them: it moves the program's generation on (the other count map and
+// cache bank), waits for the runs still on the old ones, then reads and
+// deletes the old map's entries and reads the old bank's entries of the
+// generation drained (the programs overwrite them, unread, two
+// generations on). Read the ring first: a count's stack was sent before it
+// was counted.
 func (w *Walker) DrainCounts(fn func(Count)) error {
 	if !w.Opts.Aggregate {
 		return fmt.Errorf("pid %d: the walker does not aggregate", w.Pid)
@@ -724,12 +739,15 @@ func (w *Walker) DrainCounts(fn func(Count)) error {
 	if err := w.objs.Sel.Lookup(uint32(0), &cur); err != nil {
 		return fmt.Errorf("pid %d: can't read the walker's count selector: %w", w.Pid, err)
 	}
-	if err := w.objs.Sel.Put(uint32(0), cur^1); err != nil {
-		return fmt.Errorf("pid %d: can't flip the walker's count selector: %w", w.Pid, err)
+	if err := w.objs.Sel.Put(uint32(0), cur+1); err != nil {
+		return fmt.Errorf("pid %d: can't move the walker's count generation on: %w", w.Pid, err)
 	}
 	time.Sleep(drainSettle)
+	if err := w.drainCache(cur, fn); err != nil {
+		return err
+	}
 	m := w.objs.Counts0
-	if cur == 1 {
+	if cur&1 == 1 {
 		m = w.objs.Counts1
 	}
 	if w.countKeys == nil {
@@ -750,6 +768,24 @@ func (w *Walker) DrainCounts(fn func(Count)) error {
 			return fmt.Errorf("pid %d: can't read the walker's counts: %w", w.Pid, err)
 		}
 	}
+}
+
+// drainCache hands fn the counts of generation gen that the CPUs' caches
+// hold (its bank, no longer written).
+func (w *Walker) drainCache(gen uint32, fn func(Count)) error {
+	if err := w.objs.CCache.Lookup(gen&1, &w.banks); err != nil {
+		return fmt.Errorf("pid %d: can't read the walker's count cache (bank %d): %w", w.Pid, gen&1, err)
+	}
+	for c := range w.banks {
+		for _, e := range &w.banks[c] {
+			if e.N == 0 || e.Gen != gen {
+				continue
+			}
+			k := e.Key
+			fn(Count{ID: k.Id, Tgid: int(k.Tgid), Tid: int(k.Tid), Flags: k.Flags, N: uint64(e.N), KStack: k.Kstack})
+		}
+	}
+	return nil
 }
 
 // NativeSample is one sample with its native stack copy (NativeBytes):

@@ -13,6 +13,16 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type kwalkCcbank struct {
+	_ structs.HostLayout
+	E [128]struct {
+		_   structs.HostLayout
+		K   kwalkCountKey
+		Gen uint32
+		N   uint32
+	}
+}
+
 type kwalkConfig struct {
 	_               structs.HostLayout
 	CodeType        uint64
@@ -180,6 +190,7 @@ type kwalkWindow struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	kwalkMapCcache          = "ccache"
 	kwalkMapCodesOk         = "codes_ok"
 	kwalkMapCounters        = "counters"
 	kwalkMapCounts0         = "counts0"
@@ -267,6 +278,7 @@ type kwalkProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type kwalkMapSpecs struct {
+	Ccache          *ebpf.MapSpec `ebpf:"ccache"`
 	CodesOk         *ebpf.MapSpec `ebpf:"codes_ok"`
 	Counters        *ebpf.MapSpec `ebpf:"counters"`
 	Counts0         *ebpf.MapSpec `ebpf:"counts0"`
@@ -324,6 +336,7 @@ func (o *kwalkObjects) Close() error {
 //
 // It can be passed to loadKwalkObjects or ebpf.CollectionSpec.LoadAndAssign.
 type kwalkMaps struct {
+	Ccache          *ebpf.Map `ebpf:"ccache"`
 	CodesOk         *ebpf.Map `ebpf:"codes_ok"`
 	Counters        *ebpf.Map `ebpf:"counters"`
 	Counts0         *ebpf.Map `ebpf:"counts0"`
@@ -349,6 +362,7 @@ type kwalkMaps struct {
 
 func (m *kwalkMaps) Close() error {
 	return _KwalkClose(
+		m.Ccache,
 		m.CodesOk,
 		m.Counters,
 		m.Counts0,

@@ -13,6 +13,16 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type kwalkheldCcbank struct {
+	_ structs.HostLayout
+	E [128]struct {
+		_   structs.HostLayout
+		K   kwalkheldCountKey
+		Gen uint32
+		N   uint32
+	}
+}
+
 type kwalkheldConfig struct {
 	_               structs.HostLayout
 	CodeType        uint64
@@ -176,6 +186,7 @@ type kwalkheldWindow struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	kwalkheldMapCcache          = "ccache"
 	kwalkheldMapCodesOk         = "codes_ok"
 	kwalkheldMapCounters        = "counters"
 	kwalkheldMapCounts0         = "counts0"
@@ -263,6 +274,7 @@ type kwalkheldProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type kwalkheldMapSpecs struct {
+	Ccache          *ebpf.MapSpec `ebpf:"ccache"`
 	CodesOk         *ebpf.MapSpec `ebpf:"codes_ok"`
 	Counters        *ebpf.MapSpec `ebpf:"counters"`
 	Counts0         *ebpf.MapSpec `ebpf:"counts0"`
@@ -320,6 +332,7 @@ func (o *kwalkheldObjects) Close() error {
 //
 // It can be passed to loadKwalkheldObjects or ebpf.CollectionSpec.LoadAndAssign.
 type kwalkheldMaps struct {
+	Ccache          *ebpf.Map `ebpf:"ccache"`
 	CodesOk         *ebpf.Map `ebpf:"codes_ok"`
 	Counters        *ebpf.Map `ebpf:"counters"`
 	Counts0         *ebpf.Map `ebpf:"counts0"`
@@ -345,6 +358,7 @@ type kwalkheldMaps struct {
 
 func (m *kwalkheldMaps) Close() error {
 	return _KwalkheldClose(
+		m.Ccache,
 		m.CodesOk,
 		m.Counters,
 		m.Counts0,

@@ -13,6 +13,16 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type kwalklateCcbank struct {
+	_ structs.HostLayout
+	E [128]struct {
+		_   structs.HostLayout
+		K   kwalklateCountKey
+		Gen uint32
+		N   uint32
+	}
+}
+
 type kwalklateConfig struct {
 	_               structs.HostLayout
 	CodeType        uint64
@@ -190,6 +200,7 @@ type kwalklateWindow struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	kwalklateMapCcache          = "ccache"
 	kwalklateMapCodesOk         = "codes_ok"
 	kwalklateMapCounters        = "counters"
 	kwalklateMapCounts0         = "counts0"
@@ -278,6 +289,7 @@ type kwalklateProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type kwalklateMapSpecs struct {
+	Ccache          *ebpf.MapSpec `ebpf:"ccache"`
 	CodesOk         *ebpf.MapSpec `ebpf:"codes_ok"`
 	Counters        *ebpf.MapSpec `ebpf:"counters"`
 	Counts0         *ebpf.MapSpec `ebpf:"counts0"`
@@ -336,6 +348,7 @@ func (o *kwalklateObjects) Close() error {
 //
 // It can be passed to loadKwalklateObjects or ebpf.CollectionSpec.LoadAndAssign.
 type kwalklateMaps struct {
+	Ccache          *ebpf.Map `ebpf:"ccache"`
 	CodesOk         *ebpf.Map `ebpf:"codes_ok"`
 	Counters        *ebpf.Map `ebpf:"counters"`
 	Counts0         *ebpf.Map `ebpf:"counts0"`
@@ -361,6 +374,7 @@ type kwalklateMaps struct {
 
 func (m *kwalklateMaps) Close() error {
 	return _KwalklateClose(
+		m.Ccache,
 		m.CodesOk,
 		m.Counters,
 		m.Counts0,

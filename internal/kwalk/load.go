@@ -32,6 +32,7 @@ type objects struct {
 	Counts0  *ebpf.Map     `ebpf:"counts0"`
 	Counts1  *ebpf.Map     `ebpf:"counts1"`
 	Sel      *ebpf.Map     `ebpf:"sel"`
+	CCache   *ebpf.Map     `ebpf:"ccache"`
 	Sent     *ebpf.Map     `ebpf:"sent"`
 	Urgent   *ebpf.Map     `ebpf:"urgent"`
 	KStacks  *ebpf.Map     `ebpf:"kstacks"`
@@ -49,7 +50,7 @@ type objects struct {
 
 func (o *objects) Close() {
 	for _, c := range []interface{ Close() error }{o.Prog, o.Tstates, o.Counters, o.Samples, o.Scratch, o.CodesOK, o.Win, o.PyAddrs,
-		o.Counts0, o.Counts1, o.Sel, o.Sent, o.Urgent, o.KStacks, o.NatRing, o.NatBuf,
+		o.Counts0, o.Counts1, o.Sel, o.CCache, o.Sent, o.Urgent, o.KStacks, o.NatRing, o.NatBuf,
 		o.Procs, o.ProcsetEvents, o.ProcsetCounters, o.ProcsetFork, o.ProcsetExec, o.ProcsetExit} {
 		if c != nil {
 			c.Close()
