@@ -120,6 +120,10 @@ type Meta struct {
 	// gone when pyobs read it (freed since the sample): each such frame
 	// is [code object unreadable], the rest of the stack named.
 	PartlyNamed uint64 `json:"partly_named,omitempty"`
+	// CountsRaced: samples whose count the kernel wrote in its per-CPU
+	// cache as pyobs read that cache (the run stalled past the drain's
+	// wait): each may be missing from the profile or in it twice.
+	CountsRaced uint64 `json:"counts_raced,omitempty"`
 	// Execed (-p PID): the target exec'd a new program and the recording
 	// ended there (what it became); LostToExec: samples not named because
 	// their code objects were not read before the exec, or taken after

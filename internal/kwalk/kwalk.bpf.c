@@ -56,6 +56,8 @@ enum {
 	C_NATLOST,     // native_bytes: the natstacks ring was full, the sample lost
 	C_NATBYTES,    // native_bytes: stack bytes copied, summed
 	C_PREPY,       // before the walk was configured (a held command's interpreter not up yet)
+	C_CCHIT,       // aggregating: samples counted in their CPU's count cache (no hash map)
+	C_CCRACED,     // aggregating: samples whose cache write crossed a drain (raced)
 	C_NCOUNTERS,
 };
 
@@ -112,9 +114,11 @@ KSTACKS_MAP(kstacks);
 COUNT_MAP(counts0);
 COUNT_MAP(counts1);
 
+// sel[0]: the generation counting now; sel[1]: one more than the last
+// generation whose cache bank user space has begun to read.
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, 2);
 	__type(key, u32);
 	__type(value, u32);
 } sel SEC(".maps");
@@ -255,6 +259,20 @@ static __always_inline int sent_once(struct sample *s, u64 id)
 	return 1;
 }
 
+// raced counts n samples whose cache write may have crossed a drain:
+// user space began to read generation gen's bank (sel[1] > gen) while
+// this run, stalled past the drain's 1 ms wait (a vCPU descheduled),
+// still wrote it: those samples may be missing from the drains or,
+// moved to the map, counted twice. Checked after the write (an atomic
+// add: a full barrier), so a stall anywhere before it is seen.
+static __always_inline void raced(u32 gen, u64 n)
+{
+	u32 one = 1;
+	u32 *rd = bpf_map_lookup_elem(&sel, &one);
+	if (rd && *(volatile u32 *)rd > gen)
+		counter_add(&counters, C_CCRACED, n);
+}
+
 static __always_inline int same_key(struct count_key *a, struct count_key *b)
 {
 	return a->id == b->id && a->tid == b->tid && a->tgid == b->tgid && a->flags == b->flags && a->kstack == b->kstack;
@@ -356,25 +374,33 @@ int kwalk_sample(void *ctx)
 	u32 bank = gen & 1;
 	struct ccbank *b = bpf_map_lookup_elem(&ccache, &bank);
 	if (!b) {
-		if (!k.id || sent_once(s, k.id))
-			add_count(counts, &k, 1);
+		if (k.id)
+			sent_once(s, k.id);
+		add_count(counts, &k, 1);
 		return 0;
 	}
 	u64 h = mix(mix(k.id, (u64)k.tid << 32 | k.flags), k.kstack);
 	struct ccent *e = &b->e[(u32)h & (CC_SLOTS - 1)];
 	if (e->n && e->gen == gen && same_key(&e->k, &k)) {
-		e->n++; // sent when it took the slot
+		__sync_fetch_and_add(&e->n, 1); // sent when it took the slot
+		count(C_CCHIT);
+		raced(gen, 1);
 		return 0;
 	}
 	if (k.id && !sent_once(s, k.id)) {
 		add_count(counts, &k, 1); // its stack not sent: not cached, so the next sample tries again
 		return 0;
 	}
-	if (e->n && e->gen == gen)
-		add_count(counts, &e->k, e->n);
+	u64 moved = 0;
+	if (e->n && e->gen == gen) {
+		moved = e->n;
+		add_count(counts, &e->k, moved);
+	}
 	e->k = k;
 	e->gen = gen;
-	e->n = 1;
+	e->n = 0;
+	__sync_fetch_and_add(&e->n, 1);
+	raced(gen, 1 + moved);
 	return 0;
 }
 

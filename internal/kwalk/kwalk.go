@@ -176,6 +176,11 @@ const (
 	CNatLost  // NativeBytes: samples lost, the native ring full
 	CNatBytes // NativeBytes: stack bytes copied, summed
 	CPrePy    // Late: samples before Configure (not walked)
+	CCacheHit // aggregating: samples counted in their CPU's count cache
+	// CCacheRaced: samples whose cache write crossed a drain (the run
+	// stalled past drainSettle): possibly missing from the drains, or
+	// counted twice.
+	CCacheRaced
 	NCounters
 )
 
@@ -203,7 +208,8 @@ type Walker struct {
 	// passes over their records (an aggregating walker sends a stack
 	// again once its `sent` entry was evicted) without decoding them.
 	Known func(id uint64) bool
-	// DrainCounts' per-CPU cache banks, kept across drains.
+	// DrainCounts' read of the per-CPU cache banks (one per possible
+	// CPU), kept across drains.
 	banks []ccBank
 	// DrainCounts' batch buffers, kept across drains.
 	countKeys []kwalkCountKey
@@ -709,9 +715,12 @@ func (w *Walker) KernelStack(k uint32) ([]uint64, error) {
 	return append([]uint64(nil), st[:n]...), nil
 }
 
-// drainSettle is how long DrainCounts waits after the flip: a program that
-// picked the old map before the flip is done by then (it runs in
-// microseconds, in interrupt context, without sleeping).
+// drainSettle is how long DrainCounts waits after moving the generation
+// on: a program that picked the old map and bank before is done by then
+// (it runs in microseconds, in interrupt context, without sleeping). A
+// run stalled longer (a vCPU descheduled) still adds to the old map for
+// the drain two generations on (late, not lost); one that writes the old
+// bank once its read has begun counts its samples in CCacheRaced.
 const drainSettle = time.Millisecond
 
 // ccEntry and ccBank mirror kwalk.bpf.c's struct ccent and ccbank: a
@@ -726,28 +735,34 @@ type ccBank [128]ccEntry
 
 // DrainCounts (Aggregate) moves the kernel's counts to fn and empties
 // them: it moves the program's generation on (the other count map and
-// cache bank), waits for the runs still on the old ones, then reads and
-// deletes the old map's entries and reads the old bank's entries of the
-// generation drained (the programs overwrite them, unread, two
-// generations on). Read the ring first: a count's stack was sent before it
-// was counted.
+// cache bank), waits for the runs still on the old ones, then reads the
+// old bank's entries of the generation drained (the programs overwrite
+// them, unread, two generations on) and reads and deletes the old map's
+// entries. Read the ring first: a count's stack was sent before it was
+// counted.
 func (w *Walker) DrainCounts(fn func(Count)) error {
 	if !w.Opts.Aggregate {
 		return fmt.Errorf("pid %d: the walker does not aggregate", w.Pid)
 	}
 	var cur uint32
 	if err := w.objs.Sel.Lookup(uint32(0), &cur); err != nil {
-		return fmt.Errorf("pid %d: can't read the walker's count selector: %w", w.Pid, err)
+		return fmt.Errorf("pid %d: can't read the walker's count generation: %w", w.Pid, err)
 	}
 	if err := w.objs.Sel.Put(uint32(0), cur+1); err != nil {
 		return fmt.Errorf("pid %d: can't move the walker's count generation on: %w", w.Pid, err)
 	}
 	time.Sleep(drainSettle)
-	if err := w.drainCache(cur, fn); err != nil {
-		return err
+	// A run that writes the old bank from now on counts itself raced.
+	if err := w.objs.Sel.Put(uint32(1), cur+1); err != nil {
+		return fmt.Errorf("pid %d: can't mark the walker's count cache read: %w", w.Pid, err)
 	}
+	return errors.Join(w.drainCache(cur, fn), w.drainMap(cur, fn))
+}
+
+// drainMap reads and deletes the count map of generation gen.
+func (w *Walker) drainMap(gen uint32, fn func(Count)) error {
 	m := w.objs.Counts0
-	if cur&1 == 1 {
+	if gen&1 == 1 {
 		m = w.objs.Counts1
 	}
 	if w.countKeys == nil {
@@ -765,7 +780,7 @@ func (w *Walker) DrainCounts(fn func(Count)) error {
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("pid %d: can't read the walker's counts: %w", w.Pid, err)
+			return fmt.Errorf("pid %d: can't read the walker's counts (generation %d): %w", w.Pid, gen, err)
 		}
 	}
 }
@@ -773,7 +788,14 @@ func (w *Walker) DrainCounts(fn func(Count)) error {
 // drainCache hands fn the counts of generation gen that the CPUs' caches
 // hold (its bank, no longer written).
 func (w *Walker) drainCache(gen uint32, fn func(Count)) error {
-	if err := w.objs.CCache.Lookup(gen&1, &w.banks); err != nil {
+	if w.banks == nil {
+		n, err := ebpf.PossibleCPU()
+		if err != nil {
+			return fmt.Errorf("pid %d: can't count the possible CPUs: %w", w.Pid, err)
+		}
+		w.banks = make([]ccBank, n)
+	}
+	if err := w.objs.CCache.Lookup(gen&1, w.banks); err != nil {
 		return fmt.Errorf("pid %d: can't read the walker's count cache (bank %d): %w", w.Pid, gen&1, err)
 	}
 	for c := range w.banks {

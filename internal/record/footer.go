@@ -102,6 +102,9 @@ func engineNote(m flame.Meta) string {
 	if m.PartlyNamed > 0 {
 		partly += fmt.Sprintf("; %d named but for frames whose code object was freed before pyobs read it ([code object unreadable])", m.PartlyNamed)
 	}
+	if m.CountsRaced > 0 {
+		partly += fmt.Sprintf("; %d samples counted in the kernel's cache as pyobs read it (a run stalled past the read's wait): each may be missing or counted twice", m.CountsRaced)
+	}
 	return fmt.Sprintf(" (bpf engine: stacks walked in the kernel at each sample: exact %d (%.2f %% of walks), truncated %d, faulted %d, invalid %d, not Python %d%s, no frames %d%s%s; BPF run time per sample %s, bpf stats %s; observer CPU %.1f µs per sample)",
 		m.Exact, pct, m.KernelTruncated, m.KernelFaulted, m.KernelInvalid, m.NotPython, mapOnly, m.NoFrames, held, partly, bpf, m.BPFStats, per)
 }

@@ -691,6 +691,7 @@ func (r *Recorder) kernelAccount(k *kernelRec) {
 		// count map could not hold, and (--native) those the full native
 		// ring could not.
 		r.lost = k.unsent + cnt[kwalk.CAggFull] + cnt[kwalk.CNatLost]
+		m.CountsRaced = cnt[kwalk.CCacheRaced]
 	}
 	if rt, runs, err := k.w.RunStats(); err == nil && runs > 0 && cnt[kwalk.CSamples] > 0 {
 		m.BPFNSPerSample = float64(rt.Nanoseconds()) / float64(cnt[kwalk.CSamples])
