@@ -4,13 +4,11 @@ package kwalk_test
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"testing"
 	"time"
 
 	"github.com/pyobs/pyobs/internal/kwalk"
-	"github.com/pyobs/pyobs/internal/pyframes"
 	"github.com/pyobs/pyobs/internal/testutil"
 )
 
@@ -24,31 +22,7 @@ import (
 // program says raced a drain, CCacheRaced).
 func TestAggregateCountsEverySample(t *testing.T) {
 	testutil.RequireRoot(t)
-	in := testutil.Find(t, "pyenv-3.12")
-	tg := testutil.Start(t, in, "many_paths.py")
-	p, err := pyframes.Open(tg.Pid)
-	if err != nil {
-		t.Fatalf("pyframes.Open: %v", err)
-	}
-	kl, err := p.KernelLayout()
-	if err != nil {
-		t.Fatalf("KernelLayout: %v", err)
-	}
-	w, err := kwalk.Open(tg.Pid, kl, kwalk.Options{Freq: 20000, Aggregate: true})
-	if errors.Is(err, kwalk.ErrUnavailable) {
-		testutil.Skip(t, fmt.Sprintf("loading a perf_event eBPF program with bpf_loop: %v", err))
-	}
-	if err != nil {
-		t.Fatalf("kwalk.Open: %v", err)
-	}
-	defer w.Close()
-	refs, err := p.ThreadRefs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.SetThreads(refs); err != nil {
-		t.Fatal(err)
-	}
+	w := startWalkingWith(t, testutil.Find(t, "pyenv-3.12"), kwalk.Options{Freq: 20000, Aggregate: true}, nil, "many_paths.py").w
 	var total, drains uint64
 	keys := map[kwalk.Count]bool{}
 	drain := func() {

@@ -26,6 +26,12 @@ type walking struct {
 // that refuses the program is a skip naming it.
 func startWalking(t *testing.T, in testutil.Interp, freq int, before func(), script string, args ...string) *walking {
 	t.Helper()
+	return startWalkingWith(t, in, kwalk.Options{Freq: freq}, before, script, args...)
+}
+
+// startWalkingWith is startWalking with the walker's options.
+func startWalkingWith(t *testing.T, in testutil.Interp, opt kwalk.Options, before func(), script string, args ...string) *walking {
+	t.Helper()
 	tg := testutil.Start(t, in, script, args...)
 	p, err := pyframes.Open(tg.Pid)
 	if err != nil {
@@ -38,7 +44,7 @@ func startWalking(t *testing.T, in testutil.Interp, freq int, before func(), scr
 	if before != nil {
 		before()
 	}
-	w, err := kwalk.Open(tg.Pid, kl, kwalk.Options{Freq: freq})
+	w, err := kwalk.Open(tg.Pid, kl, opt)
 	if errors.Is(err, kwalk.ErrUnavailable) {
 		testutil.Skip(t, fmt.Sprintf("loading a perf_event eBPF program with bpf_loop: %v", err))
 	}
