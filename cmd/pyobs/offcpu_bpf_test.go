@@ -411,11 +411,13 @@ func TestOffcpuBPFShortLockWaits(t *testing.T) {
 			// the scheduler's: here on 2026-12-03 [lock] 74–83 % on a
 			// quiet machine, 53–62 % with one more CPU-bound process
 			// beside the hogs ([GIL] 33–37 %), 77–80 % beside a CI run
-			// ([GIL] 10–22 %, [run-queue] 4–13 %). Each class must be
-			// there (one labelled as another would empty it).
+			// ([GIL] 10–22 %, [run-queue] 4–13 %), and in one CI run
+			// 84 % with [GIL] 1.7 % and [run-queue] 14 %. Each class must
+			// be there (one labelled as another would empty it): at
+			// least 0.5 % each, a quarter of the least seen.
 			three := leaf["[lock]"] + leaf["[GIL]"] + leaf["[run-queue]"]
-			if three < 0.98*at || lock < 0.4*at || leaf["[GIL]"] < 0.02*at || leaf["[run-queue]"] < 0.02*at {
-				t.Errorf("at the acquire %.3fs: [lock] %.3fs, the three classes of a blocking acquire %.3fs: want [lock] ≥ 40 %%, [GIL] and [run-queue] ≥ 2 %% each, and the three ≥ 98 %% (by class %v)", at, lock, three, leaf)
+			if three < 0.98*at || lock < 0.4*at || leaf["[GIL]"] < 0.005*at || leaf["[run-queue]"] < 0.005*at {
+				t.Errorf("at the acquire %.3fs: [lock] %.3fs, the three classes of a blocking acquire %.3fs: want [lock] ≥ 40 %%, [GIL] and [run-queue] ≥ 0.5 %% each, and the three ≥ 98 %% (by class %v)", at, lock, three, leaf)
 			}
 		})
 	}
