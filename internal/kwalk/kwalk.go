@@ -208,9 +208,9 @@ type Walker struct {
 	// passes over their records (an aggregating walker sends a stack
 	// again once its `sent` entry was evicted) without decoding them.
 	Known func(id uint64) bool
-	// DrainCounts' read of the per-CPU cache banks (one per possible
-	// CPU), kept across drains.
-	banks []ccBank
+	// DrainCounts' read of the per-CPU cache banks (kwalk.bpf.c's
+	// struct ccbank, one per possible CPU), kept across drains.
+	banks []kwalkCcbank
 	// DrainCounts' batch buffers, kept across drains.
 	countKeys []kwalkCountKey
 	countVals []uint64
@@ -723,16 +723,6 @@ func (w *Walker) KernelStack(k uint32) ([]uint64, error) {
 // bank once its read has begun counts its samples in CCacheRaced.
 const drainSettle = time.Millisecond
 
-// ccEntry and ccBank mirror kwalk.bpf.c's struct ccent and ccbank: a
-// CPU's cache of counts in front of the count maps.
-type ccEntry struct {
-	Key kwalkCountKey
-	Gen uint32
-	N   uint32
-}
-
-type ccBank [128]ccEntry
-
 // DrainCounts (Aggregate) moves the kernel's counts to fn and empties
 // them: it moves the program's generation on (the other count map and
 // cache bank), waits for the runs still on the old ones, then reads the
@@ -773,8 +763,7 @@ func (w *Walker) drainMap(gen uint32, fn func(Count)) error {
 	for {
 		n, err := m.BatchLookupAndDelete(&cursor, keys, vals, nil)
 		for i := range n {
-			k := keys[i]
-			fn(Count{ID: k.Id, Tgid: int(k.Tgid), Tid: int(k.Tid), Flags: k.Flags, N: vals[i], KStack: k.Kstack})
+			fn(countOf(keys[i], vals[i]))
 		}
 		if errors.Is(err, ebpf.ErrKeyNotExist) {
 			return nil
@@ -793,21 +782,24 @@ func (w *Walker) drainCache(gen uint32, fn func(Count)) error {
 		if err != nil {
 			return fmt.Errorf("pid %d: can't count the possible CPUs: %w", w.Pid, err)
 		}
-		w.banks = make([]ccBank, n)
+		w.banks = make([]kwalkCcbank, n)
 	}
 	if err := w.objs.CCache.Lookup(gen&1, w.banks); err != nil {
 		return fmt.Errorf("pid %d: can't read the walker's count cache (bank %d): %w", w.Pid, gen&1, err)
 	}
 	for c := range w.banks {
-		for _, e := range &w.banks[c] {
-			if e.N == 0 || e.Gen != gen {
-				continue
+		for _, e := range &w.banks[c].E {
+			if e.N != 0 && e.Gen == gen {
+				fn(countOf(e.K, uint64(e.N)))
 			}
-			k := e.Key
-			fn(Count{ID: k.Id, Tgid: int(k.Tgid), Tid: int(k.Tid), Flags: k.Flags, N: uint64(e.N), KStack: k.Kstack})
 		}
 	}
 	return nil
+}
+
+// countOf is the count n of key k.
+func countOf(k kwalkCountKey, n uint64) Count {
+	return Count{ID: k.Id, Tgid: int(k.Tgid), Tid: int(k.Tid), Flags: k.Flags, N: n, KStack: k.Kstack}
 }
 
 // NativeSample is one sample with its native stack copy (NativeBytes):
