@@ -98,9 +98,10 @@ const (
 func (f *Frozen) stopAll(tids []int) error {
 	for _, tid := range tids {
 		err := unix.PtraceSeize(tid)
-		if errors.Is(err, unix.EPERM) && !exiting(f.Pid, tid) {
-			// A process in the middle of an execve refuses too, for a moment.
-			time.Sleep(2 * time.Millisecond)
+		// A process in the middle of an execve refuses too, for a moment;
+		// on a loaded machine that moment has outlasted a 2 ms wait.
+		for wait := 2 * time.Millisecond; errors.Is(err, unix.EPERM) && !exiting(f.Pid, tid) && wait <= seizeRetry; wait *= 2 {
+			time.Sleep(wait)
 			err = unix.PtraceSeize(tid)
 		}
 		if err != nil {
@@ -172,6 +173,10 @@ func (f *Frozen) stopAll(tids []int) error {
 	f.JobStopped = len(stopped) > 0 && jobStopped == len(stopped)
 	return nil
 }
+
+// seizeRetry bounds the waits before a refused seize is believed: 2, 4,
+// …, 64 ms, 126 ms in all.
+const seizeRetry = 64 * time.Millisecond
 
 // stopTimeout bounds the wait for the threads' stops (normally tens of µs).
 const stopTimeout = time.Second

@@ -156,6 +156,10 @@ var errNotPythonShort = fmt.Errorf("%w", pyframes.ErrNotPython)
 // explain turns EPERM into the gate that refused, and a vanished target into ErrExited.
 func (s *Session) explain(op string, err error) error {
 	if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES) {
+		// A refusal met while the target exec'd is the exec's, not a gate's.
+		if xerr := s.Execed(); xerr != nil {
+			return fmt.Errorf("%s of pid %d: %w (%v)", op, s.Pid, xerr, err)
+		}
 		return capability.ExplainPtrace(fmt.Sprintf("%s of pid %d", op, s.Pid), s.Pid, sameUID(s.Pid), err)
 	}
 	// ESRCH from process_vm_readv: the task is exiting (its memory is gone

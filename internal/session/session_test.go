@@ -1,10 +1,17 @@
 package session
 
 import (
+	"bufio"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/pyobs/pyobs/internal/testutil"
+	"golang.org/x/sys/unix"
 )
 
 // TestAttachErrors: the sentinel errors the CLI maps to exit codes.
@@ -43,5 +50,63 @@ func TestSetSpecDescribe(t *testing.T) {
 	}
 	if got := (SetSpec{}).Describe(); got != "" {
 		t.Errorf("empty spec: %q", got)
+	}
+}
+
+// TestRefusalAfterExecIsTheExec: a ptrace refusal met after the target
+// exec'd is said as the exec (exit 3), not as a permission gate (exit 4):
+// CI once saw a seize refused while a thread of the target exec'd, and
+// pyobs blamed a security module it had not found.
+func TestRefusalAfterExecIsTheExec(t *testing.T) {
+	testutil.RequireRoot(t)
+	in := testutil.Find(t, "pyenv-3.12")
+	argv := append(append([]string{}, in.Argv...), "-c",
+		"import os, sys\nprint('READY', flush=True)\nsys.stdin.readline()\nos.execv('/bin/sleep', ['sleep', '30'])")
+	cmd := exec.Command(argv[0], argv[1:]...)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "READY\n" {
+		t.Fatalf("target said %q, %v", line, err)
+	}
+	s, err := Attach(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gate *GateError
+	// Before the exec, a refusal is the gate's: the control that shows the
+	// check below can fail.
+	if err := s.explain("stop threads", unix.EPERM); !errors.As(err, &gate) {
+		t.Fatalf("refusal before the exec: %v, want a GateError", err)
+	}
+	if _, err := stdin.Write([]byte("go\n")); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", cmd.Process.Pid))
+		if string(b) == "sleep\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the target did not exec within 10 s (comm %q)", b)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	err = s.explain("stop threads", unix.EPERM)
+	if !IsExeced(err) || errors.As(err, &gate) {
+		t.Fatalf("refusal after the exec: %v, want the exec", err)
+	}
+	if !strings.Contains(err.Error(), "stop threads of pid") || !strings.Contains(err.Error(), "sleep 30") {
+		t.Errorf("error %q does not say what failed and what the target became", err)
 	}
 }
