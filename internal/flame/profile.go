@@ -158,12 +158,16 @@ type Meta struct {
 // target is empty or thin for that reason, not because it was idle.
 type Stopped struct {
 	Threads int `json:"threads"` // the most threads seen stopped at one look
-	Of      int `json:"of"`      // the threads the target had at that look
+	Of      int `json:"of"`      // the threads the target (a set: its processes) had at that look
 	// Seconds: how long at least one thread was seen stopped, to a look's
 	// period (LookMS).
 	Seconds float64 `json:"seconds"`
 	State   string  `json:"state"` // T (job control), t (tracer), or "T and t"
 	LookMS  int     `json:"look_ms"`
+	// A set: at that look, its processes with a stopped thread and its
+	// processes alive; absent for one process.
+	Processes int `json:"processes,omitempty"`
+	Members   int `json:"members,omitempty"`
 }
 
 // Mixed is the account of a profile's native and kernel frames.

@@ -8,9 +8,10 @@
 // (kallsyms, loaded once and kept; stat; sys/kernel). One file per kernel
 // file, its type named after it; prometheus/procfs is used where it covers
 // a file, small parsers of our own where it does not (each says why).
-// StopWatch (stops.go) looks at a process's thread states every 100 ms
-// from its own goroutine, for the commands that must tell a target stopped
-// by someone else (SIGSTOP, job control, a tracer) from an idle one.
+// StopWatch (stops.go) looks at a process's thread states, or every live
+// member's of a set, every 100 ms from its own goroutine, for the commands
+// that must tell a target stopped by someone else (SIGSTOP, job control, a
+// tracer) from an idle one.
 // Every reader hangs off an FS rooted at a mount point, so tests run on the
 // fixture tree in testdata/procfs; errors name the pid, tid and path.
 //

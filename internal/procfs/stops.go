@@ -17,12 +17,16 @@ const StopLook = 100 * time.Millisecond
 // the program was idle or waiting.
 type Stops struct {
 	Threads int `json:"threads"` // the most threads seen stopped at one look
-	Of      int `json:"of"`      // the threads the process had at that look
+	Of      int `json:"of"`      // the threads the process (a set: all its processes) had at that look
 	// Seconds: how long at least one thread was seen stopped, to a look's
 	// period (LookMS).
 	Seconds float64 `json:"seconds"`
 	State   string  `json:"state"` // "T" (job control), "t" (tracer) or "T and t"
 	LookMS  int     `json:"look_ms"`
+	// A set's watch (WatchStopsOf): at that look, the processes with a
+	// stopped thread and the processes looked at; 0 for one process.
+	Processes int `json:"processes,omitempty"`
+	Members   int `json:"members,omitempty"`
 }
 
 // Phrase is "the target (its 3 threads) was stopped by a signal (…) for
@@ -36,8 +40,12 @@ func (s Stops) Phrase(window float64) string {
 }
 
 // Who is the subject of a sentence about the stop: "the target (its 3
-// threads) was" or "1 of the target's 3 threads were".
+// threads) was", "1 of the target's 3 threads were" or, for a set, "2 of
+// the set's 9 threads (in 1 of its 3 processes) were".
 func (s Stops) Who() string {
+	if s.Members > 0 {
+		return fmt.Sprintf("%d of the set's %d threads (in %d of its %d processes) were", s.Threads, s.Of, s.Processes, s.Members)
+	}
 	if s.Threads < s.Of {
 		return fmt.Sprintf("%d of the target's %d threads were", s.Threads, s.Of)
 	}
@@ -58,10 +66,11 @@ func (s Stops) By() string {
 	return "by a signal (SIGSTOP or job control: state T)"
 }
 
-// StopWatch looks at a process's thread states (/proc/PID/task/TID/stat)
-// every StopLook from its own goroutine, for the commands that must not
-// take a stopped target for an idle or waiting one. Price: one stat read
-// per thread per look; nothing is stopped.
+// StopWatch looks at a process's thread states (/proc/PID/task/TID/stat),
+// or those of a set's processes, every StopLook from its own goroutine,
+// for the commands that must not take a stopped target for an idle or
+// waiting one. Price: one stat read per thread per look; nothing is
+// stopped.
 type StopWatch struct {
 	fs   FS
 	pid  int
@@ -71,6 +80,13 @@ type StopWatch struct {
 	done chan struct{}
 
 	mu   sync.Mutex
+	pids func() []int // a set's processes now (nil: pid alone)
+	all  stopAcct     // the process, or the set as one
+	each map[int]*stopAcct
+}
+
+// stopAcct is one account: a process's, or a set's.
+type stopAcct struct {
 	acct Stops
 	last time.Time
 	was  bool // the previous look saw a stopped thread
@@ -82,7 +98,20 @@ type StopWatch struct {
 // target with ptrace (trace's ptrace engine) would otherwise count its own
 // stops.
 func WatchStops(fs FS, pid int, tracer bool) *StopWatch {
-	w := &StopWatch{fs: fs, pid: pid, jc: true, tr: tracer, quit: make(chan struct{}), done: make(chan struct{}), seen: map[string]bool{}}
+	return watch(fs, pid, nil, tracer)
+}
+
+// WatchStopsOf is WatchStops over a set: each look reads the threads of
+// every process pids lists then (a member that exited is left out by
+// pids, or found gone), with an account of the set and one per process
+// (Each).
+func WatchStopsOf(fs FS, pids func() []int, tracer bool) *StopWatch {
+	return watch(fs, 0, pids, tracer)
+}
+
+func watch(fs FS, pid int, pids func() []int, tracer bool) *StopWatch {
+	w := &StopWatch{fs: fs, pid: pid, pids: pids, jc: true, tr: tracer, quit: make(chan struct{}), done: make(chan struct{}),
+		each: map[int]*stopAcct{}}
 	w.look()
 	go func() {
 		defer close(w.done)
@@ -100,51 +129,123 @@ func WatchStops(fs FS, pid int, tracer bool) *StopWatch {
 	return w
 }
 
+// Follow makes a watch on one process watch a set from its next look
+// (the process's account goes on as the set's).
+func (w *StopWatch) Follow(pids func() []int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.pids = pids
+}
+
+// procLook is one process at one look.
+type procLook struct {
+	pid, n, of int
+	states     []string
+	ok         bool // its threads listed (false: gone)
+}
+
 // look reads every thread's state once; the time since the previous look
 // counts as stopped when that look saw a stopped thread.
 func (w *StopWatch) look() {
-	tids, err := w.fs.Tasks(w.pid)
-	n := 0
-	var states []string
-	for _, tid := range tids {
-		// The state letter alone, read into a buffer on the stack: a
-		// look runs ten times a second for the whole session, and the
-		// whole stat parsed was half of record's own CPU at 20 kHz.
-		st, err := w.fs.stateLetter(w.pid, tid)
-		if err != nil {
-			continue
-		}
-		if (st == "T" && w.jc) || (st == "t" && w.tr) {
-			n++
-			states = append(states, st)
-		}
+	w.mu.Lock()
+	of := w.pids
+	w.mu.Unlock()
+	set := of != nil
+	pids := []int{w.pid}
+	if set {
+		pids = of()
+	}
+	looks := make([]procLook, 0, len(pids))
+	for _, pid := range pids {
+		looks = append(looks, w.lookAt(pid))
 	}
 	now := time.Now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.was {
-		w.acct.Seconds += now.Sub(w.last).Seconds()
+	var sum procLook
+	procs, members := 0, 0
+	for _, l := range looks {
+		if !l.ok {
+			continue
+		}
+		members++
+		sum.n += l.n
+		sum.of += l.of
+		sum.states = append(sum.states, l.states...)
+		if l.n > 0 {
+			procs++
+		}
+		if set {
+			a := w.each[l.pid]
+			if a == nil {
+				a = &stopAcct{seen: map[string]bool{}}
+				w.each[l.pid] = a
+			}
+			a.add(now, l, 0, 0)
+		}
 	}
-	w.last, w.was = now, false
+	sum.ok = members > 0
+	if !set {
+		procs, members = 0, 0 // one process: no set's words
+	}
+	if w.all.seen == nil {
+		w.all.seen = map[string]bool{}
+	}
+	w.all.add(now, sum, procs, members)
+}
+
+// lookAt reads pid's thread states.
+func (w *StopWatch) lookAt(pid int) procLook {
+	l := procLook{pid: pid}
+	tids, err := w.fs.Tasks(pid)
 	if err != nil {
-		return // exited: the caller notices
+		return l // exited: the caller notices
 	}
-	for _, s := range states {
-		w.seen[s] = true
+	l.ok, l.of = true, len(tids)
+	for _, tid := range tids {
+		// The state letter alone, read into a buffer on the stack: a
+		// look runs ten times a second for the whole session, and the
+		// whole stat parsed was half of record's own CPU at 20 kHz.
+		st, err := w.fs.stateLetter(pid, tid)
+		if err != nil {
+			continue
+		}
+		if (st == "T" && w.jc) || (st == "t" && w.tr) {
+			l.n++
+			l.states = append(l.states, st)
+		}
 	}
-	if n > 0 {
-		w.was = true
-		if n > w.acct.Threads {
-			w.acct.Threads, w.acct.Of = n, len(tids)
+	return l
+}
+
+// add takes one look into the account: the time since the previous look
+// counts as stopped when that look saw a stopped thread.
+func (a *stopAcct) add(now time.Time, l procLook, procs, members int) {
+	if a.was {
+		a.acct.Seconds += now.Sub(a.last).Seconds()
+	}
+	a.last, a.was = now, false
+	if !l.ok {
+		return
+	}
+	for _, s := range l.states {
+		a.seen[s] = true
+	}
+	if l.n > 0 {
+		a.was = true
+		if l.n > a.acct.Threads {
+			a.acct.Threads, a.acct.Of = l.n, l.of
+			a.acct.Processes, a.acct.Members = procs, members
 		}
 	}
 }
 
-// Seconds is how long the process was seen stopped so far (to the last look).
+// Seconds is how long the process (a set: any of its processes) was seen
+// stopped so far (to the last look).
 func (w *StopWatch) Seconds() float64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.acct.Seconds
+	return w.all.acct.Seconds
 }
 
 // End stops the looks (one last one now) and returns the account, nil when
@@ -155,19 +256,37 @@ func (w *StopWatch) End() *Stops {
 	w.look()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.acct.Threads == 0 {
+	return w.all.final()
+}
+
+// Each is, after End, each process's own account of a set's watch: the
+// processes seen with a stopped thread (none for a watch on one process).
+func (w *StopWatch) Each() map[int]*Stops {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := map[int]*Stops{}
+	for pid, a := range w.each {
+		if s := a.final(); s != nil {
+			out[pid] = s
+		}
+	}
+	return out
+}
+
+func (a *stopAcct) final() *Stops {
+	if a.acct.Threads == 0 {
 		return nil
 	}
-	a := w.acct
-	a.Seconds = math.Round(a.Seconds*1000) / 1000
-	a.LookMS = int(StopLook / time.Millisecond)
+	s := a.acct
+	s.Seconds = math.Round(s.Seconds*1000) / 1000
+	s.LookMS = int(StopLook / time.Millisecond)
 	switch {
-	case w.seen["T"] && w.seen["t"]:
-		a.State = "T and t"
-	case w.seen["t"]:
-		a.State = "t"
+	case a.seen["T"] && a.seen["t"]:
+		s.State = "T and t"
+	case a.seen["t"]:
+		s.State = "t"
 	default:
-		a.State = "T"
+		s.State = "T"
 	}
-	return &a
+	return &s
 }

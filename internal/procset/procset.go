@@ -353,6 +353,20 @@ func (s *Set) Pids() []int {
 	return out
 }
 
+// Live lists the members that have not exited, sorted.
+func (s *Set) Live() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]int, 0, len(s.order))
+	for _, p := range s.order {
+		if !s.members[p].Exited {
+			out = append(out, p)
+		}
+	}
+	sort.Ints(out)
+	return out
+}
+
 // Stats is the account so far.
 func (s *Set) Stats() Stats {
 	s.mu.Lock()

@@ -15,6 +15,8 @@ type kernelRec struct{}
 
 func (r *Recorder) openKernel() (*kernelRec, error) { return nil, kwalk.ErrUnavailable }
 
+func (k *kernelRec) live() func() []int { return nil }
+
 func (r *Recorder) runKernel(context.Context, <-chan time.Time, *kernelRec) error { return nil }
 
 // heldWalker: none here.

@@ -303,6 +303,9 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*flame.Profile, 
 		deadline = t.C
 	}
 	r.stops = procfs.WatchStops(s.FS, s.Pid, true)
+	if live := kr.live(); live != nil {
+		r.stops.Follow(live) // every member's stops, not the first process's alone
+	}
 	switch {
 	case kr != nil:
 		err = r.runKernel(ctx, deadline, kr)
@@ -312,6 +315,12 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*flame.Profile, 
 		err = r.runTimer(ctx, deadline)
 	}
 	r.prof.Meta.Stopped = metaStopped(r.stops.End())
+	if a := r.setAcct; a != nil {
+		each := r.stops.Each()
+		for i := range a.Processes {
+			a.Processes[i].Stopped = metaStopped(each[a.Processes[i].Pid])
+		}
+	}
 	r.finish()
 	if err == nil && r.sawExec() {
 		// What was read before the exec is the profile; the error says

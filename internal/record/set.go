@@ -3,6 +3,8 @@ package record
 import (
 	"fmt"
 
+	"github.com/pyobs/pyobs/internal/flame"
+
 	"github.com/pyobs/pyobs/internal/procset"
 )
 
@@ -26,6 +28,8 @@ type ProcessAccount struct {
 	procset.Account
 	Samples uint64  `json:"samples"`
 	CPUS    float64 `json:"cpu_s"` // CPU seconds it used while observed (last reading)
+	// Stopped: its threads seen stopped by someone else (absent: never).
+	Stopped *flame.Stopped `json:"stopped,omitempty"`
 }
 
 // SetFooter is the set's account for stderr: one line of counts, one per

@@ -172,3 +172,11 @@ func (sr *setRec) account() *SetAccount {
 
 // tick hands one clock reading to every open member's symbolizer.
 func (sr *setRec) tick(now time.Time) { sr.ms.Tick(now) }
+
+// live lists a recorded set's members now (nil: one process).
+func (k *kernelRec) live() func() []int {
+	if k == nil || k.set == nil {
+		return nil
+	}
+	return k.set.set.Live
+}

@@ -17,7 +17,8 @@ func metaStopped(s *procfs.Stops) *flame.Stopped {
 	if s == nil {
 		return nil
 	}
-	return &flame.Stopped{Threads: s.Threads, Of: s.Of, Seconds: s.Seconds, State: s.State, LookMS: s.LookMS}
+	return &flame.Stopped{Threads: s.Threads, Of: s.Of, Seconds: s.Seconds, State: s.State, LookMS: s.LookMS,
+		Processes: s.Processes, Members: s.Members}
 }
 
 // stoppedNote is the footer's sentence about a stopped target, "" when no
@@ -27,7 +28,8 @@ func stoppedNote(m flame.Meta) string {
 	if s == nil {
 		return ""
 	}
-	ps := procfs.Stops{Threads: s.Threads, Of: s.Of, Seconds: s.Seconds, State: s.State, LookMS: s.LookMS}
+	ps := procfs.Stops{Threads: s.Threads, Of: s.Of, Seconds: s.Seconds, State: s.State, LookMS: s.LookMS,
+		Processes: s.Processes, Members: s.Members}
 	return fmt.Sprintf("; %s stopped %s for about %.1fs of the recording (seen at looks every %d ms): a stopped thread runs nothing and is not sampled",
 		ps.Who(), ps.By(), s.Seconds, s.LookMS)
 }

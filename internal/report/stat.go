@@ -174,6 +174,26 @@ type Stopped struct {
 	Share   float64 `json:"share"`   // of the window
 	State   string  `json:"state"`   // T (job control), t (tracer), or "T and t"
 	LookMS  int     `json:"look_ms"`
+	// A set's total: at that look, its processes with a stopped thread and
+	// those looked at, and every process seen stopped in the window.
+	Processes int   `json:"processes,omitempty"`
+	Members   int   `json:"members,omitempty"`
+	Pids      []int `json:"pids,omitempty"`
+}
+
+// StoppedOf is a watch's account over a window of wall seconds (nil: no
+// stop seen).
+func StoppedOf(s *procfs.Stops, wall float64) *Stopped {
+	if s == nil {
+		return nil
+	}
+	sec := math.Min(s.Seconds, wall)
+	share := 0.0
+	if wall > 0 {
+		share = round(sec/wall, 4)
+	}
+	return &Stopped{Threads: s.Threads, Of: s.Of, Seconds: round(sec, 3), Share: share, State: s.State, LookMS: s.LookMS,
+		Processes: s.Processes, Members: s.Members}
 }
 
 // Finding is a verdict with its evidence.
@@ -206,6 +226,7 @@ type Input struct {
 	States       map[int]map[string]int // tid → state letter → polls that saw it
 	Wchans       map[int]map[string]int // tid → wchan → polls that saw it (not running)
 	Stopped      *procfs.Stops          // the target seen stopped by someone else (nil: never)
+	StoppedPids  []int                  // a set's: the processes seen stopped (Stopped.Pids)
 	OnlineCPUs   int
 	DelayAcct    string
 	Notes        []string
@@ -384,9 +405,8 @@ func Build(in Input) *Stat {
 	if in.PerfNote != "" {
 		st.Notes = append(st.Notes, in.PerfNote)
 	}
-	if s := in.Stopped; s != nil {
-		sec := math.Min(s.Seconds, wall)
-		st.Stopped = &Stopped{Threads: s.Threads, Of: s.Of, Seconds: round(sec, 3), Share: round(sec/wall, 4), State: s.State, LookMS: s.LookMS}
+	if st.Stopped = StoppedOf(in.Stopped, wall); st.Stopped != nil {
+		st.Stopped.Pids = in.StoppedPids
 	}
 	judge(st, in, wall)
 	return st

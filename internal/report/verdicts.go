@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/pyobs/pyobs/internal/procfs"
@@ -45,15 +46,21 @@ func judge(st *Stat, in Input, wall float64) {
 	if s := st.Stopped; s != nil {
 		whole := s.Threads >= s.Of
 		run := wall - s.Seconds
-		ps := procfs.Stops{Threads: s.Threads, Of: s.Of, State: s.State}
+		ps := procfs.Stops{Threads: s.Threads, Of: s.Of, State: s.State, Processes: s.Processes, Members: s.Members}
 		f := Finding{Code: "stopped",
 			Sentence: fmt.Sprintf("Stopped: %s stopped %s for about %.1f s of the %.2f s window (%.0f %%): a stopped thread runs nothing and waits on nothing of its own.",
 				ps.Who(), ps.By(), s.Seconds, wall, 100*s.Share),
 			Evidence:  map[string]float64{"stopped_s": s.Seconds, "stopped_share": s.Share, "threads_stopped": float64(s.Threads), "threads": float64(s.Of)},
 			Threshold: fmt.Sprintf("a thread seen in state T or t at a look (every %d ms)", s.LookMS),
 			Next:      fmt.Sprintf("kill -CONT %d (or fg in its shell) and measure again while it runs", pid)}
+		if len(s.Pids) > 0 { // a set: the processes that were stopped
+			f.Next = fmt.Sprintf("kill -CONT %s (or fg in their shell) and measure again while they run", joinInts(s.Pids))
+		}
 		if s.State == "t" {
 			f.Next = fmt.Sprintf("find the tracer (grep TracerPid /proc/%d/status) and measure again once it lets go", pid)
+			if len(s.Pids) > 0 {
+				f.Next = fmt.Sprintf("find the tracer (grep TracerPid /proc/PID/status for %s) and measure again once it lets go", joinInts(s.Pids))
+			}
 		}
 		switch {
 		case whole && run < StoppedJudge*wall:
@@ -249,4 +256,12 @@ func dState(m map[int]map[string]int) ([]int, int) {
 	}
 	sort.Ints(tids)
 	return tids, polls
+}
+
+func joinInts(l []int) string {
+	w := make([]string, len(l))
+	for i, n := range l {
+		w[i] = strconv.Itoa(n)
+	}
+	return strings.Join(w, " ")
 }

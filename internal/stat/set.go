@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -69,6 +70,9 @@ type ProcStat struct {
 	PSSBytes      *uint64 `json:"pss_bytes,omitempty"`
 	Threads       int     `json:"threads"`
 	State         string  `json:"state"` // the main thread's, at the end; "exited"
+	// Stopped: its threads seen stopped by someone else during the
+	// window (the set's watch: every 100 ms); absent when never.
+	Stopped *report.Stopped `json:"stopped,omitempty"`
 }
 
 // Account counts the set's processes.
@@ -106,6 +110,13 @@ type setMeter struct {
 	end        time.Time
 	cgB        *procfs.CgroupCPU
 	psB        procfs.Pressure
+	// watch looks at the living members' thread states over the window
+	// (live: its list, published after each poll: the watch reads it
+	// from its own goroutine); each: its per-process accounts at the end.
+	watch  *procfs.StopWatch
+	liveMu sync.Mutex
+	live   []int
+	each   map[int]*procfs.Stops
 }
 
 // RunSet measures the session's set: one window of opt.Duration (cut
@@ -125,6 +136,42 @@ func RunSet(ctx context.Context, s *session.Session, opt Options) (*SetStat, err
 	return m.windowSet(ctx, opt)
 }
 
+// publish makes the living members the stop watch's list.
+func (m *setMeter) publish() {
+	var l []int
+	for _, mb := range m.order {
+		if !mb.exited && mb.refused == "" {
+			l = append(l, mb.pid)
+		}
+	}
+	m.liveMu.Lock()
+	m.live = l
+	m.liveMu.Unlock()
+}
+
+func (m *setMeter) livePids() []int {
+	m.liveMu.Lock()
+	defer m.liveMu.Unlock()
+	return m.live
+}
+
+// startWatch begins the window's look at the members' stops.
+func (m *setMeter) startWatch() {
+	m.publish()
+	m.watch = procfs.WatchStopsOf(m.fs, m.livePids, true)
+}
+
+// endWatch ends it: the set's account (the total's) and each process's.
+func (m *setMeter) endWatch() {
+	if m.watch == nil {
+		return
+	}
+	m.publish()
+	m.stops = m.watch.End()
+	m.each = m.watch.Each()
+	m.watch = nil
+}
+
 // bootTicks is CLOCK_BOOTTIME at t in UserHZ ticks, the unit and clock of
 // a process's start time in /proc/PID/stat.
 func bootTicks(t time.Time) uint64 {
@@ -142,6 +189,7 @@ func bootTicks(t time.Time) uint64 {
 // discover adds the processes that are members now and were not yet:
 // the seeds, the cgroup's processes, the descendants of every member.
 func (m *setMeter) discover(now time.Time, initial bool) {
+	defer m.publish()
 	for _, p := range m.seeds {
 		how := procset.Seed
 		if m.s.Set.Cgroup != "" && p != m.s.Pid {
@@ -368,6 +416,7 @@ func (m *setMeter) begin() (*procfs.CgroupCPU, procfs.Pressure, error) {
 		}
 		return nil, psA, fmt.Errorf("can't read any process of the set (pid %d and the others)", m.s.Pid)
 	}
+	m.startWatch()
 	return cgA, psA, nil
 }
 
@@ -423,6 +472,7 @@ func (m *setMeter) finish(mode string, early bool, cgA *procfs.CgroupCPU, psA pr
 		mb.last = sn
 	}
 	settle(gone, m.byPid, prev, end)
+	m.endWatch()
 	cgB, psB := m.cgroupNow()
 	m.cgB, m.psB = cgB, psB
 	st := m.build(mode, end, cgA, cgB, psA, psB, nil)
@@ -450,6 +500,7 @@ func (m *setMeter) next() (*procfs.CgroupCPU, procfs.Pressure) {
 	m.startTicks = bootTicks(m.start)
 	m.resetPolls()
 	m.notes = nil
+	m.startWatch()
 	return m.cgB, m.psB
 }
 
@@ -459,6 +510,7 @@ func (m *setMeter) runSet(ctx context.Context, opt Options) (*SetStat, error) {
 	m.startTicks = bootTicks(m.start)
 	cgA, psA := m.cgroupNow()
 	m.discover(time.Now(), true)
+	m.startWatch()
 	tick := time.NewTicker(opt.Poll)
 	defer tick.Stop()
 loop:
@@ -486,6 +538,7 @@ loop:
 	}
 	end := time.Now()
 	m.poll(end) // the command is gone; its children may live on
+	m.endWatch()
 	cgB, psB := m.cgroupNow()
 	code := m.s.ExitCode()
 	st := m.build("run", end, cgA, cgB, psA, psB, m.s.Rusage())
@@ -534,7 +587,7 @@ func (m *setMeter) build(mode string, end time.Time, cgA, cgB *procfs.CgroupCPU,
 	allSmaps, allIO, live := true, true, 0
 	for _, mb := range m.order {
 		ps := ProcStat{Pid: mb.pid, Parent: mb.parent, How: mb.how, Argv: mb.argv, JoinedNs: int64(mb.joined), Born: mb.born,
-			Exited: mb.exited, Refused: mb.refused}
+			Exited: mb.exited, Refused: mb.refused, Stopped: report.StoppedOf(m.each[mb.pid], wall.Seconds())}
 		if mb.exited {
 			ps.ExitedNs = int64(mb.exitedAt)
 		}
@@ -586,7 +639,12 @@ func (m *setMeter) build(mode string, end time.Time, cgA, cgB *procfs.CgroupCPU,
 	in := report.Input{Pid: m.s.Pid, Mode: mode, A: sumA, B: sumB, Complete: true, Place: m.place,
 		CgA: cgA, CgB: cgB, CgErr: m.cgErr, PsA: psA, PsB: psB, Names: m.names, Python: m.s.Py != nil,
 		NoGIL: m.s.Py != nil && m.s.Py.FreeThreaded(), States: m.states, Wchans: m.wchans,
-		OnlineCPUs: m.cpus, DelayAcct: m.delay, Notes: m.notes}
+		OnlineCPUs: m.cpus, DelayAcct: m.delay, Notes: m.notes, Stopped: m.stops}
+	for _, mb := range m.order {
+		if m.each[mb.pid] != nil {
+			in.StoppedPids = append(in.StoppedPids, mb.pid)
+		}
+	}
 	if ru != nil {
 		in.Rusage = ru
 		st.Notes = append(st.Notes, "the total's CPU, faults and switches are wait4's: the command and the children it waited for")

@@ -70,10 +70,19 @@ func processTable(st *SetStat) string {
 			continue
 		}
 		fmt.Fprintf(tw, "  %d\t%s\t%s\t%.2f\t%.3f\t%.3f\t%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", p.Pid, parent, p.How, p.Utilization, p.UserS, p.SystemS,
-			bytesText(p.RSSBytes), p.Threads, p.Voluntary, p.Nonvoluntary, p.MajorFaults, life(p), p.State, argvText(p.Argv, p.Comm))
+			bytesText(p.RSSBytes), p.Threads, p.Voluntary, p.Nonvoluntary, p.MajorFaults, life(p), nowText(p), argvText(p.Argv, p.Comm))
 	}
 	tw.Flush()
 	return b.String()
+}
+
+// nowText is the main thread's state at the end, and how long the
+// process was seen stopped by someone else.
+func nowText(p ProcStat) string {
+	if s := p.Stopped; s != nil {
+		return fmt.Sprintf("%s, stopped (%s) %.1fs", p.State, s.State, s.Seconds)
+	}
+	return p.State
 }
 
 // life says when a process joined and left, relative to the window.

@@ -243,11 +243,14 @@ func (d *differ) snapshot(p *flame.Profile, pr record.Progress) *Snapshot {
 		sn.TargetCPU = (pr.TargetCPU - d.lastCPU) / s
 	}
 	d.lastEl, d.lastCPU = pr.Elapsed, max(d.lastCPU, pr.TargetCPU)
+	// The watch counts whole looks (100 ms), not this interval's edges:
+	// what exceeds the interval is said in the next one, so the intervals
+	// add up to the whole.
 	if pr.StoppedS > d.lastStopped {
 		sn.StoppedS = min(pr.StoppedS-d.lastStopped, iv.Seconds())
-		d.lastStopped = pr.StoppedS
+		d.lastStopped += sn.StoppedS
 	}
-	sn.StoppedAll = d.lastStopped
+	sn.StoppedAll = max(pr.StoppedS, d.lastStopped)
 	if now, c := time.Now(), clock.ObserverCPU(); !d.obsAt.IsZero() {
 		if w := now.Sub(d.obsAt).Seconds(); w >= 0.1 {
 			sn.ObserverCPU = (c - d.obsCPU).Seconds() / w

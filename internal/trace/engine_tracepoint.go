@@ -283,6 +283,9 @@ func runTracepoint(ctx context.Context, run *sites, tp *tracepoint.Tracer, opt O
 	// A stopped target makes no calls: its stops are watched so "0 calls"
 	// is not taken for an idle program.
 	stops := procfs.WatchStops(procfs.Default(), run.pid, true)
+	if run.set && tp.Set != nil {
+		stops.Follow(tp.Set.Live) // every member's stops
+	}
 	b.refresh = time.Now()
 	gone := false
 	for ctx.Err() == nil {
@@ -386,7 +389,7 @@ func runTracepoint(ctx context.Context, run *sites, tp *tracepoint.Tracer, opt O
 		if err != nil {
 			return nil, fmt.Errorf("trace pid %d: %w", s.Pid, err)
 		}
-		res.Processes, res.Account.Procs = processes(tp.Set, per, c.PidDropped)
+		res.Processes, res.Account.Procs = processes(tp.Set, per, c.PidDropped, stops.Each())
 		res.Account.Set = true
 	}
 	return res, nil

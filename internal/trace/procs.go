@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/pyobs/pyobs/internal/procfs"
 	"github.com/pyobs/pyobs/internal/procset"
 	"github.com/pyobs/pyobs/internal/trace/tracepoint"
 )
@@ -14,6 +15,9 @@ import (
 type ProcessJSON struct {
 	procset.Account
 	Execs int `json:"execs,omitempty"`
+	// Stopped: this process's threads seen stopped by someone else (the
+	// set's watch); absent when none was.
+	Stopped *procfs.Stops `json:"stopped,omitempty"`
 	CallStats
 }
 
@@ -33,7 +37,7 @@ type ProcessAccount struct {
 }
 
 // processes joins the set's members with their kernel accounts.
-func processes(set *procset.Set, per map[int]tracepoint.PidStat, dropped uint64) ([]ProcessJSON, *ProcessAccount) {
+func processes(set *procset.Set, per map[int]tracepoint.PidStat, dropped uint64, stops map[int]*procfs.Stops) ([]ProcessJSON, *ProcessAccount) {
 	var out []ProcessJSON
 	members := set.Members()
 	argv := map[int][]string{}
@@ -46,7 +50,7 @@ func processes(set *procset.Set, per map[int]tracepoint.PidStat, dropped uint64)
 			// it ran its parent's program.
 			m.Argv = argv[m.Parent]
 		}
-		p := ProcessJSON{Account: procset.AccountOf(m), Execs: m.Execs}
+		p := ProcessJSON{Account: procset.AccountOf(m), Execs: m.Execs, Stopped: stops[m.Pid]}
 		if k, ok := per[m.Pid]; ok {
 			h := Hist{Counts: map[int]uint64{}, N: 0, Max: uint64(k.Max)}
 			for b, n := range k.Hist {
