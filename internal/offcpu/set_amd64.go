@@ -52,6 +52,16 @@ func (e *bpfEngine) newSet(set *procset.Set, kl *pyframes.KernelLayout) {
 		}
 	})
 	e.set = so
+	// --threads and the thread lines: the other members' threads are
+	// named through their own interpreters.
+	e.memberOf = func(tid int) (int, *pyframes.Process) {
+		pid := e.pidOfTid(tid)
+		if pid == 0 || pid == e.s.Pid {
+			return 0, nil
+		}
+		_, m := e.proc(pid)
+		return pid, m.Py
+	}
 }
 
 // sleep waits d, or less when a member joins or execs; it reports

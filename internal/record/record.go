@@ -88,15 +88,20 @@ type Progress struct {
 
 // Recorder holds a recording's state.
 type Recorder struct {
-	s        *session.Session
-	opt      Options
-	prof     *flame.Profile
-	tids     *session.TidMap
-	namer    *session.ThreadNamer // --threads: the target's thread names, learned while it lives
-	roots    *flame.ThreadRoots   // and each thread's one root frame, relabelled as they are learned
-	ids      []int                // scratch for one stack's frame ids
-	kern     []int                // bpf engine, --kernel: the sample's kernel frames, root first, appended to its stack
-	frameIDs map[[2]uint64]int    // (code object, line) -> interned frame
+	s     *session.Session
+	opt   Options
+	prof  *flame.Profile
+	tids  *session.TidMap
+	namer *session.ThreadNamer // --threads: the target's thread names, learned while it lives
+	// A set's other processes (--threads): each one's thread names, by
+	// pid, read through its own interpreter (memberPy: nil until it is
+	// read, or never for a refused one).
+	members  *session.MemberNames
+	memberPy func(pid int) *pyframes.Process
+	roots    *flame.ThreadRoots // and each thread's one root frame, relabelled as they are learned
+	ids      []int              // scratch for one stack's frame ids
+	kern     []int              // bpf engine, --kernel: the sample's kernel frames, root first, appended to its stack
+	frameIDs map[[2]uint64]int  // (code object, line) -> interned frame
 	start    time.Time
 	cpu0     time.Duration
 	tcpu0    float64
@@ -692,8 +697,13 @@ func (r *Recorder) sampleRef(ref pyframes.ThreadRef, state string, weight int64)
 // when its name is learned, whenever that is.
 func (r *Recorder) threadFrame(tid int) int {
 	if r.tgid != 0 && r.tgid != r.s.Pid {
-		// Another member of a set: its names are not read.
-		return r.roots.ID(flame.ThreadKey{Pid: r.tgid, Tid: tid}, "")
+		// Another member of a set: named through its own interpreter.
+		n := r.memberNames(r.tgid)
+		if n == nil {
+			return r.roots.ID(flame.ThreadKey{Pid: r.tgid, Tid: tid}, "")
+		}
+		k := session.ThreadGen{Tid: tid, Gen: n.Gen(tid)}
+		return r.roots.ID(flame.ThreadKey{Pid: r.tgid, Tid: tid, Gen: k.Gen}, n.Name(k))
 	}
 	k := session.ThreadGen{Tid: tid, Gen: r.namer.Gen(tid)}
 	return r.roots.ID(flame.ThreadKey{Tid: tid, Gen: k.Gen}, r.namer.Name(k))
@@ -709,6 +719,21 @@ func (r *Recorder) lookNames(now time.Time) {
 	for _, k := range r.namer.Look(now) {
 		r.roots.Relabel(flame.ThreadKey{Tid: k.Tid, Gen: k.Gen}, r.namer.Name(k))
 	}
+	r.members.Look(now, func(pid int, k session.ThreadGen, name string) {
+		r.roots.Relabel(flame.ThreadKey{Pid: pid, Tid: k.Tid, Gen: k.Gen}, name)
+	})
+}
+
+// memberNames is the namer of pid, another process of a set (nil: its
+// interpreter not read, or no --threads).
+func (r *Recorder) memberNames(pid int) *session.ThreadNamer {
+	if r.namer == nil || r.memberPy == nil {
+		return nil
+	}
+	if r.members == nil {
+		r.members = session.NewMemberNames(r.s.FS)
+	}
+	return r.members.Of(pid, r.memberPy(pid))
 }
 
 func (r *Recorder) progress() {

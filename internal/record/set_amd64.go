@@ -54,6 +54,14 @@ func newSetRec(k *kernelRec, r *Recorder, kl *pyframes.KernelLayout) *setRec {
 	// A fork or an exec wakes the look at once: an exec'd interpreter's
 	// samples are invalid until its addresses are in the kernel's map.
 	sr.set.OnChange(k.w.Wake)
+	// --threads: the other members' threads are named through their own
+	// interpreters (a refused one's too: its names need no kernel walk).
+	r.memberPy = func(pid int) *pyframes.Process {
+		if m := sr.ms.Get(pid); m != nil {
+			return m.Py
+		}
+		return nil
+	}
 	return sr
 }
 

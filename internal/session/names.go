@@ -1,7 +1,12 @@
 package session
 
 import (
+	"errors"
+	"os"
 	"time"
+
+	"github.com/pyobs/pyobs/internal/procfs"
+	"github.com/pyobs/pyobs/internal/pyframes"
 )
 
 // ThreadNamer learns the Python names of the target's threads by kernel
@@ -19,13 +24,16 @@ import (
 // the kernel hands to a new thread of the target (seen gone, then listed
 // again) starts a new generation: the old one keeps its name.
 type ThreadNamer struct {
-	s       *Session
-	every   time.Duration // how often the task list is read
+	fs      procfs.FS
+	pid     int
+	py      func() *pyframes.Process // nil until its interpreter is read (a spawned command)
+	every   time.Duration            // how often the task list is read
 	names   map[ThreadGen]string
 	gens    map[int]int  // tid -> its current generation
 	live    map[int]bool // the last task list
 	ended   map[int]bool // listed once, gone since
 	sameNS  bool
+	gone    bool // its process exited
 	listAt  time.Time
 	readAt  time.Time
 	changed time.Time // the last task list that differed from the one before
@@ -37,6 +45,9 @@ type ThreadNamer struct {
 type ThreadGen struct{ Tid, Gen int }
 
 const (
+	// namesMember: another process of a set lists its threads this often
+	// (a set may hold many processes: not every namesFast).
+	namesMember = 100 * time.Millisecond
 	namesFast   = 20 * time.Millisecond
 	namesSettle = 250 * time.Millisecond
 	namesSlow   = time.Second
@@ -45,11 +56,22 @@ const (
 // NewThreadNamer starts learning the target's thread names (one read now);
 // churn: as often as threads come and go (see ThreadNamer).
 func (s *Session) NewThreadNamer(churn bool) *ThreadNamer {
-	n := &ThreadNamer{s: s, every: namesSlow, names: map[ThreadGen]string{}, gens: map[int]int{}, live: map[int]bool{}, ended: map[int]bool{}}
+	every := namesSlow
 	if churn {
-		n.every = namesFast
+		every = namesFast
 	}
-	same, err := s.FS.SamePidNamespace(s.Pid)
+	return newThreadNamer(s.FS, s.Pid, func() *pyframes.Process { return s.Py }, every)
+}
+
+// NewMemberNamer learns the names of the threads of pid, another process
+// of a set read through py, listing its threads every namesMember.
+func NewMemberNamer(fs procfs.FS, pid int, py *pyframes.Process) *ThreadNamer {
+	return newThreadNamer(fs, pid, func() *pyframes.Process { return py }, namesMember)
+}
+
+func newThreadNamer(fs procfs.FS, pid int, py func() *pyframes.Process, every time.Duration) *ThreadNamer {
+	n := &ThreadNamer{fs: fs, pid: pid, py: py, every: every, names: map[ThreadGen]string{}, gens: map[int]int{}, live: map[int]bool{}, ended: map[int]bool{}}
+	same, err := fs.SamePidNamespace(pid)
 	n.sameNS = err != nil || same // unreadable links: no mapping, as hostTids
 
 	n.Look(time.Now())
@@ -67,9 +89,15 @@ func (n *ThreadNamer) Look(now time.Time) []ThreadGen {
 		return nil
 	}
 	n.listAt = now
-	tids, err := n.s.FS.Tasks(n.s.Pid)
+	if n.gone {
+		return nil
+	}
+	tids, err := n.fs.Tasks(n.pid)
 	if err != nil {
-		return nil // exited: the names learned stay
+		// Exited: the names learned stay, and its pid is not listed
+		// again (a set's member may be long gone while the run goes on).
+		n.gone = errors.Is(err, os.ErrNotExist)
+		return nil
 	}
 	live := make(map[int]bool, len(tids))
 	diff := len(tids) != len(n.live)
@@ -102,16 +130,17 @@ func (n *ThreadNamer) Look(now time.Time) []ThreadGen {
 // read reads every thread's name once.
 func (n *ThreadNamer) read(now time.Time) []ThreadGen {
 	n.readAt = now
-	if n.s.Py == nil {
+	py := n.py()
+	if py == nil {
 		return nil
 	}
-	ths, err := n.s.Py.ThreadNames()
+	ths, err := py.ThreadNames()
 	if err != nil {
 		return nil
 	}
 	var host map[int]int
 	if !n.sameNS {
-		if host = n.s.hostTids(); host == nil {
+		if host = n.fs.HostTids(n.pid); host == nil {
 			return nil
 		}
 	}
@@ -146,3 +175,47 @@ func (n *ThreadNamer) Gen(tid int) int { return n.gens[tid] }
 // Name is the name last read of thread k ("" when none was read while it
 // lived).
 func (n *ThreadNamer) Name(k ThreadGen) string { return n.names[k] }
+
+// MemberNames are the thread namers of a set's other processes, by pid:
+// each reads its threads' names through its own interpreter.
+type MemberNames struct {
+	fs procfs.FS
+	m  map[int]memberNamer
+}
+
+type memberNamer struct {
+	py *pyframes.Process
+	n  *ThreadNamer
+}
+
+// NewMemberNames starts with none.
+func NewMemberNames(fs procfs.FS) *MemberNames {
+	return &MemberNames{fs: fs, m: map[int]memberNamer{}}
+}
+
+// Of is pid's namer reading through py (nil when py is: its interpreter
+// not read yet); a new one when py changed (an exec: another program).
+func (ms *MemberNames) Of(pid int, py *pyframes.Process) *ThreadNamer {
+	if ms == nil || py == nil {
+		return nil
+	}
+	if m, ok := ms.m[pid]; ok && m.py == py {
+		return m.n
+	}
+	n := NewMemberNamer(ms.fs, pid, py)
+	ms.m[pid] = memberNamer{py: py, n: n}
+	return n
+}
+
+// Look looks at each member's threads when due, and calls learned for
+// each thread named or renamed since.
+func (ms *MemberNames) Look(now time.Time, learned func(pid int, k ThreadGen, name string)) {
+	if ms == nil {
+		return
+	}
+	for pid, m := range ms.m {
+		for _, k := range m.n.Look(now) {
+			learned(pid, k, m.n.Name(k))
+		}
+	}
+}
