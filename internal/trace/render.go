@@ -303,9 +303,9 @@ func (r *Result) Footer(where string) string {
 			py += fmt.Sprintf("; BPF run time: sys_enter %.3fs over %d runs, sys_exit %.3fs over %d runs (every syscall of the machine; stats %s)",
 				b.EnterS, b.EnterRuns, b.ExitS, b.ExitRuns, b.Stats)
 		}
-		return fmt.Sprintf("pyobs trace: engine tracepoint%s; %d calls counted in the kernel; %d events of slow or failing calls read (lost %d: ring buffer full); kernel map drops: histogram %d, errno %d, enters %d; %d threads; %d interrupted calls restarted by the kernel (not counted); %d calls in progress at the end (not counted); sites for %d calls: %d read in the kernel at the call (%d of new threads %s), %d late reads (after the call returned: not attributed), %d found none (slow ≥ %s or failing)%s; observer CPU %.2fs%s; pyobs stopped the target 0s — %s (ptrace: 2 stops per call); %s; wrote %s",
+		return fmt.Sprintf("pyobs trace: engine tracepoint%s; %d calls counted in the kernel; %d events of slow or failing calls read (lost %d: ring buffer full); kernel map drops: histogram %d, errno %d, enters %d; %d threads; %d interrupted calls restarted by the kernel (not counted); %d calls in progress at the end (not counted); sites for %d calls: %d read in the kernel at the call (%d of new threads %s), %d late reads (after the call returned: not attributed), %d found none (slow ≥ %s or failing%s)%s; observer CPU %.2fs%s; pyobs stopped the target 0s — %s (ptrace: 2 stops per call); %s; wrote %s",
 			note, a.Calls, a.Events, d.Events, d.Hist, d.Errnos, d.Enters, a.Threads, a.Restarted, a.InProgress,
-			a.SiteReads, a.SiteReadsKernel, a.SiteReadsWalked, found, a.SiteReadsLate, a.SiteReadsFailed, slow, py, a.ObserverCPU.Seconds(), obs, TracepointSlowdown, end, where)
+			a.SiteReads, a.SiteReadsKernel, a.SiteReadsWalked, found, a.SiteReadsLate, a.SiteReadsFailed, slow, firstFailed(a), py, a.ObserverCPU.Seconds(), obs, TracepointSlowdown, end, where)
 	}
 	end := "detached from every thread"
 	switch {
@@ -324,4 +324,13 @@ func execedAs(err error) *session.ExecedError {
 		return xe
 	}
 	return nil
+}
+
+// firstFailed is "; the first: WHY" when a site read failed for a reason
+// it knows (a code object freed as the target exited, a torn chain …).
+func firstFailed(a *Account) string {
+	if a.SiteReadsFailed == 0 || a.SiteReadError == "" {
+		return ""
+	}
+	return "; the first: " + a.SiteReadError
 }

@@ -1,12 +1,12 @@
 """Test target for `pyobs trace --sites`: failing calls from two call
 paths through the same innermost function.
 
-Usage: python trace_paths.py [--a N] [--b M] [--out FILE] [--wait-usr1]
+Usage: python trace_paths.py [--a N] [--b M] [--out FILE] [--linger S] [--wait-usr1]
 Prints READY; with --wait-usr1 waits for SIGUSR1 (sent once the tracer is
 attached). Then N calls a() -> io() and M calls b() -> mid() -> io(), each
 io() one os.stat of a missing file (ENOENT), interleaved. Writes its own
 counts ("a=N b=M") to FILE and prints "DONE a=N b=M elapsed=SECONDS"
-(the calls' loop).
+(the calls' loop), then lives S seconds more (default 0) before it exits.
 """
 import os
 import signal
@@ -66,3 +66,4 @@ if OUT:
     with open(OUT, "w") as f:
         f.write("a=%d b=%d\n" % (ca, cb))
 print("DONE a=%d b=%d elapsed=%.6f" % (ca, cb, elapsed), flush=True)
+time.sleep(float(opts.get("--linger", "0")))
