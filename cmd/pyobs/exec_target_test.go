@@ -50,7 +50,7 @@ func runExecing(t *testing.T, mode, seconds string, args ...string) execRun {
 	}
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
-	for end := time.Now().Add(30 * time.Second); !observing(cmd.Process.Pid); time.Sleep(10 * time.Millisecond) {
+	for end := time.Now().Add(30 * time.Second); !observing(cmd.Process.Pid) && !traced(tg.pid); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(end) {
 			_ = cmd.Process.Kill()
 			t.Fatalf("pyobs never attached: %s", stderr.String())
@@ -90,6 +90,12 @@ func observing(pid int) bool {
 		}
 	}
 	return false
+}
+
+// traced: pid's main thread has a ptrace tracer (the ptrace engine's).
+func traced(pid int) bool {
+	st := testutil.ProcStatus(pid)
+	return st != nil && st["TracerPid"] != "0" && st["TracerPid"] != ""
 }
 
 // checkExeced: status 3, the exec said in one line, nothing of the new
@@ -140,9 +146,17 @@ func TestRecordPidExecs(t *testing.T) {
 }
 
 func TestTracePidExecs(t *testing.T) {
+	for _, engine := range []string{"tracepoint", "ptrace"} {
+		t.Run(engine, func(t *testing.T) { tracePidExecs(t, engine) })
+	}
+}
+
+// tracePidExecs: either engine ends at the exec (ptrace: before, it went
+// on counting the new program's calls as the target's, exit status 0).
+func tracePidExecs(t *testing.T, engine string) {
 	testutil.RequireRoot(t)
 	testutil.CPUHog(t, 1)
-	r := runExecing(t, "io", "1.0", "trace", "--engine", "tracepoint", "-d", "8s", "--slow", "0", "--format", "json")
+	r := runExecing(t, "io", "1.0", "trace", "--engine", engine, "-d", "8s", "--slow", "0", "--format", "json")
 	checkExeced(t, r, "before_exec_io")
 	if !strings.Contains(r.output, `"target_execed"`) {
 		t.Errorf("the JSON does not say the target exec'd")

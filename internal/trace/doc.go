@@ -109,4 +109,6 @@
 // counted the exec); the loop sees it within 20 ms (session.Execed), ends
 // the trace, and the result says what the target became (exit status 3).
 // Stacks are named through session.GuardCode: none from the new program.
+// The ptrace engine ends at the exec's own stop (PTRACE_EVENT_EXEC): no
+// call of the new program is counted, and the result says the same.
 package trace

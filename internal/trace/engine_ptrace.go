@@ -54,6 +54,9 @@ func (r *sites) onExit(c *tptrace.Syscall) {
 // runPtrace runs the ptrace engine until ctx ends or the target exits.
 func runPtrace(ctx context.Context, r *sites, opt Options, a Account) (*Result, error) {
 	cfg := tptrace.TraceConfig{Pid: r.pid, Argv: opt.Argv, Stdout: opt.ProgramStdout, OnExit: r.onExit}
+	// -p PID: its calls after an exec are another program's (as the
+	// tracepoint engine's EndAtExec).
+	cfg.EndAtExec = len(opt.Argv) == 0 && r.sess != nil && !r.sess.Spawned()
 	if len(opt.Argv) > 0 {
 		cfg.Seccomp = seccompList(r.filter)
 		cfg.OnSpawn = func(pid int) { r.pid = pid; r.mem = pyframes.NewProcessMemory(pid) }
@@ -97,6 +100,11 @@ func runPtrace(ctx context.Context, r *sites, opt Options, a Account) (*Result, 
 	a.TargetExited, a.Spawned, a.ExitCode, a.DetachError = st.TargetGone, len(cfg.Argv) > 0, st.ExitCode, st.DetachError
 	if st.Attached != nil {
 		a.StillAttached = st.Attached.Wait
+	}
+	if st.Execed {
+		if a.Execed = r.sess.Execed(); a.Execed == nil {
+			a.Execed = fmt.Errorf("pid %d %w", r.pid, session.ErrExeced) // its memory read as the old program's still
+		}
 	}
 	return &Result{Account: a, Syscalls: r.agg.Rows(a.Wall, opt.Sites)}, nil
 }

@@ -103,8 +103,8 @@ type Account struct {
 	SiteReadsLate   uint64 // read after the call returned: never attributed
 	InProgress      int    // calls in progress at the end (not counted)
 	TargetExited    bool
-	// Execed (-p PID, tracepoint engine): the target exec'd a new program
-	// and the trace ended there (a *session.ExecedError).
+	// Execed (-p PID): the target exec'd a new program and the trace
+	// ended there (a *session.ExecedError).
 	Execed      error
 	Spawned     bool
 	ExitCode    int   // the spawned target's status when it exited while traced

@@ -84,6 +84,9 @@ type TraceConfig struct {
 	// threads; the rest run untraced. The program must call SeccompExec
 	// first thing when SeccompEnv is set (it is the re-exec'd helper).
 	Seccomp []int
+	// EndAtExec (with Pid): the trace ends at the process's exec (its
+	// calls after it are another program's); TraceStats.Execed says so.
+	EndAtExec bool
 }
 
 // SeccompEnv carries the filter to the re-exec'd helper ("NR,NR,…"),
@@ -166,6 +169,7 @@ type TraceStats struct {
 	GroupStoppedMax int
 	Kicks           uint64 // our wake-up signals swallowed
 	TargetGone      bool   // the traced process exited while traced
+	Execed          bool   // EndAtExec: it exec'd, and the trace ended there
 	ExitCode        int    // spawned process's status (128+signal when killed), -1 unknown
 	Detached        int    // threads detached at the end
 	DetachError     error  // first error while detaching, if any
@@ -607,6 +611,11 @@ func (t *tracer) loop() error {
 				// The seccomp helper (this program, its Go runtime threads
 				// included) became the command: its account starts here.
 				t.st.Threads, t.st.Stops, t.st.Stopped, t.st.Signals = len(t.ts), 0, 0, 0
+			} else if t.cfg.EndAtExec {
+				// Another program from here: nothing more is counted (the
+				// loop ends before its next stop is taken).
+				t.st.Execed = true
+				t.stop.Store(true)
 			}
 			t.preExec = false
 			x.inSyscall = false
