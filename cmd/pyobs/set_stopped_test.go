@@ -30,7 +30,18 @@ func TestSetStopped(t *testing.T) {
 		t.Fatal(err)
 	}
 	of := len(tids) + len(others)
-	pids := []string{"-p", fmt.Sprint(run.Pid), "-p", fmt.Sprint(stop.Pid)}
+	for _, first := range []string{"stopped", "running"} {
+		pids := []string{"-p", fmt.Sprint(stop.Pid), "-p", fmt.Sprint(run.Pid)}
+		if first == "running" {
+			pids = []string{"-p", fmt.Sprint(run.Pid), "-p", fmt.Sprint(stop.Pid)}
+		}
+		t.Run(first+" first", func(t *testing.T) { setStopped(t, pids, run, stop, tids, of) })
+	}
+}
+
+// setStopped runs the three commands on pids (run's and stop's, in either
+// order) and checks their accounts: stop's threads tids, of in all.
+func setStopped(t *testing.T, pids []string, run, stop *testutil.Target, tids []int, of int) {
 	// whole checks an account of the set: every thread of the stopped
 	// process, among all of the set's, in 1 of its 2 processes, about the
 	// whole window.

@@ -59,8 +59,11 @@ func (e *bpfEngine) newSet(set *procset.Set, kl *pyframes.KernelLayout) {
 		if pid == 0 || pid == e.s.Pid {
 			return 0, nil
 		}
-		_, m := e.proc(pid)
-		return pid, m.Py
+		// Its reader as opened for its stacks: naming a thread opens none.
+		if p := e.set.procs[pid]; p != nil && p.m != nil {
+			return pid, p.m.Py
+		}
+		return pid, nil
 	}
 }
 

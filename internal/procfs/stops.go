@@ -79,9 +79,10 @@ type StopWatch struct {
 	quit chan struct{}
 	done chan struct{}
 
-	mu   sync.Mutex
 	pids func() []int // a set's processes now (nil: pid alone)
-	all  stopAcct     // the process, or the set as one
+
+	mu   sync.Mutex
+	all  stopAcct // the process, or the set as one
 	each map[int]*stopAcct
 }
 
@@ -129,14 +130,6 @@ func watch(fs FS, pid int, pids func() []int, tracer bool) *StopWatch {
 	return w
 }
 
-// Follow makes a watch on one process watch a set from its next look
-// (the process's account goes on as the set's).
-func (w *StopWatch) Follow(pids func() []int) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.pids = pids
-}
-
 // procLook is one process at one look.
 type procLook struct {
 	pid, n, of int
@@ -147,13 +140,10 @@ type procLook struct {
 // look reads every thread's state once; the time since the previous look
 // counts as stopped when that look saw a stopped thread.
 func (w *StopWatch) look() {
-	w.mu.Lock()
-	of := w.pids
-	w.mu.Unlock()
-	set := of != nil
+	set := w.pids != nil
 	pids := []int{w.pid}
 	if set {
-		pids = of()
+		pids = w.pids()
 	}
 	looks := make([]procLook, 0, len(pids))
 	for _, pid := range pids {
@@ -164,8 +154,16 @@ func (w *StopWatch) look() {
 	defer w.mu.Unlock()
 	var sum procLook
 	procs, members := 0, 0
+	looked := make(map[int]bool, len(looks))
 	for _, l := range looks {
+		if looked[l.pid] {
+			continue // listed twice: counted once
+		}
+		looked[l.pid] = true
 		if !l.ok {
+			if a := w.each[l.pid]; a != nil {
+				a.add(now, l, 0, 0) // gone: its last interval closed
+			}
 			continue
 		}
 		members++
@@ -182,6 +180,11 @@ func (w *StopWatch) look() {
 				w.each[l.pid] = a
 			}
 			a.add(now, l, 0, 0)
+		}
+	}
+	for pid, a := range w.each {
+		if !looked[pid] {
+			a.add(now, procLook{pid: pid}, 0, 0) // left the set (exited): its last interval closed
 		}
 	}
 	sum.ok = members > 0

@@ -3,6 +3,7 @@ package procfs
 import (
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -40,27 +41,40 @@ func stopped(t *testing.T, pid int) {
 
 // TestStopWatchSet: a set's watch counts the stopped member's thread
 // among all the members' threads, says which process it was, and keeps
-// a running member out of the per-process accounts. A member that exits
-// meanwhile leaves the set's account whole.
+// a running member out of the per-process accounts; the stopped member
+// listed first (its first look decides nothing alone). A member that
+// exits (reaped: gone from /proc) leaves the set's account whole and is
+// listed once even when the list repeats it.
 func TestStopWatchSet(t *testing.T) {
-	run, stop, gone := sleeper(t), sleeper(t), sleeper(t)
+	stop, run := sleeper(t), exec.Command("sleep", "60")
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = run.Process.Kill(); _ = run.Wait() })
 	stopped(t, stop)
-	pids := []int{run, stop, gone}
-	w := WatchStopsOf(Default(), func() []int { return pids }, true)
+	var mu sync.Mutex
+	pids := []int{stop, run.Process.Pid, stop}
+	list := func() []int {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]int(nil), pids...)
+	}
+	t0 := time.Now()
+	w := WatchStopsOf(Default(), list, true)
 	time.Sleep(250 * time.Millisecond)
-	_ = syscall.Kill(gone, syscall.SIGKILL)
+	_ = run.Process.Kill()
+	_ = run.Wait() // reaped: its /proc entry gone
 	time.Sleep(250 * time.Millisecond)
-	began := time.Now()
 	all := w.End()
-	held := time.Since(began)
-	if all == nil || all.Threads != 1 || all.Of != 3 || all.Processes != 1 || all.Members != 3 || all.State != "T" {
-		t.Fatalf("set's account %+v: want 1 of 3 threads, in 1 of 3 processes, state T", all)
+	watched := time.Since(t0).Seconds()
+	if all == nil || all.Threads != 1 || all.Of != 2 || all.Processes != 1 || all.Members != 2 || all.State != "T" {
+		t.Fatalf("set's account %+v: want 1 of 2 threads, in 1 of 2 processes, state T", all)
 	}
-	// Stopped through the whole watch (~0.5 s), to a look's period.
-	if all.Seconds < 0.5-StopLook.Seconds()-held.Seconds() || all.Seconds > 0.5+StopLook.Seconds()+held.Seconds() {
-		t.Errorf("stopped %.3fs over a 0.5 s watch", all.Seconds)
+	// Stopped through the whole watch, to a look's period.
+	if all.Seconds < watched-StopLook.Seconds() || all.Seconds > watched+0.001 {
+		t.Errorf("stopped %.3fs over a %.3fs watch", all.Seconds, watched)
 	}
-	if who := all.Who(); !strings.Contains(who, "1 of the set's 3 threads (in 1 of its 3 processes)") {
+	if who := all.Who(); !strings.Contains(who, "1 of the set's 2 threads (in 1 of its 2 processes)") {
 		t.Errorf("Who() = %q", who)
 	}
 	each := w.Each()
@@ -72,20 +86,40 @@ func TestStopWatchSet(t *testing.T) {
 	}
 }
 
-// TestStopWatchFollow: a watch on one process that goes on as a set's
-// sees a stop of a process that joined.
-func TestStopWatchFollow(t *testing.T) {
-	first, later := sleeper(t), sleeper(t)
-	w := WatchStops(Default(), first, true)
-	stopped(t, later)
-	time.Sleep(150 * time.Millisecond)
-	if s := w.Seconds(); s != 0 {
-		t.Fatalf("a process outside the watch counted: %.3fs", s)
-	}
-	w.Follow(func() []int { return []int{first, later} })
-	time.Sleep(350 * time.Millisecond)
-	all := w.End()
-	if all == nil || all.Threads != 1 || all.Of != 2 || all.Members != 2 || all.Seconds < 0.1 {
-		t.Fatalf("after Follow: %+v, want 1 of 2 threads stopped for a while", all)
+// TestStopWatchMemberLeaves: a stopped member that leaves the set (it
+// exited) has its stop counted up to the look that found it gone, not
+// beyond, whether it is listed gone or no longer listed.
+func TestStopWatchMemberLeaves(t *testing.T) {
+	for _, listed := range []bool{true, false} {
+		keep := sleeper(t)
+		cmd := exec.Command("sleep", "60")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		gone := cmd.Process.Pid
+		stopped(t, gone)
+		var mu sync.Mutex
+		pids := []int{keep, gone}
+		w := WatchStopsOf(Default(), func() []int {
+			mu.Lock()
+			defer mu.Unlock()
+			return append([]int(nil), pids...)
+		}, true)
+		t0 := time.Now()
+		time.Sleep(350 * time.Millisecond) // its exit half a look after a look
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		left := time.Since(t0).Seconds()
+		if !listed {
+			mu.Lock()
+			pids = []int{keep}
+			mu.Unlock()
+		}
+		time.Sleep(400 * time.Millisecond)
+		w.End()
+		s := w.Each()[gone]
+		if s == nil || s.Seconds < left-0.02 || s.Seconds > left+StopLook.Seconds()+0.05 {
+			t.Errorf("listed after its exit %v: its stop %+v, want about the %.3fs it lived stopped", listed, s, left)
+		}
 	}
 }

@@ -358,10 +358,12 @@ func (s *Set) Live() []int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]int, 0, len(s.order))
+	seen := make(map[int]bool, len(s.order))
 	for _, p := range s.order {
-		if !s.members[p].Exited {
-			out = append(out, p)
+		if !seen[p] && !s.members[p].Exited {
+			out = append(out, p) // once: a reused pid is in order twice
 		}
+		seen[p] = true
 	}
 	sort.Ints(out)
 	return out

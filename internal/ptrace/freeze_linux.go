@@ -99,7 +99,10 @@ func (f *Frozen) stopAll(tids []int) error {
 	for _, tid := range tids {
 		err := unix.PtraceSeize(tid)
 		// A process in the middle of an execve refuses too, for a moment;
-		// on a loaded machine that moment has outlasted a 2 ms wait.
+		// on a loaded machine that moment has outlasted a 2 ms wait. (A
+		// real gate then costs 126 ms before it is said, the threads
+		// seized before it stopped meanwhile: a refusal is rare, a dump
+		// that blames a gate for an exec is wrong.)
 		for wait := 2 * time.Millisecond; errors.Is(err, unix.EPERM) && !exiting(f.Pid, tid) && wait <= seizeRetry; wait *= 2 {
 			time.Sleep(wait)
 			err = unix.PtraceSeize(tid)

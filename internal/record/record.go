@@ -307,9 +307,10 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*flame.Profile, 
 		defer t.Stop()
 		deadline = t.C
 	}
-	r.stops = procfs.WatchStops(s.FS, s.Pid, true)
 	if live := kr.live(); live != nil {
-		r.stops.Follow(live) // every member's stops, not the first process's alone
+		r.stops = procfs.WatchStopsOf(s.FS, live, true) // every member's stops, not the first process's alone
+	} else {
+		r.stops = procfs.WatchStops(s.FS, s.Pid, true)
 	}
 	switch {
 	case kr != nil:

@@ -34,6 +34,7 @@ type ThreadNamer struct {
 	ended   map[int]bool // listed once, gone since
 	sameNS  bool
 	gone    bool // its process exited
+	genBase int  // generations start here (a process's namer after its exec: after the last one's)
 	listAt  time.Time
 	readAt  time.Time
 	changed time.Time // the last task list that differed from the one before
@@ -60,17 +61,12 @@ func (s *Session) NewThreadNamer(churn bool) *ThreadNamer {
 	if churn {
 		every = namesFast
 	}
-	return newThreadNamer(s.FS, s.Pid, func() *pyframes.Process { return s.Py }, every)
+	return newThreadNamer(s.FS, s.Pid, func() *pyframes.Process { return s.Py }, every, 0)
 }
 
-// NewMemberNamer learns the names of the threads of pid, another process
-// of a set read through py, listing its threads every namesMember.
-func NewMemberNamer(fs procfs.FS, pid int, py *pyframes.Process) *ThreadNamer {
-	return newThreadNamer(fs, pid, func() *pyframes.Process { return py }, namesMember)
-}
-
-func newThreadNamer(fs procfs.FS, pid int, py func() *pyframes.Process, every time.Duration) *ThreadNamer {
-	n := &ThreadNamer{fs: fs, pid: pid, py: py, every: every, names: map[ThreadGen]string{}, gens: map[int]int{}, live: map[int]bool{}, ended: map[int]bool{}}
+func newThreadNamer(fs procfs.FS, pid int, py func() *pyframes.Process, every time.Duration, genBase int) *ThreadNamer {
+	n := &ThreadNamer{fs: fs, pid: pid, py: py, every: every, genBase: genBase,
+		names: map[ThreadGen]string{}, gens: map[int]int{}, live: map[int]bool{}, ended: map[int]bool{}}
 	same, err := fs.SamePidNamespace(pid)
 	n.sameNS = err != nil || same // unreadable links: no mapping, as hostTids
 
@@ -160,7 +156,7 @@ func (n *ThreadNamer) read(now time.Time) []ThreadGen {
 			n.gens[tid]++
 			n.live[tid] = true
 		}
-		k := ThreadGen{tid, n.gens[tid]}
+		k := ThreadGen{tid, n.Gen(tid)}
 		if n.names[k] != t.Name {
 			n.names[k] = t.Name
 			learned = append(learned, k)
@@ -170,7 +166,16 @@ func (n *ThreadNamer) read(now time.Time) []ThreadGen {
 }
 
 // Gen is tid's current generation.
-func (n *ThreadNamer) Gen(tid int) int { return n.gens[tid] }
+func (n *ThreadNamer) Gen(tid int) int { return n.genBase + n.gens[tid] }
+
+// lastGen is the highest generation it has given out.
+func (n *ThreadNamer) lastGen() int {
+	g := n.genBase
+	for _, x := range n.gens {
+		g = max(g, n.genBase+x)
+	}
+	return g
+}
 
 // Name is the name last read of thread k ("" when none was read while it
 // lived).
@@ -180,17 +185,20 @@ func (n *ThreadNamer) Name(k ThreadGen) string { return n.names[k] }
 // each reads its threads' names through its own interpreter.
 type MemberNames struct {
 	fs procfs.FS
-	m  map[int]memberNamer
+	m  map[int]*memberNamer
 }
 
 type memberNamer struct {
 	py *pyframes.Process
 	n  *ThreadNamer
+	// fresh: made since the last Look; its first names relabel the roots
+	// made before it (while the process's interpreter was not read yet).
+	fresh bool
 }
 
 // NewMemberNames starts with none.
 func NewMemberNames(fs procfs.FS) *MemberNames {
-	return &MemberNames{fs: fs, m: map[int]memberNamer{}}
+	return &MemberNames{fs: fs, m: map[int]*memberNamer{}}
 }
 
 // Of is pid's namer reading through py (nil when py is: its interpreter
@@ -199,11 +207,18 @@ func (ms *MemberNames) Of(pid int, py *pyframes.Process) *ThreadNamer {
 	if ms == nil || py == nil {
 		return nil
 	}
-	if m, ok := ms.m[pid]; ok && m.py == py {
+	m, ok := ms.m[pid]
+	if ok && m.py == py {
 		return m.n
 	}
-	n := NewMemberNamer(ms.fs, pid, py)
-	ms.m[pid] = memberNamer{py: py, n: n}
+	base := 0
+	if ok {
+		// Another program (an exec): its threads are new generations, not
+		// the old program's threads that had their tids.
+		base = m.n.lastGen() + 1
+	}
+	n := newThreadNamer(ms.fs, pid, func() *pyframes.Process { return py }, namesMember, base)
+	ms.m[pid] = &memberNamer{py: py, n: n, fresh: true}
 	return n
 }
 
@@ -214,6 +229,12 @@ func (ms *MemberNames) Look(now time.Time, learned func(pid int, k ThreadGen, na
 		return
 	}
 	for pid, m := range ms.m {
+		if m.fresh {
+			m.fresh = false
+			for k, name := range m.n.names {
+				learned(pid, k, name)
+			}
+		}
 		for _, k := range m.n.Look(now) {
 			learned(pid, k, m.n.Name(k))
 		}

@@ -282,9 +282,11 @@ func runTracepoint(ctx context.Context, run *sites, tp *tracepoint.Tracer, opt O
 	start := time.Now()
 	// A stopped target makes no calls: its stops are watched so "0 calls"
 	// is not taken for an idle program.
-	stops := procfs.WatchStops(procfs.Default(), run.pid, true)
+	var stops *procfs.StopWatch
 	if run.set && tp.Set != nil {
-		stops.Follow(tp.Set.Live) // every member's stops
+		stops = procfs.WatchStopsOf(procfs.Default(), tp.Set.Live, true) // every member's stops
+	} else {
+		stops = procfs.WatchStops(procfs.Default(), run.pid, true)
 	}
 	b.refresh = time.Now()
 	gone := false
