@@ -7,8 +7,14 @@ import (
 	"time"
 )
 
-// StopLook is how often a StopWatch reads its target's thread states.
-const StopLook = 100 * time.Millisecond
+// StopLook is how often a StopWatch reads its target's thread states: at
+// most; a look that takes longer than StopShare of the time to the next
+// one (a set of many processes: thousands of stat files) puts the next
+// one later, so the watch never costs more than that share of a CPU.
+const (
+	StopLook  = 100 * time.Millisecond
+	StopShare = 0.02
+)
 
 // Stops says that threads of a process were seen stopped by someone else —
 // a job-control stop (SIGSTOP, SIGTSTP, …: state T) or a tracer's stop
@@ -81,9 +87,10 @@ type StopWatch struct {
 
 	pids func() []int // a set's processes now (nil: pid alone)
 
-	mu   sync.Mutex
-	all  stopAcct // the process, or the set as one
-	each map[int]*stopAcct
+	mu     sync.Mutex
+	all    stopAcct // the process, or the set as one
+	each   map[int]*stopAcct
+	period time.Duration // the longest time between two looks
 }
 
 // stopAcct is one account: a process's, or a set's.
@@ -113,21 +120,33 @@ func WatchStopsOf(fs FS, pids func() []int, tracer bool) *StopWatch {
 func watch(fs FS, pid int, pids func() []int, tracer bool) *StopWatch {
 	w := &StopWatch{fs: fs, pid: pid, pids: pids, jc: true, tr: tracer, quit: make(chan struct{}), done: make(chan struct{}),
 		each: map[int]*stopAcct{}}
-	w.look()
+	next := w.timedLook()
 	go func() {
 		defer close(w.done)
-		t := time.NewTicker(StopLook)
+		t := time.NewTimer(next)
 		defer t.Stop()
 		for {
 			select {
 			case <-w.quit:
 				return
 			case <-t.C:
-				w.look()
+				t.Reset(w.timedLook())
 			}
 		}
 	}()
 	return w
+}
+
+// timedLook looks once and says when to look next: StopLook, or later
+// when the look itself took more than StopShare of that.
+func (w *StopWatch) timedLook() time.Duration {
+	t0 := time.Now()
+	w.look()
+	next := max(StopLook, time.Duration(float64(time.Since(t0))/StopShare))
+	w.mu.Lock()
+	w.period = max(w.period, next)
+	w.mu.Unlock()
+	return next
 }
 
 // procLook is one process at one look.
@@ -259,7 +278,7 @@ func (w *StopWatch) End() *Stops {
 	w.look()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.all.final()
+	return w.all.final(w.period)
 }
 
 // Each is, after End, each process's own account of a set's watch: the
@@ -269,20 +288,20 @@ func (w *StopWatch) Each() map[int]*Stops {
 	defer w.mu.Unlock()
 	out := map[int]*Stops{}
 	for pid, a := range w.each {
-		if s := a.final(); s != nil {
+		if s := a.final(w.period); s != nil {
 			out[pid] = s
 		}
 	}
 	return out
 }
 
-func (a *stopAcct) final() *Stops {
+func (a *stopAcct) final(period time.Duration) *Stops {
 	if a.acct.Threads == 0 {
 		return nil
 	}
 	s := a.acct
 	s.Seconds = math.Round(s.Seconds*1000) / 1000
-	s.LookMS = int(StopLook / time.Millisecond)
+	s.LookMS = int(max(period, StopLook) / time.Millisecond)
 	switch {
 	case a.seen["T"] && a.seen["t"]:
 		s.State = "T and t"

@@ -1,7 +1,11 @@
 package procfs
 
 import (
+	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -121,5 +125,46 @@ func TestStopWatchMemberLeaves(t *testing.T) {
 		if s == nil || s.Seconds < left-0.02 || s.Seconds > left+StopLook.Seconds()+0.05 {
 			t.Errorf("listed after its exit %v: its stop %+v, want about the %.3fs it lived stopped", listed, s, left)
 		}
+	}
+}
+
+// TestStopWatchBoundedCost: a watch over a process of many threads (a
+// fixture tree of 4,000 task stat files, one of them stopped) looks less
+// often than every StopLook when a look takes longer than StopShare of
+// that, and says the period it kept (LookMS). Truth: the looks' own
+// duration, timed here.
+func TestStopWatchBoundedCost(t *testing.T) {
+	root := t.TempDir()
+	const pid, n = 4242, 4000
+	for i := 0; i < n; i++ {
+		dir := filepath.Join(root, strconv.Itoa(pid), "task", strconv.Itoa(pid+i))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		state := "S"
+		if i == 7 {
+			state = "T"
+		}
+		stat := fmt.Sprintf("%d (worker) %s 1 %d %d 0 -1 0 0 0 0 0 0 0 0 0 20 0 %d 0 0 0 0\n", pid+i, state, pid, pid, n)
+		if err := os.WriteFile(filepath.Join(dir, "stat"), []byte(stat), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fs := FS{root: root}
+	// One look, timed alone: what the watch pays each time.
+	t0 := time.Now()
+	w0 := WatchStops(fs, pid, true)
+	one := time.Since(t0)
+	w0.End()
+	w := WatchStops(fs, pid, true)
+	time.Sleep(200 * time.Millisecond)
+	s := w.End()
+	if s == nil || s.Threads != 1 || s.Of != n {
+		t.Fatalf("account %+v: want 1 of %d threads stopped", s, n)
+	}
+	want := max(StopLook, time.Duration(float64(one)/StopShare))
+	t.Logf("one look %v: period %d ms (want about %v)", one, s.LookMS, want)
+	if one > StopLook/50 && s.LookMS <= int(StopLook/time.Millisecond) {
+		t.Errorf("a look takes %v (over %v of %v) but the watch kept looking every %d ms", one, StopShare, StopLook, s.LookMS)
 	}
 }
