@@ -5,7 +5,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -62,15 +61,6 @@ func setStopped(t *testing.T, pids []string, run, stop *testutil.Target, tids []
 	}
 
 	t.Run("record", func(t *testing.T) {
-		out := t.TempDir() + "/p.json"
-		r := testutil.Run(t, time.Minute, append(append([]string{"record"}, pids...), "-d", "1s", "-o", out)...)
-		if r.Code != 0 {
-			t.Fatalf("exit %d: %s", r.Code, r.Stderr)
-		}
-		b, err := os.ReadFile(out)
-		if err != nil {
-			t.Fatal(err)
-		}
 		var doc struct {
 			Meta struct {
 				DurationS float64       `json:"duration_s"`
@@ -78,9 +68,7 @@ func setStopped(t *testing.T, pids []string, run, stop *testutil.Target, tids []
 			} `json:"meta"`
 			record.SetAccount
 		}
-		if err := json.Unmarshal(b, &doc); err != nil {
-			t.Fatal(err)
-		}
+		stderr := recordInto(t, &doc, append(append([]string{}, pids...), "-d", "1s")...)
 		whole("meta.stopped", doc.Meta.Stopped, doc.Meta.DurationS)
 		if len(doc.Processes) != 2 {
 			t.Fatalf("processes %+v, want the 2", doc.Processes)
@@ -92,8 +80,8 @@ func setStopped(t *testing.T, pids []string, run, stop *testutil.Target, tids []
 			}
 			mine("record", p.Pid, s, doc.Meta.DurationS)
 		}
-		if want := fmt.Sprintf("%d of the set's %d threads (in 1 of its 2 processes) were stopped by a signal", len(tids), of); !strings.Contains(r.Stderr, want) {
-			t.Errorf("footer does not say %q: %s", want, r.Stderr)
+		if want := fmt.Sprintf("%d of the set's %d threads (in 1 of its 2 processes) were stopped by a signal", len(tids), of); !strings.Contains(stderr, want) {
+			t.Errorf("footer does not say %q: %s", want, stderr)
 		}
 	})
 

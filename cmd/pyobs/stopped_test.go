@@ -153,22 +153,11 @@ func TestRecordStopped(t *testing.T) {
 	testutil.RequireRoot(t)
 	tg := startStoppable(t)
 	rec := func() (flame.Meta, string) {
-		out := t.TempDir() + "/p.json"
-		r := testutil.Run(t, time.Minute, "record", "-p", fmt.Sprint(tg.Pid), "-d", "1s", "-o", out)
-		if r.Code != 0 {
-			t.Fatalf("exit %d: %s", r.Code, r.Stderr)
-		}
-		b, err := os.ReadFile(out)
-		if err != nil {
-			t.Fatal(err)
-		}
 		var doc struct {
 			Meta flame.Meta `json:"meta"`
 		}
-		if err := json.Unmarshal(b, &doc); err != nil {
-			t.Fatal(err)
-		}
-		return doc.Meta, r.Stderr
+		stderr := recordInto(t, &doc, "-p", fmt.Sprint(tg.Pid), "-d", "1s")
+		return doc.Meta, stderr
 	}
 	tids := stopAll(t, tg.Pid)
 	m, footer := rec()
@@ -189,6 +178,25 @@ func TestRecordStopped(t *testing.T) {
 	if m.Samples == 0 {
 		t.Errorf("no samples of the running target: %s", footer)
 	}
+}
+
+// recordInto runs record with args, its JSON written to a file and read
+// into doc; it returns record's stderr (the footer).
+func recordInto(t *testing.T, doc any, args ...string) string {
+	t.Helper()
+	out := t.TempDir() + "/p.json"
+	r := testutil.Run(t, time.Minute, append(append([]string{"record"}, args...), "-o", out)...)
+	if r.Code != 0 {
+		t.Fatalf("exit %d: %s", r.Code, r.Stderr)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, doc); err != nil {
+		t.Fatal(err)
+	}
+	return r.Stderr
 }
 
 // stopFor stops the target in the middle of a running command: after

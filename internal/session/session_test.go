@@ -1,11 +1,9 @@
 package session
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -60,25 +58,10 @@ func TestSetSpecDescribe(t *testing.T) {
 func TestRefusalAfterExecIsTheExec(t *testing.T) {
 	testutil.RequireRoot(t)
 	in := testutil.Find(t, "pyenv-3.12")
-	argv := append(append([]string{}, in.Argv...), "-c",
-		"import os, sys\nprint('READY', flush=True)\nsys.stdin.readline()\nos.execv('/bin/sleep', ['sleep', '30'])")
-	cmd := exec.Command(argv[0], argv[1:]...)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "READY\n" {
-		t.Fatalf("target said %q, %v", line, err)
-	}
-	s, err := Attach(cmd.Process.Pid)
+	// It execs at SIGUSR1 (blocked, then waited for: none is lost).
+	tg := testutil.StartArgv(t, append(append([]string{}, in.Argv...), "-c",
+		"import os, signal\nsignal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})\nprint('READY', flush=True)\nsignal.sigwait({signal.SIGUSR1})\nos.execv('/bin/sleep', ['sleep', '30'])"), 20*time.Second)
+	s, err := Attach(tg.Pid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,12 +71,12 @@ func TestRefusalAfterExecIsTheExec(t *testing.T) {
 	if err := s.explain("stop threads", unix.EPERM); !errors.As(err, &gate) {
 		t.Fatalf("refusal before the exec: %v, want a GateError", err)
 	}
-	if _, err := stdin.Write([]byte("go\n")); err != nil {
+	if err := unix.Kill(tg.Pid, unix.SIGUSR1); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", cmd.Process.Pid))
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", tg.Pid))
 		if string(b) == "sleep\n" {
 			break
 		}
