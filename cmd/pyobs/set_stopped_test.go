@@ -11,6 +11,7 @@ import (
 
 	"github.com/pyobs/pyobs/internal/procfs"
 	"github.com/pyobs/pyobs/internal/record"
+	"github.com/pyobs/pyobs/internal/stat"
 	"github.com/pyobs/pyobs/internal/testutil"
 )
 
@@ -114,6 +115,34 @@ func setStopped(t *testing.T, pids []string, run, stop *testutil.Target, tids []
 				ps = &procfs.Stops{Threads: p.Stopped.Threads, Of: p.Stopped.Of, Seconds: p.Stopped.Seconds, State: p.Stopped.State}
 			}
 			mine("stat", p.Pid, ps, st.WindowS)
+		}
+	})
+
+	t.Run("stat -i", func(t *testing.T) {
+		// Intervals: each one's watch starts where the last one's ended.
+		r := testutil.Run(t, time.Minute, append(append([]string{"stat"}, pids...), "-i", "400ms", "-d", "1.2s", "--format", "json")...)
+		if r.Code != 0 {
+			t.Fatalf("exit %d: %s", r.Code, r.Stderr)
+		}
+		n := 0
+		for _, l := range strings.Split(strings.TrimSpace(r.Stdout), "\n") {
+			var st stat.SetStat
+			if err := json.Unmarshal([]byte(l), &st); err != nil {
+				t.Fatalf("not a set document: %v: %s", err, l)
+			}
+			n++
+			if st.WindowS < 0.2 {
+				continue // a sliver at the end
+			}
+			s := st.Total.Stopped
+			if s == nil {
+				t.Errorf("interval %d (%.2fs): no stop said", n, st.WindowS)
+				continue
+			}
+			whole(fmt.Sprintf("interval %d", n), &procfs.Stops{Threads: s.Threads, Of: s.Of, Seconds: s.Seconds, State: s.State, Processes: s.Processes, Members: s.Members}, st.WindowS)
+		}
+		if n < 2 {
+			t.Errorf("%d intervals, want 3: %s", n, r.Stdout)
 		}
 	})
 

@@ -164,6 +164,7 @@ func (m *setMeter) startWatch() {
 // endWatch ends it: the set's account (the total's) and each process's.
 func (m *setMeter) endWatch() {
 	if m.watch == nil {
+		m.stops, m.each = nil, nil // none watched: none said (never the last window's)
 		return
 	}
 	m.publish()
@@ -394,10 +395,15 @@ func StreamSet(ctx context.Context, s *session.Session, opt Options, emit func(*
 		}
 		early := m.measure(ctx, deadline)
 		st := m.finish("interval", early, cgA, psA)
+		last := early || m.allGone || (!stop.IsZero() && !time.Now().Before(stop))
+		if !last {
+			m.startWatch() // the next interval's stops, from where this one's ended (not after the emit)
+		}
 		if err := emit(st); err != nil {
+			m.endWatch()
 			return err
 		}
-		if early || m.allGone || (!stop.IsZero() && !time.Now().Before(stop)) {
+		if last {
 			return nil
 		}
 		cgA, psA = m.next()
@@ -500,7 +506,6 @@ func (m *setMeter) next() (*procfs.CgroupCPU, procfs.Pressure) {
 	m.startTicks = bootTicks(m.start)
 	m.resetPolls()
 	m.notes = nil
-	m.startWatch()
 	return m.cgB, m.psB
 }
 
