@@ -23,3 +23,13 @@ func ObserverCPU() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// ThreadCPU is the calling OS thread's CPU time so far (a goroutine must
+// be locked to its thread for two readings to be its own).
+func ThreadCPU() time.Duration {
+	var ts unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts) != nil {
+		return 0
+	}
+	return time.Duration(ts.Nano())
+}

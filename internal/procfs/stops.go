@@ -3,17 +3,24 @@ package procfs
 import (
 	"fmt"
 	"math"
+	"runtime"
 	"sync"
 	"time"
+
+	"github.com/pyobs/pyobs/internal/clock"
 )
 
 // StopLook is how often a StopWatch reads its target's thread states: at
-// most; a look that takes longer than StopShare of the time to the next
-// one (a set of many processes: thousands of stat files) puts the next
-// one later, so the watch never costs more than that share of a CPU.
+// most; a look whose CPU time is more than StopShare of the time to the
+// next one (a set of many processes: thousands of stat files) puts the
+// next one later, so the watch never costs more than that share of a
+// CPU. (CPU time, not wall time: a look preempted by a busy machine's
+// other work costs nothing more, and must not look less often.)
 const (
 	StopLook  = 100 * time.Millisecond
 	StopShare = 0.02
+	// stopLookMax: the longest wait between looks, however long one took.
+	stopLookMax = 5 * time.Second
 )
 
 // Stops says that threads of a process were seen stopped by someone else —
@@ -120,9 +127,13 @@ func WatchStopsOf(fs FS, pids func() []int, tracer bool) *StopWatch {
 func watch(fs FS, pid int, pids func() []int, tracer bool) *StopWatch {
 	w := &StopWatch{fs: fs, pid: pid, pids: pids, jc: true, tr: tracer, quit: make(chan struct{}), done: make(chan struct{}),
 		each: map[int]*stopAcct{}}
+	runtime.LockOSThread() // the first look's CPU time read on one thread
 	next := w.timedLook()
+	runtime.UnlockOSThread()
 	go func() {
 		defer close(w.done)
+		runtime.LockOSThread() // its looks' CPU time is its thread's
+		defer runtime.UnlockOSThread()
 		t := time.NewTimer(next)
 		defer t.Stop()
 		for {
@@ -138,11 +149,11 @@ func watch(fs FS, pid int, pids func() []int, tracer bool) *StopWatch {
 }
 
 // timedLook looks once and says when to look next: StopLook, or later
-// when the look itself took more than StopShare of that.
+// when the look's CPU time was more than StopShare of that.
 func (w *StopWatch) timedLook() time.Duration {
-	t0 := time.Now()
+	c0 := clock.ThreadCPU()
 	w.look()
-	next := max(StopLook, time.Duration(float64(time.Since(t0))/StopShare))
+	next := min(max(StopLook, time.Duration(float64(clock.ThreadCPU()-c0)/StopShare)), stopLookMax)
 	w.mu.Lock()
 	w.period = max(w.period, next)
 	w.mu.Unlock()

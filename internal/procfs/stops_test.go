@@ -130,9 +130,9 @@ func TestStopWatchMemberLeaves(t *testing.T) {
 
 // TestStopWatchBoundedCost: a watch over a process of many threads (a
 // fixture tree of 4,000 task stat files, one of them stopped) looks less
-// often than every StopLook when a look takes longer than StopShare of
-// that, and says the period it kept (LookMS). Truth: the looks' own
-// duration, timed here.
+// often than every StopLook when a look costs more than StopShare of
+// that, and says the period it kept (LookMS). Truth: one look, timed
+// here.
 func TestStopWatchBoundedCost(t *testing.T) {
 	root := t.TempDir()
 	const pid, n = 4242, 4000
