@@ -18,11 +18,8 @@ const learnEvery = time.Second
 // name is a thread's Python name as last read while it lived ("" when
 // never known).
 func (e *engine) name(tid int) string {
-	if pid, n := e.memberNamer(tid); pid != 0 {
-		if n == nil {
-			return ""
-		}
-		return n.Name(session.ThreadGen{Tid: tid, Gen: n.Gen(tid)})
+	if pid, _, name := e.memberThread(tid); pid != 0 {
+		return name
 	}
 	return e.namer.Name(session.ThreadGen{Tid: tid, Gen: e.namer.Gen(tid)})
 }
@@ -34,7 +31,7 @@ func (e *engine) lookNames() {
 	for _, k := range e.namer.Look(now) {
 		e.roots.Relabel(flame.ThreadKey{Tid: k.Tid, Gen: k.Gen}, e.namer.Name(k))
 	}
-	e.members.Look(now, func(pid int, k session.ThreadGen, name string) {
+	e.memberNames.Look(now, func(pid int, k session.ThreadGen, name string) {
 		e.roots.Relabel(flame.ThreadKey{Pid: pid, Tid: k.Tid, Gen: k.Gen}, name)
 	})
 }

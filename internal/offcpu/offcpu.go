@@ -163,13 +163,13 @@ type engine struct {
 	scratch  []int
 	namer    *session.ThreadNamer // the target's thread names, learned while it lives (alive.go)
 	// memberOf: a set's other process that thread tid belongs to (0: the
-	// target's, or no set) and its interpreter (nil: not read); members:
+	// target's, or no set) and its interpreter (nil: not read); memberNames:
 	// their namers.
-	memberOf func(tid int) (int, *pyframes.Process)
-	members  *session.MemberNames
-	roots    *flame.ThreadRoots // --threads: each thread's root frame
-	learnAt  time.Time          // the last maps refresh (alive_bpf.go)
-	green    *greenOff          // --greenlets
+	memberOf    func(tid int) (int, *pyframes.Process)
+	memberNames *session.MemberNames
+	roots       *flame.ThreadRoots // --threads: each thread's root frame
+	learnAt     time.Time          // the last maps refresh (alive_bpf.go)
+	green       *greenOff          // --greenlets
 }
 
 // runPerf is the perf engine: it watches the target's context switches
@@ -462,33 +462,27 @@ func (e *engine) pythonIDsIn(ids []int, frames []pyframes.Frame, frameIDs map[[2
 // threadFrame is tid's root frame (--threads): one per thread, named
 // when its name is learned, whenever that is.
 func (e *engine) threadFrame(tid int) int {
-	if pid, n := e.memberNamer(tid); pid != 0 {
+	if pid, gen, name := e.memberThread(tid); pid != 0 {
 		// Another process of a set: named through its own interpreter.
-		if n == nil {
-			return e.roots.ID(flame.ThreadKey{Pid: pid, Tid: tid}, "")
-		}
-		k := session.ThreadGen{Tid: tid, Gen: n.Gen(tid)}
-		return e.roots.ID(flame.ThreadKey{Pid: pid, Tid: tid, Gen: k.Gen}, n.Name(k))
+		return e.roots.ID(flame.ThreadKey{Pid: pid, Tid: tid, Gen: gen}, name)
 	}
 	k := session.ThreadGen{Tid: tid, Gen: e.namer.Gen(tid)}
 	return e.roots.ID(flame.ThreadKey{Tid: tid, Gen: k.Gen}, e.namer.Name(k))
 }
 
-// memberNamer is the process of thread tid when it is another one of a
-// set (0: the target's, or no set), and that process's namer (nil: its
-// interpreter not read).
-func (e *engine) memberNamer(tid int) (int, *session.ThreadNamer) {
+// memberThread is the process of thread tid when it is another one of a
+// set (0: the target's, or no set), with the thread's generation and name
+// there (0 and "": its interpreter not read).
+func (e *engine) memberThread(tid int) (pid, gen int, name string) {
 	if e.memberOf == nil {
-		return 0, nil
+		return 0, 0, ""
 	}
 	pid, py := e.memberOf(tid)
 	if pid == 0 {
-		return 0, nil
+		return 0, 0, ""
 	}
-	if e.members == nil {
-		e.members = session.NewMemberNames(e.s.FS)
-	}
-	return pid, e.members.Of(pid, py)
+	gen, name = e.memberNames.Thread(pid, tid, py)
+	return pid, gen, name
 }
 
 // finish closes every open interval at end and folds the per-thread sums.

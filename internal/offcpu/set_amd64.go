@@ -10,6 +10,7 @@ import (
 	"github.com/pyobs/pyobs/internal/procfs"
 	"github.com/pyobs/pyobs/internal/procset"
 	"github.com/pyobs/pyobs/internal/pyframes"
+	"github.com/pyobs/pyobs/internal/session"
 )
 
 // offProc is one member process of an observed set: the program its
@@ -54,6 +55,7 @@ func (e *bpfEngine) newSet(set *procset.Set, kl *pyframes.KernelLayout) {
 	e.set = so
 	// --threads and the thread lines: the other members' threads are
 	// named through their own interpreters.
+	e.memberNames = session.NewMemberNames(e.s.FS)
 	e.memberOf = func(tid int) (int, *pyframes.Process) {
 		pid := e.pidOfTid(tid)
 		if pid == 0 || pid == e.s.Pid {

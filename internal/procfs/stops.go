@@ -126,7 +126,7 @@ func WatchStopsOf(fs FS, pids func() []int, tracer bool) *StopWatch {
 
 func watch(fs FS, pid int, pids func() []int, tracer bool) *StopWatch {
 	w := &StopWatch{fs: fs, pid: pid, pids: pids, jc: true, tr: tracer, quit: make(chan struct{}), done: make(chan struct{}),
-		each: map[int]*stopAcct{}}
+		all: stopAcct{seen: map[string]bool{}}, each: map[int]*stopAcct{}}
 	runtime.LockOSThread() // the first look's CPU time read on one thread
 	next := w.timedLook()
 	runtime.UnlockOSThread()
@@ -163,7 +163,7 @@ func (w *StopWatch) timedLook() time.Duration {
 // procLook is one process at one look.
 type procLook struct {
 	pid, n, of int
-	states     []string
+	jc, tr     bool // a thread seen in a job-control stop (T), in a tracer's (t)
 	ok         bool // its threads listed (false: gone)
 }
 
@@ -199,7 +199,7 @@ func (w *StopWatch) look() {
 		members++
 		sum.n += l.n
 		sum.of += l.of
-		sum.states = append(sum.states, l.states...)
+		sum.jc, sum.tr = sum.jc || l.jc, sum.tr || l.tr
 		if l.n > 0 {
 			procs++
 		}
@@ -221,9 +221,6 @@ func (w *StopWatch) look() {
 	if !set {
 		procs, members = 0, 0 // one process: no set's words
 	}
-	if w.all.seen == nil {
-		w.all.seen = map[string]bool{}
-	}
 	w.all.add(now, sum, procs, members)
 }
 
@@ -243,9 +240,11 @@ func (w *StopWatch) lookAt(pid int) procLook {
 		if err != nil {
 			continue
 		}
-		if (st == "T" && w.jc) || (st == "t" && w.tr) {
-			l.n++
-			l.states = append(l.states, st)
+		switch {
+		case st == "T" && w.jc:
+			l.n, l.jc = l.n+1, true
+		case st == "t" && w.tr:
+			l.n, l.tr = l.n+1, true
 		}
 	}
 	return l
@@ -261,8 +260,11 @@ func (a *stopAcct) add(now time.Time, l procLook, procs, members int) {
 	if !l.ok {
 		return
 	}
-	for _, s := range l.states {
-		a.seen[s] = true
+	if l.jc {
+		a.seen["T"] = true
+	}
+	if l.tr {
+		a.seen["t"] = true
 	}
 	if l.n > 0 {
 		a.was = true

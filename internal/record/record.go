@@ -699,12 +699,12 @@ func (r *Recorder) sampleRef(ref pyframes.ThreadRef, state string, weight int64)
 func (r *Recorder) threadFrame(tid int) int {
 	if r.tgid != 0 && r.tgid != r.s.Pid {
 		// Another member of a set: named through its own interpreter.
-		n := r.memberNames(r.tgid)
-		if n == nil {
-			return r.roots.ID(flame.ThreadKey{Pid: r.tgid, Tid: tid}, "")
+		var py *pyframes.Process
+		if r.memberPy != nil {
+			py = r.memberPy(r.tgid)
 		}
-		k := session.ThreadGen{Tid: tid, Gen: n.Gen(tid)}
-		return r.roots.ID(flame.ThreadKey{Pid: r.tgid, Tid: tid, Gen: k.Gen}, n.Name(k))
+		gen, name := r.members.Thread(r.tgid, tid, py)
+		return r.roots.ID(flame.ThreadKey{Pid: r.tgid, Tid: tid, Gen: gen}, name)
 	}
 	k := session.ThreadGen{Tid: tid, Gen: r.namer.Gen(tid)}
 	return r.roots.ID(flame.ThreadKey{Tid: tid, Gen: k.Gen}, r.namer.Name(k))
@@ -723,18 +723,6 @@ func (r *Recorder) lookNames(now time.Time) {
 	r.members.Look(now, func(pid int, k session.ThreadGen, name string) {
 		r.roots.Relabel(flame.ThreadKey{Pid: pid, Tid: k.Tid, Gen: k.Gen}, name)
 	})
-}
-
-// memberNames is the namer of pid, another process of a set (nil: its
-// interpreter not read, or no --threads).
-func (r *Recorder) memberNames(pid int) *session.ThreadNamer {
-	if r.namer == nil || r.memberPy == nil {
-		return nil
-	}
-	if r.members == nil {
-		r.members = session.NewMemberNames(r.s.FS)
-	}
-	return r.members.Of(pid, r.memberPy(pid))
 }
 
 func (r *Recorder) progress() {

@@ -56,6 +56,7 @@ func newSetRec(k *kernelRec, r *Recorder, kl *pyframes.KernelLayout) *setRec {
 	sr.set.OnChange(k.w.Wake)
 	// --threads: the other members' threads are named through their own
 	// interpreters (a refused one's too: its names need no kernel walk).
+	r.members = session.NewMemberNames(r.s.FS)
 	r.memberPy = func(pid int) *pyframes.Process {
 		if m := sr.ms.Get(pid); m != nil {
 			return m.Py

@@ -222,6 +222,17 @@ func (ms *MemberNames) Of(pid int, py *pyframes.Process) *ThreadNamer {
 	return n
 }
 
+// Thread is thread tid of pid, read through py, as its root is keyed:
+// its generation and its name (0 and "" while py is nil: not read yet).
+func (ms *MemberNames) Thread(pid, tid int, py *pyframes.Process) (gen int, name string) {
+	n := ms.Of(pid, py)
+	if n == nil {
+		return 0, ""
+	}
+	gen = n.Gen(tid)
+	return gen, n.Name(ThreadGen{Tid: tid, Gen: gen})
+}
+
 // Look looks at each member's threads when due, and calls learned for
 // each thread named or renamed since.
 func (ms *MemberNames) Look(now time.Time, learned func(pid int, k ThreadGen, name string)) {
