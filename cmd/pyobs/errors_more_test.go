@@ -103,6 +103,16 @@ func TestNoTargetEveryCommand(t *testing.T) {
 			badInput(t, exitNoTarget, append(cmd, "-p", strconv.Itoa(zpid)), "zombie", strconv.Itoa(zpid))
 		})
 	}
+	// A set whose -p list names a pid with no process: refused as a lone
+	// -p is, by every command that takes a set (seeded, it would have sat
+	// in the kernel's set for the next process given that pid).
+	t.Run("set/no-such-pid", func(t *testing.T) {
+		live := strconv.Itoa(sleeperPy(t).Pid)
+		gone := strconv.Itoa(pidMax + 1)
+		for _, cmd := range [][]string{{"trace"}, {"red"}, {"stat"}, {"record"}, {"offcpu"}} {
+			badInput(t, exitNoTarget, append(cmd, "-d", "300ms", "-p", live+","+gone), "pid "+gone, "no such process")
+		}
+	})
 	t.Run("record/not-python", func(t *testing.T) {
 		c := exec.Command("sleep", "60")
 		if err := c.Start(); err != nil {

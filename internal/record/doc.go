@@ -71,9 +71,11 @@
 // (/proc/PID/task/TID/stat); threads seen
 // stopped by a signal or a tracer (T, t) go to Meta.Stopped and a sentence
 // of the footer — such a thread is not sampled (cpu: it runs nothing), and
-// an empty profile must not pass for an idle target. Price: one stat read
-// per thread per look. Only the target process is looked at, not the other
-// members of a set.
+// an empty profile must not pass for an idle target. A set's every live
+// member is looked at (procfs.WatchStopsOf): the account says in how many
+// of its processes, and each process has its own (SetAccount). Price: one
+// state read per thread per look, the look's period lengthened when its
+// own CPU time passes 2 % of it (a set of thousands of threads).
 //
 // The achieved rate (cpu mode) counts the samples and the target's CPU
 // over one window: up to the last reading of its /proc/PID/stat, which

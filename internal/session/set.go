@@ -59,13 +59,19 @@ func (s *Session) Options() procset.Options {
 }
 
 // resolveSet turns --cgroup and --all into pids (the first Python one is
-// the session's target) and checks each -p pid is a live user-space
-// process.
+// the session's target) and checks each -p pid names a process.
 func resolveSet(spec *Spec) error {
 	set := &spec.Set
+	fs := procfs.Default()
 	for _, p := range set.Pids {
 		if p <= 0 {
 			return fmt.Errorf("invalid pid %d", p)
+		}
+		// A pid given that names no process is bad input, as a lone -p
+		// is: seeded, it would sit in the kernel's set for the next
+		// process to take that pid.
+		if _, err := fs.Ppid(p); err != nil {
+			return err
 		}
 	}
 	if set.Cgroup != "" {

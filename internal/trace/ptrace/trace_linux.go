@@ -221,6 +221,10 @@ type tracer struct {
 	// seccomp: resume with PTRACE_CONT outside traced calls; preExec: the
 	// seccomp helper has not exec'd the command yet (nothing is counted).
 	seccomp, preExec bool
+	// ownStop, ownCont: a spawned command's group stop and the SIGCONT
+	// that ends it, pyobs's own start (start), still to be seen: neither
+	// is the target stopped by someone else nor a signal passed on.
+	ownStop, ownCont bool
 	// passthrough: asked to stop while a seccomp filter is in place: stops
 	// are resumed, nothing is counted; window gets the stats at that moment.
 	passthrough bool
@@ -423,6 +427,7 @@ func (t *tracer) start() error {
 			return fail(fmt.Errorf("can't PTRACE_SEIZE pid %d: %w", pid, e))
 		}
 		t.add(pid)
+		t.ownStop, t.ownCont = true, true
 		if err := unix.Kill(pid, unix.SIGCONT); err != nil {
 			return fail(fmt.Errorf("can't SIGCONT pid %d: %w", pid, err))
 		}
@@ -624,12 +629,16 @@ func (t *tracer) loop() error {
 		case event == unix.PTRACE_EVENT_STOP:
 			if sig == unix.SIGSTOP || sig == unix.SIGTSTP || sig == unix.SIGTTIN || sig == unix.SIGTTOU {
 				// Group stop: keep it stopped (job control), but stay notified.
-				t.st.GroupStops++
-				t.st.Stopped += time.Since(now)
-				if !x.listening {
-					t.setListening(t.listening + 1)
+				if t.ownStop && tid == t.pid && sig == unix.SIGSTOP {
+					t.ownStop = false // the spawn's own stop, its SIGCONT sent
+				} else {
+					t.st.GroupStops++
+					t.st.Stopped += time.Since(now)
+					if !x.listening {
+						t.setListening(t.listening + 1)
+					}
+					x.listening = true
 				}
-				x.listening = true
 				if err := ptraceListen(tid); err != nil && !errors.Is(err, unix.ESRCH) {
 					return fmt.Errorf("PTRACE_LISTEN tid %d: %w", tid, err)
 				}
@@ -651,6 +660,9 @@ func (t *tracer) loop() error {
 			if sig == t.kickSig && t.kickTid.CompareAndSwap(int64(tid), 0) {
 				t.st.Kicks++
 				resumeSig = 0
+			} else if t.ownCont && tid == t.pid && sig == unix.SIGCONT {
+				t.ownCont = false // the spawn's own, delivered (the target sees it)
+				resumeSig = int(sig)
 			} else {
 				t.st.Signals++
 				resumeSig = int(sig)

@@ -43,6 +43,30 @@ func TestTraceSpawnExitStatus(t *testing.T) {
 	}
 }
 
+// A spawned command's start (its group stop and the SIGCONT that ends
+// it: pyobs's own) is neither a stop by someone else nor a signal passed
+// on; a signal the command sends itself is (the control).
+func TestTraceSpawnOwnStopNotCounted(t *testing.T) {
+	needRoot(t)
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh: " + err.Error())
+	}
+	for _, c := range []struct {
+		script  string
+		signals uint64
+	}{{"exit 0", 0}, {"trap : USR1; kill -USR1 $$; exit 0", 1}} {
+		st, err := Trace(context.Background(), TraceConfig{Argv: []string{sh, "-c", c.script}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Signals != c.signals || st.GroupStops != 0 || st.GroupStoppedMax != 0 || st.GroupStopped != 0 {
+			t.Errorf("%q: signals %d (want %d), group stops %d, max %d, %v: want none",
+				c.script, st.Signals, c.signals, st.GroupStops, st.GroupStoppedMax, st.GroupStopped)
+		}
+	}
+}
+
 // Attaching to a process that is not ours (an orphan, as -p targets are),
 // blocked in a syscall: the trace must end on time and leave it untraced.
 func TestTraceAttachDetach(t *testing.T) {
