@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -46,7 +47,7 @@ func runDiff(g *globals, basePath, newPath string, icicle bool) error {
 	if format == "" {
 		f, err := flame.FormatFor(g.output)
 		if err != nil {
-			return usagef("diff: %w", err)
+			return usagef("diff: -o: %w: give --format (svg, pprof) or a known extension", err)
 		}
 		format = f
 	}
@@ -85,7 +86,13 @@ func runDiff(g *globals, basePath, newPath string, icicle bool) error {
 func readRecording(path string) (*flame.Profile, flame.Weight, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, flame.Weight{}, fmt.Errorf("can't open %s: %w", path, err)
+		// A recording that can't be opened is bad input (exit 2), said
+		// once: the path, then the reason alone.
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, flame.Weight{}, usagef("diff: can't open %s: %v", path, err)
 	}
 	defer f.Close()
 	p, w, err := flame.ReadProfile(f)

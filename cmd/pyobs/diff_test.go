@@ -248,7 +248,8 @@ func TestDiffUsage(t *testing.T) {
 		{[]string{"diff", f}, exitUsage, "want two recordings"},
 		{[]string{"diff", f, f, "--format", "folded"}, exitUsage, "not a diff format"},
 		{[]string{"diff", f, f, "--format", "pprof"}, exitUsage, "give -o FILE"},
-		{[]string{"diff", f, filepath.Join(dir, "missing")}, exitError, "can't open"},
+		{[]string{"diff", f, filepath.Join(dir, "missing")}, exitUsage, "can't open " + filepath.Join(dir, "missing") + ": no such file or directory"},
+		{[]string{"diff", f, f, "-o", filepath.Join(dir, "d.png")}, exitUsage, "give --format (svg, pprof)"},
 		{[]string{"diff", f, bad}, exitError, "line 1"},
 	} {
 		r := testutil.Run(t, 10*time.Second, c.args...)

@@ -113,6 +113,12 @@ func TestNoTargetEveryCommand(t *testing.T) {
 			badInput(t, exitNoTarget, append(cmd, "-d", "300ms", "-p", live+","+gone), "pid "+gone, "no such process")
 		}
 	})
+	// A --cgroup that names no cgroup v2 directory is bad input (2).
+	t.Run("set/not-a-cgroup", func(t *testing.T) {
+		for _, dir := range []string{"/nonexistent-pyobs-cgroup", t.TempDir()} {
+			badInput(t, exitUsage, []string{"stat", "-d", "300ms", "--cgroup", dir}, "cgroup "+dir, "not a cgroup v2 directory")
+		}
+	})
 	t.Run("record/not-python", func(t *testing.T) {
 		c := exec.Command("sleep", "60")
 		if err := c.Start(); err != nil {

@@ -84,7 +84,7 @@ line, the program ended, exit 128+signal.`,
 	pf := root.PersistentFlags()
 	pf.VarP(session.PidFlag(&g.pid, &g.pids), "pid", "p", "target process `PID`; repeat or list (-p 1,2) to observe several (or give -- CMD ARGS to spawn one)")
 	pf.BoolVar(&g.children, "children", false, "also observe every process the targets fork or spawn, from its first instruction (default for -- CMD where the command observes sets)")
-	pf.StringVar(&g.cgroup, "cgroup", "", "observe every process of this cgroup v2 `DIR` (a container, a systemd unit), those entering it later too")
+	pf.StringVar(&g.cgroup, "cgroup", "", "observe every process of this cgroup v2 `DIR` (a container, a systemd unit; one must be in it at the start), those entering it later too")
 	pf.BoolVar(&g.all, "all", false, "observe every CPython process this user may read")
 	pf.StringVar(&g.format, "format", "", "output format (per command; see its help)")
 	pf.StringVarP(&g.output, "output", "o", "", "write the output to this file (atomically) instead of stdout; its directory must exist and be writable (checked first)")
@@ -153,7 +153,7 @@ func exitCode(err error) int {
 		return ee.Code
 	case errors.As(err, &xe):
 		return xe.Code()
-	case errors.As(err, &ue), errors.As(err, new(*session.ThreadError)):
+	case errors.As(err, &ue), errors.As(err, new(*session.ThreadError)), errors.Is(err, session.ErrNotCgroup):
 		return exitUsage
 	case errors.As(err, &ge):
 		return exitPermission

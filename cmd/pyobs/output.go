@@ -51,7 +51,7 @@ func profileFormat(command string, g *globals, text bool) (string, error) {
 	if format == "" && text && !toFile {
 		format = "text"
 	} else if f, err := flame.FormatFor(g.output); format == "" && err != nil {
-		return "", usagef("%s: %w", command, err)
+		return "", usagef("%s: -o: %w: give --format (%s) or a known extension", command, err, strings.Join(flame.Formats(), ", "))
 	} else if format == "" {
 		format = f
 	}

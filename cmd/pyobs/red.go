@@ -121,6 +121,10 @@ func runRed(cmd *cobra.Command, g *globals, f *redFlags, args []string) error {
 		if f.profile == "-" {
 			return usageError{errors.New("red: --profile needs a file name (stdout carries the report)")}
 		}
+		// Checked before the window, as -o is: else it fails at the end.
+		if err := output.Check(f.profile); err != nil {
+			return usageError{fmt.Errorf("red: --profile: %w", err)}
+		}
 	}
 	ctx := cmd.Context()
 	spec, err := targetSpec(cmd, g, args)

@@ -579,4 +579,19 @@ func TestRedUsage(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q", args, res.Code, res.Stderr)
 		}
 	}
+	// --profile is an output: refused before the window as -o is, and
+	// its advice is red's (red has no --format for profiles).
+	for _, c := range []struct {
+		args    []string
+		says    string
+		mustNot string
+	}{
+		{[]string{"red", "-p", "1", "--profile", "/nonexistent-pyobs-dir/x.svg"}, "directory /nonexistent-pyobs-dir does not exist", ""},
+		{[]string{"red", "-p", "1", "--profile", "x.png"}, "--profile: can't tell the format of x.png", "--format"},
+	} {
+		res := testutil.Run(t, 10*time.Second, c.args...)
+		if res.Code != exitUsage || !strings.Contains(res.Stderr, c.says) || (c.mustNot != "" && strings.Contains(res.Stderr, c.mustNot)) {
+			t.Errorf("%v: exit %d, stderr %q; want %d saying %q", c.args, res.Code, res.Stderr, exitUsage, c.says)
+		}
+	}
 }

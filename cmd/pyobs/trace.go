@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -126,6 +127,10 @@ func runTrace(cmd *cobra.Command, g *globals, f *traceFlags, args []string) erro
 		}}
 	if err := opt.Validate(); err != nil {
 		return usageError{err}
+	}
+	if cmd.Flags().Changed("expr") && strings.TrimSpace(f.events) == "" {
+		// -e "" (an unset shell variable) would trace every call.
+		return usagef("trace: -e names no syscall: give names (-e openat,read), or drop -e to trace every call")
 	}
 	if f.log && format == "json" {
 		return usagef("trace: --log writes text lines; use --format text")

@@ -350,8 +350,8 @@ func TestTraceOverhead(t *testing.T) {
 	t.Logf("200k os.getpid(): bare %.3fs, under pyobs trace (ptrace) %.3fs: %.0f× slower", bare, traced, traced/bare)
 }
 
-// TestTraceBadListFlags: a negative --sites and an empty name in -e's list
-// are usage errors (one line, status 2), not silently taken.
+// TestTraceBadListFlags: a negative --sites, an empty name in -e's list
+// and an empty -e (an unset shell variable) are usage errors (one line, status 2), not silently taken.
 func TestTraceBadListFlags(t *testing.T) {
 	for _, c := range []struct {
 		args []string
@@ -360,6 +360,8 @@ func TestTraceBadListFlags(t *testing.T) {
 		{[]string{"--sites", "-1"}, "--sites -1"},
 		{[]string{"-e", "openat,,close"}, "empty syscall name"},
 		{[]string{"-e", "openat,"}, "empty syscall name"},
+		{[]string{"-e", ""}, "-e names no syscall"},
+		{[]string{"-e", " "}, "-e names no syscall"},
 	} {
 		argv := append(append([]string{"trace", "-p", strconv.Itoa(os.Getpid())}, c.args...), "-d", "10ms")
 		r := testutil.RunCmd(t, 30*time.Second, exec.Command(testutil.Binary(t), argv...))

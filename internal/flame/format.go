@@ -63,8 +63,8 @@ func FormatFor(path string) (string, error) {
 		}
 	}
 	if ext := filepath.Ext(p); bestLen == 0 && ext != "" && path != "-" {
-		return "", fmt.Errorf("can't tell the format of -o %s from its extension %s: give --format (%s) or a known extension (%s)",
-			path, ext, strings.Join(Formats(), ", "), strings.Join(suffixes(), " "))
+		return "", fmt.Errorf("can't tell the format of %s from its extension %s (known: %s)",
+			path, ext, strings.Join(suffixes(), " "))
 	}
 	return best, nil
 }

@@ -129,18 +129,21 @@ func CgroupProcs(dir string) ([]int, error) {
 func CgroupID(dir string) (uint64, error) {
 	var st syscall.Stat_t
 	if err := syscall.Stat(dir, &st); err != nil {
-		return 0, fmt.Errorf("can't stat cgroup %s: %w", dir, err)
+		return 0, fmt.Errorf("cgroup %s: %w: %w", dir, ErrNotCgroup, err)
 	}
 	if st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
-		return 0, fmt.Errorf("cgroup %s is not a directory", dir)
+		return 0, fmt.Errorf("cgroup %s: %w: %w", dir, ErrNotCgroup, syscall.ENOTDIR)
 	}
 	var fs syscall.Statfs_t
 	if err := syscall.Statfs(dir, &fs); err != nil {
-		return 0, fmt.Errorf("can't statfs cgroup %s: %w", dir, err)
+		return 0, fmt.Errorf("cgroup %s: can't statfs: %w", dir, err)
 	}
 	const cgroup2Magic = 0x63677270
 	if fs.Type != cgroup2Magic {
-		return 0, fmt.Errorf("%s is not in a cgroup v2 filesystem (statfs type %#x)", dir, fs.Type)
+		return 0, fmt.Errorf("cgroup %s: %w: its filesystem is of type %#x, not cgroup2", dir, ErrNotCgroup, fs.Type)
 	}
 	return st.Ino, nil
 }
+
+// ErrNotCgroup: a path given as a cgroup names no cgroup v2 directory.
+var ErrNotCgroup = errors.New("not a cgroup v2 directory")

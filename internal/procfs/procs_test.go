@@ -1,6 +1,7 @@
 package procfs
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -61,8 +62,10 @@ func TestCgroupProcs(t *testing.T) {
 	if _, err := CgroupProcs(dir); err == nil || !strings.Contains(err.Error(), `"x" is not a pid`) {
 		t.Fatalf("a bad line: %v", err)
 	}
-	if _, err := CgroupID(dir); err == nil {
-		t.Fatal("a tmp directory taken for a cgroup v2 one")
+	for _, p := range []string{dir, filepath.Join(dir, "cgroup.procs"), filepath.Join(dir, "missing")} {
+		if _, err := CgroupID(p); !errors.Is(err, ErrNotCgroup) || !strings.Contains(err.Error(), p) {
+			t.Errorf("CgroupID(%s) = %v: want ErrNotCgroup, naming it", p, err)
+		}
 	}
 }
 

@@ -37,6 +37,7 @@ import (
 // Errors the CLI maps to one line and an exit code.
 var (
 	ErrNoProcess    = procfs.ErrNoProcess
+	ErrNotCgroup    = procfs.ErrNotCgroup
 	ErrZombie       = errors.New("is a zombie (it exited; its parent has not reaped it): nothing to read")
 	ErrKernelThread = errors.New("is a kernel thread: it has no user memory and no Python")
 	ErrExited       = errors.New("exited while it was being read")
