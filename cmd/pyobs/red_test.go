@@ -418,6 +418,10 @@ func TestRedResetLive(t *testing.T) {
 		if err := json.Unmarshal([]byte(l), &r); err != nil {
 			t.Fatalf("bad JSON line %q: %v", l, err)
 		}
+		if r.Mode != "interval" {
+			// The last line too: it is the last interval's, not the run's.
+			t.Errorf("a live line of mode %q, want interval: %s", r.Mode, l)
+		}
 		for _, p := range r.Ports {
 			if p.Port == port {
 				aborted += p.Aborted["reset during the response"]

@@ -311,7 +311,7 @@ func (e *engine) run(ctx context.Context, end time.Time, interval time.Duration,
 			case !e.s.Alive() || e.isExited():
 				e.exited = fmt.Sprintf("pid %d exited after %.2f s: the report covers up to its exit", e.s.Pid, float64(clock.MonoNow()-e.started)/1e9)
 			}
-			return e.finish(winStart, emit)
+			return e.finish(winStart, interval > 0, emit)
 		}
 		if !now.Before(nextPoll) {
 			if e.tids == nil && e.s.Spawned() && e.s.TryPython() {
@@ -350,8 +350,9 @@ func (e *engine) isExited() bool {
 }
 
 // finish detaches the probe, drains what the ring still holds, and emits
-// the last report.
-func (e *engine) finish(winStart int64, emit func(*Result) error) error {
+// the last report: the window's, or with intervals (live) the last
+// interval's, partial, never labelled the whole run's.
+func (e *engine) finish(winStart int64, live bool, emit func(*Result) error) error {
 	t := clock.MonoNow()
 	e.probe.detach()
 	for e.probe.pending() > 0 {
@@ -372,7 +373,7 @@ func (e *engine) finish(winStart int64, emit func(*Result) error) error {
 	e.reapExited(true)
 	e.tr.CloseStale(math.MaxUint64)
 	e.tr.FlushResponded(uint64(t))
-	return emit(e.report(winStart, t, true))
+	return emit(e.report(winStart, t, !live))
 }
 
 // reapExited ends the connections that exited members left open (their

@@ -397,16 +397,13 @@ func WriteText(w io.Writer, r *Result) error {
 	}
 	for _, p := range r.Ports {
 		if p.Requests > 0 || p.Proto == "http" || p.Proto == "mixed" {
-			d := p.Duration
-			if d == nil {
-				d = &Durations{}
-			}
 			q := "-"
 			if p.Queue != nil {
 				q = fmtMs(p.Queue.P50Ms) + "/" + fmtMs(p.Queue.P99Ms)
 			}
+			d := durCells(p.Duration)
 			fmt.Fprintf(&b, "%-6d %-6s %9.1f %7.2f %6.2f %8s %8s %8s %8s %8d %s\n", p.Port, p.Proto, p.RatePerS,
-				p.ErrorPct, p.Client4xxPc, fmtMs(d.P50Ms), fmtMs(d.P90Ms), fmtMs(d.P99Ms), fmtMs(d.MaxMs), p.InFlight, q)
+				p.ErrorPct, p.Client4xxPc, d[0], d[1], d[2], d[3], p.InFlight, q)
 		} else {
 			fmt.Fprintf(&b, "%-6d %-6s %9s (connection level below)\n", p.Port, p.Proto, "-")
 		}
@@ -431,12 +428,12 @@ func WriteText(w io.Writer, r *Result) error {
 					fmt.Fprintf(&b, "       … %d more routes (--format json lists them)\n", len(p.Routes)-8)
 					break
 				}
-				d := rt.Duration
-				if d == nil {
-					d = &Durations{}
+				fmt.Fprintf(&b, "       %-32s %7d req %6.2f%% err  ", rt.Route, rt.Requests, pct(rt.Errors, rt.Requests))
+				if d := rt.Duration; d != nil {
+					fmt.Fprintf(&b, "p50 %s  p99 %s  max %s\n", fmtMs(d.P50Ms), fmtMs(d.P99Ms), fmtMs(d.MaxMs))
+				} else {
+					b.WriteString("(no response)\n") // aborted before a response byte: no duration, not 0
 				}
-				fmt.Fprintf(&b, "       %-32s %7d req %6.2f%% err  p50 %s  p99 %s  max %s\n", rt.Route, rt.Requests,
-					pct(rt.Errors, rt.Requests), fmtMs(d.P50Ms), fmtMs(d.P99Ms), fmtMs(d.MaxMs))
 			}
 		}
 		writeWorkers(&b, r, p)
@@ -495,6 +492,15 @@ func WriteText(w io.Writer, r *Result) error {
 	fmt.Fprintf(&b, "quantiles are bucket midpoints (±%.1f %%); max is exact. price: %s\n", r.QuantErr, r.Price)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// durCells are a port's p50, p90, p99 and max cells: "-" when no request
+// had a response byte (all aborted: their duration is unknown, not 0).
+func durCells(d *Durations) [4]string {
+	if d == nil {
+		return [4]string{"-", "-", "-", "-"}
+	}
+	return [4]string{fmtMs(d.P50Ms), fmtMs(d.P90Ms), fmtMs(d.P99Ms), fmtMs(d.MaxMs)}
 }
 
 // writeWorkers is a port's per-process lines (a set only).

@@ -87,3 +87,26 @@ func TestWriteJSONSet(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteTextNoResponse: requests aborted before any response byte have
+// no duration: the port's cells and the route's line say so ("-", "(no
+// response)"), never 0µs.
+func TestWriteTextNoResponse(t *testing.T) {
+	r := &Result{Version: JSONVersion, Pid: 100, Mode: "window", WindowS: 2, Price: Price,
+		Ports: []PortReport{{Port: 8000, Proto: "http", Requests: 3, Errors: 3, ErrorPct: 100,
+			Aborted:   map[string]uint64{"reset before the response": 3},
+			Routes:    []RouteReport{{Route: "GET /slow/:id", Requests: 3, Errors: 3}},
+			NotParsed: []NotParsed{}}},
+		Slowest: []SlowReport{}, Notes: []string{}}
+	var b bytes.Buffer
+	if err := WriteText(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	if strings.Contains(out, "0µs") || !strings.Contains(out, "(no response)") {
+		t.Errorf("durations of requests without a response shown as a number:\n%s", out)
+	}
+	if !strings.Contains(out, "100.00   0.00        -        -        -        -        0") {
+		t.Errorf("the port's duration cells are not -:\n%s", out)
+	}
+}
