@@ -5,6 +5,8 @@ package kwalk
 import (
 	"time"
 
+	"github.com/pyobs/pyobs/internal/clock"
+
 	"github.com/cilium/ebpf"
 
 	"github.com/pyobs/pyobs/internal/procset"
@@ -46,6 +48,7 @@ type memberState struct {
 	execs int       // its execs when it was opened
 	began uint64    // when its program began (procset.Member.Began): another after an exec or a reused pid
 	retry time.Time // not readable yet: try again after this
+	at    int64     // CLOCK_MONOTONIC ns when it was opened (its addresses, if its own, in the map from then)
 }
 
 // RetryLook is how soon a member whose interpreter is starting is tried
@@ -101,7 +104,7 @@ func (ms *Members) Get(pid int) *Member {
 	}
 	put := func(pid int, l *pyframes.KernelLayout) error { return PutAddrs(ms.addrs, pid, l) }
 	p = &memberState{Member: OpenMember(pid, ms.target, ms.layout, ms.Walk && ms.layout != nil, ms.set.Starting(pid), put, ms.set.Gone),
-		execs: m.Execs, began: m.Began}
+		execs: m.Execs, began: m.Began, at: clock.MonoNow()}
 	if p.Retry {
 		look := ms.Look
 		if look <= 0 {
@@ -117,6 +120,31 @@ func (ms *Members) Get(pid int) *Member {
 		ms.dropExited()
 	}
 	return &p.Member
+}
+
+// Unready says whether a walk of pid at mono ns t went with the target's
+// addresses before pid's own were in the program's map: pid is a member
+// (not the target) not opened by then, or opened with its own addresses
+// (an exec'd or unrelated interpreter of the target's build) after t. Its
+// walk then fails its checks for that reason, not a torn chain. It opens
+// nothing.
+func (ms *Members) Unready(pid int, t int64) bool {
+	if pid == ms.seed {
+		return false
+	}
+	p := ms.procs[pid]
+	switch {
+	case p == nil:
+		// A fork of the target, still running its program, has its
+		// addresses: walked right from its first call.
+		m, ok := ms.set.Member(pid)
+		return !ok || m.How != procset.Fork || m.Execs > 0
+	case p.at > t:
+		// Opened after the call: its own addresses (or its refusal) came
+		// then; a fork shares the target's and walks from its first call.
+		return p.Addrs || p.Sym == nil
+	}
+	return false
 }
 
 // close drops p's addresses and reader.

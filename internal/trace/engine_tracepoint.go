@@ -79,11 +79,13 @@ func (b *bpfRun) onEvent(e tracepoint.Event) {
 	}
 	if (r.set || r.held) && b.ms == nil {
 		r.agg.AddUnnamed(name)
+		r.agg.NoSiteWhy(name, "no stack walk for the set")
 		b.onSetEvent(e, name, errno)
 		return
 	}
 	var site, lateSite *Site
 	var path *kpath
+	why := "" // no site: why, in a few words (the first in full: siteErr)
 	// A held command's call before its interpreter was up (the walk's
 	// addresses not written yet): counted, never named.
 	before := b.ms != nil && e.Py != tracepoint.PyWalked
@@ -97,11 +99,13 @@ func (b *bpfRun) onEvent(e tracepoint.Event) {
 				// A member's thread the map does not have yet: the next
 				// fill has it (a late read would need its own process's);
 				// a member not walked (not Python, another build) has none.
-				if why := b.ms.notWalked(int(e.Pid)); why != "" {
-					r.siteErr("pid %d: its stacks are not walked: %s", e.Pid, why)
+				if nw := b.ms.notWalked(int(e.Pid)); nw != "" {
+					why = "process not walked"
+					r.siteErr("pid %d: its stacks are not walked: %s", e.Pid, nw)
 					break
 				}
 				b.ms.stale = true
+				why = "thread new to pyobs"
 				r.siteErr("pid %d tid %d: no thread state known at the call (a thread new to pyobs)", e.Pid, e.Tid)
 			case f&walkNoPy != 0:
 				// No thread state in the map nor the thread's TLS: read
@@ -112,12 +116,21 @@ func (b *bpfRun) onEvent(e tracepoint.Event) {
 				}
 			case f&walkEmpty != 0:
 				b.noFrame++
+				why = "no Python frame at the call"
 				r.siteErr("tid %d ran no Python frame at the call", e.Tid)
 			case f&walkFault != 0:
+				why = "a stack page not present"
 				r.siteErr("tid %d: a page of the Python stack was not present at the call (walk faulted)", e.Tid)
+			case f&walkInvalid != 0 && b.ms != nil && b.ms.unready(int(e.Pid), int64(e.EnterNs)):
+				// Walked with the target's addresses before this member's
+				// own were read: its checks fail, its chain is not torn.
+				why = "interpreter not read yet"
+				r.siteErr("pid %d tid %d: the call came before pyobs had read its interpreter (its addresses not in the kernel yet)", e.Pid, e.Tid)
 			case f&walkInvalid != 0:
+				why = "frame chain failed a check (torn)"
 				r.siteErr("tid %d: the Python frame chain failed a check at the call (torn)", e.Tid)
 			default:
+				why = "no stack walked"
 				r.siteErr("tid %d: no Python stack walked (flags %#x)", e.Tid, f)
 			}
 			break
@@ -126,8 +139,10 @@ func (b *bpfRun) onEvent(e tracepoint.Event) {
 		switch {
 		case !ok:
 			b.unnamed++
+			why = "stack lost (ring full)"
 			r.siteErr("tid %d: the stack walked at the call never reached pyobs (stack ring full)", e.Tid)
 		case p.err || len(p.frames) == 0:
+			why = "code objects unreadable (freed, or the process exited or exec'd before pyobs read them)"
 			r.siteErr("%s", b.ks.firstErr)
 		default:
 			if e.Walked || e.StackFlags&walkByTLS != 0 {
@@ -138,6 +153,7 @@ func (b *bpfRun) onEvent(e tracepoint.Event) {
 		}
 	case e.Py == tracepoint.PyCaptured:
 		if b.res == nil {
+			why = "frame not resolved"
 			r.siteErr("tid %d: frame captured but no resolver", e.Tid)
 			break
 		}
@@ -146,6 +162,7 @@ func (b *bpfRun) onEvent(e tracepoint.Event) {
 		}
 		fr, err := b.res.Site(e)
 		if err != nil {
+			why = "frame not resolved"
 			r.siteErr("%v", err)
 			break
 		}
@@ -153,6 +170,7 @@ func (b *bpfRun) onEvent(e tracepoint.Event) {
 		b.exact++
 	case e.Py == tracepoint.PyNoFrame:
 		b.noFrame++
+		why = "no Python frame at the call"
 		r.siteErr("tid %d ran no Python frame at the call", e.Tid)
 	default:
 		// The kernel could not read the frame (a thread it does not know
@@ -171,10 +189,15 @@ func (b *bpfRun) onEvent(e tracepoint.Event) {
 	}
 	if site == nil && lateSite == nil && !before {
 		r.siteFail++
+		if why == "" {
+			why = "no Python stack found"
+		}
+		r.agg.NoSiteWhy(name, why)
 	}
 	switch {
 	case before:
 		r.agg.AddUnnamed(name)
+		r.agg.NoSiteWhy(name, "before the interpreter was up")
 	case path != nil:
 		if path.key == "" {
 			path.key = pathKey(path.frames, path.truncated)

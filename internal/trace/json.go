@@ -24,9 +24,11 @@ type SyscallJSON struct {
 	SiteOnly uint64 `json:"site_only,omitempty"`
 	// Unattributed: slow or failing calls that got no site; NotSlowOrFailing:
 	// the others, named by design by nothing (no site is read for them).
-	Unattributed     uint64 `json:"unattributed"`
-	NotSlowOrFailing uint64 `json:"not_slow_or_failing"`
-	LateReads        uint64 `json:"late_reads,omitempty"`
+	Unattributed uint64 `json:"unattributed"`
+	// UnattributedWhy: those calls by why (the reasons the engine knows).
+	UnattributedWhy  map[string]uint64 `json:"unattributed_why,omitempty"`
+	NotSlowOrFailing uint64            `json:"not_slow_or_failing"`
+	LateReads        uint64            `json:"late_reads,omitempty"`
 }
 
 // CallStats is a set of calls in numbers: a syscall's row, a process's line.
@@ -52,7 +54,7 @@ func (a *Agg) Rows(wall time.Duration, topSites int) []SyscallJSON {
 		r := SyscallJSON{
 			Name: s.Name, CallStats: callStats(s.Calls, s.Errors, s.Total, &s.Hist), Errnos: s.Errnos, TopSites: s.TopSites(topSites),
 			TopPaths:     s.TopPaths(topSites),
-			Unattributed: s.Unattributed(), NotSlowOrFailing: s.NotWanted(), LateReads: s.Late,
+			Unattributed: s.Unattributed(), UnattributedWhy: s.NoSite, NotSlowOrFailing: s.NotWanted(), LateReads: s.Late,
 		}
 		r.SitesNotListed = s.Attributed()
 		for _, x := range r.TopSites {

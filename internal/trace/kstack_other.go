@@ -43,6 +43,8 @@ func (ms *members) tick() {}
 
 func (ms *members) notWalked(int) string { return "" }
 
+func (ms *members) unready(int, int64) bool { return false }
+
 func (r *sites) setWalk(*tracepoint.Config) string {
 	return "counts only: the kernel's Python stack walker is x86_64 only"
 }

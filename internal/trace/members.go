@@ -234,6 +234,10 @@ func (ms *members) notWalked(pid int) string {
 	return ""
 }
 
+// unready says whether pid's call at mono ns t was walked before its own
+// addresses were in the kernel (kwalk.Members.Unready).
+func (ms *members) unready(pid int, t int64) bool { return ms.set.Unready(pid, t) }
+
 // symbolizer is the reader of the process that sent a stack (nil: why).
 func (ms *members) symbolizer(tgid int) (*kwalk.Symbolizer, string) { return ms.set.Symbolizer(tgid) }
 

@@ -169,8 +169,10 @@ func WriteText(w io.Writer, r *Result, afterLog bool) error {
 		if r.LateReads > 0 {
 			fmt.Fprintf(bw, "%73s %d× [late read] (stack read after the call returned: not attributed)\n", "", r.LateReads)
 		}
-		if lines := listed > 0 || cut > 0 || r.LateReads > 0; lines && r.Unattributed > r.LateReads {
-			fmt.Fprintf(bw, "%73s %d× unattributed (slow or failing, no site found)\n", "", r.Unattributed-r.LateReads)
+		// Unattributed calls get a line beside others, or alone when their
+		// reasons are known (every call of the row went unnamed).
+		if lines := listed > 0 || cut > 0 || r.LateReads > 0 || len(r.UnattributedWhy) > 0; lines && r.Unattributed > r.LateReads {
+			fmt.Fprintf(bw, "%73s %d× unattributed (slow or failing, no site found%s)\n", "", r.Unattributed-r.LateReads, whyList(r.UnattributedWhy))
 		}
 		if (listed > 0 || cut > 0 || r.Unattributed > 0) && r.NotSlowOrFailing > 0 {
 			fmt.Fprintf(bw, "%73s %d× neither slow nor failing (no site read: by design)\n", "", r.NotSlowOrFailing)
@@ -283,7 +285,7 @@ func (r *Result) Footer(where string) string {
 		found, py := "found by walking the interpreter's thread list", ""
 		if w := a.Walk; w != nil && w.On {
 			found = "found by the kernel in the interpreter's thread list or their TLS"
-			py = fmt.Sprintf("; Python stacks walked whole in the kernel at the call: %d whole, %d truncated, %d faulted, %d invalid, %d without a thread state, %d without a frame; %d distinct stacks, %d lost (ring full), %d calls unnamed, %d with unreadable code",
+			py = fmt.Sprintf("; Python stacks walked whole in the kernel at the call: %d whole, %d truncated, %d faulted, %d invalid, %d without a thread state, %d without a frame; %d distinct stacks, %d lost (ring full), %d calls unnamed, %d stacks with unreadable code objects",
 				w.Walked, w.Truncated, w.Faulted, w.Invalid, w.NoThread, w.NoFrame, w.Distinct, w.RingLost, w.Unnamed, w.SymErrors)
 			if w.HeldLayout != "" {
 				py += fmt.Sprintf("; the walk's layout %s, %d calls before the interpreter was up (not named)", w.HeldLayout, w.BeforeWalk)
@@ -333,4 +335,27 @@ func firstFailed(a *Account) string {
 		return ""
 	}
 	return "; the first: " + a.SiteReadError
+}
+
+// whyList is ": N reason, M reason" for the unattributed calls' reasons,
+// most calls first ("" when none is known).
+func whyList(why map[string]uint64) string {
+	if len(why) == 0 {
+		return ""
+	}
+	keys := make([]string, 0, len(why))
+	for k := range why {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if why[keys[i]] != why[keys[j]] {
+			return why[keys[i]] > why[keys[j]]
+		}
+		return keys[i] < keys[j]
+	})
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%d %s", why[k], k)
+	}
+	return ": " + strings.Join(parts, ", ")
 }

@@ -108,6 +108,9 @@ type Stat struct {
 	// walk, a set's calls when nothing walks). The others, fast and
 	// successful, get no site by design and are not unattributed.
 	Wanted uint64
+	// NoSite: unattributed calls by why they got no site (a short
+	// reason: NoSiteWhy), where the engine knows it.
+	NoSite map[string]uint64
 }
 
 // Attributed is the number of calls with a site.
@@ -317,6 +320,15 @@ func (a *Agg) AddSite(name string, site *Site, late bool) {
 // site could not be read at all (a held command's call before its walk was
 // on, a set's call when its stacks are not walked): unattributed.
 func (a *Agg) AddUnnamed(name string) { a.stat(name).Wanted++ }
+
+// NoSiteWhy records why a call added as unattributed got no site.
+func (a *Agg) NoSiteWhy(name, why string) {
+	s := a.stat(name)
+	if s.NoSite == nil {
+		s.NoSite = map[string]uint64{}
+	}
+	s.NoSite[why]++
+}
 
 // AddPath records a call counted with AddKernel whose whole Python stack
 // was walked (frames innermost first, at least one): its leaf is the
