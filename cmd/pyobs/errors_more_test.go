@@ -79,6 +79,17 @@ func TestBadFlagsEveryCommand(t *testing.T) {
 			badInput(t, exitUsage, append(append([]string{}, c.args...), "-p", pid), c.want...)
 		})
 	}
+	// stat -- CMD reports the whole run: a window asked for is refused,
+	// not silently ignored (and the command is not run).
+	for _, w := range [][]string{{"-d", "1s"}, {"-i", "1s"}} {
+		t.Run("stat/cmd"+w[0], func(t *testing.T) {
+			marker := filepath.Join(t.TempDir(), "ran")
+			badInput(t, exitUsage, append(append([]string{"stat"}, w...), "--", "sh", "-c", "touch "+marker), "-d and -i do not apply to -- CMD")
+			if _, err := os.Stat(marker); err == nil {
+				t.Errorf("the command ran")
+			}
+		})
+	}
 }
 
 // TestNoTargetEveryCommand: TestDumpBadInput's targets, for record and stat.

@@ -258,7 +258,7 @@ func TestOutputDirCheckedFirst(t *testing.T) {
 	// -- CMD: refused before the command is spawned.
 	marker := filepath.Join(t.TempDir(), "spawned")
 	out = filepath.Join(missing, "stat.json")
-	check([]string{"stat", "-d", "3s", "-o", out, "--", "sh", "-c", "touch " + marker + "; sleep 3"}, out, "directory "+missing+" does not exist")
+	check([]string{"stat", "-o", out, "--", "sh", "-c", "touch " + marker + "; sleep 3"}, out, "directory "+missing+" does not exist")
 	if _, err := os.Stat(marker); err == nil {
 		t.Errorf("stat -- CMD with an unwritable -o spawned the command")
 	}

@@ -93,6 +93,11 @@ func runStat(cmd *cobra.Command, g *globals, f *statFlags, args []string) error 
 		return err
 	}
 	spec.Python = session.PythonOptional
+	if len(spec.Argv) > 0 && (cmd.Flags().Changed("duration") || cmd.Flags().Changed("interval")) {
+		// Its report is the whole run's, from wait4: a window would be
+		// silently ignored.
+		return usagef("stat: -d and -i do not apply to -- CMD (its report is the whole run, as time -v's): drop them, or start the program yourself and attach with -p")
+	}
 	if !explicitSet {
 		spec.Set = session.SetSpec{}
 	}

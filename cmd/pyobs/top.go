@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"strconv"
 
@@ -76,7 +77,9 @@ func runTop(cmd *cobra.Command, g *globals, opt *top.Options, args []string) err
 		return record.WallHint(err, opt.Mode) // perf refused: --mode wall needs no perf events
 	}
 	if s.Running() && cmd.Context().Err() == nil {
-		abort(s) // q or -d: a program started with -- ends with the view
+		// q or -d: a program started with -- ends with the view, said.
+		code := s.Finish(context.Background(), session.Kill)
+		fmt.Fprintf(os.Stderr, "pyobs top: the view ended while the program (pid %d) was still running: pyobs ended it (exit status %d, not passed on)\n", s.Pid, code)
 		return nil
 	}
 	return finish(cmd.Context(), s)
