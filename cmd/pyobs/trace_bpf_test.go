@@ -335,13 +335,22 @@ func TestTraceBPFFallback(t *testing.T) {
 }
 
 // TestTraceBPFInProgress: a call still blocked when the trace ends is
-// reported with the site read while it blocked (exact: it had not returned).
+// reported with the site read while it blocked (exact: it had not
+// returned), by both engines (ptrace: read while the thread is stopped in
+// it at the end; its sleep was interrupted by the window's own kick and
+// restarted, still the same call).
 func TestTraceBPFInProgress(t *testing.T) {
 	testutil.RequireRoot(t)
+	for _, engine := range []string{"tracepoint", "ptrace"} {
+		t.Run(engine, func(t *testing.T) { traceInProgress(t, engine) })
+	}
+}
+
+func traceInProgress(t *testing.T, engine string) {
 	py := testutil.Find(t, "sid-3.14")
 	tg := testutil.Start(t, py, "trace_mix.py", "--sleeps", "1", "--nap", "30", "--wait-usr1")
 	o := filepath.Join(t.TempDir(), "p.json")
-	r := traceGated(t, tg, "tracepoint", true, testutil.Binary(t), "trace", "-p", strconv.Itoa(tg.Pid), "-d", "700ms", "--format", "json", "-o", o)
+	r := traceGated(t, tg, engine, engine == "tracepoint", testutil.Binary(t), "trace", "--engine", engine, "-p", strconv.Itoa(tg.Pid), "-d", "700ms", "--format", "json", "-o", o)
 	if r.Code != 0 {
 		t.Fatalf("exit %d: %s", r.Code, r.Stderr)
 	}

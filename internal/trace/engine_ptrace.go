@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sort"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -53,7 +54,19 @@ func (r *sites) onExit(c *tptrace.Syscall) {
 
 // runPtrace runs the ptrace engine until ctx ends or the target exits.
 func runPtrace(ctx context.Context, r *sites, opt Options, a Account) (*Result, error) {
-	cfg := tptrace.TraceConfig{Pid: r.pid, Argv: opt.Argv, Stdout: opt.ProgramStdout, OnExit: r.onExit}
+	var blocked []BlockedCall
+	inProgress := 0
+	cfg := tptrace.TraceConfig{Pid: r.pid, Argv: opt.Argv, Stdout: opt.ProgramStdout, OnExit: r.onExit,
+		OnInProgress: func(c *tptrace.Syscall) {
+			// Stopped inside the call: its stack is where it was made.
+			inProgress++
+			if c.Dur < opt.Slow {
+				return
+			}
+			if path := r.site(c.Tid); len(path) > 0 {
+				blocked = append(blocked, BlockedCall{Tid: c.Tid, Name: procfs.SyscallName(c.Nr), ForUS: float64(c.Dur) / 1e3, Site: &path[0]})
+			}
+		}}
 	// -p PID: its calls after an exec are another program's (as the
 	// tracepoint engine's EndAtExec).
 	cfg.EndAtExec = len(opt.Argv) == 0 && r.sess != nil && !r.sess.Spawned()
@@ -106,5 +119,7 @@ func runPtrace(ctx context.Context, r *sites, opt Options, a Account) (*Result, 
 			a.Execed = fmt.Errorf("pid %d %w", r.pid, session.ErrExeced) // its memory read as the old program's still
 		}
 	}
-	return &Result{Account: a, Syscalls: r.agg.Rows(a.Wall, opt.Sites)}, nil
+	a.InProgress = inProgress
+	sort.Slice(blocked, func(i, j int) bool { return blocked[i].ForUS > blocked[j].ForUS })
+	return &Result{Account: a, Syscalls: r.agg.Rows(a.Wall, opt.Sites), Blocked: blocked}, nil
 }

@@ -316,8 +316,8 @@ func (r *Result) Footer(where string) string {
 	case a.StillAttached != nil:
 		end = "still attached, counting nothing, until the command ends (a seccomp filter cannot be removed)"
 	}
-	return fmt.Sprintf("pyobs trace: engine ptrace%s; %d events, lost 0; %d threads, %d signals passed through, %d interrupted calls restarted by the kernel (not counted); whole Python stacks read at the exit stop for %d calls (%d found none; slow ≥ %s or failing); observer CPU %.2fs%s; pyobs's ptrace stops held the target ≥ %.3fs (from each stop's report to its resume, summed over threads; the switches into and out of each stop, 2 per call, come on top, not measured); %s; %s; wrote %s",
-		note, a.Calls, a.Threads, a.Signals, a.Restarted, a.SiteReads, a.SiteReadsFailed, slow, a.ObserverCPU.Seconds(), obs, a.Stopped.Seconds(), a.Slowdown, end, where)
+	return fmt.Sprintf("pyobs trace: engine ptrace%s; %d events, lost 0; %d threads, %d signals passed through, %d interrupted calls restarted by the kernel (not counted); %d calls in progress at the end (not counted); whole Python stacks read at the exit stop for %d calls (%d found none; slow ≥ %s or failing); observer CPU %.2fs%s; pyobs's ptrace stops held the target ≥ %.3fs (from each stop's report to its resume, summed over threads; the switches into and out of each stop, 2 per call, come on top, not measured); %s; %s; wrote %s",
+		note, a.Calls, a.Threads, a.Signals, a.Restarted, a.InProgress, a.SiteReads, a.SiteReadsFailed, slow, a.ObserverCPU.Seconds(), obs, a.Stopped.Seconds(), a.Slowdown, end, where)
 }
 
 func execedAs(err error) *session.ExecedError {

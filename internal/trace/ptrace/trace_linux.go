@@ -87,6 +87,11 @@ type TraceConfig struct {
 	// EndAtExec (with Pid): the trace ends at the process's exec (its
 	// calls after it are another program's); TraceStats.Execed says so.
 	EndAtExec bool
+	// OnInProgress is called as the trace ends, before the detach, for
+	// each thread stopped inside a call that had not returned (Dur: since
+	// its entry, Ret 0), the thread still stopped: its stack is the
+	// call's. Not counted in Syscalls.
+	OnInProgress func(c *Syscall)
 }
 
 // SeccompEnv carries the filter to the re-exec'd helper ("NR,NR,…"),
@@ -196,7 +201,13 @@ func (a *Attached) Wait() int {
 
 type tracee struct {
 	inSyscall bool
-	nr        int
+	// restarting: its last call returned ERESTART* (interrupted by a stop
+	// or a signal without handler): the kernel runs it again, as the same
+	// call or restart_syscall, still the one begun at began.
+	restarting bool
+	cont       bool      // the call in progress is such a call's restart_syscall
+	began      time.Time // when the call in progress was entered
+	nr         int
 	args      [6]uint64
 	resumed   time.Time // when it was last resumed
 	listening bool      // kept in a group stop with PTRACE_LISTEN
@@ -721,7 +732,18 @@ func (t *tracer) syscallStop(tid int, x *tracee, now time.Time) {
 	switch op {
 	case syscallInfoEntry, syscallInfoSeccomp:
 		x.inSyscall = true
-		x.nr = int(le64(t.info[24:]))
+		nr := int(le64(t.info[24:]))
+		if x.restarting && nr == unix.SYS_RESTART_SYSCALL {
+			// The interrupted call goes on: counted as itself (its number,
+			// arguments and start), as the program made it.
+			x.restarting, x.cont = false, true
+			return
+		}
+		if !x.restarting || nr != x.nr {
+			x.began = now
+		}
+		x.restarting, x.cont = false, false
+		x.nr = nr
 		for i := range x.args {
 			x.args[i] = le64(t.info[32+8*i:])
 		}
@@ -730,10 +752,17 @@ func (t *tracer) syscallStop(tid int, x *tracee, now time.Time) {
 			return // we met this call in the middle
 		}
 		x.inSyscall = false
+		ret := int64(le64(t.info[24:]))
+		x.restarting = ret <= -ERESTARTSYS && ret >= -ERESTART_RESTARTBLOCK
 		if t.passthrough {
 			return
 		}
-		c := Syscall{Tid: tid, Nr: x.nr, Args: x.args, Ret: int64(le64(t.info[24:])), Enter: x.resumed, Dur: now.Sub(x.resumed)}
+		enter := x.resumed
+		if x.cont {
+			enter = x.began // its time from the call's first entry, the interrupted part included
+		}
+		x.cont = false
+		c := Syscall{Tid: tid, Nr: x.nr, Args: x.args, Ret: ret, Enter: enter, Dur: now.Sub(enter)}
 		t.st.Syscalls++
 		if t.cfg.OnExit != nil {
 			t.cfg.OnExit(&c)
@@ -806,6 +835,16 @@ func (t *tracer) detachAll() {
 			}
 		}
 		x.stopped = true
+	}
+	if t.cfg.OnInProgress != nil && !t.passthrough {
+		now := time.Now()
+		for tid, x := range t.ts {
+			// In a call, or between an interrupted call and its restart
+			// (the window's own kick interrupts one).
+			if x.stopped && (x.inSyscall || x.restarting) && !x.began.IsZero() {
+				t.cfg.OnInProgress(&Syscall{Tid: tid, Nr: x.nr, Args: x.args, Enter: x.began, Dur: now.Sub(x.began)})
+			}
+		}
 	}
 	for tid, x := range t.ts {
 		if err := ptraceDetach(tid, x.detachSig); err != nil && !errors.Is(err, unix.ESRCH) && t.st.DetachError == nil {
