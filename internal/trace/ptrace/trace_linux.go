@@ -208,11 +208,11 @@ type tracee struct {
 	cont       bool      // the call in progress is such a call's restart_syscall
 	began      time.Time // when the call in progress was entered
 	nr         int
-	args      [6]uint64
-	resumed   time.Time // when it was last resumed
-	listening bool      // kept in a group stop with PTRACE_LISTEN
-	stopped   bool      // in a stop we have not resumed (end phase)
-	detachSig int
+	args       [6]uint64
+	resumed    time.Time // when it was last resumed
+	listening  bool      // kept in a group stop with PTRACE_LISTEN
+	stopped    bool      // in a stop we have not resumed (end phase)
+	detachSig  int
 }
 
 type tracer struct {
