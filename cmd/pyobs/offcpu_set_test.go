@@ -173,3 +173,26 @@ func TestOffcpuSetCgroup(t *testing.T) {
 		t.Errorf("the footer's account: %s", r.Stderr)
 	}
 }
+
+// TestOffcpuSetBlockedWholeWindow: a member other than the first, whose
+// thread is blocked for the whole window (no switch event at all), is
+// off CPU for it under its own Python stack, read through its own reader
+// at the attach — not on CPU (the account once judged such a thread by
+// the first member's threads alone).
+func TestOffcpuSetBlockedWholeWindow(t *testing.T) {
+	testutil.RequireRoot(t)
+	py := testutil.Find(t, "pyenv-3.12")
+	first := startInline(t, py, "import time\nprint('READY', flush=True)\nwhile True:\n    time.sleep(0.005)\n", nil)
+	parked := startInline(t, py, "import time\ndef parked():\n    time.sleep(600)\nprint('READY', flush=True)\nparked()\n", nil)
+	time.Sleep(200 * time.Millisecond) // in its sleep
+	out := filepath.Join(t.TempDir(), "o.folded")
+	r := testutil.Run(t, time.Minute, "offcpu", "--engine", "bpf", "-p", fmt.Sprintf("%d,%d", first.Pid, parked.Pid), "-d", "1s", "--format", "folded", "-o", out)
+	if r.Code != 0 {
+		t.Fatalf("exit %d: %s", r.Code, r.Stderr)
+	}
+	b, _ := os.ReadFile(out)
+	got := blockedUnder(t, string(b), "parked")[parked.Pid]
+	if got < 0.8 {
+		t.Errorf("pid %d blocked %.3fs under parked over a 1 s window, want ≥ 0.8 s:\n%s\n%s", parked.Pid, got, b, r.Stderr)
+	}
+}

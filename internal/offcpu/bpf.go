@@ -401,19 +401,35 @@ func (e *bpfEngine) thread(tid int) *bthr {
 // is off CPU at the attach and hands the kernel its id, keyed by the
 // attach time (what the kernel keys such a wait's start by).
 func (e *bpfEngine) readBefore() {
-	tids, err := e.s.FS.Tasks(e.s.Pid)
+	for _, pid := range e.livePids() {
+		e.readBeforeOf(pid)
+	}
+}
+
+// readBeforeOf is readBefore for the threads of one process: the target,
+// or another member of a set (its stack read through its own reader).
+// Every thread's state at the attach is kept (state0): one that then has
+// no event all window is judged by it, on or off CPU.
+func (e *bpfEngine) readBeforeOf(pid int) {
+	tids, err := e.s.FS.Tasks(pid)
 	if err != nil {
 		return
 	}
 	for _, tid := range tids {
 		th := e.thread(tid)
-		w := readWait(e.opt.FS, e.s.Pid, tid)
+		w := readWait(e.opt.FS, pid, tid)
 		th.state0 = w.State
 		if w.State == "R" || w.State == "" {
 			continue
 		}
 		e.res.Looks++
-		rec := pyRec{ids: e.stack(tid, nil), class: Classify(w, e.gilLo, e.gilHi), kern: e.procKernelStack(tid)}
+		var ids []int
+		if pid == e.s.Pid {
+			ids = e.stack(tid, nil)
+		} else {
+			ids = e.memberStack(pid, tid)
+		}
+		rec := pyRec{ids: ids, class: Classify(w, e.gilLo, e.gilHi), kern: e.procKernelStack(pid, tid)}
 		id := e.intern(rec)
 		pk := schedbpf.Pkey{Tid: uint32(tid), Ts: uint64(e.t0)}
 		if err := e.tr.Pyids.Update(pk, id, ebpf.UpdateAny); err != nil {
@@ -1036,8 +1052,8 @@ func (e *bpfEngine) userFrame(ip uint64) int {
 
 // procKernelStack reads the thread's kernel stack (task/TID/stack, root
 // only): the kernel stack of a wait that began before the attach.
-func (e *bpfEngine) procKernelStack(tid int) []int {
-	names, err := e.opt.FS.TaskStack(e.s.Pid, tid)
+func (e *bpfEngine) procKernelStack(pid, tid int) []int {
+	names, err := e.opt.FS.TaskStack(pid, tid)
 	if err != nil {
 		return nil
 	}

@@ -152,9 +152,12 @@
 // the same build at the target's addresses (a fork) as is, at other
 // addresses (an exec) after its addresses go in the walker's pyaddrs map,
 // another build refused (its stacks "[python stack not named: WHY]", the
-// account says why). User-space looks (waits the kernel
-// walk did not name, readBefore) read the target only: another member's
-// such waits stay unnamed. Each stack is rooted at "[pid N] argv…" when
+// account says why). User-space looks at waits the kernel
+// walk did not name read the target only: another member's such waits
+// stay unnamed. The waits in progress at the attach (readBefore) are
+// read in every live member, through its own reader when it is walked:
+// a thread that then has no switch at all in the window is off CPU for
+// it, under that stack, never taken for on CPU. Each stack is rooted at "[pid N] argv…" when
 // the set was asked for or more than one process was seen (-- CMD whose
 // children never came gives today's output); the processes account (per
 // process on/off/run-queue sums over its threads) goes to Result.Processes,

@@ -3,6 +3,7 @@
 package offcpu
 
 import (
+	"errors"
 	"time"
 
 	"github.com/pyobs/pyobs/internal/flame"
@@ -245,4 +246,59 @@ func (e *bpfEngine) account() {
 	}
 	sumProcesses(procs, e.res.Threads)
 	e.res.Processes, e.res.ProcessCounts = procs, c
+}
+
+// livePids are the processes whose threads were there at the attach: the
+// target, and a set's every live member.
+func (e *bpfEngine) livePids() []int {
+	if e.set == nil {
+		return []int{e.s.Pid}
+	}
+	pids := []int{e.s.Pid}
+	for _, pid := range e.set.set.Live() {
+		if pid != e.s.Pid {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// memberStack is the root-first Python stack of thread tid of member pid
+// (not the target), read through the member's own reader, or a marker.
+func (e *bpfEngine) memberStack(pid, tid int) []int {
+	var ids []int
+	if e.opt.Threads {
+		ids = append(ids, e.threadFrame(tid))
+	}
+	marker := func(s string) []int { return append(ids, e.prof.Intern(flame.Frame{Kind: flame.State, Function: s})) }
+	p, m := e.proc(pid)
+	if m == nil || m.Py == nil || m.Sym == nil {
+		// As its waits walked in the kernel: a member not walked (not
+		// Python, another build) is counted, not named.
+		why := "not read"
+		if m != nil {
+			why = m.Why()
+		}
+		return marker("[python stack not named: " + why + "]")
+	}
+	refs, err := m.Py.ThreadRefs()
+	if err != nil {
+		return marker("[unreadable]")
+	}
+	for _, r := range refs {
+		if r.NativeID != tid {
+			continue
+		}
+		frames, consistent, snapshot, err := m.Py.Stack(r.Addr, pyframes.Options{Retries: 1, Snapshot: true, Reuse: true})
+		switch {
+		case err != nil && !errors.Is(err, pyframes.ErrTorn):
+			return marker("[unreadable]")
+		case !consistent && !snapshot:
+			return marker("[torn read]")
+		case len(frames) == 0:
+			return marker("[no Python frames]")
+		}
+		return e.pythonIDsIn(ids, frames, p.frameIDs)
+	}
+	return marker("[no Python thread state]")
 }
