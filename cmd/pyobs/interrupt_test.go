@@ -51,7 +51,7 @@ func TestInterruptEndsCommand(t *testing.T) {
 		{"record-int", syscall.SIGINT, []string{"record", "-d", "60s", "-o", "OUT.folded"}, checkFolded},
 		{"trace", syscall.SIGTERM, []string{"trace", "-d", "60s", "--format", "json", "-o", "OUT.json"}, checkJSON},
 		{"trace-ptrace", syscall.SIGTERM, []string{"trace", "--engine", "ptrace", "-d", "60s", "--format", "json", "-o", "OUT.json"}, checkJSON},
-		{"stat", syscall.SIGTERM, []string{"stat", "-d", "60s", "--format", "json", "-o", "OUT.json"}, checkJSON},
+		{"stat", syscall.SIGTERM, []string{"stat", "--format", "json", "-o", "OUT.json"}, checkJSON},
 		{"offcpu", syscall.SIGTERM, []string{"offcpu", "-d", "60s", "-o", "OUT.folded"}, nil},
 		{"dump", syscall.SIGTERM, []string{"dump", "--after", "60s"}, checkDumpInterrupted},
 		{"dump-int", syscall.SIGINT, []string{"dump", "--after", "60s"}, checkDumpInterrupted},
