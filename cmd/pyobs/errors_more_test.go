@@ -130,6 +130,14 @@ func TestNoTargetEveryCommand(t *testing.T) {
 			badInput(t, exitUsage, []string{"stat", "-d", "300ms", "--cgroup", dir}, "cgroup "+dir, "not a cgroup v2 directory")
 		}
 	})
+	// A shell that runs python as a child (not by exec): record, offcpu
+	// and dump wait for the command itself, and say what it must do.
+	t.Run("cmd/shell-child-python", func(t *testing.T) {
+		py := testutil.Find(t, "pyenv-3.12")
+		for _, cmd := range [][]string{{"record"}, {"offcpu"}, {"dump"}} {
+			badInput(t, exitNotPython, append(cmd, "--", "sh", "-c", py.Argv[0]+" -c pass; true"), "never ran a Python interpreter", "must exec python")
+		}
+	})
 	t.Run("record/not-python", func(t *testing.T) {
 		c := exec.Command("sleep", "60")
 		if err := c.Start(); err != nil {

@@ -252,7 +252,9 @@ func (s *Session) WaitPython(ctx context.Context, after time.Duration) error {
 			code := s.ExitCode()
 			switch {
 			case s.Py == nil && (lastErr == nil || errors.Is(lastErr, pyframes.ErrNotPython)):
-				return fmt.Errorf("pid %d exited (status %d) and never ran a Python interpreter: %w", s.Pid, code, ErrNotPython)
+				// A shell that ran python as a child, not by exec, ends here:
+				// the command itself is the one waited for.
+				return fmt.Errorf("pid %d exited (status %d) and never ran a Python interpreter (the command itself must become Python: a shell must exec python, not run it as a child): %w", s.Pid, code, ErrNotPython)
 			case s.Py == nil:
 				return fmt.Errorf("pid %d exited (status %d) before its interpreter could be read: %w", s.Pid, code, lastErr)
 			}
