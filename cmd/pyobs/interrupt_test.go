@@ -185,3 +185,41 @@ func checkDumpInterrupted(t *testing.T, stdout, stderr, _ string) {
 		t.Errorf("a dump was printed though it was interrupted before it: %s", stdout)
 	}
 }
+
+// TestKilledObserverEndsCommand: pyobs killed with SIGKILL (nothing of it
+// runs after) while it observes a program it spawned: the program dies
+// with it (the kernel's parent-death signal), whether it was held before
+// its exec (record, trace) or spawned as it runs (stat).
+func TestKilledObserverEndsCommand(t *testing.T) {
+	testutil.RequireRoot(t)
+	in := testutil.Find(t, "pyenv-3.12")
+	dir := t.TempDir()
+	script := filepath.Join(dir, "spin.py")
+	if err := os.WriteFile(script, []byte(spinPidScript), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range [][]string{{"record", "-o", filepath.Join(dir, "r.folded")}, {"trace"}, {"stat"}, {"dump", "--after", "60s"}} {
+		t.Run(c[0], func(t *testing.T) {
+			pidFile := filepath.Join(dir, c[0]+".pid")
+			args := append(append(append(append([]string{}, c...), "--"), in.Argv...), script, pidFile)
+			cmd := exec.Command(testutil.Binary(t), args...)
+			var se bytes.Buffer
+			cmd.Stderr = &se
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan struct{})
+			go func() { _ = cmd.Wait(); close(done) }()
+			pid := waitPidFile(t, pidFile, done, &se)
+			defer syscall.Kill(pid, syscall.SIGKILL)
+			time.Sleep(500 * time.Millisecond) // the observation is under way
+			_ = cmd.Process.Kill()
+			<-done
+			for end := time.Now().Add(5 * time.Second); alive(pid); time.Sleep(20 * time.Millisecond) {
+				if time.Now().After(end) {
+					t.Fatalf("the spawned program (pid %d) outlived pyobs killed by SIGKILL", pid)
+				}
+			}
+		})
+	}
+}

@@ -138,6 +138,7 @@ func spawnHeld(argv []string, stdout *os.File) (*Session, error) {
 	env = append(env, holdEnv+"=3,4")
 	cmd := &exec.Cmd{Path: "/proc/self/exe", Args: argv, Env: env, ExtraFiles: []*os.File{rr, ew}}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, os.Stderr
+	cmd.SysProcAttr = orphanKill()
 	err = cmd.Start()
 	_ = rr.Close()
 	_ = ew.Close()
@@ -208,4 +209,13 @@ func (s *Session) Unhold() {
 	_ = h.release.Close()
 	_ = h.errs.Close()
 	<-s.waited
+}
+
+// orphanKill makes a program pyobs spawns die with pyobs (SIGKILL when
+// the thread that started it exits: pyobs killed, even by SIGKILL), so
+// that no -- CMD outlives the observation. It is the forking OS thread's
+// death that counts: no goroutine of pyobs exits with its thread locked
+// but the ptrace tracer's, whose own children it starts itself.
+func orphanKill() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }

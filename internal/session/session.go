@@ -224,6 +224,7 @@ func spawn(argv []string, stdout *os.File) (*Session, error) {
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, os.Stderr
+	cmd.SysProcAttr = orphanKill()
 	if err := cmd.Start(); err != nil {
 		return nil, CommandError(argv[0], err)
 	}
