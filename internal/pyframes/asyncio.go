@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/pyobs/pyobs/internal/output"
 	"path/filepath"
 	"strings"
 )
@@ -493,7 +494,8 @@ func (ar *asyncReader) taskName(obj uint64) (string, error) {
 		}
 		return fmt.Sprintf("Task-%d", v), nil
 	case tp == r.types.unicode && tp != 0:
-		return r.str(obj, maxTaskName)
+		s, err := r.str(obj, maxTaskName)
+		return output.Printable(s), err
 	}
 	return "", fmt.Errorf("name of type %q", ar.typeName(tp))
 }

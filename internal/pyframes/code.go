@@ -3,6 +3,7 @@ package pyframes
 import (
 	"errors"
 	"fmt"
+	"github.com/pyobs/pyobs/internal/output"
 )
 
 // codeInfo is what a frame needs from its code object, read once per code
@@ -113,6 +114,8 @@ func (p *Process) loadCode(addr uint64, hdr []byte, key codeKey) (*codeInfo, err
 	if ci.file, err = r.str(le64(hdr, l.CodeFilename), maxFileChars); err != nil {
 		return nil, fmt.Errorf("code object 0x%x: filename: %w", addr, err)
 	}
+	// The target chose them: nothing in them may act on a terminal.
+	ci.name, ci.file = output.Printable(ci.name), output.Printable(ci.file)
 	if ci.table, _, err = r.bytesObj(le64(hdr, l.CodeLinetable), maxTableBytes); err != nil {
 		return nil, fmt.Errorf("code object 0x%x: line table: %w", addr, err)
 	}

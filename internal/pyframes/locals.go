@@ -3,6 +3,7 @@ package pyframes
 import (
 	"bytes"
 	"fmt"
+	"github.com/pyobs/pyobs/internal/output"
 	"math"
 	"strconv"
 	"strings"
@@ -68,7 +69,7 @@ func (p *Process) locals(frame uint64, ci *codeInfo) []Local {
 			}
 		}
 		typ, val := p.render(v)
-		out = append(out, Local{Name: name, Type: typ, Value: val})
+		out = append(out, Local{Name: output.Printable(name), Type: output.Printable(typ), Value: output.Printable(val)})
 	}
 	return out
 }

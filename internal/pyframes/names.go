@@ -2,6 +2,7 @@ package pyframes
 
 import (
 	"fmt"
+	"github.com/pyobs/pyobs/internal/output"
 	"time"
 )
 
@@ -169,7 +170,7 @@ func (p *Process) threadEntries(active uint64, native bool) ([]ThreadName, error
 	out := ents[:0]
 	for i, ent := range ents {
 		if errs[i] == nil {
-			ent.Name = texts[i]
+			ent.Name = output.Printable(texts[i]) // the target chose it: nothing in it may act on a terminal
 			out = append(out, ent)
 		}
 	}
