@@ -133,6 +133,11 @@ func runDump(cmd *cobra.Command, g *globals, f *dumpFlags, args []string) error 
 	if err != nil {
 		return err
 	}
+	if len(spec.Argv) == 0 && (cmd.Flags().Changed("after") || f.kill) {
+		// They say what to do with a program pyobs starts: taken for a
+		// -p process they would be silently ignored.
+		return usagef("dump: --after and --kill apply to -- CMD (a process given with -p is read now and left running)")
+	}
 	spec.After = f.after
 	// A set the user asked for is printed as a set; -- CMD's implicit
 	// --children only when CMD has children at the dump's instant.

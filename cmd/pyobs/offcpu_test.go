@@ -274,7 +274,7 @@ func TestOffcpuExclude(t *testing.T) {
 		t.Errorf("reader's read_pipe wait %.3fs of %.3fs: the filter took more than nap", got, out.Result.WindowS)
 	}
 	r := testutil.Run(t, 10*time.Second, "offcpu", "-p", "1", "--exclude", "(")
-	if r.Code != 2 || !strings.Contains(r.Stderr, "--exclude") {
+	if r.Code != 2 || !strings.Contains(r.Stderr, `--exclude "(" is not a regular expression: missing closing )`) || strings.Contains(r.Stderr, "error parsing") {
 		t.Errorf("bad regexp: exit %d %q", r.Code, r.Stderr)
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -140,7 +141,10 @@ func runRecord(cmd *cobra.Command, g *globals, f *recordFlags, args []string) er
 	// then the exec is said (exit status 3).
 	execed := session.IsExeced(err)
 	if err != nil && !execed {
-		abort(s)                                        // a held command that never ran is let go unrun
+		abort(s) // a held command that never ran is let go unrun
+		if errors.Is(err, record.ErrSetNeedsBPF) {
+			return usageError{err} // flags that do not go together: exit 2
+		}
 		return record.WallHint(execFailed(err), f.mode) // perf refused: --mode wall needs no perf events
 	}
 	if note := prof.Meta.KernelNote(); note != "" {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"regexp/syntax"
 
 	"github.com/pyobs/pyobs/internal/capability"
 	"github.com/pyobs/pyobs/internal/fallback"
@@ -151,7 +152,13 @@ func CompileExclude(patterns []string) ([]*regexp.Regexp, error) {
 	for _, e := range patterns {
 		re, err := regexp.Compile(e)
 		if err != nil {
-			return nil, fmt.Errorf("offcpu: --exclude %q: %v", e, err)
+			// The reason in a few words (Go's message repeats the pattern).
+			why := err.Error()
+			var se *syntax.Error
+			if errors.As(err, &se) {
+				why = string(se.Code)
+			}
+			return nil, fmt.Errorf("offcpu: --exclude %q is not a regular expression: %s", e, why)
 		}
 		out = append(out, re)
 	}

@@ -259,7 +259,7 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*flame.Profile, 
 		}
 	}
 	if opt.SetRequired && (opt.Mode != "cpu" || want == fallback.NoBPF || opt.Native) {
-		return nil, errors.New("several processes (several -p, --children, --cgroup, --all) are recorded by cpu mode's bpf engine; --native, --async, --greenlets, --engine perf, wall and gil read one process from user space")
+		return nil, ErrSetNeedsBPF
 	}
 	r.opt.Engine = opt.Engine
 	r.tids.Refresh()
@@ -882,3 +882,7 @@ func perfError(pid int, err error) error {
 	}
 	return fmt.Errorf("pid %d: %w", pid, err)
 }
+
+// ErrSetNeedsBPF: several processes were asked of a mode or engine that
+// reads one process from user space (bad flags: the caller says so).
+var ErrSetNeedsBPF = errors.New("several processes (several -p, --children, --cgroup, --all) are recorded by cpu mode's bpf engine; --native, --async, --greenlets, --engine perf, wall and gil read one process from user space")
