@@ -3,6 +3,7 @@ package session
 import (
 	"errors"
 	"fmt"
+	"github.com/pyobs/pyobs/internal/output"
 	"strings"
 	"sync"
 	"time"
@@ -25,18 +26,28 @@ type ExecedError struct {
 }
 
 func (e *ExecedError) Error() string {
-	return fmt.Sprintf("pid %d exec'd a new program (now %s; was %s): its memory replaced, the run ended at the exec with what was read before it; nothing after it is named", e.Pid, e.Now(), e.Was)
+	return fmt.Sprintf("pid %d exec'd a new program (now %s; was %s): its memory replaced, the run ended at the exec with what was read before it; nothing after it is named", e.Pid, e.Now(), cut(e.Was))
 }
 
-// Now is the command line of the program it became, on one line.
+// Now is the command line of the program it became, on one line, its
+// control characters escaped, cut at nowMax characters ("…"): a python -c
+// script would otherwise fill a screen in every message.
 func (e *ExecedError) Now() string {
 	if len(e.Argv) == 0 {
 		return "(its command line unreadable)"
 	}
-	return oneLine(strings.Join(e.Argv, " "))
+	return cut(output.Printable(strings.Join(e.Argv, " ")))
 }
 
-func oneLine(s string) string { return strings.ReplaceAll(s, "\n", `\n`) }
+// cut is s cut at nowMax characters ("…").
+func cut(s string) string {
+	if r := []rune(s); len(r) > nowMax {
+		return string(r[:nowMax-1]) + "…"
+	}
+	return s
+}
+
+const nowMax = 120
 
 func (e *ExecedError) Unwrap() error { return ErrExeced }
 
@@ -57,7 +68,7 @@ func (s *Session) watchExec() {
 	defer s.exec.mu.Unlock()
 	s.exec.mm, s.exec.ok = s.FS.MemLayout(s.Pid)
 	if argv, err := s.FS.Cmdline(s.Pid); err == nil {
-		s.exec.was = oneLine(strings.Join(argv, " "))
+		s.exec.was = output.Printable(strings.Join(argv, " "))
 	}
 }
 

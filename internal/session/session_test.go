@@ -93,3 +93,17 @@ func TestRefusalAfterExecIsTheExec(t *testing.T) {
 		t.Errorf("error %q does not say what failed and what the target became", err)
 	}
 }
+
+// TestExecedNowShort: the program a target became is said on one line,
+// escaped, and cut (a python -c script would fill a screen).
+func TestExecedNowShort(t *testing.T) {
+	script := "import time\n" + strings.Repeat("x = 1\n", 200) + "\x1b[2J"
+	e := &ExecedError{Pid: 7, Argv: []string{"python3", "-c", script}, Was: "python3 " + strings.Repeat("a", 300)}
+	now, msg := e.Now(), e.Error()
+	if n := len([]rune(now)); n > nowMax || !strings.HasSuffix(now, "…") || strings.ContainsAny(now, "\n\x1b") {
+		t.Errorf("Now() = %q (%d characters)", now, n)
+	}
+	if len(msg) > 3*nowMax+200 || strings.ContainsAny(msg, "\n\x1b") {
+		t.Errorf("Error() = %q", msg)
+	}
+}
