@@ -80,10 +80,7 @@ func engineNote(m flame.Meta) string {
 	if m.BPFNSPerSample > 0 {
 		bpf = fmt.Sprintf("%.2f µs", m.BPFNSPerSample/1e3)
 	}
-	per := 0.0
-	if m.Samples > 0 {
-		per = 1e6 * m.ObserverCPUS / float64(m.Samples)
-	}
+	per := perSample(m)
 	mapOnly := ""
 	if m.MapOnly {
 		mapOnly = " (thread states from the tid map alone: the threads agreed on no TLS offset, so a thread is walked only once user space has mapped it)"
@@ -105,7 +102,7 @@ func engineNote(m flame.Meta) string {
 	if m.CountsRaced > 0 {
 		partly += fmt.Sprintf("; %d samples counted in the kernel's cache as pyobs read it (a run stalled past the read's wait): each may be missing or counted twice", m.CountsRaced)
 	}
-	return fmt.Sprintf(" (bpf engine: stacks walked in the kernel at each sample: exact %d (%.2f %% of walks), truncated %d, faulted %d, invalid %d, not Python %d%s, no frames %d%s%s; BPF run time per sample %s, bpf stats %s; observer CPU %.1f µs per sample)",
+	return fmt.Sprintf(" (bpf engine: stacks walked in the kernel at each sample: exact %d (%.2f %% of walks), truncated %d, faulted %d, invalid %d, not Python %d%s, no frames %d%s%s; BPF run time per sample %s, bpf stats %s; observer CPU %s per sample)",
 		m.Exact, pct, m.KernelTruncated, m.KernelFaulted, m.KernelInvalid, m.NotPython, mapOnly, m.NoFrames, held, partly, bpf, m.BPFStats, per)
 }
 
@@ -117,14 +114,20 @@ func AsyncFooter(p *flame.Profile, a *AsyncStats) string {
 	if m.Samples > 0 {
 		pct = 100 * float64(a.InTask) / float64(m.Samples)
 	}
-	per := 0.0
-	if m.Samples > 0 {
-		per = 1e6 * m.ObserverCPUS / float64(m.Samples)
-	}
-	s := fmt.Sprintf("pyobs record --async: %d samples rooted at a task (%.1f %%), %d outside any task, %d task changed during the read, %d task unreadable, %d awaiter chain cut, %d with the coroutine off the stack; %d task reads; observer CPU %.1f µs per sample",
+	per := perSample(m)
+	s := fmt.Sprintf("pyobs record --async: %d samples rooted at a task (%.1f %%), %d outside any task, %d task changed during the read, %d task unreadable, %d awaiter chain cut, %d with the coroutine off the stack; %d task reads; observer CPU %s per sample",
 		a.InTask, pct, a.NoTask, a.Changed, a.Unreadable, a.ChainCut, a.CoroNotOnStack, a.TaskReads, per)
 	if a.Note != "" {
 		s += "; " + a.Note
 	}
 	return s
+}
+
+// perSample is pyobs's CPU per sample ("n/a" when there was none: a
+// stopped or idle target).
+func perSample(m flame.Meta) string {
+	if m.Samples == 0 {
+		return "n/a (no samples)"
+	}
+	return fmt.Sprintf("%.1f µs", 1e6*m.ObserverCPUS/float64(m.Samples))
 }

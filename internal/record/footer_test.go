@@ -32,3 +32,16 @@ func TestFooterUnobservedStart(t *testing.T) {
 		t.Errorf("spawned, not said: %s", s)
 	}
 }
+
+// TestEngineNoteNoSamples: a recording of a stopped or idle target says
+// its CPU per sample is not applicable, not 0.0 µs.
+func TestEngineNoteNoSamples(t *testing.T) {
+	m := flame.Meta{Engine: EngineBPF, ObserverCPUS: 0.01}
+	if s := engineNote(m); !strings.Contains(s, "observer CPU n/a (no samples) per sample") {
+		t.Errorf("no samples: %s", s)
+	}
+	m.Samples = 1000
+	if s := engineNote(m); !strings.Contains(s, "observer CPU 10.0 µs per sample") {
+		t.Errorf("1000 samples: %s", s)
+	}
+}
