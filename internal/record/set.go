@@ -27,7 +27,7 @@ type SetCounts struct {
 type ProcessAccount struct {
 	procset.Account
 	Samples uint64  `json:"samples"`
-	CPUS    float64 `json:"cpu_s"` // CPU seconds it used while observed (last reading)
+	CPUS    float64 `json:"cpu_s"` // CPU seconds it used while observed (last reading: for one that exited, its last reading before the exit, a lower bound)
 	// Stopped: its threads seen stopped by someone else (absent: never).
 	Stopped *flame.Stopped `json:"stopped,omitempty"`
 }
@@ -44,6 +44,12 @@ func SetFooter(a *SetAccount) string {
 		procs[i] = p.Account
 	}
 	return procset.Footer("record", a.Counts.Counts, extra, procs, func(i int) string {
-		return fmt.Sprintf("%d samples, %.2f CPU s", a.Processes[i].Samples, a.Processes[i].CPUS)
+		p := a.Processes[i]
+		if p.Exited {
+			// Read every look, at most 200 ms apart: what it ran after the
+			// last one before its exit is sampled, not in this figure.
+			return fmt.Sprintf("%d samples, ≥ %.2f CPU s (its last reading before the exit)", p.Samples, p.CPUS)
+		}
+		return fmt.Sprintf("%d samples, %.2f CPU s", p.Samples, p.CPUS)
 	})
 }
