@@ -180,6 +180,20 @@ func TestLeaderExited(t *testing.T) {
 		}
 	})
 
+	// offcpu: the zombie leader has no wait (it died before the window):
+	// none of its time, and not its last stack, is in the profile.
+	t.Run("offcpu", func(t *testing.T) {
+		out := filepath.Join(t.TempDir(), "le.folded")
+		r := testutil.Run(t, time.Minute, "offcpu", "--engine", "bpf", "-p", pid, "-d", "1s", "--format", "folded", "-o", out)
+		if r.Code != 0 {
+			t.Fatalf("exit %d: %s", r.Code, r.Stderr)
+		}
+		b, _ := os.ReadFile(out)
+		if strings.Contains(string(b), "<module>") || !strings.Contains(string(b), "worker_loop") {
+			t.Errorf("the dead leader's stack is a wait, or the worker's waits are missing:\n%s", b)
+		}
+	})
+
 	t.Run("mem", func(t *testing.T) {
 		// The kernel refuses a uprobe on the zombie leader (ESRCH): the
 		// probes go on a live thread, which shares the process's memory.

@@ -419,6 +419,13 @@ func (e *bpfEngine) readBeforeOf(pid int) {
 		th := e.thread(tid)
 		w := readWait(e.opt.FS, pid, tid)
 		th.state0 = w.State
+		if w.State == "Z" || w.State == "X" {
+			// A thread that exited before the window (a main thread ended
+			// by pthread_exit stays listed, a zombie, while the others
+			// run): no wait of its, and its stack is the one it died with.
+			th.acc.gone = true
+			continue
+		}
 		if w.State == "R" || w.State == "" {
 			continue
 		}
