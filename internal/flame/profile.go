@@ -130,6 +130,9 @@ type Meta struct {
 	// it ([lost to the exec]).
 	Execed     string `json:"execed,omitempty"`
 	LostToExec uint64 `json:"lost_to_exec,omitempty"`
+	// TargetExited (-p PID): the target exited before the window's end,
+	// which ended the recording there (duration_s).
+	TargetExited bool `json:"target_exited,omitempty"`
 	// NamesByAge (bpf): why the code objects of this recording could only
 	// be re-checked by age (kwalk.Symbolizer: no code-object generation
 	// to tell a freed and reused address by); empty when they could.

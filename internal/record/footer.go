@@ -49,6 +49,9 @@ func Footer(p *flame.Profile, out string) string {
 	if m.UnobservedS > 0 {
 		unobs = fmt.Sprintf("; the command's first %.2fs (its start-up, the sampler's loading) ran before the recording began", m.UnobservedS)
 	}
+	if m.TargetExited {
+		unobs += fmt.Sprintf("; the target exited after %.1fs, which ended the recording", m.DurationS)
+	}
 	if m.Execed != "" {
 		unobs += fmt.Sprintf("; the target exec'd (%s): the recording ended there, %d samples not named from the program sampled ([lost to the exec])", m.Execed, m.LostToExec)
 	}

@@ -45,3 +45,16 @@ func TestEngineNoteNoSamples(t *testing.T) {
 		t.Errorf("1000 samples: %s", s)
 	}
 }
+
+// TestFooterTargetExited: a -p target that exited before -d is said to
+// have ended the recording.
+func TestFooterTargetExited(t *testing.T) {
+	p := flame.New(flame.Meta{Command: "record", Mode: "cpu", Samples: 5, DurationS: 1.4})
+	if s := Footer(p, ""); strings.Contains(s, "exited") {
+		t.Errorf("not exited, yet: %s", s)
+	}
+	p.Meta.TargetExited = true
+	if s := Footer(p, ""); !strings.Contains(s, "the target exited after 1.4s, which ended the recording") {
+		t.Errorf("exited, not said: %s", s)
+	}
+}

@@ -830,6 +830,7 @@ func (r *Recorder) finish() {
 	if r.lagN > 0 {
 		m.ReadLagUS = float64(r.lagSum) / float64(r.lagN) / 1e3
 	}
+	m.TargetExited = !r.s.Spawned() && r.execed == nil && !r.s.Alive()
 	m.AchievedHz = r.achieved()
 	m.ObserverCPUS = (clock.ObserverCPU() - r.cpu0).Seconds()
 	if r.nat != nil {
