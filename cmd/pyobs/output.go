@@ -70,10 +70,14 @@ func writeFlame(out, format string, p *flame.Profile, o flame.WriteOptions) erro
 }
 
 // textFormat is --format for a command that writes a text or JSON report
-// (def when --format is absent).
+// (absent: json when -o names a .json file, as record's -o picks its
+// format by extension; else def).
 func textFormat(command string, g *globals, def string) (string, error) {
 	switch g.format {
 	case "":
+		if output.ToFile(g.output) && strings.HasSuffix(strings.ToLower(g.output), ".json") {
+			return "json", nil
+		}
 		return def, nil
 	case "text", "json":
 		return g.format, nil

@@ -263,3 +263,19 @@ func TestOutputDirCheckedFirst(t *testing.T) {
 		t.Errorf("stat -- CMD with an unwritable -o spawned the command")
 	}
 }
+
+// TestJSONByExtension: a report command given -o FILE.json without
+// --format writes JSON, as record's -o picks its format by extension.
+func TestJSONByExtension(t *testing.T) {
+	testutil.RequireRoot(t)
+	tg := sleeperPy(t)
+	for _, c := range [][]string{{"dump"}, {"stat", "-d", "300ms"}, {"trace", "-d", "300ms"}} {
+		out := filepath.Join(t.TempDir(), "r.JSON")
+		r := testutil.Run(t, time.Minute, append(c, "-p", strconv.Itoa(tg.Pid), "-o", out)...)
+		b, _ := os.ReadFile(out)
+		var v map[string]any
+		if r.Code != 0 || json.Unmarshal(b, &v) != nil {
+			t.Errorf("%v -o %s: exit %d, not JSON: %.200s", c, out, r.Code, b)
+		}
+	}
+}
