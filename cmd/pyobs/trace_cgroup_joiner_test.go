@@ -4,7 +4,6 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -49,18 +48,7 @@ time.sleep(1)
 // after are named.
 func TestTraceCgroupJoinerUnread(t *testing.T) {
 	testutil.RequireRoot(t)
-	root := "/sys/fs/cgroup"
-	if _, err := os.Stat(filepath.Join(root, "cgroup.controllers")); err != nil {
-		root = "/sys/fs/cgroup/unified" // hybrid: the v2 hierarchy beside v1's
-	}
-	if _, err := os.Stat(filepath.Join(root, "cgroup.procs")); err != nil {
-		testutil.Skip(t, "no cgroup v2 hierarchy")
-	}
-	cg := filepath.Join(root, fmt.Sprintf("pyobs-joiner-test-%d", os.Getpid()))
-	if err := os.Mkdir(cg, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.Remove(cg) })
+	cg := makeV2Cgroup(t)
 	py := testutil.Find(t, "pyenv-3.12")
 	// The target: in the cgroup from the start, idle.
 	seed := startInCgroup(t, cg, py, "import sys, time\nprint('READY', flush=True)\nsys.stdin.readline()\ntime.sleep(30)")
