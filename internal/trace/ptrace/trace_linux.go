@@ -205,8 +205,12 @@ type tracee struct {
 	// or a signal without handler): the kernel runs it again, as the same
 	// call or restart_syscall, still the one begun at began.
 	restarting bool
-	cont       bool      // the call in progress is such a call's restart_syscall
+	cont       bool      // the call in progress goes on such a call (restart_syscall, or itself again)
 	began      time.Time // when the call in progress was entered
+	// entrySeen: the call's syscall-entry stop was taken (a seccomp
+	// tracee resumed with PTRACE_SYSCALL after an interrupted call): its
+	// seccomp stop, which comes next, is the same entry.
+	entrySeen bool
 	nr         int
 	args       [6]uint64
 	resumed    time.Time // when it was last resumed
@@ -682,8 +686,10 @@ func (t *tracer) loop() error {
 		x.resumed = time.Now()
 		t.st.Stopped += x.resumed.Sub(now)
 		resume, how := unix.PtraceSyscall, "PTRACE_SYSCALL"
-		if t.seccomp && !x.inSyscall {
-			// Outside a traced call: run until the filter stops the next one.
+		if t.seccomp && !x.inSyscall && !x.restarting {
+			// Outside a traced call: run until the filter stops the next one
+			// (after an interrupted call, to its next entry: is it the
+			// same call going on?).
 			resume, how = unix.PtraceCont, "PTRACE_CONT"
 		}
 		if err := resume(tid, resumeSig); err != nil && !errors.Is(err, unix.ESRCH) {
@@ -731,18 +737,33 @@ func (t *tracer) syscallStop(tid int, x *tracee, now time.Time) {
 	op := t.info[0]
 	switch op {
 	case syscallInfoEntry, syscallInfoSeccomp:
-		x.inSyscall = true
 		nr := int(le64(t.info[24:]))
-		if x.restarting && nr == unix.SYS_RESTART_SYSCALL {
-			// The interrupted call goes on: counted as itself (its number,
-			// arguments and start), as the program made it.
-			x.restarting, x.cont = false, true
+		if op == syscallInfoSeccomp && x.entrySeen {
+			x.entrySeen = false // the same entry, its seccomp stop
 			return
 		}
-		if !x.restarting || nr != x.nr {
-			x.began = now
+		x.entrySeen = false
+		if x.restarting {
+			// The last call was interrupted (ERESTART*): the tracee was
+			// resumed to its next entry, whatever it is.
+			x.restarting = false
+			if nr == unix.SYS_RESTART_SYSCALL || nr == x.nr {
+				// The interrupted call goes on: counted as itself (its
+				// number, arguments and start), as the program made it.
+				x.inSyscall, x.cont = true, true
+				x.entrySeen = op == syscallInfoEntry
+				return
+			}
+			if t.seccomp && op == syscallInfoEntry {
+				// A new call (a handler ran: the program got EINTR),
+				// seen only for the check above: traced if the filter
+				// stops it (its seccomp stop comes next).
+				x.inSyscall = false
+				return
+			}
 		}
-		x.restarting, x.cont = false, false
+		x.inSyscall, x.cont = true, false
+		x.began = now
 		x.nr = nr
 		for i := range x.args {
 			x.args[i] = le64(t.info[32+8*i:])
@@ -818,6 +839,10 @@ func (t *tracer) detachAll() {
 		}
 		sig, event := stopOf(ws)
 		switch {
+		case sig == unix.SIGTRAP|0x80, sig == unix.SIGTRAP && event == unix.PTRACE_EVENT_SECCOMP && !t.preExec:
+			// A call's entry or exit met on the way out: a call that
+			// returned is no longer in progress (and is counted).
+			t.syscallStop(tid, x, time.Now())
 		case sig == unix.SIGTRAP && event == unix.PTRACE_EVENT_CLONE:
 			if msg, err := unix.PtraceGetEventMsg(tid); err == nil {
 				if tgidOf(int(msg)) != t.pid && tgidOf(int(msg)) > 0 {
