@@ -211,12 +211,12 @@ type tracee struct {
 	// tracee resumed with PTRACE_SYSCALL after an interrupted call): its
 	// seccomp stop, which comes next, is the same entry.
 	entrySeen bool
-	nr         int
-	args       [6]uint64
-	resumed    time.Time // when it was last resumed
-	listening  bool      // kept in a group stop with PTRACE_LISTEN
-	stopped    bool      // in a stop we have not resumed (end phase)
-	detachSig  int
+	nr        int
+	args      [6]uint64
+	resumed   time.Time // when it was last resumed
+	listening bool      // kept in a group stop with PTRACE_LISTEN
+	stopped   bool      // in a stop we have not resumed (end phase)
+	detachSig int
 }
 
 type tracer struct {
