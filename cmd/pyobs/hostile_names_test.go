@@ -11,7 +11,8 @@ import (
 
 // A target whose function, file, thread and local names carry what a
 // terminal acts on (escape sequences, BEL, a newline, a bidi override).
-const hostileNames = `import threading, time
+const hostileNames = `import ctypes, threading, time
+ctypes.CDLL(None).prctl(15, b"comm\x1b[2J\x07", 0, 0, 0)  # PR_SET_NAME: the main thread's comm
 def work(v):
     time.sleep(600)
 code = work.__code__.replace(co_name="evil\x1b]0;pwned\x07\x1b[2J", co_qualname="evil\x1b]0;pwned\x07\x1b[2J",
@@ -26,7 +27,8 @@ time.sleep(600)
 
 // TestHostileNamesEscaped: nothing the target names reaches the reader's
 // terminal as a control character: dump (with locals), offcpu and record
-// text and folded output carry the names escaped (\x1b, \u202e).
+// text and folded output carry the names escaped (\x1b, \u202e); stat
+// the threads' comm.
 func TestHostileNamesEscaped(t *testing.T) {
 	testutil.RequireRoot(t)
 	tg := startInline(t, testutil.Find(t, "pyenv-3.12"), hostileNames, nil)
@@ -36,6 +38,7 @@ func TestHostileNamesEscaped(t *testing.T) {
 		{"offcpu", "-d", "500ms"},
 		{"offcpu", "-d", "500ms", "--format", "folded", "--threads"},
 		{"record", "--mode", "wall", "-d", "500ms", "--format", "folded", "--threads"},
+		{"stat", "-d", "300ms"},
 	} {
 		r := testutil.Run(t, time.Minute, append(args, "-p", pid)...)
 		if r.Code != 0 {
@@ -47,6 +50,12 @@ func TestHostileNamesEscaped(t *testing.T) {
 			}
 		}
 		// (folded output writes a label's ';' as ':')
+		if args[0] == "stat" {
+			if !strings.Contains(r.Stdout, `comm\x1b[2J\x07`) {
+				t.Errorf("stat: the comm is not there, escaped:\n%s", r.Stdout)
+			}
+			continue
+		}
 		if !strings.Contains(r.Stdout, `evil\x1b]0`) || !strings.Contains(r.Stdout, `pwned\x07\x1b[2J`) || !strings.Contains(r.Stdout, `red\u202e.py`) {
 			t.Errorf("%v: the function's name is not there, escaped:\n%s", args, r.Stdout)
 		}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/pyobs/pyobs/internal/output"
 	"runtime"
 	"sort"
 	"strconv"
@@ -909,7 +910,7 @@ func (e *bpfEngine) wakerFrames(k schedbpf.Okey) []int {
 		}
 		b = append(b, byte(c))
 	}
-	comm := string(b)
+	comm := output.Printable(string(b)) // any process's name: its own to choose
 	var who string
 	switch {
 	case int(k.Wtgid) == e.s.Pid:

@@ -34,6 +34,8 @@ func ShortArgv(argv []string, n int) string {
 				b.WriteString(`\t`)
 			case unicode.IsControl(r):
 				fmt.Fprintf(&b, "\\x%02x", r)
+			case unicode.Is(unicode.Cf, r): // bidi overrides, zero-width: they reorder or hide text
+				fmt.Fprintf(&b, "\\u%04x", r)
 			default:
 				b.WriteRune(r)
 			}

@@ -3,6 +3,7 @@ package pyframes
 import (
 	"errors"
 	"fmt"
+	"github.com/pyobs/pyobs/internal/output"
 	"strings"
 )
 
@@ -190,7 +191,7 @@ func (rt *RunningTasks) name(obj uint64) (string, error) {
 		n := le64(b, l.UnicodeLength)
 		kind, compact, ascii := l.unicodeState(b)
 		if kind == 1 && compact && ascii && l.ASCIISize+n <= nameInline {
-			return string(b[l.ASCIISize : l.ASCIISize+n]), nil
+			return output.Printable(string(b[l.ASCIISize : l.ASCIISize+n])), nil // ASCII has ESC and BEL too
 		}
 	case tp == r.types.long && tp != 0 && l.Version.atLeast(12):
 		// 3.12+: lv_tag = ndigits<<3 | sign (0 positive); 30-bit digits.

@@ -3,6 +3,7 @@ package report
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/pyobs/pyobs/internal/output"
 	"io"
 	"math"
 	"sort"
@@ -35,7 +36,7 @@ func WriteStatText(w io.Writer, st *Stat) error {
 			what += fmt.Sprintf(", exit status %d", *st.ExitCode)
 		}
 	}
-	p("pyobs stat: pid %d (%s), %s, %d threads\n", st.Pid, st.Comm, what, len(st.Threads))
+	p("pyobs stat: pid %d (%s), %s, %d threads\n", st.Pid, output.Printable(st.Comm), what, len(st.Threads))
 	if !st.Complete && st.Mode != "run" {
 		p("  (incomplete: the process exited before the window ended; this is what was measured)\n")
 	}
@@ -160,6 +161,7 @@ func WriteStatText(w io.Writer, st *Stat) error {
 			if t.PythonName != "" && t.PythonName != t.Comm {
 				name = fmt.Sprintf("%s [%s]", t.PythonName, t.Comm)
 			}
+			name = output.Printable(name) // a thread's comm is its own to set (prctl)
 			if t.New {
 				name += " (new)"
 			}
