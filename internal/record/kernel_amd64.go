@@ -343,6 +343,7 @@ func (r *Recorder) runKernel(ctx context.Context, deadline <-chan time.Time, k *
 			_ = k.w.SetThreads(refs)
 			r.achieved()
 			if !r.s.Alive() {
+				r.targetEnded = true
 				break
 			}
 			r.progress()

@@ -88,11 +88,13 @@ type Progress struct {
 
 // Recorder holds a recording's state.
 type Recorder struct {
-	s     *session.Session
-	opt   Options
-	prof  *flame.Profile
-	tids  *session.TidMap
-	namer *session.ThreadNamer // --threads: the target's thread names, learned while it lives
+	// targetEnded: the loop ended because the target exited (not -d).
+	targetEnded bool
+	s           *session.Session
+	opt         Options
+	prof        *flame.Profile
+	tids        *session.TidMap
+	namer       *session.ThreadNamer // --threads: the target's thread names, learned while it lives
 	// A set's other processes (--threads): each one's thread names, by
 	// pid, read through its own interpreter (memberPy: nil until it is
 	// read, or never for a refused one).
@@ -448,6 +450,7 @@ func (r *Recorder) runCPU(ctx context.Context, deadline <-chan time.Time) error 
 			lastCheck = time.Now()
 			r.achieved() // refreshes the target's CPU time while it can still be read
 			if !r.s.Alive() {
+				r.targetEnded = true
 				break
 			}
 			r.progress()
@@ -552,6 +555,7 @@ func (r *Recorder) runTimer(ctx context.Context, deadline <-chan time.Time) erro
 			lastCheck = time.Now()
 			r.tids.Refresh()
 			if !r.s.Alive() {
+				r.targetEnded = true
 				return nil
 			}
 			r.progress()
@@ -830,7 +834,7 @@ func (r *Recorder) finish() {
 	if r.lagN > 0 {
 		m.ReadLagUS = float64(r.lagSum) / float64(r.lagN) / 1e3
 	}
-	m.TargetExited = !r.s.Spawned() && r.execed == nil && !r.s.Alive()
+	m.TargetExited = r.targetEnded && !r.s.Spawned() && r.execed == nil
 	m.AchievedHz = r.achieved()
 	m.ObserverCPUS = (clock.ObserverCPU() - r.cpu0).Seconds()
 	if r.nat != nil {
