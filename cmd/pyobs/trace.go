@@ -133,7 +133,7 @@ func runTrace(cmd *cobra.Command, g *globals, f *traceFlags, args []string) erro
 		return usagef("trace: -e names no syscall: give names (-e openat,read), or drop -e to trace every call")
 	}
 	if f.log && format == "json" {
-		return usagef("trace: --log writes text lines; use --format text")
+		return usagef("trace: --log writes text lines, not JSON (--format json, or -o FILE.json): give --format text")
 	}
 	// -- CMD is held before its exec while the eBPF programs load and
 	// attach, then released: counted from its first instruction, its
