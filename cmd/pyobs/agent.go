@@ -146,6 +146,10 @@ func runAgent(cmd *cobra.Command, g *globals, f *agentFlags, args []string) erro
 		return usagef("agent: nowhere to export: give --otlp URL, --pyroscope URL or --metrics ADDR")
 	case f.offWindow < 0 || f.offWindow > 0 && !f.offcpu:
 		return usagef("agent: --offcpu-window takes a positive duration, with --offcpu")
+	case f.offWindow > 0 && f.offWindow < time.Second:
+		// Each span starts offcpu's engine anew (~0.15 s of CPU): a
+		// shorter span would cost more than a core.
+		return usagef("agent: --offcpu-window %v is too short (at least 1s: each span loads offcpu's engine, ~0.15 s of CPU)", f.offWindow)
 	case f.red && f.metrics == "":
 		return usagef("agent: --red's request, error and duration metrics are served on /metrics: give --metrics ADDR")
 	}

@@ -894,3 +894,14 @@ func TestAgentFlagRefusals(t *testing.T) {
 		t.Errorf("agent -o left %d files in %s", len(ents), dir)
 	}
 }
+
+// TestAgentOffcpuWindowBound: an off-CPU span shorter than a second (each
+// loads offcpu's engine anew) is refused, one line, exit 2.
+func TestAgentOffcpuWindowBound(t *testing.T) {
+	for _, w := range []string{"1ns", "500ms"} {
+		r := testutil.Run(t, 10*time.Second, "agent", "-p", "1", "--metrics", "127.0.0.1:0", "--offcpu", "--offcpu-window", w)
+		if r.Code != exitUsage || !strings.Contains(r.Stderr, "--offcpu-window "+w+" is too short") || strings.Count(strings.TrimSpace(r.Stderr), "\n") != 0 {
+			t.Errorf("--offcpu-window %s: exit %d, %q", w, r.Code, r.Stderr)
+		}
+	}
+}
