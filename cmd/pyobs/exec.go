@@ -153,7 +153,7 @@ func runExec(cmd *cobra.Command, g *globals, f *execFlags, args []string) error 
 	}
 	if res.Exception != "" {
 		fmt.Fprint(os.Stderr, res.Traceback)
-		return fmt.Errorf("exec: the script raised %s in pid %d thread %d (the target goes on)", res.Exception, s.Pid, res.Tid)
+		return fmt.Errorf("exec: the script raised %s in pid %d thread %d (the target goes on)", output.Printable(res.Exception), s.Pid, res.Tid)
 	}
 	return nil
 }

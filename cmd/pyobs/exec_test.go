@@ -331,3 +331,66 @@ func TestExecNudgeSignalRefused(t *testing.T) {
 		t.Fatalf("--nudge-signal WINCH (caught): exit %d\nstdout: %s\nstderr: %s", r.Code, r.Stdout, r.Stderr)
 	}
 }
+
+// TestExecTargetExitsCleansUp: a target killed while a request waits
+// (blocked, no safe point) leaves no channel behind in /tmp: the channel
+// is removed through directories held open, its /proc/PID/root gone.
+func TestExecTargetExitsCleansUp(t *testing.T) {
+	testutil.RequireRoot(t)
+	in := testutil.Find(t, "sid-3.14")
+	p := filepath.Join(t.TempDir(), "blocked.py")
+	if err := os.WriteFile(p, []byte(blockedTarget), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tg := testutil.StartArgv(t, append(append([]string{}, in.Argv...), p), 20*time.Second)
+	before, _ := filepath.Glob("/tmp/pyobs-exec-*")
+	done := make(chan testutil.Result, 1)
+	go func() {
+		done <- testutil.Run(t, time.Minute, "exec", "-p", strconv.Itoa(tg.Pid), "--timeout", "20s", "-c", "print(1)")
+	}()
+	var made []string
+	for end := time.Now().Add(10 * time.Second); len(made) == 0 && time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		now, _ := filepath.Glob("/tmp/pyobs-exec-*")
+		made = newPaths(before, now)
+	}
+	if len(made) == 0 {
+		t.Fatal("no channel was made")
+	}
+	_ = syscall.Kill(tg.Pid, syscall.SIGKILL)
+	r := <-done
+	if r.Code == 0 {
+		t.Errorf("exec of a killed target: exit 0: %s", r.Stderr)
+	}
+	for _, m := range made {
+		if _, err := os.Stat(m); err == nil {
+			t.Errorf("%s left behind after the target's death (%s)", m, strings.TrimSpace(r.Stderr))
+			_ = os.RemoveAll(m)
+		}
+	}
+}
+
+// TestExecExceptionNameEscaped: pyobs's own line about a script's
+// exception carries its name escaped (the target chose it).
+func TestExecExceptionNameEscaped(t *testing.T) {
+	testutil.RequireRoot(t)
+	tg := startInline(t, testutil.Find(t, "sid-3.14"), threadsTarget, nil)
+	r := testutil.Run(t, 30*time.Second, "exec", "-p", strconv.Itoa(tg.Pid), "-c", "class E(Exception): pass\nE.__name__ = 'X\\x1b[2J'\nraise E('a')\n")
+	line := r.Stderr[strings.LastIndex(strings.TrimSpace(r.Stderr), "\n")+1:]
+	if r.Code != 1 || !strings.Contains(line, `X\x1b[2J`) || strings.Contains(line, "\x1b") {
+		t.Errorf("exit %d, last line %q", r.Code, line)
+	}
+}
+
+func newPaths(before, now []string) []string {
+	had := map[string]bool{}
+	for _, b := range before {
+		had[b] = true
+	}
+	var out []string
+	for _, n := range now {
+		if !had[n] {
+			out = append(out, n)
+		}
+	}
+	return out
+}

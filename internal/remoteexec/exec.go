@@ -91,6 +91,10 @@ type Channel struct {
 	target   string   // the same directory as the target names it
 	uid, gid int
 	n        int
+	// dir, parent: the directory and the one that holds it, held open:
+	// once the target exits /proc/PID/root resolves no more, and the
+	// channel is removed through them.
+	dir, parent *os.File
 }
 
 // Open checks the target can take a request and makes its channel.
@@ -132,6 +136,8 @@ func Open(s *session.Session) (*Channel, error) {
 		_ = mem.Close()
 		return nil, fmt.Errorf("can't give %s to uid %d: %w", c.host, uid, err)
 	}
+	c.dir, _ = os.Open(c.host)
+	c.parent, _ = os.Open(filepath.Dir(c.host))
 	// The lock pyobs holds while it lives: a script that starts after
 	// pyobs died (killed before it could withdraw the request) finds it
 	// free and runs nothing.
@@ -165,12 +171,26 @@ func idField(s string) int {
 	return n
 }
 
-// Close removes the channel and everything in it.
+// Close removes the channel and everything in it: through its path, or,
+// when the target has exited (its /proc/PID/root gone), through the
+// directories held open.
 func (c *Channel) Close() error {
 	_ = c.mem.Close()
 	err := os.RemoveAll(c.host)
-	if c.lock != nil {
-		_ = c.lock.Close()
+	if c.dir != nil && c.parent != nil {
+		if names, lerr := c.dir.Readdirnames(-1); lerr == nil {
+			for _, n := range names {
+				_ = unix.Unlinkat(int(c.dir.Fd()), n, 0)
+			}
+		}
+		if uerr := unix.Unlinkat(int(c.parent.Fd()), filepath.Base(c.host), unix.AT_REMOVEDIR); uerr == nil || errors.Is(uerr, unix.ENOENT) {
+			err = nil
+		}
+	}
+	for _, f := range []*os.File{c.lock, c.dir, c.parent} {
+		if f != nil {
+			_ = f.Close()
+		}
 	}
 	return err
 }
