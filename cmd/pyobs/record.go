@@ -125,7 +125,7 @@ func runRecord(cmd *cobra.Command, g *globals, f *recordFlags, args []string) er
 	if err != nil {
 		return err
 	}
-	opt.Freq = record.Honour(os.Stderr, f.mode, f.freq) // -F above what the kernel or a tick can give: capped or said
+	opt.Freq = record.Honour(os.Stderr, "record", f.mode, f.freq) // -F above what the kernel or a tick can give: capped or said
 	live := output.IsTerminal(os.Stderr)
 	if live {
 		opt.Progress = func(p record.Progress) {

@@ -51,7 +51,7 @@ func runTop(cmd *cobra.Command, g *globals, opt *top.Options, args []string) err
 	ctx, quit := context.WithCancel(cmd.Context())
 	defer quit()
 	screen := g.format == "" && output.IsTerminal(os.Stdout)
-	opt.Freq = record.Honour(os.Stderr, opt.Mode, opt.Freq) // capped or said, as record does
+	opt.Freq = record.Honour(os.Stderr, "top", opt.Mode, opt.Freq) // capped or said, as record does
 	snaps, done := make(chan *top.Snapshot, 1), make(chan error, 1)
 	enc := json.NewEncoder(os.Stdout)
 	go func() {

@@ -29,11 +29,11 @@ func Honoured(fs procfs.FS, mode string, freq int) (int, string) {
 }
 
 // Honour is Honoured on this machine's /proc with the note written to w
-// ("pyobs record: ..."); it returns the -F to record at.
-func Honour(w io.Writer, mode string, freq int) int {
+// ("pyobs COMMAND: ..."); it returns the -F to record at.
+func Honour(w io.Writer, command, mode string, freq int) int {
 	hz, note := honoured(procfs.Default(), mode, freq)
 	if note != "" {
-		fmt.Fprintln(w, "pyobs record: "+note)
+		fmt.Fprintf(w, "pyobs %s: %s\n", command, note)
 	}
 	return hz
 }
@@ -56,7 +56,7 @@ func honoured(fs procfs.FS, mode string, freq int) (int, string) {
 			what = "the GIL holder's stack"
 		}
 		return freq, fmt.Sprintf("-F %d in %s mode: each tick reads %s and a tick that comes while a read runs is dropped, "+
-			"so expect less than %d Hz above %d Hz (the footer gives the achieved rate)", freq, mode, what, freq, TimerNoteHz)
+			"so expect less than %d Hz above %d Hz (the achieved rate is reported)", freq, mode, what, freq, TimerNoteHz)
 	}
 	return freq, ""
 }
