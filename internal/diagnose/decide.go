@@ -33,6 +33,9 @@ const (
 	// FindingShare: hot spots and waits below this share are listed in
 	// the tables, not as findings.
 	FindingShare = 0.1
+	// StoppedShare: stopped by someone else this share of the counting
+	// window or more, the verdict is "stopped" (stat judges the rest).
+	StoppedShare = 0.5
 )
 
 // decision is what counting decided.
@@ -56,6 +59,17 @@ func decide(st *report.Stat, pid int) decision {
 	cpuWait := max(st.Sched.RunqueueWaitS, cg.ThrottledS) / wall
 	demand := u + cpuWait
 	d := decision{evidence: map[string]any{"utilization": round(u, 3), "cpu_wait_per_s": round(cpuWait, 3), "window_s": round(wall, 3)}}
+	// Stopped by someone else (job control, a tracer) most of the window:
+	// it ran nothing, so it neither used the CPU nor waited on anything.
+	if s := st.Stopped; s != nil && s.Share >= StoppedShare {
+		d.verdict = VerdictStopped
+		d.sentence = fmt.Sprintf("Stopped: %d of its %d threads were stopped (state %s) for about %.1f s of the %.2f s window (%.0f %%): a stopped process runs nothing; resume it (SIGCONT, or detach its tracer) and diagnose again.",
+			s.Threads, s.Of, s.State, s.Seconds, wall, 100*s.Share)
+		d.evidence = map[string]any{"stopped_s": s.Seconds, "stopped_share": s.Share, "threads": s.Threads, "of": s.Of, "state": s.State}
+		d.stop = true
+		d.stopWhy = "the target was stopped for most of the window: there is nothing of it to sample, wait on or trace"
+		return d
+	}
 	// Throttling.
 	quota := "no quota"
 	if cg.QuotaCores != nil {
@@ -185,6 +199,10 @@ func (r *run) apply(d decision) {
 		case "on-cpu", "off-cpu", "cpu-throttled", "runqueue-saturated", "multiplexed":
 			// the decision's own (and the counters' scaling, in the notes)
 			continue
+		case "stopped":
+			if d.verdict == VerdictStopped {
+				continue // the verdict says it
+			}
 		}
 		ev := map[string]any{}
 		for k, v := range f.Evidence {

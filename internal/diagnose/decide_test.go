@@ -16,6 +16,12 @@ func statOf(u, rqWait, rqShare float64, nrThrottled uint64, throttledS float64, 
 	return st
 }
 
+// stopped marks st stopped by someone else for share of its window.
+func stopped(st *report.Stat, share float64) *report.Stat {
+	st.Stopped = &report.Stopped{Threads: 1, Of: 1, Seconds: share * st.WindowS, Share: share, State: "T"}
+	return st
+}
+
 // TestDecide: the decision's branches and what each rules out.
 func TestDecide(t *testing.T) {
 	blocker := report.Thread{Tid: 7, Name: "w", Utilization: 0.01, Voluntary: 100}
@@ -34,6 +40,8 @@ func TestDecide(t *testing.T) {
 		{"queued less than it ran", statOf(0.7, 0.3, 0.3, 0, 0, "runqueue-saturated"), nil, VerdictOnCPU, true, false, false, []string{"cpu-throttling", "off-cpu waits"}},
 		{"off", statOf(0.1, 0, 0, 0, 0), nil, VerdictOffCPU, false, true, false, []string{"cpu-throttling", "run-queue", "on-cpu work"}},
 		{"mixed", statOf(1, 0, 0, 0, 0), []report.Thread{blocker}, VerdictMixed, true, true, false, []string{"cpu-throttling", "run-queue"}},
+		{"stopped", stopped(statOf(0, 0, 0, 0, 0, "stopped"), 1), nil, VerdictStopped, false, false, true, nil},
+		{"stopped a little", stopped(statOf(0.1, 0, 0, 0, 0, "stopped", "off-cpu"), 0.2), nil, VerdictOffCPU, false, true, false, []string{"cpu-throttling", "run-queue", "on-cpu work"}},
 	}
 	for _, c := range cases {
 		c.st.Threads = c.threads

@@ -16,6 +16,7 @@ const (
 	VerdictRunqueue  = "runqueue"
 	VerdictMixed     = "mixed"
 	VerdictIdle      = "idle"
+	VerdictStopped   = "stopped"
 )
 
 // Phase names, in the order the procedure runs them.
