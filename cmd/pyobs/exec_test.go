@@ -200,8 +200,8 @@ func TestExecRefusals(t *testing.T) {
 	}{
 		{"pre-3.14", testutil.Find(t, "pyenv-3.13"), nil, nil, "needs CPython 3.14+", 5},
 		{"pre-3.14 (3.12)", testutil.Find(t, "pyenv-3.12"), nil, nil, "needs CPython 3.14+", 5},
-		{"-X disable-remote-debug", sid, []string{"-X", "disable-remote-debug"}, nil, "remote debugging is disabled", 0},
-		{"PYTHON_DISABLE_REMOTE_DEBUG", sid, nil, []string{"PYTHON_DISABLE_REMOTE_DEBUG=1"}, "remote debugging is disabled", 0},
+		{"-X disable-remote-debug", sid, []string{"-X", "disable-remote-debug"}, nil, "remote debugging is disabled", 5},
+		{"PYTHON_DISABLE_REMOTE_DEBUG", sid, nil, []string{"PYTHON_DISABLE_REMOTE_DEBUG=1"}, "remote debugging is disabled", 5},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -393,4 +393,23 @@ func newPaths(before, now []string) []string {
 		}
 	}
 	return out
+}
+
+// TestExecStoppedTarget: a target stopped by someone else never takes the
+// request; the refusal says it is stopped (not a syscall to nudge), and
+// it is left stopped.
+func TestExecStoppedTarget(t *testing.T) {
+	testutil.RequireRoot(t)
+	tg := startInline(t, testutil.Find(t, "sid-3.14"), "import time\nprint('READY', flush=True)\nwhile True:\n    time.sleep(0.01)\n", nil)
+	if err := syscall.Kill(tg.Pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(tg.Pid, syscall.SIGCONT)
+	r := testutil.Run(t, 30*time.Second, "exec", "-p", strconv.Itoa(tg.Pid), "--timeout", "1s", "-c", "print('ran')")
+	if r.Code == 0 || !strings.Contains(r.Stderr, "it is stopped (state T") || strings.Contains(r.Stderr, "--nudge") {
+		t.Errorf("exit %d: %s", r.Code, r.Stderr)
+	}
+	if st := testutil.ProcStatus(tg.Pid); st == nil || !strings.HasPrefix(st["State"], "T") {
+		t.Errorf("the target's state after exec: %v", st["State"])
+	}
 }

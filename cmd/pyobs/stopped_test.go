@@ -388,3 +388,19 @@ func TestTopStopped(t *testing.T) {
 		t.Errorf("intervals' stopped_s sum %.3f, stopped_all_s %.3f; the target was stopped %.3f-%.3fs", sum, all, lo, hi)
 	}
 }
+
+// TestMemStopped: mem's probes over a window in which the target was
+// stopped by someone else say so, not that the build inlined its
+// allocator (what a window without allocator calls suggests otherwise).
+func TestMemStopped(t *testing.T) {
+	testutil.RequireRoot(t)
+	tg := startInline(t, testutil.Find(t, "pyenv-3.12"), "import time\nprint('READY', flush=True)\nwhile True:\n    x = [bytes(64) for _ in range(100)]\n    time.sleep(0.01)\n", nil)
+	if err := syscall.Kill(tg.Pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(tg.Pid, syscall.SIGCONT)
+	r := testutil.Run(t, time.Minute, "mem", "--engine", "probe", "-p", fmt.Sprint(tg.Pid), "-d", "1s")
+	if r.Code != 0 || !strings.Contains(r.Stdout, "the target was stopped by someone else (state T)") || strings.Contains(r.Stdout, "inlined them") {
+		t.Errorf("exit %d:\n%s\n%s", r.Code, r.Stdout, r.Stderr)
+	}
+}

@@ -151,6 +151,9 @@ type Result struct {
 	// Execed (-p PID, probe engine): the target exec'd this program and
 	// the window ended at the exec (seen within 20 ms).
 	Execed string `json:"target_execed,omitempty"`
+	// Stopped (probe engine): the target was stopped by someone else at
+	// the window's start or end (its allocations then: none).
+	Stopped string `json:"stopped,omitempty"`
 	// ProbesEnded (probe engine): the thread the probes were open on
 	// ended and none other could take them, and the window ended there
 	// (the kernel fires them no more).

@@ -137,6 +137,7 @@ func probeRun(ctx context.Context, s *session.Session, opt Options) (*Result, er
 		smErr = fmt.Errorf("pid %d exec'd before the window began: no reading of its program", s.Pid)
 	}
 	sample()
+	stopped := stoppedNow(s) // by someone else: it allocates nothing while so
 	t := time.NewTimer(opt.Duration)
 	tick := time.NewTicker(curvePeriod(opt.Duration))
 	// -p PID: an exec ends the window (the probes would count the new
@@ -182,6 +183,16 @@ wait:
 			last := rss[len(rss)-1]
 			rssEnd.Rss, rssEnd.Pss, smErr2 = last.rss, last.pss, nil
 		}
+	}
+	if st := stoppedNow(s); st != "" || stopped != "" {
+		when, state := "start", stopped
+		switch {
+		case st != "" && stopped != "":
+			when = "start and end"
+		case st != "":
+			when, state = "end", st
+		}
+		res.Stopped = fmt.Sprintf("the target was stopped by someone else (state %s) at the window's %s: it allocates nothing while stopped", state, when)
 	}
 	if err := p.Stop(uint64(end * 1e9)); err != nil {
 		close(done)
@@ -283,6 +294,15 @@ func libc(pid int) string {
 		if m.Exec() && (b == "libc.so.6" || strings.HasPrefix(b, "libc-")) {
 			return procfs.Default().RootPath(pid, m.Path)
 		}
+	}
+	return ""
+}
+
+// stoppedNow is the target's main thread's state if stopped by someone
+// else (T: job control, t: a tracer), else "".
+func stoppedNow(s *session.Session) string {
+	if st, err := s.FS.TaskStat(s.Pid, s.Pid); err == nil && (st.State == "T" || st.State == "t") {
+		return st.State
 	}
 	return ""
 }

@@ -138,8 +138,13 @@ func WriteText(w io.Writer, r *Result) error {
 	if p := r.Probe; p != nil {
 		fmt.Fprintf(w, "\ncost: %d allocator calls (two traps each) and %d frees (one) in the window; %d kept (a stack walk each), %d of them freed, %d live at the end\n",
 			p.Calls, p.Frees, p.Tracked, p.Freed, p.LiveEnd)
-		if p.Calls == 0 {
+		switch {
+		case p.Calls == 0 && r.Stopped != "":
+			fmt.Fprintln(w, "no allocator call reached the probes in the window: "+r.Stopped)
+		case p.Calls == 0:
 			fmt.Fprintln(w, "no allocator call reached the probes in the window: the build inlined them, or the target routes its allocator elsewhere (PYTHONMALLOC)")
+		case r.Stopped != "":
+			fmt.Fprintln(w, r.Stopped)
 		}
 		if p.Missed > 0 {
 			fmt.Fprintf(w, "missed: the kernel skipped the probes' programs %d times (another BPF program was running on that CPU): those calls are not seen\n", p.Missed)

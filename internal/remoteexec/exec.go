@@ -62,10 +62,14 @@ type SafePointError struct {
 	Timeout  time.Duration
 	Where    string // "blocked in read", "running native code", …
 	Nudged   string
-	Running  []int // other Python threads running when it timed out (--tid candidates)
+	Running  []int  // other Python threads running when it timed out (--tid candidates)
+	Stopped  string // its /proc state when stopped by someone else (T, t): no nudge helps
 }
 
 func (e *SafePointError) Error() string {
+	if e.Stopped != "" {
+		return fmt.Sprintf("pid %d thread %d never reached a safe point within %v: it is stopped (state %s: job control or a tracer), the request is withdrawn; resume it (SIGCONT, or detach its tracer) and run exec again", e.Pid, e.Tid, e.Timeout, e.Stopped)
+	}
 	s := fmt.Sprintf("pid %d thread %d never reached a safe point within %v (%s?); the request is withdrawn", e.Pid, e.Tid, e.Timeout, e.Where)
 	if e.Nudged != "" {
 		return s + " (" + e.Nudged + " sent did not bring it back to the eval loop)"
@@ -353,7 +357,8 @@ func (c *Channel) Run(ctx context.Context, opt Options) (*Result, error) {
 			if ctx.Err() != nil {
 				return nil, fmt.Errorf("pid %d thread %d: interrupted before the safe point; the request is withdrawn: %w", s.Pid, t.Tid, ctx.Err())
 			}
-			return nil, &SafePointError{Pid: s.Pid, Tid: t.Tid, Timeout: opt.Timeout, Where: where(s.FS, s.Pid, t.Tid), Nudged: res.Nudged, Running: running(s.FS, s.Pid, t)}
+			return nil, &SafePointError{Pid: s.Pid, Tid: t.Tid, Timeout: opt.Timeout, Where: where(s.FS, s.Pid, t.Tid), Nudged: res.Nudged, Running: running(s.FS, s.Pid, t),
+				Stopped: stoppedState(s.FS, s.Pid, t.Tid)}
 		}
 		select {
 		case <-tick.C:
@@ -465,6 +470,15 @@ func le32(b []byte) uint32 {
 }
 
 // where says what a thread that ignores the request is doing.
+// stoppedState is the thread's state if it is stopped by someone else
+// (T: job control, t: a tracer), else "".
+func stoppedState(fs procfs.FS, pid, tid int) string {
+	if st, err := fs.TaskStat(pid, tid); err == nil && (st.State == "T" || st.State == "t") {
+		return st.State
+	}
+	return ""
+}
+
 func where(fs procfs.FS, pid, tid int) string {
 	sc, err := fs.TaskSyscall(pid, tid)
 	if err != nil {

@@ -13,7 +13,17 @@ import (
 const EvalPleaseStopBit = 1 << 5
 
 // ErrDisabled: the target's interpreter runs with remote debugging off.
-var ErrDisabled = errors.New("remote debugging is disabled in the target (-X disable-remote-debug or PYTHON_DISABLE_REMOTE_DEBUG set when it started)")
+// It is also ErrUnsupported (errors.Is): the target cannot take a
+// request, as one before 3.14 cannot (exit status 5 either way).
+var ErrDisabled error = disabledError{}
+
+type disabledError struct{}
+
+func (disabledError) Error() string {
+	return "remote debugging is disabled in the target (-X disable-remote-debug or PYTHON_DISABLE_REMOTE_DEBUG set when it started)"
+}
+
+func (disabledError) Is(target error) bool { return target == ErrUnsupported }
 
 // ErrUnsupported: the interpreter has no remote-debugging protocol.
 var ErrUnsupported = errors.New("remote execution needs CPython 3.14+ (PEP 768)")
