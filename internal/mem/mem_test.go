@@ -77,3 +77,27 @@ func TestValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestUnseenGrowth: the probes saw under half of what RSS grew (an LTO
+// build's inlined allocator): the report says the sites may miss the
+// largest grower; not when they saw most of it, nor under a MiB.
+func TestUnseenGrowth(t *testing.T) {
+	r := &Result{Probe: &ProbeStats{}, GrowthTotalBytes: 1500 << 10}
+	r.Memory.RSSDeltaS = 11 << 20
+	if u := unseenGrowth(r); !strings.Contains(u, "RSS grew 11.00 MiB while the probes saw 1.46 MiB of growth (13 %)") {
+		t.Errorf("unseen: %q", u)
+	}
+	r.GrowthTotalBytes = 10 << 20
+	if u := unseenGrowth(r); u != "" {
+		t.Errorf("most seen, yet: %q", u)
+	}
+	r.GrowthTotalBytes, r.Memory.RSSDeltaS = 0, 512<<10
+	if u := unseenGrowth(r); u != "" {
+		t.Errorf("under a MiB, yet: %q", u)
+	}
+	r.Probe = nil
+	r.Memory.RSSDeltaS = 11 << 20
+	if u := unseenGrowth(r); u != "" {
+		t.Errorf("tracemalloc, yet: %q", u)
+	}
+}

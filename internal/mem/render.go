@@ -92,8 +92,12 @@ func WriteText(w io.Writer, r *Result) error {
 	if r.Probe != nil {
 		traced = "tracked (estimated, allocated in the window)"
 	}
-	fmt.Fprintf(w, "%s: %s live at the end (peak %s); grown in the window and alive at its end: %s over %d sites\n\n",
+	fmt.Fprintf(w, "%s: %s live at the end (peak %s); grown in the window and alive at its end: %s over %d sites\n",
 		traced, Bytes(r.TracedBytesEnd), Bytes(r.TracedPeakBytes), Bytes(r.GrowthTotalBytes), len(r.allGrowth))
+	if u := unseenGrowth(r); u != "" {
+		fmt.Fprintln(w, u)
+	}
+	fmt.Fprintln(w)
 	writeCurve(w, r.Curve)
 	fmt.Fprintln(w, "growth (allocated in the window, still alive at its end):")
 	if len(r.Growth) == 0 {
@@ -205,4 +209,20 @@ func writeCurve(w io.Writer, c []CurvePoint) {
 		fmt.Fprintf(w, "  %.1f: %s / %s", p.TS, Bytes(*p.TracedBytes), rss)
 	}
 	fmt.Fprint(w, "\n\n")
+}
+
+// unseenGrowth says when the probes saw under half of what RSS grew (by
+// a MiB or more): the rest was allocated where no probe fires — a build
+// that inlines its allocator, malloc, PyMem_Raw* — and the sites, the
+// probes' view, may not hold the largest grower at all.
+func unseenGrowth(r *Result) string {
+	if r.Probe == nil || r.Memory.Error != "" {
+		return ""
+	}
+	rss := r.Memory.RSSDeltaS
+	if rss < 1<<20 || 2*r.GrowthTotalBytes >= rss {
+		return ""
+	}
+	return fmt.Sprintf("not seen: RSS grew %s while the probes saw %s of growth (%.0f %%): the rest was allocated where no probe fires (inlined allocator calls, malloc, PyMem_Raw*), so the largest grower may be missing from the sites below",
+		Bytes(rss), Bytes(r.GrowthTotalBytes), 100*float64(r.GrowthTotalBytes)/float64(rss))
 }
