@@ -95,9 +95,12 @@ func readRecording(path string) (*flame.Profile, flame.Weight, error) {
 		return nil, flame.Weight{}, usagef("diff: can't open %s: %v", path, err)
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.IsDir() {
+		return nil, flame.Weight{}, usagef("diff: %s is a directory, not a recording", path)
+	}
 	p, w, err := flame.ReadProfile(f)
 	if err != nil {
-		return nil, w, fmt.Errorf("%s: %w", path, err)
+		return nil, w, usagef("diff: %s: %w", path, err) // not a recording: bad input
 	}
 	if p.Total() == 0 {
 		return nil, w, fmt.Errorf("%s: no samples: nothing to compare", path)

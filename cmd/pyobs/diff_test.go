@@ -250,7 +250,8 @@ func TestDiffUsage(t *testing.T) {
 		{[]string{"diff", f, f, "--format", "pprof"}, exitUsage, "give -o FILE"},
 		{[]string{"diff", f, filepath.Join(dir, "missing")}, exitUsage, "can't open " + filepath.Join(dir, "missing") + ": no such file or directory"},
 		{[]string{"diff", f, f, "-o", filepath.Join(dir, "d.png")}, exitUsage, "give --format (svg, pprof)"},
-		{[]string{"diff", f, bad}, exitError, "line 1"},
+		{[]string{"diff", f, bad}, exitUsage, "line 1"},
+		{[]string{"diff", f, dir}, exitUsage, "is a directory, not a recording"},
 	} {
 		r := testutil.Run(t, 10*time.Second, c.args...)
 		if r.Code != c.code || !strings.Contains(r.Stderr, c.says) || strings.Count(strings.TrimSpace(r.Stderr), "\n") != 0 {

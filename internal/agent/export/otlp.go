@@ -33,7 +33,7 @@ type OTLP struct {
 func NewOTLP(raw string) (Sink, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, fmt.Errorf("--otlp %q: %w", raw, err)
+		u = &url.URL{} // not a URL: said as a wrong scheme, below
 	}
 	switch u.Scheme {
 	case "http", "https":

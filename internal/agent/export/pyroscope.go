@@ -26,10 +26,7 @@ type Pyroscope struct {
 // NewPyroscope checks raw (http[s]://host:port[/prefix]).
 func NewPyroscope(raw string) (*Pyroscope, error) {
 	u, err := url.Parse(raw)
-	if err != nil {
-		return nil, fmt.Errorf("--pyroscope %q: %w", raw, err)
-	}
-	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+	if err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
 		return nil, fmt.Errorf("--pyroscope %q: want http://HOST:PORT (the server's ingest API)", raw)
 	}
 	u.Path = strings.TrimSuffix(u.Path, "/") + "/ingest"
