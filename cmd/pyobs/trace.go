@@ -157,6 +157,9 @@ func runTrace(cmd *cobra.Command, g *globals, f *traceFlags, args []string) erro
 	} else if s, err = session.Open(cmd.Context(), spec); err != nil {
 		return err
 	}
+	if f.engine == "ptrace" && len(spec.Argv) > 0 && strings.TrimSpace(f.events) != "" {
+		fmt.Fprintf(os.Stderr, "pyobs trace: the seccomp filter of -e passes to the processes %s starts, which ptrace does not follow: their %s calls fail with ENOSYS (--engine tracepoint follows children)\n", spec.Argv[0], f.events)
+	}
 	if f.engine == "ptrace" && spec.Set.Many() {
 		fmt.Fprintf(os.Stderr, "pyobs trace: the ptrace engine traces one process; the set's other processes and children are not traced (--engine auto or tracepoint follows them)\n")
 	}

@@ -139,6 +139,8 @@ func (ms *Members) Unready(pid int, t int64) bool {
 		// addresses: walked right from its first call.
 		m, ok := ms.set.Member(pid)
 		return !ok || m.How != procset.Fork || m.Execs > 0
+	case p.Retry:
+		return true // not readable yet (starting): its own addresses not put
 	case p.at > t:
 		// Opened after the call: its own addresses (or its refusal) came
 		// then; a fork shares the target's and walks from its first call.

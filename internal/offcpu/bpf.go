@@ -416,6 +416,7 @@ func (e *bpfEngine) readBeforeOf(pid int) {
 	if err != nil {
 		return
 	}
+	var refs *memberRefs // another member's thread states, read once for all its threads
 	for _, tid := range tids {
 		th := e.thread(tid)
 		w := readWait(e.opt.FS, pid, tid)
@@ -435,7 +436,10 @@ func (e *bpfEngine) readBeforeOf(pid int) {
 		if pid == e.s.Pid {
 			ids = e.stack(tid, nil)
 		} else {
-			ids = e.memberStack(pid, tid)
+			if refs == nil {
+				refs = e.memberThreads(pid)
+			}
+			ids = e.memberStack(refs, tid)
 		}
 		rec := pyRec{ids: ids, class: Classify(w, e.gilLo, e.gilHi), kern: e.procKernelStack(pid, tid)}
 		id := e.intern(rec)

@@ -263,29 +263,49 @@ func (e *bpfEngine) livePids() []int {
 	return pids
 }
 
-// memberStack is the root-first Python stack of thread tid of member pid
+// memberRefs are a member's reader, frame cache and thread states (or why
+// its stacks are not read), for readBefore.
+type memberRefs struct {
+	p    *offProc
+	m    *kwalk.Member
+	refs []pyframes.ThreadRef
+	why  string // "": read
+}
+
+// memberThreads reads member pid's thread states once.
+func (e *bpfEngine) memberThreads(pid int) *memberRefs {
+	p, m := e.proc(pid)
+	mr := &memberRefs{p: p, m: m}
+	switch {
+	case m == nil || m.Py == nil || m.Sym == nil:
+		// As its waits walked in the kernel: a member not walked (not
+		// Python, another build) is counted, not named.
+		mr.why = "[python stack not named: not read]"
+		if m != nil {
+			mr.why = "[python stack not named: " + m.Why() + "]"
+		}
+	default:
+		var err error
+		if mr.refs, err = m.Py.ThreadRefs(); err != nil {
+			mr.why = "[unreadable]"
+		}
+	}
+	return mr
+}
+
+// memberStack is the root-first Python stack of thread tid of a member
 // (not the target), read through the member's own reader, or a marker.
-func (e *bpfEngine) memberStack(pid, tid int) []int {
+func (e *bpfEngine) memberStack(mr *memberRefs, tid int) []int {
 	var ids []int
 	if e.opt.Threads {
 		ids = append(ids, e.threadFrame(tid))
 	}
 	marker := func(s string) []int { return append(ids, e.prof.Intern(flame.Frame{Kind: flame.State, Function: s})) }
-	p, m := e.proc(pid)
-	if m == nil || m.Py == nil || m.Sym == nil {
-		// As its waits walked in the kernel: a member not walked (not
-		// Python, another build) is counted, not named.
-		why := "not read"
-		if m != nil {
-			why = m.Why()
-		}
-		return marker("[python stack not named: " + why + "]")
+	if mr.why != "" {
+		return marker(mr.why)
 	}
-	refs, err := m.Py.ThreadRefs()
-	if err != nil {
-		return marker("[unreadable]")
-	}
-	for _, r := range refs {
+	p, m := mr.p, mr.m
+	for _, r := range mr.refs {
 		if r.NativeID != tid {
 			continue
 		}

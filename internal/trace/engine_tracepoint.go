@@ -118,14 +118,15 @@ func (b *bpfRun) onEvent(e tracepoint.Event) {
 				b.noFrame++
 				why = "no Python frame at the call"
 				r.siteErr("tid %d ran no Python frame at the call", e.Tid)
+			case f&(walkFault|walkInvalid) != 0 && b.ms != nil && b.ms.unready(int(e.Pid), int64(e.EnterNs)):
+				// Walked with the target's addresses before this member's
+				// own were read: its checks fail (or its reads fault),
+				// its chain is not torn.
+				why = "interpreter not read yet"
+				r.siteErr("pid %d tid %d: the call came before pyobs had read its interpreter (its addresses not in the kernel yet)", e.Pid, e.Tid)
 			case f&walkFault != 0:
 				why = "a stack page not present"
 				r.siteErr("tid %d: a page of the Python stack was not present at the call (walk faulted)", e.Tid)
-			case f&walkInvalid != 0 && b.ms != nil && b.ms.unready(int(e.Pid), int64(e.EnterNs)):
-				// Walked with the target's addresses before this member's
-				// own were read: its checks fail, its chain is not torn.
-				why = "interpreter not read yet"
-				r.siteErr("pid %d tid %d: the call came before pyobs had read its interpreter (its addresses not in the kernel yet)", e.Pid, e.Tid)
 			case f&walkInvalid != 0:
 				why = "frame chain failed a check (torn)"
 				r.siteErr("tid %d: the Python frame chain failed a check at the call (torn)", e.Tid)
