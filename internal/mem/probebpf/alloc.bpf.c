@@ -31,8 +31,13 @@ struct pend {
 	u64 est;   // bytes this allocation stands for (size / probability)
 	u64 stack; // the Python stack's hash, 0: none walked
 	u64 ts;
-	u64 nat; // the native stack copy's id (struct natrec), 0: none sent
+	u64 nat;   // the native stack copy's id (struct natrec), 0: none sent
+	u64 nest;  // probed calls made inside this one (realloc -> malloc) not returned yet
 };
+
+// A tracked call's note older than this at the thread's next call was
+// never returned from (a longjmp, a thread that died in it): replaced.
+#define PEND_STALE_NS (10 * 1000 * 1000ULL)
 
 // A live tracked allocation (the key: its address).
 struct live {
@@ -197,6 +202,14 @@ static __always_inline u64 native_send(struct uregs *ctx, u32 tid)
 static __always_inline void enter(struct uregs *ctx, u32 tid, u64 now, u64 size)
 {
 	count(C_CALLS, 1);
+	struct pend *out = bpf_map_lookup_elem(&pending, &tid);
+	if (out && out->est && now - out->ts < PEND_STALE_NS) {
+		// A call made inside a tracked one (pymalloc's realloc calls its
+		// malloc): its block is the outer call's business; its return
+		// must not take the outer's note.
+		out->nest++;
+		return;
+	}
 	struct pend p = {.size = size, .ts = now};
 	u64 n = sample_bytes;
 	if (n <= 1 || size >= n) {
@@ -279,6 +292,10 @@ int alloc_exit(struct uregs *ctx)
 	struct pend *p = bpf_map_lookup_elem(&pending, &tid);
 	if (!p)
 		return 0;
+	if (p->nest) {
+		p->nest--; // a call inside the tracked one returned
+		return 0;
+	}
 	struct live l = {.size = p->size, .est = p->est, .stack = p->stack, .ts = p->ts, .nat = p->nat};
 	bpf_map_delete_elem(&pending, &tid);
 	u64 ptr = ctx->ax;

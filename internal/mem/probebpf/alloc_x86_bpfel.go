@@ -104,6 +104,7 @@ type allocPend struct {
 	Stack uint64
 	Ts    uint64
 	Nat   uint64
+	Nest  uint64
 }
 
 type allocProcAddrs struct {
