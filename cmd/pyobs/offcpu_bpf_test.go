@@ -474,6 +474,9 @@ func TestOffcpuBPFWakerInterrupt(t *testing.T) {
 			if strings.Contains(label, "while "+burnerLabel+" ran") {
 				whileBurner += us
 			}
+		case strings.HasPrefix(label, offcpu.WakerUnknown):
+			// The waker's stack not taken (a busy stack map): said, not
+			// guessed; held to the 80 % bar below with the rest.
 		default:
 			byThread += us
 			t.Errorf("sleep woken by a thread, %q: %d µs (%s)", label, us, wake)

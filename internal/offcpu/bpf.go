@@ -930,7 +930,11 @@ func (e *bpfEngine) wakerFrames(k schedbpf.Okey) []int {
 	ks := e.wholeStack(k.Wkstack)
 	// sched_waking runs in whatever context woke the thread: in an
 	// interrupt, current is the task it interrupted, which woke nobody.
-	if kind := interruptOf(ks.names); kind != "" {
+	if k.Wkstack < 0 && k.Wtid != 0 {
+		// Its stack not taken (the stack map's bucket held another):
+		// the task or an interrupt it ran — not told apart, not guessed.
+		who = WakerUnknown + "while " + who + " ran"
+	} else if kind := interruptOf(ks.names); kind != "" {
 		ran := who
 		if k.Wtid == 0 {
 			ran = ""

@@ -66,7 +66,9 @@
 // NAME (TID, …) ran" (waker.go: the innermost such frame decides; an
 // interrupt's entry frame alone does not, as its return path runs signal
 // delivery and preemption in task context). A waker whose stack id failed
-// (counted) keeps the thread label: nothing says otherwise. Waits that began before the attach or were
+// (counted) is "[waker's stack not taken: the task or an interrupt] while
+// NAME (…) ran": the task or an interrupt it ran, not told apart (it was
+// labelled the task, and a timer's wake-up of a sleeper read as pyobs's). Waits that began before the attach or were
 // still open at the end have no waker.
 // Waits in progress at the attach are read from procfs
 // (/proc/PID/task/TID/{stat,syscall,stack}) like the perf engine does.

@@ -8,6 +8,10 @@ import "strings"
 // happened to interrupt: it did not wake anybody.
 const InterruptPrefix = "[interrupt: "
 
+// WakerUnknown starts the waker label of a wake-up whose kernel stack was
+// not taken: the task that ran, or an interrupt it ran, woke the thread.
+const WakerUnknown = "[waker's stack not taken: the task or an interrupt] "
+
 // interruptOf names the interrupt a waker's kernel stack (names, root
 // first) shows the wake-up was made in — "timer", "device", "IPI",
 // "network softirq", … — or "" when it was made in task context. The
