@@ -5,10 +5,9 @@ package kwalk
 import (
 	"time"
 
-	"github.com/pyobs/pyobs/internal/clock"
-
 	"github.com/cilium/ebpf"
 
+	"github.com/pyobs/pyobs/internal/clock"
 	"github.com/pyobs/pyobs/internal/procset"
 	"github.com/pyobs/pyobs/internal/pyframes"
 )

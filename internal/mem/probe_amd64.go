@@ -137,7 +137,7 @@ func probeRun(ctx context.Context, s *session.Session, opt Options) (*Result, er
 		smErr = fmt.Errorf("pid %d exec'd before the window began: no reading of its program", s.Pid)
 	}
 	sample()
-	stopped := stoppedNow(s) // by someone else: it allocates nothing while so
+	stopped := s.FS.TaskStopped(s.Pid, s.Pid) // by someone else: it allocates nothing while so
 	t := time.NewTimer(opt.Duration)
 	tick := time.NewTicker(curvePeriod(opt.Duration))
 	// -p PID: an exec ends the window (the probes would count the new
@@ -184,7 +184,7 @@ wait:
 			rssEnd.Rss, rssEnd.Pss, smErr2 = last.rss, last.pss, nil
 		}
 	}
-	if st := stoppedNow(s); st != "" || stopped != "" {
+	if st := s.FS.TaskStopped(s.Pid, s.Pid); st != "" || stopped != "" {
 		when, state := "start", stopped
 		switch {
 		case st != "" && stopped != "":
@@ -294,15 +294,6 @@ func libc(pid int) string {
 		if m.Exec() && (b == "libc.so.6" || strings.HasPrefix(b, "libc-")) {
 			return procfs.Default().RootPath(pid, m.Path)
 		}
-	}
-	return ""
-}
-
-// stoppedNow is the target's main thread's state if stopped by someone
-// else (T: job control, t: a tracer), else "".
-func stoppedNow(s *session.Session) string {
-	if st, err := s.FS.TaskStat(s.Pid, s.Pid); err == nil && (st.State == "T" || st.State == "t") {
-		return st.State
 	}
 	return ""
 }

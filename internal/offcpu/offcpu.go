@@ -424,17 +424,23 @@ func (e *engine) stack(tid int, ids []int) []int {
 	if !ok {
 		return append(ids, e.prof.Intern(flame.Frame{Kind: flame.State, Function: "[no Python thread state]"}))
 	}
-	frames, consistent, snapshot, err := e.s.Py.Stack(ref.Addr, pyframes.Options{Retries: 1, Snapshot: true, Reuse: true})
+	return e.readStack(ids, e.s.Py, ref.Addr, e.frameIDs)
+}
+
+// readStack appends the root-first Python stack of thread state ts, read
+// through py (its process's reader, frameIDs its frame cache), or the
+// marker of why there is none.
+func (e *engine) readStack(ids []int, py *pyframes.Process, ts uint64, frameIDs map[[2]uint64]int) []int {
+	frames, consistent, snapshot, err := py.Stack(ts, pyframes.Options{Retries: 1, Snapshot: true, Reuse: true})
 	switch {
 	case err != nil && !errors.Is(err, pyframes.ErrTorn):
 		return append(ids, e.prof.Intern(flame.Frame{Kind: flame.State, Function: "[unreadable]"}))
 	case !consistent && !snapshot:
 		return append(ids, e.prof.Intern(flame.Frame{Kind: flame.State, Function: "[torn read]"}))
-	}
-	if len(frames) == 0 {
+	case len(frames) == 0:
 		return append(ids, e.prof.Intern(flame.Frame{Kind: flame.State, Function: "[no Python frames]"}))
 	}
-	return e.pythonIDs(ids, frames)
+	return e.pythonIDsIn(ids, frames, frameIDs)
 }
 
 // pythonIDs appends frames (innermost first) to ids root first, each an

@@ -3,7 +3,6 @@
 package offcpu
 
 import (
-	"errors"
 	"time"
 
 	"github.com/pyobs/pyobs/internal/flame"
@@ -304,21 +303,10 @@ func (e *bpfEngine) memberStack(mr *memberRefs, tid int) []int {
 	if mr.why != "" {
 		return marker(mr.why)
 	}
-	p, m := mr.p, mr.m
 	for _, r := range mr.refs {
-		if r.NativeID != tid {
-			continue
+		if r.NativeID == tid {
+			return e.readStack(ids, mr.m.Py, r.Addr, mr.p.frameIDs)
 		}
-		frames, consistent, snapshot, err := m.Py.Stack(r.Addr, pyframes.Options{Retries: 1, Snapshot: true, Reuse: true})
-		switch {
-		case err != nil && !errors.Is(err, pyframes.ErrTorn):
-			return marker("[unreadable]")
-		case !consistent && !snapshot:
-			return marker("[torn read]")
-		case len(frames) == 0:
-			return marker("[no Python frames]")
-		}
-		return e.pythonIDsIn(ids, frames, p.frameIDs)
 	}
 	return marker("[no Python thread state]")
 }

@@ -67,6 +67,16 @@ func (f FS) TaskEnded(pid, tid int) bool {
 	return deadState(state)
 }
 
+// TaskStopped is thread tid of pid's state when someone else stopped it
+// (T: job control, t: a tracer), else "" (running, sleeping, or unread).
+func (f FS) TaskStopped(pid, tid int) string {
+	state, err := f.stateLetter(pid, tid)
+	if err == nil && (state == "T" || state == "t") {
+		return state
+	}
+	return ""
+}
+
 // stateLetter is the state of thread tid of pid, from its stat file alone
 // (TaskState reads two more).
 func (f FS) stateLetter(pid, tid int) (string, error) {

@@ -5,9 +5,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/pyobs/pyobs/internal/output"
 	"path/filepath"
 	"strings"
+
+	"github.com/pyobs/pyobs/internal/output"
 )
 
 // asyncio introspection (CPython 3.14+). The _asyncio module publishes the

@@ -3,8 +3,9 @@ package pyframes
 import (
 	"errors"
 	"fmt"
-	"github.com/pyobs/pyobs/internal/output"
 	"strings"
+
+	"github.com/pyobs/pyobs/internal/output"
 )
 
 // Per-sample task attribution (record --async, 3.14+): which task a thread

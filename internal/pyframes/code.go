@@ -3,6 +3,7 @@ package pyframes
 import (
 	"errors"
 	"fmt"
+
 	"github.com/pyobs/pyobs/internal/output"
 )
 

@@ -3,10 +3,11 @@ package pyframes
 import (
 	"bytes"
 	"fmt"
-	"github.com/pyobs/pyobs/internal/output"
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/pyobs/pyobs/internal/output"
 )
 
 // Local is one local variable of a frame, rendered only for simple types.

@@ -2,8 +2,9 @@ package pyframes
 
 import (
 	"fmt"
-	"github.com/pyobs/pyobs/internal/output"
 	"time"
+
+	"github.com/pyobs/pyobs/internal/output"
 )
 
 // ThreadName is one threading.Thread of the target: its name and the ids

@@ -358,7 +358,7 @@ func (c *Channel) Run(ctx context.Context, opt Options) (*Result, error) {
 				return nil, fmt.Errorf("pid %d thread %d: interrupted before the safe point; the request is withdrawn: %w", s.Pid, t.Tid, ctx.Err())
 			}
 			return nil, &SafePointError{Pid: s.Pid, Tid: t.Tid, Timeout: opt.Timeout, Where: where(s.FS, s.Pid, t.Tid), Nudged: res.Nudged, Running: running(s.FS, s.Pid, t),
-				Stopped: stoppedState(s.FS, s.Pid, t.Tid)}
+				Stopped: s.FS.TaskStopped(s.Pid, t.Tid)}
 		}
 		select {
 		case <-tick.C:
@@ -470,15 +470,6 @@ func le32(b []byte) uint32 {
 }
 
 // where says what a thread that ignores the request is doing.
-// stoppedState is the thread's state if it is stopped by someone else
-// (T: job control, t: a tracer), else "".
-func stoppedState(fs procfs.FS, pid, tid int) string {
-	if st, err := fs.TaskStat(pid, tid); err == nil && (st.State == "T" || st.State == "t") {
-		return st.State
-	}
-	return ""
-}
-
 func where(fs procfs.FS, pid, tid int) string {
 	sc, err := fs.TaskSyscall(pid, tid)
 	if err != nil {

@@ -3,12 +3,11 @@ package session
 import (
 	"errors"
 	"fmt"
-	"github.com/pyobs/pyobs/internal/output"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/pyobs/pyobs/internal/procfs"
+	"github.com/pyobs/pyobs/internal/procset"
 	"github.com/pyobs/pyobs/internal/pyframes"
 )
 
@@ -26,7 +25,7 @@ type ExecedError struct {
 }
 
 func (e *ExecedError) Error() string {
-	return fmt.Sprintf("pid %d exec'd a new program (now %s; was %s): its memory replaced, the run ended at the exec with what was read before it; nothing after it is named", e.Pid, e.Now(), cut(e.Was))
+	return fmt.Sprintf("pid %d exec'd a new program (now %s; was %s): its memory replaced, the run ended at the exec with what was read before it; nothing after it is named", e.Pid, e.Now(), procset.ShortArgv([]string{e.Was}, nowMax))
 }
 
 // Now is the command line of the program it became, on one line, its
@@ -36,15 +35,7 @@ func (e *ExecedError) Now() string {
 	if len(e.Argv) == 0 {
 		return "(its command line unreadable)"
 	}
-	return cut(output.Printable(strings.Join(e.Argv, " ")))
-}
-
-// cut is s cut at nowMax characters ("…").
-func cut(s string) string {
-	if r := []rune(s); len(r) > nowMax {
-		return string(r[:nowMax-1]) + "…"
-	}
-	return s
+	return procset.ShortArgv(e.Argv, nowMax)
 }
 
 const nowMax = 120
@@ -68,7 +59,7 @@ func (s *Session) watchExec() {
 	defer s.exec.mu.Unlock()
 	s.exec.mm, s.exec.ok = s.FS.MemLayout(s.Pid)
 	if argv, err := s.FS.Cmdline(s.Pid); err == nil {
-		s.exec.was = output.Printable(strings.Join(argv, " "))
+		s.exec.was = procset.ShortArgv(argv, nowMax)
 	}
 }
 

@@ -8,8 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pyobs/pyobs/internal/testutil"
 	"golang.org/x/sys/unix"
+
+	"github.com/pyobs/pyobs/internal/testutil"
 )
 
 // TestAttachErrors: the sentinel errors the CLI maps to exit codes.

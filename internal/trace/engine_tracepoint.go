@@ -86,6 +86,10 @@ func (b *bpfRun) onEvent(e tracepoint.Event) {
 	var site, lateSite *Site
 	var path *kpath
 	why := "" // no site: why, in a few words (the first in full: siteErr)
+	noSite := func(class, format string, a ...any) {
+		why = class
+		r.siteErr(format, a...)
+	}
 	// A held command's call before its interpreter was up (the walk's
 	// addresses not written yet): counted, never named.
 	before := b.ms != nil && e.Py != tracepoint.PyWalked
@@ -100,13 +104,11 @@ func (b *bpfRun) onEvent(e tracepoint.Event) {
 				// fill has it (a late read would need its own process's);
 				// a member not walked (not Python, another build) has none.
 				if nw := b.ms.notWalked(int(e.Pid)); nw != "" {
-					why = "process not walked"
-					r.siteErr("pid %d: its stacks are not walked: %s", e.Pid, nw)
+					noSite("process not walked", "pid %d: its stacks are not walked: %s", e.Pid, nw)
 					break
 				}
 				b.ms.stale = true
-				why = "thread new to pyobs"
-				r.siteErr("pid %d tid %d: no thread state known at the call (a thread new to pyobs)", e.Pid, e.Tid)
+				noSite("thread new to pyobs", "pid %d tid %d: no thread state known at the call (a thread new to pyobs)", e.Pid, e.Tid)
 			case f&walkNoPy != 0:
 				// No thread state in the map nor the thread's TLS: read
 				// the live stack now, labelled late (as without the walk).
@@ -116,23 +118,18 @@ func (b *bpfRun) onEvent(e tracepoint.Event) {
 				}
 			case f&walkEmpty != 0:
 				b.noFrame++
-				why = "no Python frame at the call"
-				r.siteErr("tid %d ran no Python frame at the call", e.Tid)
+				noSite("no Python frame at the call", "tid %d ran no Python frame at the call", e.Tid)
 			case f&(walkFault|walkInvalid) != 0 && b.ms != nil && b.ms.unready(int(e.Pid), int64(e.EnterNs)):
 				// Walked with the target's addresses before this member's
 				// own were read: its checks fail (or its reads fault),
 				// its chain is not torn.
-				why = "interpreter not read yet"
-				r.siteErr("pid %d tid %d: the call came before pyobs had read its interpreter (its addresses not in the kernel yet)", e.Pid, e.Tid)
+				noSite("interpreter not read yet", "pid %d tid %d: the call came before pyobs had read its interpreter (its addresses not in the kernel yet)", e.Pid, e.Tid)
 			case f&walkFault != 0:
-				why = "a stack page not present"
-				r.siteErr("tid %d: a page of the Python stack was not present at the call (walk faulted)", e.Tid)
+				noSite("a stack page not present", "tid %d: a page of the Python stack was not present at the call (walk faulted)", e.Tid)
 			case f&walkInvalid != 0:
-				why = "frame chain failed a check (torn)"
-				r.siteErr("tid %d: the Python frame chain failed a check at the call (torn)", e.Tid)
+				noSite("frame chain failed a check (torn)", "tid %d: the Python frame chain failed a check at the call (torn)", e.Tid)
 			default:
-				why = "no stack walked"
-				r.siteErr("tid %d: no Python stack walked (flags %#x)", e.Tid, f)
+				noSite("no stack walked", "tid %d: no Python stack walked (flags %#x)", e.Tid, f)
 			}
 			break
 		}
@@ -140,11 +137,9 @@ func (b *bpfRun) onEvent(e tracepoint.Event) {
 		switch {
 		case !ok:
 			b.unnamed++
-			why = "stack lost (ring full)"
-			r.siteErr("tid %d: the stack walked at the call never reached pyobs (stack ring full)", e.Tid)
+			noSite("stack lost (ring full)", "tid %d: the stack walked at the call never reached pyobs (stack ring full)", e.Tid)
 		case p.err || len(p.frames) == 0:
-			why = "code objects unreadable (freed, or the process exited or exec'd before pyobs read them)"
-			r.siteErr("%s", b.ks.firstErr)
+			noSite("code objects unreadable (freed, or the process exited or exec'd before pyobs read them)", "%s", b.ks.firstErr)
 		default:
 			if e.Walked || e.StackFlags&walkByTLS != 0 {
 				b.walked++
@@ -154,8 +149,7 @@ func (b *bpfRun) onEvent(e tracepoint.Event) {
 		}
 	case e.Py == tracepoint.PyCaptured:
 		if b.res == nil {
-			why = "frame not resolved"
-			r.siteErr("tid %d: frame captured but no resolver", e.Tid)
+			noSite("frame not resolved", "tid %d: frame captured but no resolver", e.Tid)
 			break
 		}
 		if e.Walked {
@@ -163,16 +157,14 @@ func (b *bpfRun) onEvent(e tracepoint.Event) {
 		}
 		fr, err := b.res.Site(e)
 		if err != nil {
-			why = "frame not resolved"
-			r.siteErr("%v", err)
+			noSite("frame not resolved", "%v", err)
 			break
 		}
 		site = &Site{Function: fr.Function, File: fr.File, Line: fr.Line}
 		b.exact++
 	case e.Py == tracepoint.PyNoFrame:
 		b.noFrame++
-		why = "no Python frame at the call"
-		r.siteErr("tid %d ran no Python frame at the call", e.Tid)
+		noSite("no Python frame at the call", "tid %d ran no Python frame at the call", e.Tid)
 	default:
 		// The kernel could not read the frame (a thread it does not know
 		// yet, a page not present, or 3.10): read the live stack now and
