@@ -317,8 +317,8 @@ func TestOffcpuBPFWaker(t *testing.T) {
 // (wall and thread CPU time around lock.acquire()), with a CPU hog on every
 // CPU: the off-CPU time pyobs finds at the acquire's line in waiter_fn is
 // within 10 % of the target's own, classed as a blocking acquire is off
-// CPU (lock, GIL, run-queue), lock the largest — every wait has its Python
-// stack, walked in the kernel at the switch-out, however short.
+// CPU (lock, GIL, run-queue), each class present — every wait has its
+// Python stack, walked in the kernel at the switch-out, however short.
 func TestOffcpuBPFShortLockWaits(t *testing.T) {
 	testutil.RequireRoot(t)
 	for _, label := range []string{"pyenv-3.12", "sid-3.14"} {
@@ -405,19 +405,20 @@ func TestOffcpuBPFShortLockWaits(t *testing.T) {
 			}
 			// Each acquire is off CPU in three ways, each with its class:
 			// blocked on the lock; after the waking, blocked on the GIL
-			// (the holder retakes it after its sleep, and the hogs
-			// preempt it holding it); and waiting for a CPU (the hogs
-			// hold both), run-queue. How the time splits between them is
-			// the scheduler's: here on 2026-12-03 [lock] 74–83 % on a
-			// quiet machine, 53–62 % with one more CPU-bound process
-			// beside the hogs ([GIL] 33–37 %), 77–80 % beside a CI run
-			// ([GIL] 10–22 %, [run-queue] 4–13 %), and in one CI run
-			// 84 % with [GIL] 1.7 % and [run-queue] 14 %. Each class must
-			// be there (one labelled as another would empty it): at
-			// least 0.5 % each, a quarter of the least seen.
+			// (the holder keeps it ~10 µs after letting go of the lock,
+			// longer when the hogs preempt it holding it); and waiting
+			// for a CPU (the hogs hold both), run-queue. How the time
+			// splits between them is the scheduler's. Without the
+			// holder's 10 µs, [GIL] was 0.4 % in one CI run; with it, on
+			// 2026-12-04: [lock] 57–67 %, [GIL] 8–24 %, [run-queue]
+			// 17–25 % beside the hogs; [lock] 43–53 %, [GIL] 38–52 %,
+			// [run-queue] 5–16 % with one more CPU-bound process beside
+			// them. Each class must be there (one labelled as another
+			// would empty it, or swell it): [lock] at least 30 %, [GIL]
+			// and [run-queue] at least 0.5 %.
 			three := leaf["[lock]"] + leaf["[GIL]"] + leaf["[run-queue]"]
-			if three < 0.98*at || lock < 0.4*at || leaf["[GIL]"] < 0.005*at || leaf["[run-queue]"] < 0.005*at {
-				t.Errorf("at the acquire %.3fs: [lock] %.3fs, the three classes of a blocking acquire %.3fs: want [lock] ≥ 40 %%, [GIL] and [run-queue] ≥ 0.5 %% each, and the three ≥ 98 %% (by class %v)", at, lock, three, leaf)
+			if three < 0.98*at || lock < 0.3*at || leaf["[GIL]"] < 0.005*at || leaf["[run-queue]"] < 0.005*at {
+				t.Errorf("at the acquire %.3fs: [lock] %.3fs, the three classes of a blocking acquire %.3fs: want [lock] ≥ 30 %%, [GIL] and [run-queue] ≥ 0.5 %% each, and the three ≥ 98 %% (by class %v)", at, lock, three, leaf)
 			}
 		})
 	}

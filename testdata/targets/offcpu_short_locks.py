@@ -1,11 +1,12 @@
 """Short lock waits, timed by the target itself.
 
 A holder thread keeps a lock ~50 us at a time (asleep, so the GIL is
-free), saying so through an event; once the file argv[2] exists, the main
-thread, argv[1] times in waiter_fn, waits for the holder to hold the lock
-and then takes it — blocking until the holder lets go. It times each
-acquire (wall and thread CPU time) and writes {"off_s", "wall_s",
-"waits", "line"} to argv[3]: its own account of the time it spent off CPU
+free), saying so through an event, and after letting go keeps the GIL
+~10 us (running), so that a woken waiter waits for the GIL too. Once the
+file argv[2] exists, the main thread, argv[1] times in waiter_fn, waits
+for the holder to hold the lock and then takes it — blocking until the
+holder lets go. It times each acquire (wall and thread CPU time) and
+writes {"off_s", "wall_s", "waits", "line"} to argv[3]: its own account of the time it spent off CPU
 in lock.acquire() (blocked on the lock, then on the GIL, or waiting for a
 CPU) — what pyobs offcpu must find under waiter_fn at that line — and
 exits.
@@ -29,6 +30,9 @@ def holder():
         with lock:
             held.set()
             time.sleep(0.00005)
+        end = time.perf_counter_ns() + 10000
+        while time.perf_counter_ns() < end:  # the GIL held: the woken waiter waits for it
+            pass
         time.sleep(0.00002)
 
 
