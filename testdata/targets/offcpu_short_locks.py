@@ -6,10 +6,10 @@ free), saying so through an event, and after letting go keeps the GIL
 file argv[2] exists, the main thread, argv[1] times in waiter_fn, waits
 for the holder to hold the lock and then takes it — blocking until the
 holder lets go. It times each acquire (wall and thread CPU time) and
-writes {"off_s", "wall_s", "waits", "line"} to argv[3]: its own account of the time it spent off CPU
-in lock.acquire() (blocked on the lock, then on the GIL, or waiting for a
-CPU) — what pyobs offcpu must find under waiter_fn at that line — and
-exits.
+writes {"off_s", "wall_s", "waits", "line"} to argv[3]: its own account
+of the time it spent off CPU in lock.acquire() (blocked on the lock,
+then on the GIL, or waiting for a CPU) — what pyobs offcpu must find
+under waiter_fn at that line — and exits.
 """
 import json
 import os
