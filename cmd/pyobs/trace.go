@@ -89,9 +89,11 @@ it says so). With -- CMD it starts CMD under trace from its first
 instruction (it must be the tracer's child). With -e as well, CMD starts
 with a seccomp filter (pyobs re-executes itself to install it, then execs
 CMD) so only the listed calls stop; the rest run at full speed. CMD keeps
-no_new_privs, and a filter cannot be removed: if the trace ends first pyobs
-stays attached, counting nothing, until CMD ends; if pyobs is killed, CMD's
-listed calls fail with ENOSYS.`,
+no_new_privs, and a filter cannot be removed: the processes CMD starts
+have it too, so pyobs follows them only to pass their stops through (their
+calls are not traced); if the trace ends first pyobs stays attached,
+counting nothing, until CMD and they end; if pyobs is killed, their listed
+calls fail with ENOSYS.`,
 		Example: `  pyobs trace -p 4242 -d 10s
   pyobs trace -p 4242 --format json
   pyobs trace -p 4242 -e openat,newfstatat --log
@@ -157,9 +159,6 @@ func runTrace(cmd *cobra.Command, g *globals, f *traceFlags, args []string) erro
 	} else if s, err = session.Open(cmd.Context(), spec); err != nil {
 		return err
 	}
-	if f.engine == "ptrace" && len(spec.Argv) > 0 && strings.TrimSpace(f.events) != "" {
-		fmt.Fprintf(os.Stderr, "pyobs trace: the seccomp filter of -e passes to the processes %s starts, which ptrace does not follow: their %s calls fail with ENOSYS (--engine tracepoint follows children)\n", spec.Argv[0], f.events)
-	}
 	if f.engine == "ptrace" && spec.Set.Many() {
 		fmt.Fprintf(os.Stderr, "pyobs trace: the ptrace engine traces one process; the set's other processes and children are not traced (--engine auto or tracepoint follows them)\n")
 	}
@@ -191,7 +190,7 @@ func runTrace(cmd *cobra.Command, g *globals, f *traceFlags, args []string) erro
 		// A seccomp-filtered command needs its tracer until it ends (its
 		// filtered calls fail with ENOSYS without one): whatever went wrong
 		// here is said after it ended.
-		ferr := finish(cmd.Context(), session.AdoptWaiting(a.Pid, a.StillAttached))
+		ferr := finish(cmd.Context(), session.AdoptWaiting(a.Pid, a.StillAttached, a.SignalAttached))
 		if werr != nil {
 			return werr
 		}

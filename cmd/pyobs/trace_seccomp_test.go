@@ -2,11 +2,14 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -148,5 +151,174 @@ func TestTracePtraceWindowOutlived(t *testing.T) {
 				t.Errorf("exit %d after %s (want the program's own 7, unsignalled)\nstdout %s\nstderr %s", r.Code, took, r.Stdout, r.Stderr)
 			}
 		})
+	}
+}
+
+// TestTraceSpawnSeccompChildren: the filter of `--engine ptrace -e … --
+// CMD` passes to every process CMD starts, and a filtered call without a
+// tracer fails with ENOSYS. pyobs follows those processes (a child python
+// through subprocess, a fork without exec) only to pass their stops
+// through: each says its own 300 failing stats failed with ENOENT, not
+// ENOSYS, none of them is counted, and a child left running after CMD
+// exits is served until it ends (pyobs returns after it, with CMD's
+// status). Beside a CPU hog.
+func TestTraceSpawnSeccompChildren(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.CPUHog(t, 1)
+	py := testutil.Find(t, "pyenv-3.12")
+	script := filepath.Join(testutil.Repo(), "testdata", "targets", "trace_seccomp_kids.py")
+	const n = 300
+	run := func(t *testing.T, mode string, extra ...string) (testutil.Result, string, traceOut, int) {
+		dir := t.TempDir()
+		report, o := filepath.Join(dir, "report"), filepath.Join(dir, "t.json")
+		argv := append([]string{"trace", "--engine", "ptrace", "-e", "newfstatat", "--format", "json", "-o", o, "--"}, py.Argv...)
+		argv = append(append(argv, script, mode, strconv.Itoa(n), report), extra...)
+		r := testutil.RunCmd(t, 60*time.Second, exec.Command(testutil.Binary(t), argv...))
+		b, err := os.ReadFile(report)
+		if err != nil {
+			t.Fatalf("the target's report: %v (exit %d, stderr %s)", err, r.Code, r.Stderr)
+		}
+		var out traceOut
+		var kids struct {
+			Children int `json:"children_passed_through"`
+		}
+		readJSONInto(t, o, &out)
+		readJSONInto(t, o, &kids)
+		return r, string(b), out, kids.Children
+	}
+	// each process's own account: its role's line says all n failed with ENOENT
+	own := func(t *testing.T, report string, roles ...string) {
+		t.Helper()
+		for _, role := range roles {
+			ok := false
+			for _, l := range strings.Split(report, "\n") {
+				if strings.HasPrefix(l, role+" ") && strings.HasSuffix(l, fmt.Sprintf(" ENOENT=%d other=0", n)) {
+					ok = true
+				}
+			}
+			if !ok {
+				t.Errorf("%s: no line with its %d stats failing as ENOENT alone:\n%s", role, n, report)
+			}
+		}
+	}
+	t.Run("wait", func(t *testing.T) {
+		r, report, out, kids := run(t, "wait")
+		if r.Code != 0 || !strings.Contains(r.Stdout, "CHILD 0 FORK 0") {
+			t.Fatalf("exit %d\nstdout %s\nstderr %s", r.Code, r.Stdout, r.Stderr)
+		}
+		own(t, report, "parent", "child", "fork")
+		if kids != 2 {
+			t.Errorf("children passed through: %d, want 2 (the subprocess and the fork)", kids)
+		}
+		// The parent's n and its start-up's misses; the children's 2n not.
+		var enoent uint64
+		for _, s := range out.Syscalls {
+			if s.Name == "newfstatat" {
+				enoent = s.Errnos["ENOENT"]
+			}
+		}
+		if enoent < n || enoent >= 2*n {
+			t.Errorf("newfstatat ENOENT counted %d: want the parent's %d and its start-up's, none of the children's", enoent, n)
+		}
+		if !strings.Contains(r.Stderr, "2 processes the command started ran under its -e filter") {
+			t.Errorf("footer: %s", r.Stderr)
+		}
+	})
+	t.Run("leave", func(t *testing.T) {
+		start := time.Now()
+		r, report, _, _ := run(t, "leave", "1")
+		took := time.Since(start)
+		if r.Code != 3 {
+			t.Fatalf("exit %d (want CMD's 3)\nstderr %s", r.Code, r.Stderr)
+		}
+		own(t, report, "child") // written before pyobs returned
+		if took < time.Second {
+			t.Errorf("pyobs returned after %s, before the child's 1 s delay ended", took)
+		}
+		if !strings.Contains(r.Stderr, "to what it started that still runs under its filter (1 process)") {
+			t.Errorf("footer: %s", r.Stderr)
+		}
+	})
+	// pyobs asked to end while it waits for a child left running: the
+	// signal is passed on to the child, which it would otherwise wait for
+	// (60 s here), and no process of the command is left.
+	t.Run("leave-term", func(t *testing.T) {
+		dir := t.TempDir()
+		report := filepath.Join(dir, "report")
+		argv := append([]string{"trace", "--engine", "ptrace", "-e", "newfstatat", "-o", filepath.Join(dir, "t.txt"), "--"}, py.Argv...)
+		cmd := exec.Command(testutil.Binary(t), append(argv, script, "leave", strconv.Itoa(n), report, "60")...)
+		var stderr lockedBuffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		t.Cleanup(func() { _ = cmd.Process.Kill(); <-done; done <- nil; killByArg(report, cmd.Process.Pid) })
+		for deadline := time.Now().Add(30 * time.Second); !strings.Contains(stderr.String(), "still runs under its filter"); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no footer after the command exited: %s", stderr.String())
+			}
+		}
+		if len(pidsByArg(report, cmd.Process.Pid)) != 1 {
+			t.Fatalf("the child left running is not running: %v", pidsByArg(report, cmd.Process.Pid))
+		}
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-done:
+			done <- err
+		case <-time.After(15 * time.Second):
+			t.Fatalf("pyobs did not end within 15 s of SIGTERM: %s", stderr.String())
+		}
+		if left := pidsByArg(report, cmd.Process.Pid); len(left) > 0 {
+			t.Errorf("processes of the command left: %v", left)
+		}
+		if b, _ := os.ReadFile(report); len(b) > 0 {
+			t.Errorf("the child ran its stats: %s", b)
+		}
+	})
+}
+
+// lockedBuffer is a strings.Builder safe for a writer and a reader.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// pidsByArg lists the processes with arg in their command line, but not
+// this test's pyobs (whose own arguments name it too).
+func pidsByArg(arg string, pyobs int) []int {
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == pyobs {
+			continue
+		}
+		b, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		for _, a := range strings.Split(string(b), "\x00") {
+			if a == arg {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
+}
+
+func killByArg(arg string, pyobs int) {
+	for _, p := range pidsByArg(arg, pyobs) {
+		_ = syscall.Kill(p, syscall.SIGKILL)
 	}
 }

@@ -34,9 +34,11 @@ func Adopt(pid int, exited bool, code int) *Session {
 }
 
 // AdoptWaiting is Adopt for a program its engine still waits for (a tracer
-// that cannot let go): wait blocks until it ended and returns its status.
-func AdoptWaiting(pid int, wait func() int) *Session {
-	s := &Session{Pid: pid, adopted: true, waited: make(chan struct{})}
+// that cannot let go): wait blocks until it ended, and what it started
+// that the engine waits for too, and returns its status; signal sends
+// them all a signal (nil: the program alone).
+func AdoptWaiting(pid int, wait func() int, signal func(syscall.Signal) error) *Session {
+	s := &Session{Pid: pid, adopted: true, waited: make(chan struct{}), adoptedSignal: signal}
 	go func() {
 		s.adoptedCode = wait()
 		close(s.waited)
@@ -54,15 +56,24 @@ func (s *Session) finishAdopted(ctx context.Context, end End) int {
 			return s.adoptedCode
 		case <-ctx.Done():
 		}
-		endInterrupted(InterruptSignal(ctx), s.Pid, func(sig syscall.Signal) error { return syscall.Kill(s.Pid, sig) }, s.waited)
+		endInterrupted(InterruptSignal(ctx), s.Pid, s.signalAdopted, s.waited)
 		return s.adoptedCode
 	}
-	_ = syscall.Kill(s.Pid, syscall.SIGTERM)
+	_ = s.signalAdopted(syscall.SIGTERM)
 	select {
 	case <-s.waited:
 	case <-time.After(KillGrace):
-		_ = syscall.Kill(s.Pid, syscall.SIGKILL)
+		_ = s.signalAdopted(syscall.SIGKILL)
 		<-s.waited
 	}
 	return s.adoptedCode
+}
+
+// signalAdopted signals the adopted program (and, from AdoptWaiting, what
+// its engine waits for with it).
+func (s *Session) signalAdopted(sig syscall.Signal) error {
+	if s.adoptedSignal != nil {
+		return s.adoptedSignal(sig)
+	}
+	return syscall.Kill(s.Pid, sig)
 }

@@ -91,9 +91,12 @@ type Session struct {
 
 	adopted     bool // started by an engine (Adopt); waited for here once handed over
 	adoptedCode int
-	hold        *hold // Spec.Hold: the command waits for Release
-	started     time.Time
-	heldFor     time.Duration // Spec.Hold: from the holder's start to the release
+	// adoptedSignal (AdoptWaiting): signals the program and what its
+	// engine waits for with it.
+	adoptedSignal func(syscall.Signal) error
+	hold          *hold // Spec.Hold: the command waits for Release
+	started       time.Time
+	heldFor       time.Duration // Spec.Hold: from the holder's start to the release
 
 	exec execWatch // -p PID: its program when its interpreter was read (Execed)
 }

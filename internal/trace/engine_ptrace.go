@@ -112,8 +112,9 @@ func runPtrace(ctx context.Context, r *sites, opt Options, a Account) (*Result, 
 	a.SiteReads, a.SiteReadsFailed, a.SiteReadError = r.siteTried, r.siteFail, r.firstSiteErr
 	a.TargetExited, a.Spawned, a.ExitCode, a.DetachError = st.TargetGone, len(cfg.Argv) > 0, st.ExitCode, st.DetachError
 	if st.Attached != nil {
-		a.StillAttached = st.Attached.Wait
+		a.StillAttached, a.SignalAttached = st.Attached.Wait, st.Attached.Signal
 	}
+	a.Children, a.ChildrenLeft = st.Children, st.ChildrenLeft
 	if st.Execed {
 		if a.Execed = r.sess.Execed(); a.Execed == nil {
 			a.Execed = fmt.Errorf("pid %d %w", r.pid, session.ErrExeced) // its memory read as the old program's still

@@ -64,9 +64,12 @@ type summary struct {
 	TargetExited    bool          `json:"target_exited"`
 	TargetExeced    string        `json:"target_execed,omitempty"`
 	Restarted       uint64        `json:"restarted_calls"`
-	ExitCode        *int          `json:"exit_code,omitempty"`
-	PythonWalk      *StackWalk    `json:"python_walk,omitempty"`
-	BPF             *BPFRun       `json:"bpf,omitempty"`
+	// ptrace -e -- CMD: processes CMD started, under its filter, passed
+	// through (their calls not traced).
+	ChildrenPassed int        `json:"children_passed_through,omitempty"`
+	ExitCode       *int       `json:"exit_code,omitempty"`
+	PythonWalk     *StackWalk `json:"python_walk,omitempty"`
+	BPF            *BPFRun    `json:"bpf,omitempty"`
 	// A held command: the programs' load and attach before it ran.
 	AttachS float64 `json:"attach_s,omitempty"`
 	// A set: each process's line and the set's account.
@@ -83,7 +86,7 @@ func (r *Result) summary() *summary {
 		Slowdown: a.Slowdown, Threads: a.Threads, Signals: a.Signals, SlowUS: float64(a.Slow) / 1e3,
 		SiteReads: a.SiteReads, SiteReadsFailed: a.SiteReadsFailed, SiteReadError: a.SiteReadError,
 		SiteReadsKernel: a.SiteReadsKernel, SiteReadsLate: a.SiteReadsLate, KernelDrops: a.Drops,
-		InProgress: a.InProgress, Blocked: r.Blocked, TargetExited: a.TargetExited, Restarted: a.Restarted,
+		InProgress: a.InProgress, Blocked: r.Blocked, TargetExited: a.TargetExited, Restarted: a.Restarted, ChildrenPassed: a.Children,
 		PythonWalk: a.Walk, BPF: a.BPF, Syscalls: r.Syscalls,
 		AttachS: a.Attach.Seconds(), Processes: r.Processes, ProcessAccount: a.Procs, Stopped: a.StoppedBy,
 	}
@@ -311,13 +314,31 @@ func (r *Result) Footer(where string) string {
 	}
 	end := "detached from every thread"
 	switch {
+	case a.TargetExited && a.StillAttached != nil:
+		end = fmt.Sprintf("target exited; pyobs stays attached, counting nothing, to what it started that still runs under its filter (%s) until that ends (a seccomp filter cannot be removed)", nProcs(a.ChildrenLeft))
 	case a.TargetExited:
 		end = "target exited"
 	case a.StillAttached != nil:
 		end = "still attached, counting nothing, until the command ends (a seccomp filter cannot be removed)"
 	}
-	return fmt.Sprintf("pyobs trace: engine ptrace%s; %d events, lost 0; %d threads, %d signals passed through, %d interrupted calls restarted by the kernel (not counted); %d calls in progress at the end (not counted); whole Python stacks read at the exit stop for %d calls (%d found none; slow ≥ %s or failing); observer CPU %.2fs%s; pyobs's ptrace stops held the target ≥ %.3fs (from each stop's report to its resume, summed over threads; the switches into and out of each stop, 2 per call, come on top, not measured); %s; %s; wrote %s",
-		note, a.Calls, a.Threads, a.Signals, a.Restarted, a.InProgress, a.SiteReads, a.SiteReadsFailed, slow, a.ObserverCPU.Seconds(), obs, a.Stopped.Seconds(), a.Slowdown, end, where)
+	return fmt.Sprintf("pyobs trace: engine ptrace%s; %d events, lost 0; %d threads, %d signals passed through, %d interrupted calls restarted by the kernel (not counted); %d calls in progress at the end (not counted); whole Python stacks read at the exit stop for %d calls (%d found none; slow ≥ %s or failing); observer CPU %.2fs%s; pyobs's ptrace stops held the target ≥ %.3fs (from each stop's report to its resume, summed over threads; the switches into and out of each stop, 2 per call, come on top, not measured); %s%s; %s; wrote %s",
+		note, a.Calls, a.Threads, a.Signals, a.Restarted, a.InProgress, a.SiteReads, a.SiteReadsFailed, slow, a.ObserverCPU.Seconds(), obs, a.Stopped.Seconds(), a.Slowdown, kidsWords(a), end, where)
+}
+
+// kidsWords is "; N processes …" when the command's -e filter bound
+// processes it started, passed through untraced.
+func kidsWords(a *Account) string {
+	if a.Children == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %s the command started ran under its -e filter: passed through, their calls not traced (--engine tracepoint traces them)", nProcs(a.Children))
+}
+
+func nProcs(n int) string {
+	if n == 1 {
+		return "1 process"
+	}
+	return fmt.Sprintf("%d processes", n)
 }
 
 func execedAs(err error) *session.ExecedError {

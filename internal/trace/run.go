@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/pyobs/pyobs/internal/bpfload"
@@ -114,6 +115,13 @@ type Account struct {
 	// counting nothing (detaching would make its filtered calls fail);
 	// it blocks until the command ends and returns its status.
 	StillAttached func() int
+	// SignalAttached signals the command and what it started that the
+	// tracer still waits for.
+	SignalAttached func(syscall.Signal) error
+	// Children (ptrace with a seccomp filter): processes the command
+	// started, bound to its filter: passed through, their calls not
+	// traced; ChildrenLeft of them still ran when the window ended.
+	Children, ChildrenLeft int
 	// Walk: tracepoint engine: the whole Python stacks walked in the
 	// kernel at the calls, or why only the innermost frame was read.
 	Walk *StackWalk

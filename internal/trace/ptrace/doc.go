@@ -6,7 +6,8 @@
 // TRACECLONE, TRACEEXEC and TRACEEXIT), interrupted once and resumed with
 // PTRACE_SYSCALL, so each syscall stops the thread twice: at entry and at
 // exit. New threads are followed (TRACECLONE); forks are not (no
-// TRACEFORK/TRACEVFORK, and a clone that makes a new process is detached).
+// TRACEFORK/TRACEVFORK, and a clone that makes a new process is detached),
+// except under a seccomp filter (below).
 // Signals are passed through: a signal-delivery stop is resumed with the
 // signal; a group stop (SIGSTOP, SIGTSTP, …) is kept with PTRACE_LISTEN.
 // Nothing ever injects EINTR: a syscall interrupted by one of our stops
@@ -36,9 +37,13 @@
 // once (TraceStats.Attached) while its tracer stays attached, passing
 // every stop through and counting nothing, until the command ends by
 // itself (Attached.Wait gives its status; ending it is the caller's
-// choice, never the window's). If pyobs itself is killed, the command's filtered calls
-// fail with ENOSYS from then on; that is why it is used only for commands
-// pyobs started.
+// choice, never the window's). The filter passes to every process the
+// command starts, so those are followed too (TRACEFORK, TRACEVFORK), only
+// to have their stops passed through: a seccomp stop resumed with
+// PTRACE_CONT runs the call, untraced and uncounted. The tracer stays
+// until the last of them ends, and Attached.Signal reaches them all. If
+// pyobs itself is killed, their filtered calls fail with ENOSYS from then
+// on; that is why it is used only for commands pyobs started.
 //
 // Ending: the loop blocks in wait4. To end it, the caller's context is
 // cancelled; a helper then "kicks" the tracer by sending one tracee a signal
@@ -52,7 +57,7 @@
 // with the thread stopped, so its memory (arguments, Python stack) is as
 // it was during the call.
 //
-// Cannot see: forked children (not followed), calls already in progress
+// Cannot see: forked children's calls (never traced), calls already in progress
 // when it attached (their exit has no entry: skipped), and a call's own
 // latency apart from the tracer's wake-up (Dur includes both). x86_64 only
 // (syscall numbers, the seccomp filter's AUDIT_ARCH_X86_64).

@@ -179,17 +179,46 @@ type TraceStats struct {
 	Detached        int    // threads detached at the end
 	DetachError     error  // first error while detaching, if any
 	// Attached: the trace ended while a seccomp filter holds the spawned
-	// command, so the tracer could not let go (a filtered call without a
-	// tracer fails with ENOSYS): it stays attached, passing every stop
-	// through and counting nothing, until the command ends. These stats
-	// are the window's; Attached.Wait gives the command's status.
+	// command or processes it started, so the tracer could not let go (a
+	// filtered call without a tracer fails with ENOSYS): it stays
+	// attached, passing every stop through and counting nothing, until
+	// they all end. These stats are the window's; Attached.Wait gives the
+	// command's status.
 	Attached *Attached
+	// Children: processes the seccomp-filtered command started (the
+	// filter passes to them): followed only to pass their stops through,
+	// their calls neither stopped at nor counted. ChildrenLeft: of those,
+	// still running when the window was handed over.
+	Children, ChildrenLeft int
 }
 
 // Attached is a tracer still attached after its trace ended (seccomp).
 type Attached struct {
 	done chan struct{}
 	code int
+	t    *tracer
+}
+
+// Signal sends sig to the command, unless it is gone, and to every process
+// it started that the tracer still passes through: the tracer waits for
+// them all.
+func (a *Attached) Signal(sig syscall.Signal) error {
+	a.t.mu.Lock()
+	var pids []int
+	if !a.t.targetGone.Load() { // reaped: its pid may be another's now
+		pids = append(pids, a.t.pid)
+	}
+	for p := range a.t.liveKids {
+		pids = append(pids, p)
+	}
+	a.t.mu.Unlock()
+	var first error
+	for _, p := range pids {
+		if err := unix.Kill(p, sig); err != nil && !errors.Is(err, unix.ESRCH) && first == nil {
+			first = fmt.Errorf("signal %v to pid %d: %w", sig, p, err)
+		}
+	}
+	return first
 }
 
 // Wait blocks until the command ended and returns its status (128+signal
@@ -247,7 +276,14 @@ type tracer struct {
 	// forgotten: threads an exec removed whose death reports are still to
 	// come; they must not be counted again as new threads.
 	forgotten map[int]bool
-	info      [128]byte
+	// kids: tasks of the processes a seccomp-filtered command started
+	// (TRACEFORK, TRACEVFORK): the filter is theirs too, and without a
+	// tracer their filtered calls would fail with ENOSYS. Each stop is
+	// resumed at once (PTRACE_CONT), nothing counted. kidProcs: their pids.
+	kids, kidProcs map[int]bool
+	liveKids       map[int]bool // pids of kidProcs not yet gone (under mu, for Attached.Signal)
+	targetGone     atomic.Bool  // the command's death was reported (for Attached.Signal)
+	info           [128]byte
 }
 
 const (
@@ -265,7 +301,8 @@ func Trace(ctx context.Context, cfg TraceConfig) (TraceStats, error) {
 		st  TraceStats
 		err error
 	}
-	t := &tracer{cfg: cfg, pid: cfg.Pid, ts: map[int]*tracee{}, window: make(chan TraceStats, 1), forgotten: map[int]bool{}}
+	t := &tracer{cfg: cfg, pid: cfg.Pid, ts: map[int]*tracee{}, window: make(chan TraceStats, 1), forgotten: map[int]bool{},
+		kids: map[int]bool{}, kidProcs: map[int]bool{}, liveKids: map[int]bool{}}
 	t.st.ExitCode = -1
 	res := make(chan result, 1)
 	started := make(chan struct{})
@@ -312,7 +349,7 @@ func Trace(ctx context.Context, cfg TraceConfig) (TraceStats, error) {
 		// The window is over; the command runs on under a tracer that only
 		// passes its stops through (no more kicks needed).
 		close(done)
-		a := &Attached{done: make(chan struct{})}
+		a := &Attached{done: make(chan struct{}), t: t}
 		go func() {
 			r := <-res
 			a.code = r.st.ExitCode
@@ -379,7 +416,9 @@ func (t *tracer) start() error {
 			}
 			env = append(env, SeccompEnv+"="+strings.Join(nrs, ","), SeccompPathEnv+"="+abs)
 			path = proc().SelfExe()
-			opts |= unix.PTRACE_O_TRACESECCOMP
+			// The filter passes to every process the command starts: each
+			// is followed from its fork, to be passed through.
+			opts |= unix.PTRACE_O_TRACESECCOMP | unix.PTRACE_O_TRACEFORK | unix.PTRACE_O_TRACEVFORK
 			t.seccomp, t.preExec = true, true
 		}
 		// The child must not run a single instruction of CMD untraced (a short
@@ -531,23 +570,110 @@ func waitAny() (int, unix.WaitStatus, error) {
 	}
 }
 
+// handOver ends the window while the tracer must stay: detaching would
+// make every filtered call of the command, or of a process it started,
+// fail with ENOSYS (SECCOMP_RET_TRACE without a tracer), also before the
+// helper's exec (the filter is its first act). The window's stats go to
+// Trace now; stops are then passed through, counting nothing, until all
+// of them end. Their lives are the caller's to end (Ctrl-C), never the
+// window's.
+func (t *tracer) handOver() {
+	t.passthrough = true
+	t.setListening(t.listening)
+	st := t.st
+	if !st.TargetGone {
+		st.ExitCode = -1
+	}
+	for p := range t.kidProcs {
+		if t.kids[p] {
+			st.ChildrenLeft++
+		}
+	}
+	t.window <- st
+}
+
+// addKid follows a task of a process the filtered command started; proc:
+// the task is a new process (its pid), not a thread of one.
+func (t *tracer) addKid(tid int, proc bool) {
+	t.kids[tid] = true
+	if proc {
+		t.kidProcs[tid] = true
+		t.st.Children = len(t.kidProcs)
+		t.mu.Lock()
+		t.liveKids[tid] = true
+		t.mu.Unlock()
+	}
+}
+
+// kidStop passes a stop of a process the command started through: its
+// signals delivered, group stops kept, its forks and threads followed,
+// everything else resumed at once. Its calls are not traced: a seccomp
+// stop resumed with PTRACE_CONT runs the call.
+func (t *tracer) kidStop(tid int, ws unix.WaitStatus) error {
+	if ws.Exited() || ws.Signaled() {
+		delete(t.kids, tid)
+		t.mu.Lock()
+		delete(t.liveKids, tid)
+		t.mu.Unlock()
+		return nil
+	}
+	if !ws.Stopped() {
+		return nil
+	}
+	sig, event := stopOf(ws)
+	resumeSig := 0
+	switch {
+	case sig == unix.SIGTRAP && (event == unix.PTRACE_EVENT_FORK || event == unix.PTRACE_EVENT_VFORK || event == unix.PTRACE_EVENT_CLONE):
+		if msg, err := unix.PtraceGetEventMsg(tid); err == nil {
+			child := int(msg)
+			t.addKid(child, event != unix.PTRACE_EVENT_CLONE || tgidOf(child) == child)
+		}
+	case sig == unix.SIGTRAP && event == unix.PTRACE_EVENT_EXEC:
+		if msg, err := unix.PtraceGetEventMsg(tid); err == nil && int(msg) != tid {
+			delete(t.kids, int(msg)) // the exec'ing thread took the leader's tid
+		}
+	case event == unix.PTRACE_EVENT_STOP:
+		if sig == unix.SIGSTOP || sig == unix.SIGTSTP || sig == unix.SIGTTIN || sig == unix.SIGTTOU {
+			if err := ptraceListen(tid); err != nil && !errors.Is(err, unix.ESRCH) {
+				return fmt.Errorf("PTRACE_LISTEN tid %d (a process pid %d started): %w", tid, t.pid, err)
+			}
+			return nil
+		}
+	case event != 0 || sig == unix.SIGTRAP|0x80:
+	default:
+		resumeSig = int(sig) // a signal on its way
+	}
+	if err := unix.PtraceCont(tid, resumeSig); err != nil && !errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("PTRACE_CONT tid %d (a process pid %d started): %w", tid, t.pid, err)
+	}
+	return nil
+}
+
+// notOurs handles a task of t.ts that is a new process, not a thread:
+// with a filter it is passed through (kidStop), else let go.
+func (t *tracer) notOurs(tid int, ws unix.WaitStatus) error {
+	if !t.seccomp {
+		t.detachNew(tid)
+		return nil
+	}
+	t.remove(tid)
+	t.st.Threads--
+	t.addKid(tid, true)
+	return t.kidStop(tid, ws)
+}
+
 func (t *tracer) loop() error {
-	for len(t.ts) > 0 {
+	for len(t.ts) > 0 || len(t.kids) > 0 {
+		if len(t.ts) == 0 && !t.passthrough {
+			// The command ended; processes it started run on under its filter.
+			t.st.TargetGone = true
+			t.handOver()
+		}
 		if t.stop.Load() && !t.passthrough {
 			if !t.seccomp {
 				return nil
 			}
-			// Detaching would make every filtered call of the command fail
-			// with ENOSYS (SECCOMP_RET_TRACE without a tracer), also before
-			// the helper's exec (the filter is its first act): hand the
-			// window's stats over now, then keep passing stops through,
-			// counting nothing, until the command ends. Its life is the
-			// caller's to end (Ctrl-C), never the window's.
-			t.passthrough = true
-			t.setListening(t.listening)
-			st := t.st
-			st.ExitCode = -1
-			t.window <- st
+			t.handOver()
 		}
 		var tid int
 		var ws unix.WaitStatus
@@ -571,6 +697,12 @@ func (t *tracer) loop() error {
 			}
 			return fmt.Errorf("wait4: %w", err)
 		}
+		if t.kids[tid] {
+			if err := t.kidStop(tid, ws); err != nil {
+				return err
+			}
+			continue
+		}
 		x := t.ts[tid]
 		if x == nil && t.forgotten[tid] {
 			// A thread an exec ended, reporting its exit stop or its death.
@@ -578,6 +710,15 @@ func (t *tracer) loop() error {
 				_ = unix.PtraceCont(tid, 0)
 			} else if ws.Exited() || ws.Signaled() {
 				delete(t.forgotten, tid)
+			}
+			continue
+		}
+		if x == nil && t.seccomp && tgidOf(tid) != t.pid {
+			// A process the command started, its first stop before its
+			// parent's fork event (or its death report: gone already).
+			t.addKid(tid, true)
+			if err := t.kidStop(tid, ws); err != nil {
+				return err
 			}
 			continue
 		}
@@ -607,13 +748,23 @@ func (t *tracer) loop() error {
 		case sig == unix.SIGTRAP && event == unix.PTRACE_EVENT_CLONE:
 			if msg, err := unix.PtraceGetEventMsg(tid); err == nil {
 				child := int(msg)
-				if tgidOf(child) != t.pid && tgidOf(child) > 0 {
+				switch {
+				case t.kids[child]:
+					// Its first stop came first.
+				case tgidOf(child) != t.pid && tgidOf(child) > 0 && t.seccomp:
+					t.addKid(child, true) // it reports its own stop
+				case tgidOf(child) != t.pid && tgidOf(child) > 0:
 					// A new process, not a thread: not ours to follow. It
 					// starts in a stop; detaching resumes it.
 					t.detachNew(child)
-				} else {
+				default:
 					t.add(child)
 				}
+			}
+		case sig == unix.SIGTRAP && (event == unix.PTRACE_EVENT_FORK || event == unix.PTRACE_EVENT_VFORK):
+			// Only with a filter: the new process is passed through.
+			if msg, err := unix.PtraceGetEventMsg(tid); err == nil {
+				t.addKid(int(msg), true)
 			}
 		case sig == unix.SIGTRAP && event == unix.PTRACE_EVENT_EXEC:
 			// The exec'ing thread now has the leader's tid; the others are
@@ -665,7 +816,9 @@ func (t *tracer) loop() error {
 			}
 			x.listening = false
 			if tgidOf(tid) != t.pid && tgidOf(tid) > 0 {
-				t.detachNew(tid)
+				if err := t.notOurs(tid, ws); err != nil {
+					return err
+				}
 				continue
 			}
 		case event != 0:
@@ -720,6 +873,7 @@ func (t *tracer) detachNew(tid int) {
 func (t *tracer) gone(tid int, ws unix.WaitStatus) {
 	t.remove(tid)
 	if tid == t.pid {
+		t.targetGone.Store(true)
 		if ws.Signaled() {
 			t.st.ExitCode = 128 + int(ws.Signal())
 		} else {
