@@ -59,8 +59,9 @@ Engines:
 --engine auto uses tracepoint when the BPF programs load (root, or
 CAP_BPF+CAP_PERFMON), else ptrace, and says why on stderr. Slow or failing
 calls whose site was not found are counted as "unattributed"; the others
-(fast and successful) get no site by design and are counted apart. New
-threads are followed. A target stopped by someone else during the trace
+(fast and successful) get no site by design and are counted apart. A -p
+process that is not Python is traced all the same, its calls without
+Python sites (the footer says why). New threads are followed. A target stopped by someone else during the trace
 (SIGSTOP, Ctrl-Z) makes no calls: a line under the table's header and the
 footer say for how long (tracepoint: its threads' states looked at every
 100 ms; ptrace: the group stops it kept); the footer's "pyobs stopped the
@@ -146,6 +147,11 @@ func runTrace(cmd *cobra.Command, g *globals, f *traceFlags, args []string) erro
 	spec, err := targetSpec(cmd, g, args)
 	if err != nil {
 		return err
+	}
+	if len(spec.Argv) == 0 && !spec.Set.Many() {
+		// A process that is not Python still makes calls: counted,
+		// without Python sites (the account says why).
+		spec.Python = session.PythonOptional
 	}
 	var s *session.Session
 	if len(spec.Argv) > 0 {

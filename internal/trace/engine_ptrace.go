@@ -44,6 +44,11 @@ func (r *sites) onExit(c *tptrace.Syscall) {
 		r.siteTried++
 		if call.Site == nil {
 			r.siteFail++
+			why := r.lastWhy
+			if why == "" {
+				why = "no Python stack found"
+			}
+			r.agg.NoSiteWhy(name, why)
 		}
 	}
 	r.agg.Add(call)

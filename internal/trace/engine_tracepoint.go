@@ -96,6 +96,8 @@ func (b *bpfRun) onEvent(e tracepoint.Event) {
 	switch {
 	case before:
 		b.before++
+	case r.noPy != "":
+		noSite("not Python", "%s", r.noPy)
 	case e.Py == tracepoint.PyWalked:
 		if e.Stack == 0 {
 			switch f := e.StackFlags; {
@@ -115,6 +117,8 @@ func (b *bpfRun) onEvent(e tracepoint.Event) {
 				b.stale = true
 				if lateSite = r.innermost(e.Tid); lateSite != nil {
 					b.late++
+				} else {
+					why = r.lastWhy
 				}
 			case f&walkEmpty != 0:
 				b.noFrame++
@@ -175,6 +179,8 @@ func (b *bpfRun) onEvent(e tracepoint.Event) {
 		lateSite = r.innermost(e.Tid)
 		if lateSite != nil {
 			b.late++
+		} else {
+			why = r.lastWhy
 		}
 	}
 	if !before {
@@ -277,7 +283,9 @@ func runTracepoint(ctx context.Context, run *sites, tp *tracepoint.Tracer, opt O
 	b := &bpfRun{run: run, tp: tp, threads: map[int]bool{}}
 	// A set or a held command without the walk: no sites, no threads to
 	// map, nothing to resolve.
-	counting := (run.set || run.held) && !tp.Walking
+	// Counting only: a set or a held command without the walk, or a
+	// process that is not Python (noPy).
+	counting := (run.set || run.held) && !tp.Walking || run.noPy != ""
 	switch {
 	case tp.Walking && (run.set || run.held):
 		b.ms = newMembers(run, tp, run.walkLayout)

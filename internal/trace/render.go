@@ -293,7 +293,7 @@ func (r *Result) Footer(where string) string {
 			if w.HeldLayout != "" {
 				py += fmt.Sprintf("; the walk's layout %s, %d calls before the interpreter was up (not named)", w.HeldLayout, w.BeforeWalk)
 			}
-		} else if w != nil && (a.Set || a.Held) {
+		} else if w != nil && (a.Set || a.Held || w.NotPython) {
 			py = fmt.Sprintf("; no Python sites (%s)", w.Why)
 		} else if w != nil {
 			py = fmt.Sprintf("; innermost Python frame only (no stack walk: %s)", w.Why)

@@ -155,7 +155,10 @@ type BPFRun struct {
 type StackWalk struct {
 	On bool `json:"on"`
 	// Why: when off, why the kernel read only each call's innermost frame.
-	Why       string `json:"why,omitempty"`
+	Why string `json:"why,omitempty"`
+	// NotPython: the target is not Python (Why says how it was found):
+	// no frame at all, not the innermost one only.
+	NotPython bool   `json:"not_python,omitempty"`
 	Walked    uint64 `json:"walked"`           // calls whose whole stack was walked
 	Truncated uint64 `json:"truncated"`        // deeper than the walker goes, or callers missing
 	Faulted   uint64 `json:"faulted"`          // a page of the stack not present: no stack, counted
@@ -199,7 +202,7 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*Result, error) 
 		return nil, errors.New("trace: no target: give a session or a command to spawn")
 	case held && len(opt.Argv) == 0:
 		return nil, fmt.Errorf("trace pid %d: a held command needs its argv (for the ptrace fallback)", s.Pid)
-	case len(opt.Argv) == 0 && s.Py == nil:
+	case len(opt.Argv) == 0 && s.Py == nil && (s.PyErr == nil || s.Set.Many()):
 		return nil, fmt.Errorf("trace pid %d: no Python interpreter open in the session", s.Pid)
 	}
 	filter, _ := ParseSyscalls(opt.Syscalls)
@@ -210,6 +213,11 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*Result, error) 
 	} else if len(opt.Argv) == 0 {
 		r.sess, r.tids, r.pid, r.set = s, s.NewTidMap(), s.Pid, s.Set.Many()
 		r.mem = pyframes.NewProcessMemory(s.Pid)
+		if s.Py == nil {
+			// Not Python (session.PythonOptional): its calls are still its
+			// calls; they are counted, and the account says why unnamed.
+			r.noPy = strings.ReplaceAll(s.PyErr.Error(), "\n", " ")
+		}
 	}
 	defer func() {
 		if r.mem != nil {
@@ -236,6 +244,9 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*Result, error) 
 	}
 	if tp == nil && (r.set || opt.SetAsked) {
 		acct.Note = strings.TrimSpace(acct.Note + " (ptrace follows one process: the set's other processes and children are not traced)")
+	}
+	if r.noPy != "" {
+		acct.Note = strings.TrimSpace(acct.Note + " (" + r.noPy + ": calls counted, no Python sites)")
 	}
 	if opt.OnEngine != nil {
 		opt.OnEngine(acct)
@@ -285,6 +296,8 @@ func choose(r *sites, opt Options, acct *Account) (*tracepoint.Tracer, error) {
 		if !opt.NoKernelWalk {
 			walkWhy = r.setWalk(&cfg)
 		}
+	} else if r.noPy != "" {
+		walkWhy = r.noPy // counted only: no frame to capture
 	} else {
 		cfg.Py = tracepoint.OffsetsFor(r.sess.Py.Layout).WithRuntime(r.sess.Py.Info.Runtime)
 		if !opt.NoKernelWalk {
@@ -336,6 +349,7 @@ func choose(r *sites, opt Options, acct *Account) (*tracepoint.Tracer, error) {
 		acct.Walk = &StackWalk{On: tp.Walking}
 		if !tp.Walking {
 			acct.Walk.Why = walkWhy
+			acct.Walk.NotPython = r.noPy != ""
 		}
 		if opt.Engine == "auto" {
 			acct.Note = "(auto: BPF programs loaded)"

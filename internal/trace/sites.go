@@ -34,6 +34,11 @@ type sites struct {
 	// walk); heldFrom: a held command's, where it was read (kwalk.LayoutRead).
 	walkLayout *pyframes.KernelLayout
 	heldFrom   string
+	// noPy: -p names a process whose interpreter cannot be read (not
+	// Python, or why not): its calls are counted, never named.
+	noPy string
+	// lastWhy: why the last stack read found no frame, in a few words.
+	lastWhy string
 	// set: a set of processes is observed (tracepoint: counts per
 	// process, and Python sites through members.go when walked); held:
 	// sess is a command held before its exec.
@@ -72,15 +77,24 @@ func (r *sites) innermost(tid int) *Site {
 }
 
 // stack reads tid's Python frames now (innermost first), keeping the
-// first reason a read failed; nil when it cannot.
+// first reason a read failed; nil when it cannot, and lastWhy says why in
+// a few words.
 func (r *sites) stack(tid int) []pyframes.Frame {
+	r.lastWhy = ""
+	if r.noPy != "" {
+		r.lastWhy = "not Python"
+		r.siteErr("%s", r.noPy)
+		return nil
+	}
 	if r.sess == nil {
+		r.lastWhy = "interpreter not read yet"
 		if time.Since(r.lastTry) < 5*time.Millisecond {
 			return nil
 		}
 		r.lastTry = time.Now()
 		s, err := session.Attach(r.pid)
 		if err != nil {
+			r.siteErr("pid %d: its interpreter not read yet: %v", r.pid, err)
 			return nil
 		}
 		r.sess, r.tids, r.tidsAt = s, s.NewTidMap(), time.Now()
@@ -94,13 +108,17 @@ func (r *sites) stack(tid int) []pyframes.Frame {
 		ref, ok = r.tids.Lookup(tid)
 	}
 	if !ok {
+		r.lastWhy = "no Python thread state"
 		r.siteErr("tid %d has no Python thread state", tid)
 		return nil
 	}
 	frames, _, _, err := r.sess.Py.Stack(ref.Addr, pyframes.Options{Retries: 1})
-	if err != nil {
+	switch {
+	case err != nil:
+		r.lastWhy = "stack read failed"
 		r.siteErr("tid %d: %v", tid, err)
-		return nil
+	case len(frames) == 0:
+		r.lastWhy = "no Python frame at the call"
 	}
 	return frames
 }
