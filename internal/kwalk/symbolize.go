@@ -31,10 +31,14 @@ import (
 //     entry holds every generation from its co_version up to the counter
 //     read before the object was.
 //   - Without one (≤3.11, a 3.12 build stripped of its symbol table, a
-//     counter that ran out: generation 0) an entry is re-checked when it is
-//     older than Revalidate; a code object freed and its address reused
-//     within that time can be misnamed (Stats.Replaced counts the reuses a
-//     re-check found).
+//     counter that ran out: generation 0) an entry names samples for
+//     Revalidate after its last check; a code object freed and its
+//     address reused within that time can be misnamed (Stats.Replaced
+//     counts the reuses a re-check found). It is re-checked from half that
+//     age, while the process is most likely still there to read: a
+//     re-check that fails within Revalidate keeps the name, as no check
+//     would have, so a program's last samples, named after it exited, keep
+//     the names its earlier ones were given.
 type Symbolizer struct {
 	P          CodeReader
 	Revalidate time.Duration // without a generation (default 1 s)
@@ -104,7 +108,7 @@ func (s *Symbolizer) code(addr, gen uint64) (*pyframes.CodeSymbol, error) {
 		if byGen {
 			fresh = e.lo <= gen && gen <= e.hi
 		} else {
-			fresh = s.clock().Sub(e.checked) < s.Revalidate
+			fresh = s.clock().Sub(e.checked) < s.Revalidate/2
 		}
 		if fresh {
 			s.Stats.Hits++
@@ -116,6 +120,11 @@ func (s *Symbolizer) code(addr, gen uint64) (*pyframes.CodeSymbol, error) {
 	}
 	sym, err := s.P.Code(addr)
 	if err != nil {
+		if ok && !byGen && s.clock().Sub(e.checked) < s.Revalidate {
+			// An early re-check that failed (the process exited, or the
+			// object was freed): still within the entry's time.
+			return e.sym, nil
+		}
 		s.Stats.Errors++
 		if !byGen {
 			delete(s.cache, addr)

@@ -74,9 +74,11 @@ func TestSymbolizerGenerations(t *testing.T) {
 	}
 }
 
-// TestSymbolizerNoGenerations: without a generation (≤3.13) a name is
-// read again once older than Revalidate, and a failed read drops it (a
-// freed address may be reused: never named from a stale entry).
+// TestSymbolizerNoGenerations: without a generation (≤3.11) a name is
+// read again once older than half Revalidate; a failed read keeps it until
+// Revalidate after its last check (a program's last samples, named after it
+// exited), then drops it (a freed address may be reused: never named from
+// a stale entry).
 func TestSymbolizerNoGenerations(t *testing.T) {
 	const addr = 0x2000
 	c := &codes{at: map[uint64]*pyframes.CodeSymbol{addr: {Function: "f", ID: 1}}}
@@ -85,17 +87,25 @@ func TestSymbolizerNoGenerations(t *testing.T) {
 	if _, err := s.Code(addr, 0); err != nil || c.reads != 1 {
 		t.Fatalf("first read: %v after %d reads", err, c.reads)
 	}
-	now = now.Add(500 * time.Millisecond)
+	now = now.Add(400 * time.Millisecond)
 	if _, err := s.Code(addr, 0); err != nil || c.reads != 1 {
-		t.Fatalf("within Revalidate: %v after %d reads, want the cached name", err, c.reads)
+		t.Fatalf("within half Revalidate: %v after %d reads, want the cached name", err, c.reads)
 	}
-	c.at[addr] = nil
-	now = now.Add(time.Second)
+	now = now.Add(200 * time.Millisecond) // 0.6 s: checked again, found
+	if _, err := s.Code(addr, 0); err != nil || c.reads != 2 {
+		t.Fatalf("past half Revalidate: %v after %d reads, want a re-check", err, c.reads)
+	}
+	c.at[addr] = nil                      // the process exited
+	now = now.Add(900 * time.Millisecond) // 1.5 s: 0.9 s after the last check
+	if sym, err := s.Code(addr, 0); err != nil || sym.Function != "f" || c.reads != 3 {
+		t.Fatalf("a failed re-check 0.9 s after the last one: %v, %v after %d reads, want the name kept", sym, err, c.reads)
+	}
+	now = now.Add(200 * time.Millisecond) // 1.1 s after the last check
 	if _, err := s.Code(addr, 0); err == nil {
 		t.Fatalf("past Revalidate, freed: want the failed read's error")
 	}
 	now = now.Add(100 * time.Millisecond)
-	if _, err := s.Code(addr, 0); err == nil || c.reads != 3 {
+	if _, err := s.Code(addr, 0); err == nil || c.reads != 5 {
 		t.Errorf("after a failed read: err %v after %d reads, want the entry dropped and read again", err, c.reads)
 	}
 }
