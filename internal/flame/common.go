@@ -68,18 +68,19 @@ func splitThreads(p *Profile, single string) []*threadGroup {
 }
 
 // profileName is a one-line name for the recording, for renderers that
-// show one.
+// show one: what recorded which process, not a command line (the process
+// may have been spawned, its mode a default).
 func profileName(m Meta) string {
 	var b strings.Builder
 	b.WriteString("pyobs")
 	if m.Command != "" {
 		b.WriteString(" " + m.Command)
 	}
-	if m.Mode != "" {
-		b.WriteString(" --mode " + m.Mode)
+	if m.Mode != "" && m.Mode != m.Command {
+		b.WriteString(" (" + m.Mode + " mode)")
 	}
 	if m.Pid != 0 {
-		fmt.Fprintf(&b, " -p %d", m.Pid)
+		fmt.Fprintf(&b, ", pid %d", m.Pid)
 	}
 	return b.String()
 }

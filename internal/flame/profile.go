@@ -69,26 +69,30 @@ func itoa(n int) string {
 
 // Meta is the recording's account of itself, carried into every output.
 type Meta struct {
-	Command        string  `json:"command"` // "record", "offcpu", …
-	Mode           string  `json:"mode"`    // cpu, wall, gil, offcpu
-	Unit           string  `json:"unit"`    // "samples" or "microseconds"
-	Pid            int     `json:"pid"`
-	Python         string  `json:"python,omitempty"`
-	DurationS      float64 `json:"duration_s"`
-	RequestedHz    float64 `json:"requested_hz,omitempty"`
-	AchievedHz     float64 `json:"achieved_hz,omitempty"`
-	Samples        uint64  `json:"samples"` // events folded in: CPU samples (record), context switches (offcpu)
-	Lost           uint64  `json:"lost"`
-	Torn           uint64  `json:"torn"`                  // stacks read inconsistently (kept, marked)
-	Failed         uint64  `json:"failed"`                // samples whose stack could not be read at all
-	Throttled      uint64  `json:"throttled"`             // THROTTLE records from the kernel
-	StackReads     uint64  `json:"stack_reads,omitempty"` // Python stack reads from user space; each stands for the events since the thread's previous read
-	Moved          uint64  `json:"moved"`                 // stacks read in one piece while the thread moved on (kept: a real stack µs after the sample)
-	Late           uint64  `json:"late"`                  // CPU samples read too long after the kernel took them to be attributed
-	ReadLagUS      float64 `json:"read_lag_us,omitempty"` // mean time from the kernel's sample to the stack read
-	ObserverCPUS   float64 `json:"observer_cpu_s"`
-	TargetStoppedS float64 `json:"target_stopped_s"`
-	PeriodNS       int64   `json:"period_ns,omitempty"` // nominal time one sample stands for
+	Command      string  `json:"command"` // "record", "offcpu", …
+	Mode         string  `json:"mode"`    // cpu, wall, gil, offcpu
+	Unit         string  `json:"unit"`    // "samples" or "microseconds"
+	Pid          int     `json:"pid"`
+	Python       string  `json:"python,omitempty"`
+	DurationS    float64 `json:"duration_s"`
+	RequestedHz  float64 `json:"requested_hz,omitempty"`
+	AchievedHz   float64 `json:"achieved_hz,omitempty"`
+	Samples      uint64  `json:"samples"` // events folded in: CPU samples (record), context switches (offcpu)
+	Lost         uint64  `json:"lost"`
+	Torn         uint64  `json:"torn"`                  // stacks read inconsistently (kept, marked)
+	Failed       uint64  `json:"failed"`                // samples whose stack could not be read at all
+	Throttled    uint64  `json:"throttled"`             // THROTTLE records from the kernel
+	StackReads   uint64  `json:"stack_reads,omitempty"` // Python stack reads from user space; each stands for the events since the thread's previous read
+	Moved        uint64  `json:"moved"`                 // stacks read in one piece while the thread moved on (kept: a real stack µs after the sample)
+	Late         uint64  `json:"late"`                  // CPU samples read too long after the kernel took them to be attributed
+	ReadLagUS    float64 `json:"read_lag_us,omitempty"` // mean time from the kernel's sample to the stack read
+	ObserverCPUS float64 `json:"observer_cpu_s"`
+	// ObserverSetupCPUS: pyobs's CPU before the recording began (the
+	// walker's load and verification, the target's layout read), apart:
+	// ObserverCPUS is the recording's alone.
+	ObserverSetupCPUS float64 `json:"observer_setup_cpu_s,omitempty"`
+	TargetStoppedS    float64 `json:"target_stopped_s"`
+	PeriodNS          int64   `json:"period_ns,omitempty"` // nominal time one sample stands for
 	// UnobservedS: a spawned command ran this long (its start-up, the
 	// sampler's loading) before the recording began; not in the profile.
 	UnobservedS float64 `json:"unobserved_start_s,omitempty"`

@@ -21,6 +21,9 @@ func Footer(p *flame.Profile, out string) string {
 	if m.DurationS > 0 {
 		obs = fmt.Sprintf(" (%.1f %% of one CPU)", 100*m.ObserverCPUS/m.DurationS)
 	}
+	if m.ObserverSetupCPUS > 0 {
+		obs += fmt.Sprintf(", %.2fs more before the recording began (loading the sampler)", m.ObserverSetupCPUS)
+	}
 	where := "stdout"
 	if out != "" && out != "-" {
 		where = out

@@ -105,7 +105,8 @@ type Recorder struct {
 	kern     []int              // bpf engine, --kernel: the sample's kernel frames, root first, appended to its stack
 	frameIDs map[[2]uint64]int  // (code object, line) -> interned frame
 	start    time.Time
-	cpu0     time.Duration
+	cpu0     time.Duration // observer CPU at the recording's start
+	setupCPU time.Duration // observer CPU before it (the walker's load)
 	tcpu0    float64
 	stops    *procfs.StopWatch // the target's stops by someone else
 	samples  uint64
@@ -268,7 +269,7 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*flame.Profile, 
 	if opt.Threads {
 		r.namer, r.roots = s.NewThreadNamer(true), flame.NewThreadRoots(r.prof)
 	}
-	r.cpu0 = clock.ObserverCPU() // the walker's load included
+	r.cpu0 = clock.ObserverCPU() // the set-up's start: the walker's load comes next
 	var kr *kernelRec
 	if opt.Mode == "cpu" {
 		useBPF, why := fallback.Choose(want, func() error {
@@ -295,14 +296,20 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*flame.Profile, 
 	}
 	r.start = time.Now()
 	r.tcpu0 = targetCPU(s.Pid)
+	setup0 := r.cpu0
 	switch {
 	case kr != nil && held != nil && held.taken:
 		// Sampled from the held command's exec: the recording began there.
-		r.start, r.tcpu0, r.cpu0 = held.at, held.tcpu0, held.cpu0
+		r.start, r.tcpu0, setup0 = held.at, held.tcpu0, held.cpu0
 		r.prof.Meta.HeldS, r.prof.Meta.HeldLayout = held.waited.Seconds(), held.from
 	case !s.Started().IsZero():
 		r.prof.Meta.UnobservedS = r.start.Sub(s.Started()).Seconds()
 	}
+	// What pyobs spent before the recording's loop (the load, or the held
+	// command's whole wait) is set-up, reported apart: the recording's
+	// own CPU is from here.
+	r.cpu0 = clock.ObserverCPU()
+	r.setupCPU = r.cpu0 - setup0
 	var deadline <-chan time.Time
 	if opt.Duration > 0 {
 		t := time.NewTimer(max(0, opt.Duration-time.Since(r.start)))
@@ -837,6 +844,7 @@ func (r *Recorder) finish() {
 	m.TargetExited = r.targetEnded && !r.s.Spawned() && r.execed == nil
 	m.AchievedHz = r.achieved()
 	m.ObserverCPUS = (clock.ObserverCPU() - r.cpu0).Seconds()
+	m.ObserverSetupCPUS = r.setupCPU.Seconds()
 	if r.nat != nil {
 		r.nat.finish(m, r.opt.StackSize)
 	}
