@@ -499,3 +499,43 @@ func TestOffcpuBPFWakerInterrupt(t *testing.T) {
 		t.Errorf("only %.3fs of %.3fs of timer wake-ups name the burner as the thread interrupted (pinned to the sleeper's CPU)", float64(whileBurner)/1e6, float64(byInterrupt)/1e6)
 	}
 }
+
+// TestOffcpuBPFDyingThreadsKeepWaits: threads that each sleep 10 ms once
+// and exit, 16 at a time for 3 s (~2,000 threads): every thread's classes
+// add up to its off-CPU and run-queue time, so no wait is in a thread's
+// totals and missing from the profile. Before, a wait that ended between
+// the sweep's reads of the waits and of the totals, by a thread that then
+// exited, was in its totals only (6–22 threads of ~2,200 a run, each
+// short by its whole 10 ms sleep), its entry deleted unfolded.
+func TestOffcpuBPFDyingThreadsKeepWaits(t *testing.T) {
+	testutil.RequireRoot(t)
+	py := testutil.Find(t, "pyenv-3.12")
+	o := filepath.Join(t.TempDir(), "o.json")
+	argv := append([]string{"offcpu", "--engine", "bpf", "--threads", "--format", "json", "-o", o, "--"}, py.Argv...)
+	argv = append(argv, filepath.Join(testutil.Repo(), "testdata", "targets", "offcpu_dying_sleepers.py"), "3")
+	r := testutil.RunCmd(t, 90*time.Second, exec.Command(testutil.Binary(t), argv...))
+	if r.Code != 0 {
+		t.Fatalf("exit %d: %s", r.Code, r.Stderr)
+	}
+	var out offcpuJSON
+	readJSONInto(t, o, &out)
+	if len(out.Result.Threads) < 500 {
+		t.Fatalf("%d threads in the account: want the ~2,000 the target ran", len(out.Result.Threads))
+	}
+	short := 0
+	for _, th := range out.Result.Threads {
+		var classes float64
+		for _, v := range th.ClassS {
+			classes += v
+		}
+		if miss := th.OffCPUS + th.RunQS - classes; miss > 0.0005 || miss < -0.0005 {
+			short++
+			if short <= 3 {
+				t.Errorf("tid %d: off CPU %.6fs + run-queue %.6fs, its classes %.6fs (%v)", th.Tid, th.OffCPUS, th.RunQS, classes, th.ClassS)
+			}
+		}
+	}
+	if short > 0 {
+		t.Errorf("%d of %d threads' classes do not add up to their off-CPU time", short, len(out.Result.Threads))
+	}
+}

@@ -60,6 +60,7 @@ type bpfEngine struct {
 	pyidErr uint64
 	lastSeq uint64
 	swept   map[uint32]bool // tids folded and deleted as exited
+	dying   map[uint32]bool // tids unlisted before their final switch-out: folded at the next sweep
 	kp      *kpy            // the kernel's Python stacks; nil: read from user space
 	set     *offSet         // a set of processes (s.Set.Many()); nil: the target alone
 	stopAt  int64           // the window's end, once the program stopped counting
@@ -561,19 +562,9 @@ type wokeEnt struct {
 // maps (so a process that churns threads does not fill them); final folds
 // everything, closing the waits and runs still open at end.
 func (e *bpfEngine) sweep(final bool, end int64) error {
-	byTid := map[uint32][]waitEnt{}
-	if err := batchAll(e.tr.Waits, func(k schedbpf.Wkey, v schedbpf.Wval) { byTid[k.Tid] = append(byTid[k.Tid], waitEnt{k, v}) }); err != nil {
-		return fmt.Errorf("pid %d: read map waits: %w", e.s.Pid, err)
-	}
-	woke := map[uint32][]wokeEnt{}
-	if e.tr.Offwake != nil {
-		if err := batchAll(e.tr.Offwake, func(k schedbpf.Okey, v schedbpf.Wval) { woke[k.Tid] = append(woke[k.Tid], wokeEnt{k, v}) }); err != nil {
-			return fmt.Errorf("pid %d: read map offwake: %w", e.s.Pid, err)
-		}
-	}
-	totals := map[uint32]schedbpf.Thr{}
-	if err := batchAll(e.tr.Threads, func(k uint32, v schedbpf.Thr) { totals[k] = v }); err != nil {
-		return fmt.Errorf("pid %d: read map threads: %w", e.s.Pid, err)
+	byTid, woke, totals, err := e.readThreadMaps()
+	if err != nil {
+		return err
 	}
 	if final {
 		e.mapUse()
@@ -627,6 +618,19 @@ func (e *bpfEngine) sweep(final bool, end int64) error {
 		if e.unlisted(int(tid)) {
 			continue
 		}
+		if t, seen := totals[tid]; seen && t.Exited == 0 && !e.dying[tid] && e.stopAt == 0 {
+			// Gone from its process's list but, when the totals were
+			// read, not done: a thread is unlisted before its last
+			// switches. Folded once the kernel saw its final switch-out
+			// (the next sweep, or after the detach): then every wait it
+			// made is in the waits, read after the totals.
+			if e.dying == nil {
+				e.dying = map[uint32]bool{}
+			}
+			e.dying[tid] = true
+			continue
+		}
+		delete(e.dying, tid)
 		th := e.thread(int(tid))
 		t, seen := totals[tid]
 		th.acc.gone = true
@@ -636,6 +640,29 @@ func (e *bpfEngine) sweep(final bool, end int64) error {
 		e.bres.SweptThreads++
 	}
 	return nil
+}
+
+// readThreadMaps reads the waits, their wakers (--waker) and the
+// threads' totals, by thread.
+func (e *bpfEngine) readThreadMaps() (map[uint32][]waitEnt, map[uint32][]wokeEnt, map[uint32]schedbpf.Thr, error) {
+	// The totals first: a thread they show exited (its final switch-out
+	// seen) made every one of its waits before, so the waits read next
+	// hold them all.
+	totals := map[uint32]schedbpf.Thr{}
+	if err := batchAll(e.tr.Threads, func(k uint32, v schedbpf.Thr) { totals[k] = v }); err != nil {
+		return nil, nil, nil, fmt.Errorf("pid %d: read map threads: %w", e.s.Pid, err)
+	}
+	byTid := map[uint32][]waitEnt{}
+	if err := batchAll(e.tr.Waits, func(k schedbpf.Wkey, v schedbpf.Wval) { byTid[k.Tid] = append(byTid[k.Tid], waitEnt{k, v}) }); err != nil {
+		return nil, nil, nil, fmt.Errorf("pid %d: read map waits: %w", e.s.Pid, err)
+	}
+	woke := map[uint32][]wokeEnt{}
+	if e.tr.Offwake != nil {
+		if err := batchAll(e.tr.Offwake, func(k schedbpf.Okey, v schedbpf.Wval) { woke[k.Tid] = append(woke[k.Tid], wokeEnt{k, v}) }); err != nil {
+			return nil, nil, nil, fmt.Errorf("pid %d: read map offwake: %w", e.s.Pid, err)
+		}
+	}
+	return byTid, woke, totals, nil
 }
 
 // dropSwept deletes an exited thread's map entries and remembers it as
