@@ -31,6 +31,7 @@ func TestBPFClassOf(t *testing.T) {
 		{"socket read", schedbpf.Wkey{Flags: regs, Sysnr: unix.SYS_READ}, []string{"vfs_read", "sock_read_iter", "unix_stream_recvmsg"}, nil, ClassNet},
 		{"epoll", schedbpf.Wkey{Flags: regs, Sysnr: unix.SYS_EPOLL_WAIT}, []string{"ep_poll"}, nil, ClassNet},
 		{"D state", schedbpf.Wkey{Flags: regs | schedbpf.FlagD, Sysnr: unix.SYS_READ}, []string{"filemap_read", "folio_wait_bit_common", "io_schedule"}, nil, ClassDisk},
+		{"vfork in D: the child's exec", schedbpf.Wkey{Flags: schedbpf.FlagD, Sysnr: -1}, []string{"do_syscall_64", "__x64_sys_vfork", "kernel_clone", "wait_for_completion_state"}, nil, ClassOther},
 		{"no regs: syscall from the stack", schedbpf.Wkey{Sysnr: -1}, []string{"do_syscall_64", "__x64_sys_clock_nanosleep", "hrtimer_nanosleep"}, nil, ClassSleep},
 		{"no regs: futex is a lock", schedbpf.Wkey{Sysnr: -1}, []string{"__x64_sys_futex", "futex_wait"}, nil, ClassLock},
 		{"no regs: the procfs read decides", schedbpf.Wkey{Sysnr: -1}, []string{"__x64_sys_futex"}, &pyRec{class: ClassGIL}, ClassGIL},

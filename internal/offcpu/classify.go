@@ -79,7 +79,8 @@ func Classify(w WaitInfo, gilLo, gilHi uint64) string {
 	if w.State == "T" || w.State == "t" || stopFrame(w.Wchan) {
 		return ClassStopped
 	}
-	if w.State == "D" || strings.Contains(w.Wchan, "io_schedule") || strings.Contains(w.Wchan, "folio_wait") {
+	ioWait := strings.Contains(w.Wchan, "io_schedule") || strings.Contains(w.Wchan, "folio_wait")
+	if ioWait || w.State == "D" && !procfs.UninterruptibleNotIO(w.Syscall) {
 		return ClassDisk
 	}
 	switch w.Syscall {

@@ -30,6 +30,10 @@ func TestClassify(t *testing.T) {
 		{WaitInfo{State: "S", Syscall: "recvfrom"}, ClassNet},
 		{WaitInfo{State: "D", Syscall: "read", FdLink: "pipe:[1]"}, ClassDisk},
 		{WaitInfo{State: "S", Wchan: "io_schedule"}, ClassDisk},
+		// vfork waits in D for its child's exec: no device.
+		{WaitInfo{State: "D", Syscall: "vfork"}, ClassOther},
+		{WaitInfo{State: "D", Syscall: "mprotect", Wchan: "io_schedule"}, ClassDisk},
+		{WaitInfo{State: "D"}, ClassDisk}, // a page fault: may be I/O
 		{WaitInfo{State: "S", Syscall: "wait4"}, ClassOther},
 		{WaitInfo{State: "S"}, ClassOther},
 		// A stopped thread shows the call it will restart: the stop wins.

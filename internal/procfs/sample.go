@@ -58,11 +58,14 @@ type IOCounters struct {
 
 // TaskSample is one thread (task/TID).
 type TaskSample struct {
-	Tid                    int
-	Comm                   string
-	State                  string
-	Wchan                  string
-	Syscall                int // -1 running in user space, -2 unknown
+	Tid     int
+	Comm    string
+	State   string
+	Wchan   string
+	Syscall int // -1 running in user space, -2 unknown
+	// DLeft: seen in D, but out of D when read again after its call:
+	// Syscall is not the call it waited in (a vfork seen ending).
+	DLeft                  bool
 	Processor              int
 	UTimeTicks, STimeTicks uint64
 	MinFlt, MajFlt         uint64
@@ -208,6 +211,11 @@ func (f FS) TaskSample(pid, tid int) (TaskSample, error) {
 	}
 	if sc, err := f.TaskSyscall(pid, tid); err == nil {
 		ts.Syscall = sc.Nr
+	}
+	if ts.State == "D" {
+		if again, err := t.Stat(); err == nil && again.State != "D" {
+			ts.DLeft = true
+		}
 	}
 	return ts, nil
 }

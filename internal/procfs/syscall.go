@@ -11,3 +11,16 @@ func SyscallName(n int) string {
 	}
 	return "syscall_" + strconv.Itoa(n)
 }
+
+// UninterruptibleNotIO: a thread in uninterruptible sleep (state D) inside
+// this call (by name) waits for no device. vfork waits, in D, for its
+// child to exec or exit (Python's subprocess vforks); the memory-map calls
+// wait for the process's mmap lock. Other calls in D (and D outside a
+// call: a page fault) may be I/O.
+func UninterruptibleNotIO(syscall string) bool {
+	switch syscall {
+	case "vfork", "clone", "clone3", "fork", "munmap", "mprotect", "brk", "mremap":
+		return true
+	}
+	return false
+}

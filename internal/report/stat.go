@@ -224,14 +224,19 @@ type Input struct {
 	Python       bool
 	NoGIL        bool                   // a free-threaded interpreter: no GIL to be bound by
 	States       map[int]map[string]int // tid → state letter → polls that saw it
-	Wchans       map[int]map[string]int // tid → wchan → polls that saw it (not running)
-	Stopped      *procfs.Stops          // the target seen stopped by someone else (nil: never)
-	StoppedPids  []int                  // a set's: the processes seen stopped (Stopped.Pids)
-	OnlineCPUs   int
-	DelayAcct    string
-	Notes        []string
-	Rusage       *syscall.Rusage // run mode: wait4's totals, authoritative for CPU/faults/switches
-	ExitCode     *int
+	// DNotIO: tid → polls that saw it in D inside a call that does no I/O
+	// (procfs.UninterruptibleNotIO: vfork waiting for its child's exec),
+	// or out of D again once its call was read (which call it waited in
+	// is not known: not counted as I/O).
+	DNotIO      map[int]int
+	Wchans      map[int]map[string]int // tid → wchan → polls that saw it (not running)
+	Stopped     *procfs.Stops          // the target seen stopped by someone else (nil: never)
+	StoppedPids []int                  // a set's: the processes seen stopped (Stopped.Pids)
+	OnlineCPUs  int
+	DelayAcct   string
+	Notes       []string
+	Rusage      *syscall.Rusage // run mode: wait4's totals, authoritative for CPU/faults/switches
+	ExitCode    *int
 }
 
 func secs(ticks uint64) float64 { return float64(ticks) / procfs.UserHZ }

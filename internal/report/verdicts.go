@@ -163,7 +163,7 @@ func judgeRest(st *Stat, in Input, wall, u float64, over string, cpu bool) {
 			Threshold: fmt.Sprintf("voluntary >= %.0f/s and >= %.0fx nonvoluntary, and off-cpu", BlockingPerSec, SwitchRatio),
 			Next:      fmt.Sprintf("pyobs offcpu -p %d (where it blocks), pyobs trace -p %d (which syscalls)", pid, pid)})
 	}
-	if tids, polls := dState(in.States); len(tids) > 0 {
+	if tids, polls := dState(in.States, in.DNotIO); len(tids) > 0 {
 		w := ""
 		for _, t := range st.Threads {
 			if t.State == "D" && t.Wchan != "" {
@@ -245,13 +245,13 @@ func topWchan(m map[int]map[string]int) (string, int) {
 	return best, n
 }
 
-func dState(m map[int]map[string]int) ([]int, int) {
+func dState(m map[int]map[string]int, notIO map[int]int) ([]int, int) {
 	var tids []int
 	polls := 0
 	for tid, s := range m {
-		if s["D"] > 0 {
+		if n := s["D"] - notIO[tid]; n > 0 {
 			tids = append(tids, tid)
-			polls += s["D"]
+			polls += n
 		}
 	}
 	sort.Ints(tids)

@@ -609,7 +609,7 @@ func (m *setMeter) build(mode string, end time.Time, cgA, cgB *procfs.CgroupCPU,
 			continue
 		}
 		a, b := mb.a, mb.last
-		one := report.Build(report.Input{Pid: mb.pid, Mode: mode, A: a, B: b, Complete: !mb.exited, States: m.states, Wchans: m.wchans, OnlineCPUs: m.cpus})
+		one := report.Build(report.Input{Pid: mb.pid, Mode: mode, A: a, B: b, Complete: !mb.exited, States: m.states, DNotIO: m.dNotIO, Wchans: m.wchans, OnlineCPUs: m.cpus})
 		ps.Comm = b.Comm
 		ps.UserS, ps.SystemS = one.CPU.UserS, one.CPU.SystemS
 		if wall > 0 {
@@ -643,7 +643,7 @@ func (m *setMeter) build(mode string, end time.Time, cgA, cgB *procfs.CgroupCPU,
 	}
 	in := report.Input{Pid: m.s.Pid, Mode: mode, A: sumA, B: sumB, Complete: true, Place: m.place,
 		CgA: cgA, CgB: cgB, CgErr: m.cgErr, PsA: psA, PsB: psB, Names: m.names, Python: m.s.Py != nil,
-		NoGIL: m.s.Py != nil && m.s.Py.FreeThreaded(), States: m.states, Wchans: m.wchans,
+		NoGIL: m.s.Py != nil && m.s.Py.FreeThreaded(), States: m.states, DNotIO: m.dNotIO, Wchans: m.wchans,
 		OnlineCPUs: m.cpus, DelayAcct: m.delay, Notes: m.notes, Stopped: m.stops}
 	for _, mb := range m.order {
 		if m.each[mb.pid] != nil {

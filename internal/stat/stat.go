@@ -77,6 +77,7 @@ type meter struct {
 	names   map[int]string
 	states  map[int]map[string]int
 	wchans  map[int]map[string]int
+	dNotIO  map[int]int // polls that saw the thread in D in a call that does no I/O (vfork), or leaving D
 	notes   []string
 	cpus    int
 	delay   string
@@ -144,6 +145,7 @@ func (m *meter) close() {
 func (m *meter) resetPolls() {
 	m.states = map[int]map[string]int{}
 	m.wchans = map[int]map[string]int{}
+	m.dNotIO = map[int]int{}
 }
 
 // snap reads everything; only a vanished process is an error.
@@ -184,6 +186,9 @@ func (m *meter) observe(p *procfs.Sample) {
 			m.states[t.Tid] = map[string]int{}
 		}
 		m.states[t.Tid][t.State]++
+		if t.State == "D" && (t.DLeft || procfs.UninterruptibleNotIO(procfs.SyscallName(t.Syscall))) {
+			m.dNotIO[t.Tid]++
+		}
 		if t.State != "R" && t.Wchan != "" {
 			if m.wchans[t.Tid] == nil {
 				m.wchans[t.Tid] = map[string]int{}
@@ -207,7 +212,7 @@ func (m *meter) input(mode string, a, b *snapshot, complete bool) report.Input {
 	in := report.Input{Pid: m.s.Pid, Mode: mode, A: a.p, B: b.p, Complete: complete, Place: m.place,
 		CgA: a.cg, CgB: b.cg, CgErr: m.cgErr, PsA: a.ps, PsB: b.ps, Names: m.names, Python: m.s.Py != nil,
 		NoGIL:  m.s.Py != nil && m.s.Py.FreeThreaded(),
-		States: m.states, Wchans: m.wchans, Stopped: m.stops, OnlineCPUs: m.cpus, DelayAcct: m.delay, Notes: append([]string{}, m.notes...)}
+		States: m.states, DNotIO: m.dNotIO, Wchans: m.wchans, Stopped: m.stops, OnlineCPUs: m.cpus, DelayAcct: m.delay, Notes: append([]string{}, m.notes...)}
 	if m.perf != nil && b.perf.Threads != nil {
 		in.Counters = perfevent.Window(a.perf, b.perf)
 		if !complete && mode != "run" && a.perf.Threads != nil {
