@@ -136,10 +136,21 @@ func has(list []string, s string) bool {
 
 func TestReportVerdicts(t *testing.T) {
 	st := Build(throttledInput())
-	for _, v := range []string{"on-cpu", "cpu-throttled", "runqueue-saturated", "multiplexed"} {
+	for _, v := range []string{"on-cpu", "cpu-throttled", "multiplexed"} {
 		if !has(st.Verdicts, v) {
 			t.Errorf("throttled: verdict %s missing from %v", v, st.Verdicts)
 		}
+	}
+	// Its 1.2 s of run-queue wait is the cgroup's 1.6 s of throttling:
+	// not a queue for a CPU, nor contention.
+	if has(st.Verdicts, "runqueue-saturated") || has(st.Verdicts, "cpu-contention") {
+		t.Errorf("throttled: %v, want neither runqueue-saturated nor cpu-contention: the wait is the throttling", st.Verdicts)
+	}
+	// A queue besides the throttling: 3.6 s of wait against 1.6 s throttled.
+	in := throttledInput()
+	in.B.Threads[1].WaitNs = 5.6e9
+	if st := Build(in); !has(st.Verdicts, "runqueue-saturated") {
+		t.Errorf("throttled and queued: verdicts %v, want runqueue-saturated", st.Verdicts)
 	}
 	if st.CPU.Utilization != 0.2 || st.Cgroup.NrThrottled != 19 || st.Cgroup.ThrottledS != 1.6 || *st.Cgroup.QuotaCores != 0.2 {
 		t.Errorf("cpu %+v cgroup %+v", st.CPU, st.Cgroup)

@@ -124,22 +124,34 @@ func judgeRest(st *Stat, in Input, wall, u float64, over string, cpu bool) {
 			Threshold: "nr_throttled grew in the window (> 0)",
 			Next:      "raise the cgroup's CPU quota (v1 cpu.cfs_quota_us, v2 cpu.max) or use fewer busy threads"})
 	}
-	waitPerS := st.Sched.RunqueueWaitS / wall
-	if st.Sched.SchedstatAvail && st.Sched.RunqueueShare >= RunqueueShare && waitPerS >= RunqueueMinS {
+	// schedstat's wait holds the time the cgroup was throttled (judged
+	// above, its own cause): the run queue and contention verdicts are on
+	// the rest. The cgroup's figure is wall time; a thread's wait
+	// overlaps it at most once, so several threads throttled together
+	// leave some of it here.
+	rqWait, rqShare := st.Sched.RunqueueWaitS, st.Sched.RunqueueShare
+	if st.Cgroup.ThrottledS > 0 {
+		rqWait = max(0, rqWait-st.Cgroup.ThrottledS)
+		if rqShare = 0; rqWait+st.Sched.OnCPUS > 0 {
+			rqShare = rqWait / (rqWait + st.Sched.OnCPUS)
+		}
+	}
+	waitPerS := rqWait / wall
+	if st.Sched.SchedstatAvail && rqShare >= RunqueueShare && waitPerS >= RunqueueMinS {
 		st.add(Finding{Code: "runqueue-saturated",
-			Sentence: fmt.Sprintf("Run queue saturated: runnable threads waited %.3f s for a CPU (%.0f %% of the time they wanted one): you are queued, not slow.",
-				st.Sched.RunqueueWaitS, 100*st.Sched.RunqueueShare),
-			Evidence:  map[string]float64{"runqueue_wait_s": st.Sched.RunqueueWaitS, "runqueue_wait_share": st.Sched.RunqueueShare, "on_cpu_s": st.Sched.OnCPUS},
+			Sentence: fmt.Sprintf("Run queue saturated: runnable threads waited %.3f s for a CPU (%.0f %% of the time they wanted one)%s: you are queued, not slow.",
+				rqWait, 100*rqShare, throttledApart(st)),
+			Evidence:  map[string]float64{"runqueue_wait_s": round(rqWait, 6), "runqueue_wait_share": round(rqShare, 4), "on_cpu_s": st.Sched.OnCPUS},
 			Threshold: fmt.Sprintf("wait share >= %.0f %% and wait >= %.2f s per second", 100*RunqueueShare, RunqueueMinS),
 			Next:      "see what else runs on these CPUs (top -H, the cgroup's cpu.pressure); check affinity (taskset -p) and the CPU count"})
 	}
-	waited := !st.Sched.SchedstatAvail || st.Sched.RunqueueShare >= ContentionShare
+	waited := !st.Sched.SchedstatAvail || rqShare >= ContentionShare
 	if nonvol/wall >= ContentionPerSec && nonvol >= SwitchRatio*max(vol, 1) && waited {
 		ev := map[string]float64{"nonvoluntary_ctxt_switches": nonvol, "voluntary_ctxt_switches": vol, "nonvoluntary_per_s": round(nonvol/wall, 2)}
 		cost := ""
 		if st.Sched.SchedstatAvail {
-			ev["runqueue_wait_share"] = st.Sched.RunqueueShare
-			cost = fmt.Sprintf(", waiting %.0f %% of the time it wanted a CPU", 100*st.Sched.RunqueueShare)
+			ev["runqueue_wait_share"] = round(rqShare, 4)
+			cost = fmt.Sprintf(", waiting %.0f %% of the time it wanted a CPU%s", 100*rqShare, throttledApart(st))
 		}
 		st.add(Finding{Code: "cpu-contention",
 			Sentence: fmt.Sprintf("CPU contention: %d involuntary context switches (%.0f/s) against %d voluntary: the scheduler keeps preempting it for other work%s.",
@@ -243,6 +255,15 @@ func topWchan(m map[int]map[string]int) (string, int) {
 		}
 	}
 	return best, n
+}
+
+// throttledApart says that the cgroup's throttled time was taken out of
+// a run-queue figure.
+func throttledApart(st *Stat) string {
+	if st.Cgroup.ThrottledS > 0 {
+		return fmt.Sprintf(", besides the %.3f s its cgroup was throttled", st.Cgroup.ThrottledS)
+	}
+	return ""
 }
 
 func dState(m map[int]map[string]int, notIO map[int]int) ([]int, int) {
