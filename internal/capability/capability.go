@@ -125,6 +125,12 @@ func ExplainPtrace(op string, pid int, sameUID bool, cause error) *GateError {
 	self, _ := proc().SelfStatus()
 	hasPtrace := self.CapEff&(1<<CapSysPtrace) != 0
 	target, terr := proc().Status(pid)
+	tracer, tracedTid := target.TracerPid, 0
+	if terr == nil && tracer == 0 {
+		// A tracer may hold some threads only (strace -p TID): each thread
+		// has its own.
+		tracer, tracedTid = threadTracer(pid)
+	}
 	// Capabilities the target holds and pyobs does not: Linux's capability
 	// check for ptrace (cap_ptrace_access_check) then wants CAP_SYS_PTRACE
 	// in the target's user namespace.
@@ -145,8 +151,12 @@ func ExplainPtrace(op string, pid int, sameUID bool, cause error) *GateError {
 	case scope == 1 && !hasPtrace:
 		e.Gate = "kernel.yama.ptrace_scope=1 (only a parent may attach)"
 		e.Fix = "run as root, spawn the target with pyobs (-- CMD), or: sysctl kernel.yama.ptrace_scope=0"
-	case attaching(op) && terr == nil && target.TracerPid > 0 && target.TracerPid != os.Getpid():
-		e.Gate = fmt.Sprintf("another tracer: pid %d%s already traces it, and a thread has only one tracer", target.TracerPid, procName(target.TracerPid))
+	case attaching(op) && terr == nil && tracer > 0 && tracer != os.Getpid():
+		what := "it"
+		if tracedTid != 0 {
+			what = fmt.Sprintf("its thread %d", tracedTid)
+		}
+		e.Gate = fmt.Sprintf("another tracer: pid %d%s already traces %s, and a thread has only one tracer", tracer, procName(tracer), what)
 		e.Fix = "detach that tracer (a debugger or strace) first, or use a command that does not stop threads (dump without --lock/--native, trace's eBPF engine)"
 	case self.Fields["Seccomp"] == "2":
 		e.Gate = fmt.Sprintf("a seccomp filter on pyobs itself (%s; e.g. a container's seccomp profile)", SeccompFilter())
@@ -158,7 +168,7 @@ func ExplainPtrace(op string, pid int, sameUID bool, cause error) *GateError {
 		e.Gate = "the kernel's ptrace access check (PTRACE_MODE_ATTACH)"
 		e.Fix = "run as root or as the target's user; a setuid or non-dumpable target needs CAP_SYS_PTRACE"
 	default:
-		e.Gate = "the kernel's ptrace access check (PTRACE_MODE_ATTACH), for a reason pyobs cannot see (checked, and not the cause: " + checked(self, target, terr, scope, extra) + ")"
+		e.Gate = "the kernel's ptrace access check (PTRACE_MODE_ATTACH), for a reason pyobs cannot see (checked, and not the cause: " + checked(self, target, terr, scope, extra, tracer, tracedTid) + ")"
 		e.Fix = "look for a security module or sandbox between pyobs and the target (an outer container, gVisor, AppArmor, SELinux)"
 		if extra != 0 {
 			e.Fix = "run pyobs where it holds the target's capabilities and CAP_SYS_PTRACE counts for it (the target's user namespace, e.g. outside the sandbox the target's owner runs in), or " +
@@ -175,6 +185,21 @@ func attaching(op string) bool {
 	return strings.Contains(op, "PTRACE_SEIZE") || strings.HasPrefix(op, "stop threads")
 }
 
+// threadTracer is the tracer of the first of pid's threads that has one
+// other than pyobs, and that thread; 0, 0 when none has.
+func threadTracer(pid int) (int, int) {
+	tids, err := proc().Tasks(pid)
+	if err != nil {
+		return 0, 0
+	}
+	for _, tid := range tids {
+		if st, err := proc().TaskStatus(pid, tid); err == nil && st.TracerPid > 0 && st.TracerPid != os.Getpid() {
+			return st.TracerPid, tid
+		}
+	}
+	return 0, 0
+}
+
 // procName is " (comm)" of pid, or "" when unreadable.
 func procName(pid int) string {
 	st, err := proc().Status(pid)
@@ -185,7 +210,7 @@ func procName(pid int) string {
 }
 
 // checked lists what ExplainPtrace looked at before giving up, as facts.
-func checked(self, target procfs.Status, terr error, scope int, extra uint64) string {
+func checked(self, target procfs.Status, terr error, scope int, extra uint64, tracer, tracedTid int) string {
 	l := []string{"pyobs holds CAP_SYS_PTRACE"}
 	if scope < 0 {
 		l = append(l, "no Yama")
@@ -197,10 +222,13 @@ func checked(self, target procfs.Status, terr error, scope int, extra uint64) st
 		l = append(l, "the target's status unreadable")
 		return strings.Join(l, ", ")
 	}
-	if target.TracerPid > 0 {
-		l = append(l, fmt.Sprintf("the target is traced by pid %d", target.TracerPid))
-	} else {
-		l = append(l, "the target is not traced")
+	switch {
+	case tracedTid != 0:
+		l = append(l, fmt.Sprintf("its thread %d is traced by pid %d", tracedTid, tracer))
+	case tracer > 0:
+		l = append(l, fmt.Sprintf("the target is traced by pid %d", tracer))
+	default:
+		l = append(l, "no thread of the target is traced")
 	}
 	l = append(l, fmt.Sprintf("its Seccomp %s, NoNewPrivs %s", orUnknown(target.Fields["Seccomp"]), orUnknown(target.Fields["NoNewPrivs"])))
 	if extra != 0 {

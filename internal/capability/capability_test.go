@@ -128,7 +128,7 @@ func TestExplainPtraceNoGuess(t *testing.T) {
 		want, not              []string
 	}{
 		{"no-filter", "0", "0", []string{"PTRACE_MODE_ATTACH", "cannot see", "pyobs holds CAP_SYS_PTRACE", "no Yama", "Seccomp 0",
-			"not traced", "CAP_SYS_RESOURCE"}, []string{"seccomp profile", "missing CAP_SYS_PTRACE"}},
+			"no thread of the target is traced", "CAP_SYS_RESOURCE"}, []string{"seccomp profile", "missing CAP_SYS_PTRACE"}},
 		{"own-filter", "2", "1", []string{"seccomp filter on pyobs itself", "Seccomp: 2, 1 filters"}, []string{"cannot see"}},
 	}
 	for _, c := range cases {
@@ -170,6 +170,27 @@ func TestExplainPtraceOtherTracer(t *testing.T) {
 	}
 	msg = ExplainPtrace("read the Python threads of pid 42", 42, true, syscall.EPERM).Error()
 	if strings.Contains(msg, "another tracer") || !strings.Contains(msg, "the target is traced by pid 77") {
+		t.Errorf("read: %q blames the tracer or does not list it as checked", msg)
+	}
+}
+
+// TestExplainPtraceThreadTracer: a tracer that holds one thread only
+// (strace -p TID) refuses the attach of that thread: named, with the
+// thread, not "the target is not traced" (the main thread's status).
+func TestExplainPtraceThreadTracer(t *testing.T) {
+	fixture(t, map[string]string{
+		"proc/self/status":       "Name:\tpyobs\nCapPrm:\t000001ffffffffff\nCapEff:\t000001ffffffffff\nSeccomp:\t0\n",
+		"proc/42/status":         "Name:\tapp\nTracerPid:\t0\nCapPrm:\t000001ffffffffff\nSeccomp:\t0\nNoNewPrivs:\t0\n",
+		"proc/42/task/42/status": "Name:\tapp\nTracerPid:\t0\n",
+		"proc/42/task/43/status": "Name:\tapp\nTracerPid:\t77\n",
+		"proc/77/status":         "Name:\tstrace\n",
+	})
+	msg := ExplainPtrace("stop threads of pid 42", 42, true, syscall.EPERM).Error()
+	if !strings.Contains(msg, "another tracer: pid 77 (strace) already traces its thread 43") {
+		t.Errorf("attach: %q does not name the thread's tracer", msg)
+	}
+	msg = ExplainPtrace("read the Python threads of pid 42", 42, true, syscall.EPERM).Error()
+	if strings.Contains(msg, "another tracer") || !strings.Contains(msg, "its thread 43 is traced by pid 77") {
 		t.Errorf("read: %q blames the tracer or does not list it as checked", msg)
 	}
 }
