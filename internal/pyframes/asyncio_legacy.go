@@ -33,8 +33,9 @@ import (
 type legacyAsyncLayout struct {
 	source string
 	// TaskObj (Modules/_asynciomodule.c): FutureObj_HEAD(task), then
-	// task_fut_waiter, task_coro, task_name, task_context, … .
-	taskSize, taskFutWaiter, taskCoro, taskName uint64
+	// task_fut_waiter, task_coro, task_name, task_context, … . futState:
+	// the head's fut_state (an int: PENDING 0, CANCELLED 1, FINISHED 2).
+	taskSize, taskFutWaiter, taskCoro, taskName, futState uint64
 	// PyGenObject / PyCoroObject (Include/internal/pycore_genobject.h,
 	// _PyGenObject_HEAD): int8 gi_frame_state, then the embedded frame.
 	genFrameState, genIFrame uint64
@@ -59,14 +60,14 @@ type legacyAsyncLayout struct {
 // the future's dict and weakref list managed, so TaskObj shrank by 16 bytes.
 var legacyAsyncLayouts = map[int]legacyAsyncLayout{
 	12: {source: "CPython v3.12.1 sources; measured live on pyenv 3.12.1",
-		taskSize: 176, taskFutWaiter: 128, taskCoro: 136, taskName: 144,
+		taskSize: 176, taskFutWaiter: 128, taskCoro: 136, taskName: 144, futState: 88,
 		genFrameState: 67, genIFrame: 72, frameStackTop: 64,
 		setUsed: 24, setMask: 32, setTable: 40, weakrefObject: 16, typeBase: 256,
 		// genobject.h 3.12: CREATED -2, SUSPENDED -1, EXECUTING 0, COMPLETED 1, CLEARED 4.
 		states:    frameStates{created: -2, suspended: -1, yieldFrom: -1, executing: 0},
 		resumeOps: [2]byte{151, 240}},
 	13: {source: "CPython v3.13.0 sources; measured live on pyenv 3.13.0",
-		taskSize: 144, taskFutWaiter: 112, taskCoro: 120, taskName: 128,
+		taskSize: 144, taskFutWaiter: 112, taskCoro: 120, taskName: 128, futState: 96,
 		genFrameState: 67, genIFrame: 72, frameStackTop: 64,
 		setUsed: 24, setMask: 32, setTable: 40, weakrefObject: 16, typeBase: 256,
 		// 3.13: CREATED -3, SUSPENDED -2, SUSPENDED_YIELD_FROM -1, EXECUTING 0.
@@ -75,7 +76,7 @@ var legacyAsyncLayouts = map[int]legacyAsyncLayout{
 
 // LegacyAsyncLimits are the per-field limits of a 3.12/3.13 task read.
 var LegacyAsyncLimits = []string{
-	"tasks: from asyncio.tasks._scheduled_tasks (weak set) and _eager_tasks, as asyncio.all_tasks() reads them, for every loop and thread together",
+	"tasks: from asyncio.tasks._scheduled_tasks (weak set) and _eager_tasks, as asyncio.all_tasks() reads them (done and cancelled tasks left out), for every loop and thread together",
 	"thread_id: a task does not record its thread before 3.14 (0 here means unknown, not an exited thread); a thread's running task is the one whose coroutine's own frame (by address) is on the thread's frame chain when its stack is read (none when it was between two steps of its task then), and a loop is seen only while one of its tasks runs",
 	"awaited_by: rebuilt from each task's _fut_waiter (a Task it awaits, or the children of the gather() it awaits); tasks awaited through other futures (TaskGroup, wait(), shield()) show no awaiter",
 }
@@ -205,7 +206,10 @@ func (p *Process) asyncioTasksLegacy(lt legacyAsyncLayout) (*AsyncSnapshot, erro
 			snap.Tasks = append(snap.Tasks, t)
 			continue
 		}
-		w, err := ar.legacyTask(a, &t)
+		w, done, err := ar.legacyTask(a, &t)
+		if done {
+			continue // finished or cancelled, still referenced: not in all_tasks()
+		}
 		if t.Name == "" {
 			snap.Torn++ // no name: freed, or not initialised yet
 			continue
@@ -282,15 +286,20 @@ func (p *Process) asyncioTasksLegacy(lt legacyAsyncLayout) (*AsyncSnapshot, erro
 	return snap, nil
 }
 
-// legacyTask reads one TaskObj: name, coroutine chain; returns its fut_waiter.
-func (ar *asyncReader) legacyTask(addr uint64, t *AsyncTask) (uint64, error) {
+// legacyTask reads one TaskObj: name, coroutine chain; returns its
+// fut_waiter, and whether it is done (finished or cancelled: then nothing
+// else is read).
+func (ar *asyncReader) legacyTask(addr uint64, t *AsyncTask) (uint64, bool, error) {
 	lt, r := ar.legacy, &ar.p.objs
 	if cap(ar.taskBuf) < int(lt.taskSize) {
 		ar.taskBuf = make([]byte, lt.taskSize)
 	}
 	b := ar.taskBuf[:lt.taskSize]
 	if err := r.mem.Read(addr, b); err != nil {
-		return 0, err
+		return 0, false, err
+	}
+	if lt.futState != 0 && le32(b, lt.futState) != 0 {
+		return 0, true, nil
 	}
 	var errs []string
 	if name, err := ar.taskName(le64(b, lt.taskName)); err == nil {
@@ -307,9 +316,9 @@ func (ar *asyncReader) legacyTask(addr uint64, t *AsyncTask) (uint64, error) {
 		}
 	}
 	if len(errs) > 0 {
-		return waiter, errors.New(strings.Join(errs, "; "))
+		return waiter, false, errors.New(strings.Join(errs, "; "))
 	}
-	return waiter, nil
+	return waiter, false, nil
 }
 
 // listItems reads the list held in obj's attribute attr.

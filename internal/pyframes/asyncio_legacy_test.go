@@ -31,6 +31,7 @@ func TestAsyncioLegacyLayout(t *testing.T) {
 				TaskFutWaiter int64          `json:"task_fut_waiter"`
 				TaskCoro      int64          `json:"task_coro"`
 				TaskName      int64          `json:"task_name"`
+				FutState      int64          `json:"fut_state"`
 				GenIFrame     int64          `json:"gen_iframe"`
 				GenFrameState int64          `json:"gen_frame_state"`
 				FrameStacktop int64          `json:"frame_stacktop"`
@@ -52,6 +53,7 @@ func TestAsyncioLegacyLayout(t *testing.T) {
 			}{
 				{"task size", int64(lt.taskSize), m.TaskSize}, {"task_fut_waiter", int64(lt.taskFutWaiter), m.TaskFutWaiter},
 				{"task_coro", int64(lt.taskCoro), m.TaskCoro}, {"task_name", int64(lt.taskName), m.TaskName},
+				{"fut_state", int64(lt.futState), m.FutState},
 				{"gi_iframe", int64(lt.genIFrame), m.GenIFrame}, {"gi_frame_state", int64(lt.genFrameState), m.GenFrameState},
 				{"frame stacktop", int64(lt.frameStackTop), m.FrameStacktop}, {"set used", int64(lt.setUsed), m.SetUsed},
 				{"set mask", int64(lt.setMask), m.SetMask}, {"set table", int64(lt.setTable), m.SetTable},

@@ -119,7 +119,7 @@ func (lt legacyAsyncLayout) moved(g uint64) legacyAsyncLayout {
 	if g == 0 {
 		return lt
 	}
-	for _, f := range []*uint64{&lt.taskSize, &lt.taskFutWaiter, &lt.taskCoro, &lt.taskName, &lt.genFrameState, &lt.genIFrame,
+	for _, f := range []*uint64{&lt.taskSize, &lt.taskFutWaiter, &lt.taskCoro, &lt.taskName, &lt.futState, &lt.genFrameState, &lt.genIFrame,
 		&lt.setUsed, &lt.setMask, &lt.setTable, &lt.weakrefObject, &lt.typeBase} {
 		*f += g
 	}

@@ -191,7 +191,7 @@ func TestAsyncioLegacyLayoutFreeThreaded(t *testing.T) {
 				t.Fatalf("%v: %s", err, r.Stdout)
 			}
 			for name, table := range map[string]uint64{"task_size": lt.taskSize, "task_fut_waiter": lt.taskFutWaiter, "task_coro": lt.taskCoro,
-				"task_name": lt.taskName, "gen_iframe": lt.genIFrame, "frame_stacktop": lt.frameStackTop, "set_used": lt.setUsed,
+				"task_name": lt.taskName, "fut_state": lt.futState, "gen_iframe": lt.genIFrame, "frame_stacktop": lt.frameStackTop, "set_used": lt.setUsed,
 				"set_mask": lt.setMask, "set_table": lt.setTable, "type_base": lt.typeBase} {
 				if got, _ := m[name].(float64); uint64(got) != table {
 					t.Errorf("%s: table %d, the interpreter measures %v", name, table, m[name])

@@ -97,6 +97,22 @@ async def main():
     out["weakref_object"] = find(r, t, 4)
     out["type_base"] = find(type(t), type(t).__base__, 64)
     out["resume"] = [opcode.opmap.get("RESUME", -1), opcode.opmap.get("INSTRUMENTED_RESUME", -1)]
+    # The future's state (an int): PENDING 0 (t), CANCELLED 1, FINISHED 2.
+    done = asyncio.create_task(asyncio.sleep(0))
+    await done
+    cancelled = asyncio.create_task(asyncio.sleep(10))
+    await asyncio.sleep(0)
+    cancelled.cancel()
+    try:
+        await cancelled
+    except asyncio.CancelledError:
+        pass
+    out["fut_state"] = -1
+    for off in range(16, out["task_fut_waiter"], 4):
+        st = [ctypes.c_int32.from_address(id(x) + off).value for x in (t, cancelled, done)]
+        if st == [0, 1, 2]:
+            out["fut_state"] = off
+            break
     ev.set()
     await t
 

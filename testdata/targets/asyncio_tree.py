@@ -5,8 +5,10 @@ Usage: python asyncio_tree.py [EXTRA_PENDING]
 Tree: "root" gathers three named tasks: "sleeper" awaits a nested task
 "nested" that sleeps; "stuck" awaits an Event that is never set; "cpu" is
 CPU-bound in a sync call (the running task). One more task is left unnamed
-(its name stays the int counter inside the Task). EXTRA_PENDING adds that
-many more pending tasks (for the benchmark).
+(its name stays the int counter inside the Task). Two more, a finished
+and a cancelled one, stay referenced (kept): done, they are not in
+asyncio.all_tasks(), nor in the tree. EXTRA_PENDING adds that many more
+pending tasks (for the benchmark).
 
 When everything is parked, the cpu task prints READY and then one JSON line:
 every task (asyncio.all_tasks()) with its name, its coroutine chain (the
@@ -106,8 +108,25 @@ async def cpu_body():
     spin(report)
 
 
+kept = []
+
+
+async def quick():
+    return 1
+
+
 async def main():
     asyncio.current_task().set_name("root")
+    done = asyncio.create_task(quick(), name="done-kept")
+    await done
+    cancelled = asyncio.create_task(asyncio.sleep(3600), name="cancelled-kept")
+    await asyncio.sleep(0)
+    cancelled.cancel()
+    try:
+        await cancelled
+    except asyncio.CancelledError:
+        pass
+    kept.extend([done, cancelled])
     ev = asyncio.Event()
     asyncio.create_task(anonymous_body())
     for _ in range(EXTRA):
