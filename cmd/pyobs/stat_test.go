@@ -410,3 +410,42 @@ func TestStatPerfDenied(t *testing.T) {
 		t.Errorf("the procfs part is missing:\n%.1000s", r.Stdout)
 	}
 }
+
+// TestStatShortThreadsSched: a thread-per-task process (each thread lives
+// ~0.1–0.3 s) pinned with a competitor on one CPU, polled every 20 ms.
+// Threads that exited in the window are in the schedstat sums to their
+// last poll, and what no
+// poll saw is reported apart (unseen_cpu_s): together they hold the
+// process's CPU, and the queue for the CPU is judged. Before, only the
+// threads alive at both ends were summed (0.1 s of 1.7 s of CPU) and no
+// run-queue verdict fired.
+func TestStatShortThreadsSched(t *testing.T) {
+	testutil.RequireRoot(t)
+	py := testutil.Find(t, "pyenv-3.12")
+	comp := exec.Command(py.Argv[0], append(py.Argv[1:], "-c", "import os\nos.sched_setaffinity(0, {0})\nwhile True: pass")...)
+	if err := comp.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = comp.Process.Kill(); _ = comp.Wait() })
+	tg := testutil.Start(t, py, "thread_per_task.py")
+	time.Sleep(300 * time.Millisecond)
+	st, r := statJSON(t, "-p", fmt.Sprint(tg.Pid), "-d", "3s", "--poll", "20ms")
+	if r.Code != 0 {
+		t.Fatalf("exit %d: %s", r.Code, r.Stderr)
+	}
+	cpu := st.CPU.UserS + st.CPU.SystemS
+	t.Logf("cpu %.3f s; schedstat on-CPU %.3f s, run-queue wait %.3f s (share %.2f); %d exited threads, unseen %.3f s; verdicts %v",
+		cpu, st.Sched.OnCPUS, st.Sched.RunqueueWaitS, st.Sched.RunqueueShare, st.Sched.ExitedThreads, st.Sched.UnseenCPUS, st.Verdicts)
+	if st.Sched.ExitedThreads < 3 {
+		t.Errorf("%d exited threads counted: the target ran a new thread every ~0.2 s", st.Sched.ExitedThreads)
+	}
+	if got := st.Sched.OnCPUS + st.Sched.UnseenCPUS; got < 0.85*cpu || got > 1.15*cpu+0.05 {
+		t.Errorf("schedstat on-CPU %.3f s + unseen %.3f s: want the process's %.3f s of CPU", st.Sched.OnCPUS, st.Sched.UnseenCPUS, cpu)
+	}
+	if st.Sched.OnCPUS < 0.5*cpu {
+		t.Errorf("schedstat on-CPU %.3f s of the process's %.3f s: the exited threads are missing", st.Sched.OnCPUS, cpu)
+	}
+	if !hasVerdict(st, "runqueue-saturated") {
+		t.Errorf("verdicts %v: want runqueue-saturated (pinned beside a competitor)", st.Verdicts)
+	}
+}

@@ -62,6 +62,13 @@ type Sched struct {
 	Timeslices     uint64  `json:"timeslices"`
 	DelayAcct      string  `json:"delay_accounting"` // on | off | unknown
 	SchedstatAvail bool    `json:"schedstat"`
+	// ExitedThreads: threads seen at a poll that exited before the
+	// window's end, in the figures above to their last poll (not listed).
+	ExitedThreads int `json:"exited_threads,omitempty"`
+	// UnseenCPUS: the process's CPU time not in OnCPUS, when large: run
+	// by threads that lived between two polls, or after an exited one's
+	// last poll (the switch and run-queue figures miss it too).
+	UnseenCPUS float64 `json:"unseen_cpu_s,omitempty"`
 }
 
 // Memory gauges at the end of the window, faults over it.
@@ -224,6 +231,9 @@ type Input struct {
 	Python       bool
 	NoGIL        bool                   // a free-threaded interpreter: no GIL to be bound by
 	States       map[int]map[string]int // tid → state letter → polls that saw it
+	// Exited: threads seen at a poll inside the window and gone at its
+	// end (not in B), as that poll read them.
+	Exited []procfs.TaskSample
 	// DNotIO: tid → polls that saw it in D inside a call that does no I/O
 	// (procfs.UninterruptibleNotIO: vfork waiting for its child's exec),
 	// or out of D again once its call was read (which call it waited in
@@ -316,6 +326,19 @@ func Build(in Input) *Stat {
 	anySched := false
 	var tvol, tnonvol uint64
 	tstatus := len(b.Threads) > 0
+	for _, t := range in.Exited {
+		// To its last poll: in the sums, not in the list.
+		p, ok := prev[t.Tid]
+		if t.HasSched && (!ok || p.HasSched) {
+			st.Sched.OnCPUS += float64(d(t.RunNs, p.RunNs)) / 1e9
+			st.Sched.RunqueueWaitS += float64(d(t.WaitNs, p.WaitNs)) / 1e9
+			st.Sched.Timeslices += d(t.Timeslices, p.Timeslices)
+		}
+		if t.HasStatus {
+			tvol, tnonvol = tvol+d(t.VoluntaryCtxt, p.VoluntaryCtxt), tnonvol+d(t.NonVolCtxt, p.NonVolCtxt)
+		}
+		st.Sched.ExitedThreads++
+	}
 	for _, t := range b.Threads {
 		p, ok := prev[t.Tid]
 		th := Thread{Tid: t.Tid, Comm: t.Comm, Name: t.Comm, State: t.State, Wchan: t.Wchan, CPU: t.Processor, New: !ok && in.Mode != "run"}
@@ -345,7 +368,8 @@ func Build(in Input) *Stat {
 	}
 	st.Sched.SchedstatAvail = anySched
 	// /proc/PID/status counts the leader's switches only: sum the threads
-	// (threads that exited inside the window are lost; wait4 has them in run mode).
+	// (those that exited inside the window to their last poll, those that
+	// lived between two polls not at all; wait4 has them all in run mode).
 	if tstatus && in.Rusage == nil {
 		st.Sched.Voluntary, st.Sched.Nonvoluntary = tvol, tnonvol
 	}
@@ -353,6 +377,13 @@ func Build(in Input) *Stat {
 	st.Sched.RunqueueWaitS = round(st.Sched.RunqueueWaitS, 6)
 	if tot := st.Sched.OnCPUS + st.Sched.RunqueueWaitS; tot > 0 {
 		st.Sched.RunqueueShare = round(st.Sched.RunqueueWaitS/tot, 4)
+	}
+	// The process's own CPU time holds its dead threads' (ticks, 10 ms):
+	// what the threads' schedstat left out, when it is a real part.
+	if cpu := st.CPU.UserS + st.CPU.SystemS; anySched && in.Rusage == nil && cpu-st.Sched.OnCPUS > max(0.1, 0.1*cpu) {
+		st.Sched.UnseenCPUS = round(cpu-st.Sched.OnCPUS, 3)
+		st.Notes = append(st.Notes, fmt.Sprintf("threads that started and ended between two polls (or ran on after an exited thread's last poll) ran %.3f s of the process's %.3f s of CPU: not in the run-queue and context-switch figures (--poll shorter sees more of them)",
+			st.Sched.UnseenCPUS, cpu))
 	}
 	// cgroup
 	st.Cgroup.Version, st.Cgroup.Path, st.Cgroup.Error = in.Place.Version, in.Place.Path, in.CgErr

@@ -64,8 +64,12 @@ func WriteStatText(w io.Writer, st *Stat) error {
 	if st.Sched.SchedstatAvail {
 		rq = fmt.Sprintf("run-queue wait %.3f s (%.1f %% of wanted CPU)", st.Sched.RunqueueWaitS, 100*st.Sched.RunqueueShare)
 	}
-	tp("sched\tvoluntary %d\tnonvoluntary %d\t%s\ttimeslices %d\tdelay accounting %s\n",
-		st.Sched.Voluntary, st.Sched.Nonvoluntary, rq, st.Sched.Timeslices, st.Sched.DelayAcct)
+	gone := ""
+	if n := st.Sched.ExitedThreads; n > 0 {
+		gone = fmt.Sprintf("\t%d exited threads in these to their last poll", n)
+	}
+	tp("sched\tvoluntary %d\tnonvoluntary %d\t%s\ttimeslices %d\tdelay accounting %s%s\n",
+		st.Sched.Voluntary, st.Sched.Nonvoluntary, rq, st.Sched.Timeslices, st.Sched.DelayAcct, gone)
 	m := st.Memory
 	pss := "pss n/a"
 	if m.PSSBytes != nil {

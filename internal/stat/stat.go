@@ -77,7 +77,8 @@ type meter struct {
 	names   map[int]string
 	states  map[int]map[string]int
 	wchans  map[int]map[string]int
-	dNotIO  map[int]int // polls that saw the thread in D in a call that does no I/O (vfork), or leaving D
+	dNotIO  map[int]int               // polls that saw the thread in D in a call that does no I/O (vfork), or leaving D
+	last    map[int]procfs.TaskSample // each thread as the last poll read it
 	notes   []string
 	cpus    int
 	delay   string
@@ -146,6 +147,7 @@ func (m *meter) resetPolls() {
 	m.states = map[int]map[string]int{}
 	m.wchans = map[int]map[string]int{}
 	m.dNotIO = map[int]int{}
+	m.last = map[int]procfs.TaskSample{}
 }
 
 // snap reads everything; only a vanished process is an error.
@@ -186,6 +188,7 @@ func (m *meter) observe(p *procfs.Sample) {
 			m.states[t.Tid] = map[string]int{}
 		}
 		m.states[t.Tid][t.State]++
+		m.last[t.Tid] = t
 		if t.State == "D" && (t.DLeft || procfs.UninterruptibleNotIO(procfs.SyscallName(t.Syscall))) {
 			m.dNotIO[t.Tid]++
 		}
@@ -213,6 +216,15 @@ func (m *meter) input(mode string, a, b *snapshot, complete bool) report.Input {
 		CgA: a.cg, CgB: b.cg, CgErr: m.cgErr, PsA: a.ps, PsB: b.ps, Names: m.names, Python: m.s.Py != nil,
 		NoGIL:  m.s.Py != nil && m.s.Py.FreeThreaded(),
 		States: m.states, DNotIO: m.dNotIO, Wchans: m.wchans, Stopped: m.stops, OnlineCPUs: m.cpus, DelayAcct: m.delay, Notes: append([]string{}, m.notes...)}
+	alive := map[int]bool{}
+	for _, t := range b.p.Threads {
+		alive[t.Tid] = true
+	}
+	for tid, t := range m.last {
+		if !alive[tid] {
+			in.Exited = append(in.Exited, t) // its counts to its last poll
+		}
+	}
 	if m.perf != nil && b.perf.Threads != nil {
 		in.Counters = perfevent.Window(a.perf, b.perf)
 		if !complete && mode != "run" && a.perf.Threads != nil {
