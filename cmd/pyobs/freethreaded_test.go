@@ -316,3 +316,41 @@ func TestFreeThreadedTasksAsyncGenerators(t *testing.T) {
 		})
 	}
 }
+
+// TestFreeThreadedRuntimeGIL: a free-threaded interpreter run with its GIL
+// enabled (PYTHON_GIL=1: as an extension not declared free-threading safe
+// enables it) has a GIL after all: the thread holding it in C (a PyDLL
+// call) is marked its holder, and the read says held. Without
+// PYTHON_GIL=1, the same program has no GIL: no holder, no GIL read.
+// Before, the enabled GIL was never read: no holder, the spinners waiting
+// for it shown asleep in futex for no reason given.
+func TestFreeThreadedRuntimeGIL(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, in := range testutil.FreeThreadedInterpreters(t) {
+		for _, enabled := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/PYTHON_GIL=%v", in.Label, enabled), func(t *testing.T) {
+				if enabled {
+					t.Setenv("PYTHON_GIL", "1")
+				} else {
+					t.Setenv("PYTHON_GIL", "0")
+				}
+				tg := testutil.Start(t, in, "gil_holder_ctypes.py")
+				time.Sleep(300 * time.Millisecond) // the holder in its call, with the GIL back after its print
+				d := dumpJSON(t, "-p", fmt.Sprint(tg.Pid))
+				var holders []string
+				for _, th := range d.Threads {
+					if th.HoldsGIL {
+						holders = append(holders, th.Name)
+					}
+				}
+				t.Logf("read.gil %q, holders %v", d.Read.GIL, holders)
+				if enabled && (d.Read.GIL != "held" || len(holders) != 1 || holders[0] != "gil-holder") {
+					t.Errorf("GIL enabled at run time: read.gil %q, holders %v; want held by gil-holder", d.Read.GIL, holders)
+				}
+				if !enabled && (d.Read.GIL != "" || len(holders) != 0) {
+					t.Errorf("no GIL: read.gil %q, holders %v; want neither", d.Read.GIL, holders)
+				}
+			})
+		}
+	}
+}

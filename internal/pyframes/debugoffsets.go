@@ -216,6 +216,16 @@ func layoutFromDebugOffsets(d *DebugOffsets) (*Layout, error) {
 	if h, lk := get("interpreter_state.gil_runtime_state_holder"), get("interpreter_state.gil_runtime_state_locked"); h > gil && lk > gil {
 		// switch_number is not published: it follows int locked (pycore_gil.h 3.13–3.15).
 		l.GILLastHolder, l.GILLocked, l.GILSwitchNumber = h-gil, lk-gil, lk-gil+8
+		switch en := get("interpreter_state.gil_runtime_state_enabled"); {
+		case !d.FreeThreaded:
+		case en != 0 && en >= gil && en < h:
+			l.GILEnabled, l.GILEnabledKnown = en-gil, true
+		case h-gil == 16:
+			// 3.13t publishes 0: int enabled is the struct's first field on
+			// free-threaded builds, before unsigned long interval and
+			// last_holder (pycore_gil.h 3.13, 3.14).
+			l.GILEnabled, l.GILEnabledKnown = 0, true
+		}
 	}
 
 	l.TstateNext = get("thread_state.next")

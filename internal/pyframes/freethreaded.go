@@ -29,9 +29,11 @@ import (
 //     f_executable carries the deferred-refcount tag (bit 0): masked like
 //     every 3.14 _PyStackRef.
 //   - There is no GIL: no thread holds one, GILHolder is 0 and GILRange is
-//     empty, so nothing is ever attributed to a GIL. (A free-threaded
-//     interpreter can re-enable its GIL at run time, for an extension that
-//     does not declare itself free-threading safe; that GIL is not read.)
+//     empty, so nothing is ever attributed to a GIL — unless the
+//     interpreter enabled its GIL at run time (PYTHON_GIL=1, or an
+//     extension that does not declare itself free-threading safe): the
+//     gil struct's `enabled` (published in the debug offsets) is read
+//     with it, and while it is set the GIL is read as on a GIL build.
 
 // ErrNoGIL is what asking for a GIL gets on a free-threaded build.
 var ErrNoGIL = fmt.Errorf("no GIL in this build (free-threaded CPython)")

@@ -16,13 +16,11 @@ const runtimeGILSpan = 64 << 10
 // the struct the interpreter's ceval.gil points to; ≤3.11: the GIL is
 // embedded in _PyRuntime, so the range is _PyRuntime's first 64 KiB (other
 // runtime locks there are rare waits and are counted as GIL). (0, 0) when
-// it cannot be read, and on free-threaded builds (no GIL).
+// it cannot be read, and on free-threaded builds (no GIL) unless their GIL
+// is enabled at run time.
 func (p *Process) GILRange() (lo, hi uint64) {
 	l, r := p.Layout, &p.objs
-	if l.FreeThreaded {
-		return 0, 0
-	}
-	if l.InterpCevalGIL == 0 {
+	if l.InterpCevalGIL == 0 && !l.FreeThreaded {
 		return p.Info.Runtime, p.Info.Runtime + runtimeGILSpan
 	}
 	interp, err := r.u64(p.Info.Runtime + l.RuntimeInterpretersHead)
@@ -30,10 +28,21 @@ func (p *Process) GILRange() (lo, hi uint64) {
 		return 0, 0
 	}
 	gil, err := r.u64(interp + l.InterpCevalGIL)
-	if err != nil || gil == 0 {
+	if err != nil || gil == 0 || l.FreeThreaded && !p.gilEnabled(gil) {
 		return 0, 0
 	}
 	return gil, gil + gilStructSize
+}
+
+// gilEnabled says whether a free-threaded interpreter's GIL, at gil, is
+// enabled now (at run time: PYTHON_GIL=1, or an extension module not
+// declared free-threading safe was imported).
+func (p *Process) gilEnabled(gil uint64) bool {
+	if !p.Layout.GILEnabledKnown {
+		return false
+	}
+	en, err := p.objs.u32(gil + p.Layout.GILEnabled)
+	return err == nil && en != 0
 }
 
 // GILState is one reading of an interpreter's GIL.
@@ -67,9 +76,9 @@ func (s GILState) HeldThrough(later GILState) uint64 {
 }
 
 // GIL reads every interpreter's GIL, by interpreter id (as Thread.Interp);
-// nil on a free-threaded build.
+// on a free-threaded build, nil unless its GIL is enabled at run time.
 func (p *Process) GIL() map[int64]GILState {
-	if p.Layout.FreeThreaded {
+	if p.Layout.FreeThreaded && !p.Layout.GILEnabledKnown {
 		return nil
 	}
 	out := map[int64]GILState{}
@@ -84,7 +93,7 @@ func (p *Process) GIL() map[int64]GILState {
 func (p *Process) gilState(interp uint64) GILState {
 	l, r := p.Layout, &p.objs
 	switch {
-	case l.FreeThreaded:
+	case l.FreeThreaded && !l.GILEnabledKnown:
 		return GILState{} // no GIL (freethreaded.go)
 	case l.InterpCevalGIL == 0:
 		if l.RuntimeTstateCurrent == 0 {
@@ -94,8 +103,8 @@ func (p *Process) gilState(interp uint64) GILState {
 		return GILState{Holder: h, Read: err == nil}
 	}
 	gil, err := r.u64(interp + l.InterpCevalGIL)
-	if err != nil || gil == 0 {
-		return GILState{}
+	if err != nil || gil == 0 || l.FreeThreaded && !p.gilEnabled(gil) {
+		return GILState{} // free-threaded: no GIL while it is not enabled
 	}
 	// The three fields in one read: one moment's holder, lock and count.
 	lo := min(l.GILLastHolder, l.GILLocked, l.GILSwitchNumber)

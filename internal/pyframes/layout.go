@@ -46,6 +46,11 @@ type Layout struct {
 	GILLastHolder     uint64 // within the gil struct
 	GILLocked         uint64 // within the gil struct
 	GILSwitchNumber   uint64 // within the gil struct: bumped by each take by a thread other than last_holder
+	// GILEnabled (free-threaded, GILEnabledKnown): int enabled within the
+	// gil struct, not 0 while the interpreter runs with its GIL after all
+	// (PYTHON_GIL=1, or an extension not declared free-threading safe).
+	GILEnabled      uint64
+	GILEnabledKnown bool
 
 	// PyThreadState
 	TstateNext           uint64
