@@ -62,10 +62,15 @@ type ThreadDump struct {
 	// Truncated: the stack is deeper than pyobs walks (pyframes.MaxDepth):
 	// Frames holds its innermost frames only. Consistent still says
 	// whether it changed while read.
-	Truncated bool          `json:"truncated,omitempty"`
-	Error     string        `json:"error,omitempty"`
-	Frames    []FrameDump   `json:"frames"`
-	Native    *ThreadNative `json:"native,omitempty"`
+	Truncated bool `json:"truncated,omitempty"`
+	// NoThread: no thread of the process is this thread state's (its
+	// recorded id is none of theirs, nor is its pthread's): a state left
+	// in the interpreter by a fork that bypassed Python's own handling, or
+	// one whose thread exited as it was read. Tid is 0.
+	NoThread bool          `json:"no_thread,omitempty"`
+	Error    string        `json:"error,omitempty"`
+	Frames   []FrameDump   `json:"frames"`
+	Native   *ThreadNative `json:"native,omitempty"`
 }
 
 // FrameDump is one frame, innermost first.
@@ -235,6 +240,7 @@ func Run(_ context.Context, s *session.Session, opt Options) (*Dump, error) {
 	for _, t := range threads {
 		td := ThreadDump{ThreadID: t.ThreadID, Name: t.Name, Interp: t.Interp,
 			Consistent: t.Consistent, Truncated: t.Truncated, Tid: s.HostTid(t.NativeID, t.ThreadID, tids, ns), Frames: make([]FrameDump, 0, len(t.Frames))}
+		td.NoThread = td.Tid == 0 && tids != nil
 		// With the threads stopped, a state read after the thaw (a thread
 		// born since the states were read) lies outside the readings.
 		_, stateBetween := states[td.Tid]
@@ -260,7 +266,7 @@ func Run(_ context.Context, s *session.Session, opt Options) (*Dump, error) {
 			}
 			td.Frames = append(td.Frames, fd)
 		}
-		if nat != nil {
+		if nat != nil && !td.NoThread { // no thread: nothing to unwind
 			nat.glue(&td, t.Frames)
 		}
 		d.Threads = append(d.Threads, td)

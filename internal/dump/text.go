@@ -66,6 +66,9 @@ func writeThreads(w io.Writer, d *Dump) {
 		if !t.Consistent {
 			fmt.Fprintf(w, "  (inconsistent read: %s)\n", t.Error)
 		}
+		if t.NoThread {
+			fmt.Fprintln(w, "  (no thread of this process is this thread state's: left by a fork that bypassed Python's own, or its thread exited as it was read)")
+		}
 		writeNativeThreadNote(w, t.Native)
 		if t.Truncated {
 			fmt.Fprintf(w, "  (truncated: a stack deeper than %d frames; its %d innermost read, the outer ones not)\n", pyframes.MaxDepth, pythonFrames(t.Frames))
