@@ -1,6 +1,7 @@
 package red
 
 import (
+	"bytes"
 	"container/heap"
 	"sort"
 )
@@ -59,6 +60,9 @@ type request struct {
 	stacks    map[string]*stackSeen
 	reads     int // stack reads while in flight
 	samples   int // kernel samples of its thread while it was served
+	// line: the request line so far, when its first read ended inside it
+	// (a client that writes it in pieces): named once the line is whole.
+	line []byte
 }
 
 type stackSeen struct {
@@ -472,14 +476,27 @@ func (t *Tracker) onRead(c *conn, ev *Event) {
 		return
 	}
 	if c.phase == phReading && c.cur != nil {
-		return // more of the same request (headers or body)
+		// More of the same request (headers or body), or the rest of a
+		// request line begun in an earlier read.
+		if r := c.cur; r.line != nil {
+			r.line = append(r.line, data[:min(len(data), PrefixLen-len(r.line))]...)
+			if bytes.IndexByte(r.line, '\n') >= 0 || len(r.line) >= PrefixLen || uint64(len(data)) < n {
+				t.nameLine(c, r)
+			}
+		}
+		return
 	}
 	if c.cur != nil {
 		t.finish(c, now)
 	}
 	heads := ParseRequests(data)
 	r := &request{start: now, tid: ev.Tid}
-	if len(heads) > 0 {
+	if bytes.IndexByte(data, '\n') < 0 && uint64(len(data)) == n && len(data) < PrefixLen {
+		// The whole read, and it ended inside the request line: the next
+		// reads complete it.
+		r.line = append([]byte(nil), data...)
+		c.pending = c.pending[:0]
+	} else if len(heads) > 0 {
 		r.head, r.named = heads[0], true
 		c.pending = append(c.pending[:0], heads[1:]...)
 	} else {
@@ -525,6 +542,16 @@ func (t *Tracker) onWrite(c *conn, ev *Event) {
 	c.phase = phWriting
 }
 
+// nameLine names r from its request line, read in pieces (r.line), and
+// keeps the requests pipelined after it.
+func (t *Tracker) nameLine(c *conn, r *request) {
+	if heads := ParseRequests(r.line); len(heads) > 0 {
+		r.head, r.named = heads[0], true
+		c.pending = append(c.pending[:0], heads[1:]...)
+	}
+	r.line = nil
+}
+
 // finish ends the connection's current request.
 func (t *Tracker) finish(c *conn, now uint64) {
 	r := c.cur
@@ -532,6 +559,9 @@ func (t *Tracker) finish(c *conn, now uint64) {
 	c.phase = phIdle
 	if r == nil {
 		return
+	}
+	if r.line != nil {
+		t.nameLine(c, r) // never whole: named by what came (a truncated line)
 	}
 	if r.lastWrite == 0 && r.aborted == "" {
 		r.aborted = "closed without a response"

@@ -88,6 +88,29 @@ func TestTrackerKeepAlive(t *testing.T) {
 	}
 }
 
+// TestTrackerSplitRequestLine: a client that sends its request line in
+// pieces (each read ending inside it) is named by the whole line, not by
+// its first read's start; a line that never completes is named by what
+// came.
+func TestTrackerSplitRequestLine(t *testing.T) {
+	e := newEvs(0)
+	e.at(0).ev(nrAccept4, 3, 5, "")
+	e.at(1).ev(nrRecvfrom, 5, 8, "GET /spl")
+	e.at(2).ev(nrRecvfrom, 5, 6, "it/1 H")
+	e.at(3).ev(nrRecvfrom, 5, 22, "TTP/1.1\r\nHost: x\r\n\r\n")
+	e.at(5).ev(nrSendto, 5, 100, "HTTP/1.1 200 OK\r\n")
+	e.at(6).ev(nrRecvfrom, 5, 9, "GET /half")
+	e.at(7).ev(nrSendto, 5, 100, "HTTP/1.1 200 OK\r\n")
+	e.at(8).ev(nrClose, 5, 0, "")
+	p := port80(t, e.tr)
+	if p.Requests != 2 || p.Routes["GET /split/:id"] == nil || p.Routes["GET /half"] == nil {
+		t.Fatalf("requests %d routes %v: want GET /split/:id and GET /half", p.Requests, p.Routes)
+	}
+	if p.Dur.Max != 4e6 {
+		t.Errorf("longest %d ns, want 4 ms (from the line's first piece)", p.Dur.Max)
+	}
+}
+
 // TestTrackerPipelined: three requests in one read are answered by three
 // status lines; each response splits a request.
 func TestTrackerPipelined(t *testing.T) {
