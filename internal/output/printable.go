@@ -10,10 +10,13 @@ import (
 // Printable is s with what a terminal would act on escaped: control
 // characters (C0, DEL, C1: ESC sequences, BEL, newlines) and the format
 // characters that reorder or hide text (bidi overrides, zero-width ones),
-// as \xNN or \uNNNN. A target's names and values are its to choose: one
-// that names a function "\x1b]0;…\x07" must not retitle, clear or spoof
-// the terminal of the person reading its stack. Printable text (any
-// script) is kept as it is; invalid UTF-8 bytes are escaped too.
+// as \xNN, \uNNNN or \UNNNNNNNN — and, as Python's repr does, every other
+// character that is not printable: line and paragraph separators, spaces
+// other than ' ' (U+00A0, U+3000), unassigned code points. A target's
+// names and values are its to choose: one that names a function
+// "\x1b]0;…\x07" must not retitle, clear or spoof the terminal of the
+// person reading its stack. Printable text (any script) is kept as it is;
+// invalid UTF-8 bytes are escaped too.
 func Printable(s string) string {
 	clean := true
 	for _, r := range s {
@@ -35,6 +38,10 @@ func Printable(s string) string {
 		case unsafeRune(r) && r < 0x100:
 			b.WriteString(`\x`)
 			b.WriteString(hex2(byte(r)))
+		case unsafeRune(r) && r > 0xffff:
+			b.WriteString(`\U`)
+			h := strconv.FormatInt(int64(r), 16)
+			b.WriteString(strings.Repeat("0", max(0, 8-len(h))) + h)
 		case unsafeRune(r):
 			b.WriteString(`\u`)
 			h := strconv.FormatInt(int64(r), 16)
@@ -48,7 +55,7 @@ func Printable(s string) string {
 }
 
 func unsafeRune(r rune) bool {
-	return r == utf8.RuneError || unicode.IsControl(r) || unicode.Is(unicode.Cf, r)
+	return r == utf8.RuneError || !unicode.IsPrint(r)
 }
 
 func hex2(c byte) string {

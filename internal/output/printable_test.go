@@ -16,6 +16,12 @@ func TestPrintable(t *testing.T) {
 		"zero\u200bwidth":             `zero\u200bwidth`,
 		"c1\u0085":                    `c1\x85`,
 		"bad\xffutf8":                 `bad\xffutf8`,
+		// Not printable by Python's repr either: separators, spaces
+		// other than ' ', unassigned and private code points.
+		"line\u2028sep\u2029":        `line\u2028sep\u2029`,
+		"nb\u00a0sp\u3000":           `nb\xa0sp\u3000`,
+		"un\u0378assigned\U0010ffff": `un\u0378assigned\U0010ffff`,
+		"emoji 🐍 and e\u0301":        "emoji 🐍 and e\u0301",
 	} {
 		if got := Printable(in); got != want {
 			t.Errorf("Printable(%q) = %q, want %q", in, got, want)

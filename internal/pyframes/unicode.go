@@ -58,6 +58,13 @@ func DecodeUnicodeData(data []byte, kind int, length int) (string, error) {
 		case 4:
 			r = rune(binary.LittleEndian.Uint32(data[4*i:]))
 		}
+		if r >= 0xd800 && r <= 0xdfff {
+			// A lone surrogate (a filename's undecodable byte under
+			// surrogateescape): written as Python's repr writes it, not
+			// as U+FFFD, which a real U+FFFD would be too.
+			out = fmt.Appendf(out, `\u%04x`, r)
+			continue
+		}
 		if !utf8.ValidRune(r) {
 			r = utf8.RuneError
 		}
