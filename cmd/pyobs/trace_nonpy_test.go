@@ -33,7 +33,7 @@ func TestTraceNonPython(t *testing.T) {
 			gofile, o := filepath.Join(t.TempDir(), "go"), filepath.Join(t.TempDir(), "t.json")
 			tg := testutil.StartArgv(t, []string{bin, "3000", gofile}, 10*time.Second)
 			cmd := exec.Command(testutil.Binary(t), "trace", "--engine", engine, "-p", strconv.Itoa(tg.Pid), "-e", "getppid,rmdir", "--format", "json", "-o", o)
-			var stderr lockedBuffer
+			var stderr syncBuffer
 			cmd.Stderr = &stderr
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)

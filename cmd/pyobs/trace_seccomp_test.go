@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -247,7 +246,7 @@ func TestTraceSpawnSeccompChildren(t *testing.T) {
 		report := filepath.Join(dir, "report")
 		argv := append([]string{"trace", "--engine", "ptrace", "-e", "newfstatat", "-o", filepath.Join(dir, "t.txt"), "--"}, py.Argv...)
 		cmd := exec.Command(testutil.Binary(t), append(argv, script, "leave", strconv.Itoa(n), report, "60")...)
-		var stderr lockedBuffer
+		var stderr syncBuffer
 		cmd.Stderr = &stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -277,24 +276,6 @@ func TestTraceSpawnSeccompChildren(t *testing.T) {
 			t.Errorf("the child ran its stats: %s", b)
 		}
 	})
-}
-
-// lockedBuffer is a strings.Builder safe for a writer and a reader.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // pidsByArg lists the processes with arg in their command line, but not
