@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"syscall"
 )
 
 // Frame is one Python frame, innermost first in a Thread.
@@ -105,6 +106,18 @@ var ErrNoInterpreter = errors.New("no interpreter state: the interpreter is not 
 // before and after the walk, with no change of holder between
 // (GILState.HeldThrough).
 func (p *Process) Threads(opt Options) ([]Thread, error) {
+	// A thread list that changed under the walk (a state freed as it was
+	// passed) is walked again, a few times.
+	for attempt := 0; ; attempt++ {
+		out, err := p.threadsOnce(opt)
+		if err == nil || !errors.Is(err, ErrTorn) || attempt == 2 {
+			return out, err
+		}
+		p.Stats.TornRetries++
+	}
+}
+
+func (p *Process) threadsOnce(opt Options) ([]Thread, error) {
 	var out []Thread
 	err := p.interps(func(id int64, interp uint64) error {
 		before := p.gilState(interp)
@@ -251,6 +264,11 @@ func (p *Process) tstates(interp uint64, fn func(ts uint64) (uint64, error)) err
 	for n := 0; ts != 0 && n < maxThreads && !seen[ts]; n++ {
 		seen[ts] = true
 		if ts, err = fn(ts); err != nil {
+			if n > 0 && !errors.Is(err, ErrTorn) && !errors.Is(err, syscall.ESRCH) {
+				// Reached through the state before it, freed meanwhile
+				// (its next pointer reused): a list that changed while read.
+				err = fmt.Errorf("%w: %w", ErrTorn, err)
+			}
 			return err
 		}
 	}

@@ -182,6 +182,11 @@ func (s *Session) explain(op string, err error) error {
 		}
 		return fmt.Errorf("%s of pid %d: %w", op, s.Pid, err)
 	}
+	// A read that failed as the target exec'd (its memory replaced under
+	// it) is the exec's to report.
+	if xerr := s.Execed(); xerr != nil {
+		return fmt.Errorf("%s of pid %d: %w (%v)", op, s.Pid, xerr, err)
+	}
 	return err
 }
 
