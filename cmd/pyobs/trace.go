@@ -61,11 +61,11 @@ CAP_BPF+CAP_PERFMON), else ptrace, and says why on stderr. Slow or failing
 calls whose site was not found are counted as "unattributed"; the others
 (fast and successful) get no site by design and are counted apart. A -p
 process that is not Python is traced all the same, its calls without
-Python sites (the footer says why). New threads are followed. A target stopped by someone else during the trace
-(SIGSTOP, Ctrl-Z) makes no calls: a line under the table's header and the
-footer say for how long (tracepoint: its threads' states looked at every
-100 ms; ptrace: the group stops it kept); the footer's "pyobs stopped the
-target" is pyobs's own.
+Python sites (the footer says why). New threads are followed. A target
+stopped by someone else during the trace (SIGSTOP, Ctrl-Z) makes no calls:
+a line under the table's header and the footer say for how long
+(tracepoint: its threads' states looked at every 100 ms; ptrace: the group
+stops it kept); the footer's "pyobs stopped the target" is pyobs's own.
 
 With -- CMD ARGS, pyobs holds CMD before its exec while the eBPF programs
 load and attach (that one-time cost is reported apart: CMD has not

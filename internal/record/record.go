@@ -269,7 +269,7 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*flame.Profile, 
 	if opt.Threads {
 		r.namer, r.roots = s.NewThreadNamer(true), flame.NewThreadRoots(r.prof)
 	}
-	r.cpu0 = clock.ObserverCPU() // the set-up's start: the walker's load comes next
+	setup0 := clock.ObserverCPU() // the set-up's start: the walker's load comes next
 	var kr *kernelRec
 	if opt.Mode == "cpu" {
 		useBPF, why := fallback.Choose(want, func() error {
@@ -296,7 +296,6 @@ func Run(ctx context.Context, s *session.Session, opt Options) (*flame.Profile, 
 	}
 	r.start = time.Now()
 	r.tcpu0 = targetCPU(s.Pid)
-	setup0 := r.cpu0
 	switch {
 	case kr != nil && held != nil && held.taken:
 		// Sampled from the held command's exec: the recording began there.

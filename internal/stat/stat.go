@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"sync/atomic"
 	"time"
 
@@ -225,6 +226,7 @@ func (m *meter) input(mode string, a, b *snapshot, complete bool) report.Input {
 			in.Exited = append(in.Exited, t) // its counts to its last poll
 		}
 	}
+	sort.Slice(in.Exited, func(i, j int) bool { return in.Exited[i].Tid < in.Exited[j].Tid }) // sums in one order
 	if m.perf != nil && b.perf.Threads != nil {
 		in.Counters = perfevent.Window(a.perf, b.perf)
 		if !complete && mode != "run" && a.perf.Threads != nil {

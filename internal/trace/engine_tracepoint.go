@@ -97,7 +97,7 @@ func (b *bpfRun) onEvent(e tracepoint.Event) {
 	case before:
 		b.before++
 	case r.noPy != "":
-		noSite("not Python", "%s", r.noPy)
+		noSite(whyNotPython, "%s", r.noPy)
 	case e.Py == tracepoint.PyWalked:
 		if e.Stack == 0 {
 			switch f := e.StackFlags; {

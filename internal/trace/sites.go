@@ -82,7 +82,7 @@ func (r *sites) innermost(tid int) *Site {
 func (r *sites) stack(tid int) []pyframes.Frame {
 	r.lastWhy = ""
 	if r.noPy != "" {
-		r.lastWhy = "not Python"
+		r.lastWhy = whyNotPython
 		r.siteErr("%s", r.noPy)
 		return nil
 	}
@@ -113,12 +113,16 @@ func (r *sites) stack(tid int) []pyframes.Frame {
 		return nil
 	}
 	frames, _, _, err := r.sess.Py.Stack(ref.Addr, pyframes.Options{Retries: 1})
-	switch {
-	case err != nil:
+	if err != nil {
 		r.lastWhy = "stack read failed"
 		r.siteErr("tid %d: %v", tid, err)
-	case len(frames) == 0:
+		return nil
+	}
+	if len(frames) == 0 {
 		r.lastWhy = "no Python frame at the call"
 	}
 	return frames
 }
+
+// whyNotPython is the no-site class of a process that is not Python.
+const whyNotPython = "not Python"

@@ -279,10 +279,10 @@ type tracer struct {
 	// kids: tasks of the processes a seccomp-filtered command started
 	// (TRACEFORK, TRACEVFORK): the filter is theirs too, and without a
 	// tracer their filtered calls would fail with ENOSYS. Each stop is
-	// resumed at once (PTRACE_CONT), nothing counted. kidProcs: their pids.
-	kids, kidProcs map[int]bool
-	liveKids       map[int]bool // pids of kidProcs not yet gone (under mu, for Attached.Signal)
-	targetGone     atomic.Bool  // the command's death was reported (for Attached.Signal)
+	// resumed at once (PTRACE_CONT), nothing counted. liveKids: their
+	// pids not gone yet (under mu, for Attached.Signal).
+	kids, liveKids map[int]bool
+	targetGone     atomic.Bool // the command's death was reported (for Attached.Signal)
 	info           [128]byte
 }
 
@@ -302,7 +302,7 @@ func Trace(ctx context.Context, cfg TraceConfig) (TraceStats, error) {
 		err error
 	}
 	t := &tracer{cfg: cfg, pid: cfg.Pid, ts: map[int]*tracee{}, window: make(chan TraceStats, 1), forgotten: map[int]bool{},
-		kids: map[int]bool{}, kidProcs: map[int]bool{}, liveKids: map[int]bool{}}
+		kids: map[int]bool{}, liveKids: map[int]bool{}}
 	t.st.ExitCode = -1
 	res := make(chan result, 1)
 	started := make(chan struct{})
@@ -584,21 +584,22 @@ func (t *tracer) handOver() {
 	if !st.TargetGone {
 		st.ExitCode = -1
 	}
-	for p := range t.kidProcs {
-		if t.kids[p] {
-			st.ChildrenLeft++
-		}
-	}
+	t.mu.Lock()
+	st.ChildrenLeft = len(t.liveKids)
+	t.mu.Unlock()
 	t.window <- st
 }
 
-// addKid follows a task of a process the filtered command started; proc:
-// the task is a new process (its pid), not a thread of one.
+// addKid follows a task of a process the filtered command started, once
+// (its first stop and its parent's event come in either order); proc: the
+// task is a new process (its pid), not a thread of one.
 func (t *tracer) addKid(tid int, proc bool) {
+	if t.kids[tid] {
+		return
+	}
 	t.kids[tid] = true
 	if proc {
-		t.kidProcs[tid] = true
-		t.st.Children = len(t.kidProcs)
+		t.st.Children++
 		t.mu.Lock()
 		t.liveKids[tid] = true
 		t.mu.Unlock()
@@ -748,12 +749,10 @@ func (t *tracer) loop() error {
 		case sig == unix.SIGTRAP && event == unix.PTRACE_EVENT_CLONE:
 			if msg, err := unix.PtraceGetEventMsg(tid); err == nil {
 				child := int(msg)
-				switch {
-				case t.kids[child]:
-					// Its first stop came first.
-				case tgidOf(child) != t.pid && tgidOf(child) > 0 && t.seccomp:
+				switch tg := tgidOf(child); {
+				case tg != t.pid && tg > 0 && t.seccomp:
 					t.addKid(child, true) // it reports its own stop
-				case tgidOf(child) != t.pid && tgidOf(child) > 0:
+				case tg != t.pid && tg > 0:
 					// A new process, not a thread: not ours to follow. It
 					// starts in a stop; detaching resumes it.
 					t.detachNew(child)
