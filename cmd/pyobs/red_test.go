@@ -507,6 +507,52 @@ func TestRedEcho(t *testing.T) {
 	}
 }
 
+// TestRedFdReuse: a server that reads a file before each accept hands the
+// file's number to the next connection. pyobs learns an fd it did not see
+// opened from /proc, later than the call; by then the file's number is the
+// connection's, and the file's read and close were taken for a connection
+// opened and closed (closed > opened, the file's bytes counted as the
+// connection's). The kernel says at each call whether the fd is a socket.
+// Ground truth: the client's own connections and bytes.
+func TestRedFdReuse(t *testing.T) {
+	testutil.RequireRoot(t)
+	tg, port := startRedTarget(t, "reuse")
+	const conns, size = 8, 100
+	wait := startRed(t, "red", "-p", fmt.Sprint(tg.Pid), "-d", "3s", "--format", "json")
+	msg := []byte(strings.Repeat("x", size))
+	for i := 0; i < conns; i++ {
+		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j := 0; j < 2; j++ {
+			if _, err := c.Write(msg); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := io.ReadFull(c, make([]byte, size)); err != nil {
+				t.Fatal(err)
+			}
+			if j == 0 {
+				time.Sleep(200 * time.Millisecond) // held open past pyobs's next look
+			}
+		}
+		c.Close()
+	}
+	res := wait()
+	if res.Code != 0 {
+		t.Fatalf("exit %d: %s", res.Code, res.Stderr)
+	}
+	var r red.Result
+	if err := json.Unmarshal([]byte(res.Stdout), &r); err != nil {
+		t.Fatalf("bad JSON: %v\n%s", err, res.Stdout)
+	}
+	p := findPort(t, &r, port)
+	bytes := uint64(conns * 2 * size)
+	if p.Conns.Opened != conns || p.Conns.Closed != conns || p.Conns.BytesIn != bytes || p.Conns.BytesOut != bytes {
+		t.Errorf("connections %+v; want %d opened and closed, %d bytes each way (events %d, drops %+v)\n%s", p.Conns, conns, bytes, r.Events, r.Drops, res.Stdout)
+	}
+}
+
 // TestRedSpawn: with -- CMD the probe is on before the server listens: its
 // port is found by the first accept; -d ends the command and pyobs exits 0.
 func TestRedSpawn(t *testing.T) {

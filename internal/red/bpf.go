@@ -54,6 +54,17 @@ type Event struct {
 // local port in Data[0:2], read by the kernel at the accept.
 const evPort = 2
 
+// evKind, evSock (EV_KIND, EV_SOCK): the kernel read what the fd was at
+// the call (a close: at its entry), and whether it was a socket.
+const (
+	evKind = 4
+	evSock = 8
+)
+
+// NotSocket reports whether the kernel saw the fd as another file than a
+// socket at the call (false when it did not look).
+func (e *Event) NotSocket() bool { return e.Flags&(evKind|evSock) == evKind }
+
 // ListenPort is the port the kernel read at an accept (0: none).
 func (e *Event) ListenPort() int {
 	if e.Flags&evPort == 0 {

@@ -13,7 +13,11 @@
 // be read),
 // read/readv/recvfrom/recvmsg and write/writev/sendto/sendmsg/sendfile
 // (when, how many bytes, and a copy of the first 128 bytes of each),
-// close and shutdown. Listening sockets and connections that were open
+// close and shutdown — each with whether its fd was a socket at the call
+// (the kernel's read of the fd's inode; a close's at its entry), so that
+// an fd first seen after the start is asked of /proc only if it was a
+// socket then: a file's number taken by a connection before pyobs looks
+// is not that connection. Listening sockets and connections that were open
 // before the start are found in /proc/PID/fd and /proc/PID/net/tcp{,6}
 // (before the syscall programs attach); a socket the table's read missed
 // (it changes under load) is asked itself, through a duplicate of the fd

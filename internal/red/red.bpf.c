@@ -44,11 +44,17 @@ struct enter {
 	u64 buf;  // data pointer, iovec array or msghdr (by nr)
 	s32 fd;
 	u32 nr;
+	u32 kind; // close: EV_KIND (| EV_SOCK), read at the entry (gone at the exit)
+	u32 pad;
 };
 
 // event.flags
 #define EV_NO_ENTER 1 // the entry was not seen (attached mid-call, or map full)
 #define EV_PORT 2     // accept: data[0..1] is the listening socket's local port (host order)
+#define EV_KIND 4     // the fd's kind was read at the call (close: at the entry, else at the
+#define EV_SOCK 8     // exit; not at an accept): EV_SOCK says whether it is a socket
+#define S_IFMT 0170000
+#define S_IFSOCK 0140000
 
 // Only the fields read (CO-RE, flavoured names: pyobs.h's task_struct
 // stays the one the other programs see): the listening socket behind an
@@ -63,8 +69,12 @@ struct sock___red {
 struct socket___red {
 	struct sock___red *sk;
 } __attribute__((preserve_access_index));
+struct inode___red {
+	unsigned short i_mode;
+} __attribute__((preserve_access_index));
 struct file___red {
 	void *private_data;
+	struct inode___red *f_inode;
 } __attribute__((preserve_access_index));
 struct fdtable___red {
 	unsigned int max_fds;
@@ -79,18 +89,14 @@ struct task_struct___red {
 
 static u64 (*red_current_task)(void) = (void *)35; // bpf_get_current_task
 
-// listen_port is the local port of the current task's socket fd (0: not
-// read). Called at a successful accept's exit: fd is a listening socket.
-static __always_inline u16 listen_port(s32 fd)
+// fd_file is the current task's open file at fd (0: none, or not read).
+static __always_inline struct file___red *fd_file(s32 fd)
 {
 	struct task_struct___red *t = (struct task_struct___red *)red_current_task();
 	struct files_struct___red *files = 0;
 	struct fdtable___red *fdt = 0;
 	struct file___red **arr = 0, *f = 0;
-	struct socket___red *so = 0;
-	struct sock___red *sk = 0;
 	unsigned int max = 0;
-	u16 port = 0;
 	if (fd < 0 || bpf_probe_read_kernel(&files, sizeof(files), &t->files) || !files)
 		return 0;
 	if (bpf_probe_read_kernel(&fdt, sizeof(fdt), &files->fdt) || !fdt)
@@ -100,6 +106,36 @@ static __always_inline u16 listen_port(s32 fd)
 	if (bpf_probe_read_kernel(&arr, sizeof(arr), &fdt->fd) || !arr)
 		return 0;
 	if (bpf_probe_read_kernel(&f, sizeof(f), &arr[fd]) || !f)
+		return 0;
+	return f;
+}
+
+// fd_kind says whether the current task's fd is a socket now: EV_KIND |
+// EV_SOCK, EV_KIND (another file), 0 (not read: no such fd). User space
+// learns an fd it has not seen opened from /proc, later: by then the
+// number may be another file's (a worker's file read, closed, its number
+// taken by an accepted connection), and the kernel's word at the call is
+// what tells them apart.
+static __always_inline u32 fd_kind(s32 fd)
+{
+	struct file___red *f = fd_file(fd);
+	struct inode___red *ino = 0;
+	unsigned short mode = 0;
+	if (!f || bpf_probe_read_kernel(&ino, sizeof(ino), &f->f_inode) || !ino ||
+	    bpf_probe_read_kernel(&mode, sizeof(mode), &ino->i_mode))
+		return 0;
+	return (mode & S_IFMT) == S_IFSOCK ? EV_KIND | EV_SOCK : EV_KIND;
+}
+
+// listen_port is the local port of the current task's socket fd (0: not
+// read). Called at a successful accept's exit: fd is a listening socket.
+static __always_inline u16 listen_port(s32 fd)
+{
+	struct file___red *f = fd_file(fd);
+	struct socket___red *so = 0;
+	struct sock___red *sk = 0;
+	u16 port = 0;
+	if (!f)
 		return 0;
 	if (bpf_probe_read_kernel(&so, sizeof(so), &f->private_data) || !so)
 		return 0;
@@ -196,6 +232,8 @@ int red_enter(struct raw_args *ctx)
 	e.fd = (s32)di;
 	e.buf = si;
 	e.nr = (u32)nr;
+	if (nr == NR_close)
+		e.kind = fd_kind(e.fd);
 	if (bpf_map_update_elem(&enters, &tid, &e, 0) != 0)
 		count(C_ENTER_FULL);
 	return 0;
@@ -268,6 +306,10 @@ int red_exit(struct raw_args *ctx)
 	ev->len = 0;
 	ev->flags = flags;
 	ev->pad = 0;
+	if (nr == NR_close)
+		ev->flags |= (u16)e.kind;
+	else if (nr != NR_accept && nr != NR_accept4)
+		ev->flags |= (u16)fd_kind(e.fd); // (an accept's returned fd is a socket)
 	if (ret >= 0 && (nr == NR_accept || nr == NR_accept4)) {
 		u16 port = listen_port(e.fd);
 		if (port) {

@@ -14,11 +14,13 @@ import (
 )
 
 type redEnter struct {
-	_   structs.HostLayout
-	Ts  uint64
-	Buf uint64
-	Fd  int32
-	Nr  uint32
+	_    structs.HostLayout
+	Ts   uint64
+	Buf  uint64
+	Fd   int32
+	Nr   uint32
+	Kind uint32
+	Pad  uint32
 }
 
 type redEvent struct {

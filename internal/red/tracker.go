@@ -274,6 +274,15 @@ func (t *Tracker) owner(fd FD, ev *Event) *conn {
 	if c, old := t.before(fd, ev); old {
 		return c
 	}
+	if ev.NotSocket() {
+		// A file at the call: no connection, and nothing to ask /proc,
+		// whose answer, later, may be a connection that took the number
+		// since.
+		if _, ok := t.listen[fd]; !ok && t.conns[fd] == nil {
+			t.other[fd] = true
+		}
+		return nil
+	}
 	return t.lookup(fd, ev.TExit)
 }
 

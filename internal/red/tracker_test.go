@@ -376,3 +376,29 @@ func TestTrackerAcceptPort(t *testing.T) {
 		t.Fatalf("ports %+v, want one request on 8080", ps)
 	}
 }
+
+// TestTrackerKernelSaysFile: a file read at fd 9 — whose number /proc,
+// asked later, gives as a connection (the resolver's answer here) — and
+// closed, then an accept that takes 9: with the kernel's word that 9 was
+// a file at the read and the close, nothing is resolved, no connection is
+// closed that was not opened, and the file's bytes are not counted.
+func TestTrackerKernelSaysFile(t *testing.T) {
+	e := newEvs(0)
+	file := func(nr uint32, fd int32, ret int64, data string) {
+		ev := Event{TExit: e.t, Nr: nr, Fd: fd, Ret: ret, Tid: 7, Flags: evKind}
+		ev.Len = uint16(copy(ev.Data[:], data))
+		e.tr.Handle(&ev)
+	}
+	e.at(1)
+	file(nrRead, 9, 4, "data")
+	file(nrClose, 9, 0, "")
+	e.at(2).ev(nrAccept4, 3, 9, "")
+	sock := Event{TExit: 3e6, Nr: nrRecvfrom, Fd: 9, Ret: 5, Tid: 7, Flags: evKind | evSock}
+	sock.Len = uint16(copy(sock.Data[:], "hello"))
+	e.tr.Handle(&sock)
+	e.at(4).ev(nrClose, 9, 0, "")
+	p := port80(t, e.tr)
+	if p.ConnOpened != 1 || p.ConnClosed != 1 || p.BytesIn != 5 || e.tr.Resolves != 0 {
+		t.Errorf("opened %d closed %d bytes in %d resolves %d; want 1, 1, 5, 0", p.ConnOpened, p.ConnClosed, p.BytesIn, e.tr.Resolves)
+	}
+}

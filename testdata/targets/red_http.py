@@ -1,8 +1,10 @@
 """Test target for `pyobs red`: a ThreadingHTTPServer (HTTP/1.1 keep-alive)
 or a raw TCP echo server on 127.0.0.1, on an ephemeral port.
 
-Usage: python red_http.py [http|echo|asyncio]
-(asyncio: the same routes but /big, served by asyncio streams on one thread)
+Usage: python red_http.py [http|echo|asyncio|reuse]
+(asyncio: the same routes but /big, served by asyncio streams on one thread;
+reuse: an echo server on one thread that reads a file before each accept,
+so that each connection takes the number the file just had)
 Prints READY, then "PORT <n>", then serves until killed.
 
 HTTP routes (the load generator in cmd/pyobs/red_test.go picks the mix):
@@ -14,6 +16,7 @@ HTTP routes (the load generator in cmd/pyobs/red_test.go picks the mix):
   /big         8 MiB in 64 KiB writes (a client resets it mid-response)
 """
 import asyncio
+import socket
 import socketserver
 import sys
 import time
@@ -79,6 +82,25 @@ class EchoServer(socketserver.ThreadingTCPServer):
     allow_reuse_address = True
 
 
+def serve_reuse():
+    ls = socket.socket()
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(16)
+    print("READY", flush=True)
+    print("PORT", ls.getsockname()[1], flush=True)
+    while True:
+        with open(__file__, "rb") as f:
+            f.read()
+        c, _ = ls.accept()
+        with c:
+            while True:
+                b = c.recv(4096)
+                if not b:
+                    break
+                c.sendall(b)
+
+
 async def slow_handler_async():
     await asyncio.sleep(0.2)
     return 200, b"slow\n"
@@ -123,6 +145,9 @@ def main():
     mode = sys.argv[1] if len(sys.argv) > 1 else "http"
     if mode == "asyncio":
         asyncio.run(amain())
+        return
+    if mode == "reuse":
+        serve_reuse()
         return
     if mode == "echo":
         srv = EchoServer(("127.0.0.1", 0), Echo)
