@@ -32,6 +32,7 @@ bench: build pythons
 	scripts/bench-dump.sh
 	scripts/bench-dump-paired.sh
 	scripts/bench-record.sh
+	GO=$(GO) scripts/bench-kwalk.sh
 	scripts/bench-slowdown.sh
 	scripts/bench-native.sh
 	scripts/bench-dump-native.sh
