@@ -249,7 +249,11 @@ func (n *nativeDump) glue(td *ThreadDump, frames []pyframes.Frame) {
 		for i := range nat { // count the learned unnamed eval loops too
 			nat[i].Eval = n.interp.IsInterp(nat[i])
 		}
-		ids, ok = mixed.Stacks(nil, nat, py, st == unwind.Full, idTrunc)
+		// The thread is stopped: the innermost interpreter frame may be
+		// in its prologue or epilogue (3.10: tstate->frame not set yet,
+		// or set back to the caller's), without its Python frame; only
+		// that one can be.
+		ids, gone, ok = mixed.StacksGone(nil, nat, py, st == unwind.Full, idTrunc, idGone, 1)
 	}
 	n.info.UnwindUS += float64(time.Since(start).Nanoseconds()) / 1e3
 	if !ok {

@@ -28,17 +28,17 @@ type Python struct {
 // first, then the trunc marker. It reports false, appending nothing, when
 // the counts disagree.
 func Stacks(dst []int, nat []Native, py []Python, complete bool, trunc int) ([]int, bool) {
-	dst, _, ok := StacksGone(dst, nat, py, complete, trunc, -1)
+	dst, _, ok := StacksGone(dst, nat, py, complete, trunc, 0, 0)
 	return dst, ok
 }
 
-// StacksGone is Stacks where the innermost interpreter frames may be
-// without their run (gone >= 0): Python frames are pushed and popped at
-// the top of the chain, so when nat holds more eval frames than py has
-// runs, the runs go to the outermost ones and each innermost one left
-// over — its Python frame being entered or left at the sample, or gone
-// before a later read — becomes gone; n counts them.
-func StacksGone(dst []int, nat []Native, py []Python, complete bool, trunc, gone int) (_ []int, n int, _ bool) {
+// StacksGone is Stacks where up to maxGone innermost interpreter frames
+// may be without their run: Python frames are pushed and popped at the
+// top of the chain, so when nat holds more eval frames than py has runs,
+// the runs go to the outermost ones and each innermost one left over —
+// its Python frame being entered or left at the sample, or gone before a
+// later read — becomes the marker gone; n counts them.
+func StacksGone(dst []int, nat []Native, py []Python, complete bool, trunc, gone, maxGone int) (_ []int, n int, _ bool) {
 	evals, runs := 0, 0
 	for _, f := range nat {
 		if f.Eval {
@@ -52,7 +52,7 @@ func StacksGone(dst []int, nat []Native, py []Python, complete bool, trunc, gone
 	}
 	missing := 0
 	switch {
-	case evals > runs && gone >= 0:
+	case evals > runs && evals-runs <= maxGone:
 		missing = evals - runs
 	case evals > runs || (complete && evals != runs):
 		return dst, 0, false

@@ -67,10 +67,21 @@ func TestStacksGone(t *testing.T) {
 		{"complete, fewer evals", nat[:3], py, true, nil, 0, false},
 		{"truncated: outer runs first", nat[2:], py, false, []int{11, 12, trunc, 3, 13, 5}, 0, true},
 	} {
-		got, n, ok := StacksGone(nil, c.nat, c.py, c.complete, trunc, gone)
+		got, n, ok := StacksGone(nil, c.nat, c.py, c.complete, trunc, gone, 2)
 		if ok != c.ok || n != c.n || !reflect.DeepEqual(got, c.want) {
 			t.Errorf("%s: got %v gone %d %v, want %v gone %d %v", c.name, got, n, ok, c.want, c.n, c.ok)
 		}
+	}
+	// At most maxGone: a thread stopped (dump) can be entering or leaving
+	// one eval loop, its innermost, never two.
+	if got, n, ok := StacksGone(nil, nat, py[1:], true, trunc, gone, 1); !ok || n != 1 || !reflect.DeepEqual(got, []int{1, 11, 12, 3, gone, 5}) {
+		t.Errorf("one gone, maxGone 1: got %v gone %d %v", got, n, ok)
+	}
+	if _, _, ok := StacksGone(nil, nat, nil, true, trunc, gone, 1); ok {
+		t.Error("two gone, maxGone 1: glued")
+	}
+	if _, _, ok := StacksGone(nil, nat, py[1:], true, trunc, gone, 0); ok {
+		t.Error("one gone, maxGone 0: glued")
 	}
 }
 

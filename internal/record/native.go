@@ -253,7 +253,7 @@ func (n *native) stack(p *flame.Profile, ids []int, ns nativeSample, py []mixed.
 			}
 			if n.instant {
 				transit := p.Intern(flame.Frame{Kind: flame.State, Function: transitLabel})
-				if ids, gone, ok = mixed.StacksGone(ids, nat, py, complete, trunc, transit); ok {
+				if ids, gone, ok = mixed.StacksGone(ids, nat, py, complete, trunc, transit, len(nat)); ok {
 					n.counted++
 					if gone > 0 {
 						n.transit++
