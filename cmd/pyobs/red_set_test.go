@@ -341,6 +341,12 @@ func TestRedGunicorn(t *testing.T) {
 		t.Errorf("the responses name %d workers, want ≥ 5 (3, each replaced after 300 requests)", len(got.byWorker))
 	}
 	checkSetReport(t, &r, port, got, got.byWorker)
+	// Every connection was opened and closed inside the window (none
+	// before the load, and gunicorn exited). (A new worker's file read
+	// whose number an accept took before pyobs looked: TestRedFdReuse.)
+	if c := findPort(t, &r, port).Conns; c.Opened != c.Closed || c.Open != 0 {
+		t.Errorf("connections %+v: want as many closed as opened, none open", c)
+	}
 	members := map[int]bool{}
 	for _, m := range r.Processes {
 		members[m.Pid] = true
