@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -115,6 +116,9 @@ func parseLabels(in []string) ([]export.Label, error) {
 		}
 		if seen[k] {
 			return nil, fmt.Errorf("agent: --label %q: %s given twice", l, k)
+		}
+		if slices.Contains(export.ReservedLabels, k) {
+			return nil, fmt.Errorf("agent: --label %q: %s is a label of pyobs's own (reserved: %s)", l, k, strings.Join(export.ReservedLabels, ", "))
 		}
 		seen[k] = true
 		out = append(out, export.Label{Key: k, Value: v})

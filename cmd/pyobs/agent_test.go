@@ -884,6 +884,10 @@ func TestAgentFlagRefusals(t *testing.T) {
 		{[]string{"--metrics", "127.0.0.1:nosuchservice"}, 2, `port "nosuchservice" is neither a number`},
 		{[]string{"--metrics", "127.0.0.1:99999"}, 2, `port "99999" is neither a number in 0..65535`},
 		{[]string{"--metrics", "192.0.2.1:9464"}, 1, `--metrics "192.0.2.1:9464": can't listen`},
+		// Labels of pyobs's own series: a second "mode" on the CPU
+		// counter made the whole scrape unparseable.
+		{[]string{"--metrics", "127.0.0.1:0", "--label", "mode=prod"}, 2, `--label "mode=prod": mode is a label of pyobs's own`},
+		{[]string{"--metrics", "127.0.0.1:0", "--label", "pid=abc"}, 2, `--label "pid=abc": pid is a label of pyobs's own`},
 	} {
 		r := testutil.Run(t, 30*time.Second, append([]string{"agent", "-p", pid, "-d", "2s"}, c.args...)...)
 		if r.Code != c.code || !strings.Contains(r.Stderr, c.want) || strings.Count(strings.TrimSpace(r.Stderr), "\n") != 0 {

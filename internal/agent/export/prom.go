@@ -263,3 +263,9 @@ func writeProcess(t *promText) {
 	t.family("go_memstats_sys_bytes", "Number of bytes obtained from system.", "gauge")
 	t.sample("go_memstats_sys_bytes", float64(ms.Sys))
 }
+
+// ReservedLabels are the label names the agent's own series and profiles
+// carry (the target's service and pid, and each family's own label): a
+// --label of one of these would give a series the same name twice (a
+// scrape Prometheus rejects whole) or overwrite the agent's own.
+var ReservedLabels = []string{"service", "pid", "mode", "kind", "event", "verdict", "sink", "port", "route", "le"}
