@@ -198,10 +198,16 @@ func (t *difftrie) kid(label string) *difftrie {
 // diffKey is the label a frame is matched by across recordings: a thread
 // root's TID differs from run to run, so "NAME (TID)" matches "NAME (…)"
 // and "thread TID" any "thread …" (folded text cannot tell a thread frame
-// from a native one, so any label ending in " (DIGITS)" is taken so).
+// from a native one, so any label ending in " (DIGITS)" is taken so); a
+// process root's pid too: "[pid PID] ARGV" matches "[pid …] ARGV".
 func diffKey(label string) string {
 	if i := strings.LastIndex(label, " ("); i > 0 && strings.HasSuffix(label, ")") && allDigits(label[i+2:len(label)-1]) {
 		return label[:i] + " (…)"
+	}
+	if rest, ok := strings.CutPrefix(label, "[pid "); ok {
+		if pid, argv, ok := strings.Cut(rest, "]"); ok && allDigits(pid) {
+			return "[pid …]" + argv
+		}
 	}
 	if rest, ok := strings.CutPrefix(label, "thread "); ok && allDigits(rest) {
 		return "thread …"

@@ -163,12 +163,16 @@ func TestDiffThreads(t *testing.T) {
 	base.Add(f("thread 8", "work"), 10)
 	newp.Add(f("MainThread (17)", "work"), 10)
 	newp.Add(f("thread 18", "work"), 10)
+	// A process root (record of a set, or of a command that forks): its
+	// pid differs from run to run too.
+	base.Add(append([]Frame{{Kind: Thread, Function: "[pid 40] python mp.py"}}, f("thread 41", "kid")...), 10)
+	newp.Add(append([]Frame{{Kind: Thread, Function: "[pid 50] python mp.py"}}, f("thread 51", "kid")...), 10)
 	var b bytes.Buffer
 	if err := WriteDiffSVG(&b, base, newp, DiffOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for l, fr := range diffFrames(t, b.String()) {
-		if fr[0] != "d0" || fr[1] != "10/10" && fr[1] != "20/20" {
+		if fr[0] != "d0" || fr[1] != "10/10" && fr[1] != "20/20" && fr[1] != "30/30" {
 			t.Errorf("%s: %v, want unchanged", l, fr)
 		}
 	}
