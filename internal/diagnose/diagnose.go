@@ -129,7 +129,11 @@ func (r *run) left() time.Duration { return time.Until(r.end) - dumpSlack }
 // stopped says why the procedure must stop now ("" to go on).
 func (r *run) stopped(ctx context.Context) string {
 	if ctx.Err() != nil {
-		return "interrupted (Ctrl-C): the report holds the phases done"
+		var i session.Interrupt
+		if errors.As(context.Cause(ctx), &i) {
+			return i.Error() + ": the report holds the phases done"
+		}
+		return "interrupted: the report holds the phases done"
 	}
 	if r.s.Spawned() {
 		select {
