@@ -169,10 +169,15 @@ func (a *Agent) logf(format string, args ...any) {
 		return
 	}
 	msg := fmt.Sprintf(format, args...)
-	// One line per distinct message per minute: a dead sink is said, not shouted.
-	key := msg
-	if i := strings.IndexByte(key, ':'); i > 0 {
-		key = key[:i]
+	// One line per kind of message per minute: a dead sink is said, not
+	// shouted. The kind is the format with its first argument when that is
+	// a name (a sink's URL: each sink's own errors), not a number (a
+	// window's).
+	key := format
+	if len(args) > 0 {
+		if name, ok := args[0].(string); ok {
+			key += "\x00" + name
+		}
 	}
 	a.logMu.Lock()
 	last, seen := a.lastLog[key]

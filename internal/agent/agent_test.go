@@ -1,6 +1,9 @@
 package agent
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 func TestServiceName(t *testing.T) {
 	for _, c := range []struct {
@@ -21,5 +24,23 @@ func TestServiceName(t *testing.T) {
 		if got := ServiceName(c.argv); got != c.want {
 			t.Errorf("ServiceName(%q) = %q, want %q", c.argv, got, c.want)
 		}
+	}
+}
+
+// TestLogOncePerSink: each sink's failure is said once a minute, whatever
+// the others' (two Pyroscope sinks' errors shared one key, "export to
+// pyroscope http", and only the first was ever said); a window's errors
+// are one kind whatever the window.
+func TestLogOncePerSink(t *testing.T) {
+	var got []string
+	a := &Agent{lastLog: map[string]time.Time{}}
+	a.opt.Log = func(s string) { got = append(got, s) }
+	for i := 0; i < 3; i++ {
+		a.logf("export to %s: %v", "pyroscope http://127.0.0.1:1", "connection refused")
+		a.logf("export to %s: %v", "pyroscope http://127.0.0.1:2", "500 Internal Server Error")
+		a.logf("stat: window %d: %v", i, "gone")
+	}
+	if len(got) != 3 {
+		t.Errorf("said %d lines, want one per sink and one for the windows: %q", len(got), got)
 	}
 }
