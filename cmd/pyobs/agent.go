@@ -80,7 +80,15 @@ record, stat and offcpu cannot.`,
   pyobs agent -p 4242 --children --pyroscope http://127.0.0.1:4040
   pyobs agent -p 4242 --otlp http://127.0.0.1:4318 --label env=prod
   pyobs agent -p 4242 --pyroscope http://127.0.0.1:4040 --window 10s`,
-		Args: cobra.NoArgs,
+		Args: func(cmd *cobra.Command, args []string) error {
+			switch {
+			case cmd.ArgsLenAtDash() >= 0:
+				return usagef("agent: observes running processes (-p PID, --cgroup, --all), not a command: start it, then give its pid")
+			case len(args) > 0:
+				return usagef("agent: unexpected argument %q", args[0])
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error { return runAgent(cmd, g, &f, args) },
 	}
 	fl := c.Flags()

@@ -888,6 +888,7 @@ func TestAgentFlagRefusals(t *testing.T) {
 		// counter made the whole scrape unparseable.
 		{[]string{"--metrics", "127.0.0.1:0", "--label", "mode=prod"}, 2, `--label "mode=prod": mode is a label of pyobs's own`},
 		{[]string{"--metrics", "127.0.0.1:0", "--label", "pid=abc"}, 2, `--label "pid=abc": pid is a label of pyobs's own`},
+		{[]string{"--metrics", "127.0.0.1:0", "--", "python3", "x.py"}, 2, "agent: observes running processes (-p PID, --cgroup, --all), not a command"},
 	} {
 		r := testutil.Run(t, 30*time.Second, append([]string{"agent", "-p", pid, "-d", "2s"}, c.args...)...)
 		if r.Code != c.code || !strings.Contains(r.Stderr, c.want) || strings.Count(strings.TrimSpace(r.Stderr), "\n") != 0 {
