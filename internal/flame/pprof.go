@@ -11,8 +11,8 @@ import (
 // WritePprof writes p as a gzipped pprof profile (go tool pprof reads it).
 //
 // Sample types: for Meta.Unit "samples", samples/count and
-// <mode>/nanoseconds (count × the sample period; "wall" in wall mode, else
-// "cpu"), with PeriodType <mode>/nanoseconds; the time type is left out
+// <mode>/nanoseconds (count × the sample period; "wall" or "gil" in those
+// modes, else "cpu"), with PeriodType <mode>/nanoseconds; the time type is left out
 // when the period is unknown (no PeriodNS and no RequestedHz) rather than
 // made up. For "microseconds" (off-CPU), samples/count and
 // offcpu/microseconds.
@@ -61,8 +61,8 @@ func toPprof(p *Profile) (*profile.Profile, error) {
 	switch m.Unit {
 	case "samples", "":
 		timeType := "cpu"
-		if m.Mode == "wall" {
-			timeType = "wall"
+		if m.Mode == "wall" || m.Mode == "gil" {
+			timeType = m.Mode // gil: time holding the GIL, CPU or not
 		}
 		pp.SampleType = []*profile.ValueType{{Type: "samples", Unit: "count"}}
 		pp.DefaultSampleType = "samples"

@@ -135,6 +135,20 @@ func TestPprofUnknownPeriod(t *testing.T) {
 	}
 }
 
+// TestPprofTimeType: the time a sample stands for is named by its mode —
+// gil mode's is time holding the GIL, not CPU (a thread asleep in C with
+// the GIL was written as cpu/nanoseconds, and diff compared it with CPU).
+func TestPprofTimeType(t *testing.T) {
+	for mode, want := range map[string]string{"cpu": "cpu", "": "cpu", "wall": "wall", "gil": "gil"} {
+		p := New(Meta{Unit: "samples", Mode: mode, RequestedHz: 100})
+		p.Add([]Frame{{Kind: Python, Function: "f", File: "f.py", Line: 1}}, 3)
+		pp, _ := writeParsePprof(t, p)
+		if len(pp.SampleType) != 2 || pp.SampleType[1].Type != want || pp.PeriodType.Type != want {
+			t.Errorf("mode %q: types %v period type %v, want %s", mode, pp.SampleType, pp.PeriodType, want)
+		}
+	}
+}
+
 // go tool pprof -top reads the file and ranks the hottest leaf first.
 func TestPprofGoToolTop(t *testing.T) {
 	gobin, err := exec.LookPath("go")
