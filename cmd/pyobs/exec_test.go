@@ -413,3 +413,27 @@ func TestExecStoppedTarget(t *testing.T) {
 		t.Errorf("the target's state after exec: %v", st["State"])
 	}
 }
+
+// TestExecInterrupted: SIGINT to pyobs while the script runs in the target
+// ends pyobs with one line naming the signal; the script finishes in the
+// target, whose stderr stays clean (the script's last write, into pyobs's
+// folder, removed by then, once raised a traceback there).
+func TestExecInterrupted(t *testing.T) {
+	testutil.RequireRoot(t)
+	errf := filepath.Join(t.TempDir(), "target.err")
+	tg := startInline(t, testutil.Find(t, "sid-3.14"), "import os, time\nfd = os.open("+strconv.Quote(errf)+", os.O_WRONLY | os.O_CREAT, 0o644)\nos.dup2(fd, 2)\nprint('READY', flush=True)\nwhile True:\n    time.sleep(0.01)\n", nil)
+	cmd := exec.Command(testutil.Binary(t), "exec", "-p", strconv.Itoa(tg.Pid), "-c", "import time; time.sleep(2); print('done')")
+	go func() {
+		time.Sleep(1 * time.Second)
+		_ = cmd.Process.Signal(syscall.SIGINT)
+	}()
+	r := testutil.RunCmd(t, 30*time.Second, cmd)
+	if r.Code == 0 || !strings.Contains(r.Stderr, "interrupted by SIGINT while the script runs in the target") || strings.Count(strings.TrimSpace(r.Stderr), "\n") != 0 {
+		t.Errorf("exit %d, stderr %q: want one line naming SIGINT", r.Code, r.Stderr)
+	}
+	time.Sleep(3 * time.Second) // the script ends in the target
+	if b, _ := os.ReadFile(errf); len(b) != 0 {
+		t.Errorf("the target's stderr: %s", b)
+	}
+	requireRunning(t, tg.Pid)
+}

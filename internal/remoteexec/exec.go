@@ -385,7 +385,7 @@ func (c *Channel) Run(ctx context.Context, opt Options) (*Result, error) {
 		select {
 		case <-tick.C:
 		case <-ctx.Done():
-			return nil, fmt.Errorf("pid %d thread %d: interrupted while the script runs in the target (it goes on; its output is lost): %w", s.Pid, t.Tid, ctx.Err())
+			return nil, fmt.Errorf("pid %d thread %d: %w while the script runs in the target (it goes on; its output is lost)", s.Pid, t.Tid, context.Cause(ctx))
 		}
 	}
 }

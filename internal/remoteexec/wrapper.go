@@ -140,9 +140,12 @@ def _pyobs_exec():
             except BaseException:
                 pass
         done = ` + pyStr(done) + `
-        with open(done + ".tmp", "w", encoding="utf-8", errors="backslashreplace") as f:
-            f.write(status)
-        os.rename(done + ".tmp", done)
+        try:
+            with open(done + ".tmp", "w", encoding="utf-8", errors="backslashreplace") as f:
+                f.write(status)
+            os.rename(done + ".tmp", done)
+        except OSError:
+            pass  # pyobs ended (interrupted) and took its folder: nobody to tell
 try:
     _pyobs_exec()
 finally:
